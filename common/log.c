@@ -1,0 +1,70 @@
+/*
+ * logfmt lines on stderr. The level is read on every call from many threads, so it is
+ * an atomic; relaxed order is enough because a late-seen level change only means a
+ * line more or less.
+ */
+#include "log.h"
+
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static _Atomic int current_level = MX_LOG_INFO;
+
+static const char *const level_names[] = {"debug", "info", "warn", "error", "off"};
+
+void mx_log_set_level(enum mx_log_level level)
+{
+    atomic_store_explicit(&current_level, (int)level, memory_order_relaxed);
+}
+
+enum mx_log_level mx_log_get_level(void)
+{
+    return (enum mx_log_level)atomic_load_explicit(&current_level, memory_order_relaxed);
+}
+
+int mx_log_parse_level(const char *s)
+{
+    for (int i = 0; i <= MX_LOG_OFF; i++)
+        if (strcmp(s, level_names[i]) == 0)
+            return i;
+    if (strcmp(s, "warning") == 0)
+        return MX_LOG_WARN;
+    return -1;
+}
+
+void mx_log(enum mx_log_level level, const char *msg, const char *fmt, ...)
+{
+    if ((int)level < atomic_load_explicit(&current_level, memory_order_relaxed) ||
+        level >= MX_LOG_OFF)
+        return;
+
+    char line[1024];
+    struct timespec ts;
+    struct tm tm;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    gmtime_r(&ts.tv_sec, &tm);
+    int n = snprintf(line, sizeof line,
+                     "ts=%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ level=%s msg=\"%s\"",
+                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+                     tm.tm_sec, ts.tv_nsec / 1000000, level_names[level], msg);
+    if (n < 0)
+        return;
+    if ((size_t)n < sizeof line - 2 && fmt && *fmt) {
+        line[n++] = ' ';
+        va_list ap;
+        va_start(ap, fmt);
+        int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
+        va_end(ap);
+        if (m > 0)
+            n += m;
+    }
+    if ((size_t)n > sizeof line - 2)
+        n = (int)sizeof line - 2;
+    line[n++] = '\n';
+    ssize_t w = write(STDERR_FILENO, line, (size_t)n);
+    (void)w; /* nothing sensible to do when stderr is gone */
+}

@@ -1,0 +1,44 @@
+/*
+ * Shared by the C unit tests: cmocka's headers in the order it needs, and a main that
+ * runs one case when ctest names it (each case is its own ctest test and process).
+ */
+#ifndef MX_TESTUTIL_H
+#define MX_TESTUTIL_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#define MX_TEST_MAIN(tests)                                                                        \
+    int main(int argc, char **argv)                                                                \
+    {                                                                                              \
+        if (argc > 1)                                                                              \
+            cmocka_set_test_filter(argv[1]);                                                       \
+        return cmocka_run_group_tests(tests, NULL, NULL);                                          \
+    }
+
+/* A seed for randomized tests: MX_SEED from the environment, else the clock. Printed, so
+ * that a failing interleaving can be replayed. */
+static inline unsigned mx_test_seed(void)
+{
+    const char *s = getenv("MX_SEED");
+    unsigned seed = s ? (unsigned)strtoul(s, NULL, 10) : (unsigned)time(NULL);
+    printf("seed: MX_SEED=%u\n", seed);
+    fflush(stdout);
+    return seed;
+}
+
+static inline void mx_sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+}
+
+#endif
