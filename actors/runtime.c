@@ -424,7 +424,7 @@ int rt_send_self(struct rt_actor *self, struct rt_msg *m)
 
 /* ---- timers ---------------------------------------------------------------------- */
 
-#define TIMER_OF(mt) ((struct rt_timer *)((char *)(mt) - offsetof(struct rt_timer, _t)))
+#define TIMER_OF(mt) ((struct rt_timer *)((char *)(mt)-offsetof(struct rt_timer, _t)))
 
 void rt_timer_init(struct rt_timer *t, uint32_t type)
 {

@@ -72,13 +72,13 @@ struct rt_behavior {
 
 struct rt_config {
     const struct rt_behavior *behavior;
-    void *ctx;             /* returned by rt_ctx() */
-    unsigned workers;      /* worker threads; 0: the number of cores */
-    unsigned batch;        /* messages per turn at most; 0: 64 */
-    uint32_t mailbox_cap;  /* messages queued per actor at most; 0: 10000 */
-    size_t max_actors;     /* active actors at most (approximate, per shard); 0: no cap */
-    uint64_t idle_ms;      /* deactivate after this long idle; 0: 2000 */
-    uint64_t sweep_ms;     /* how often idle actors are looked at; 0: idle_ms / 4 */
+    void *ctx;            /* returned by rt_ctx() */
+    unsigned workers;     /* worker threads; 0: the number of cores */
+    unsigned batch;       /* messages per turn at most; 0: 64 */
+    uint32_t mailbox_cap; /* messages queued per actor at most; 0: 10000 */
+    size_t max_actors;    /* active actors at most (approximate, per shard); 0: no cap */
+    uint64_t idle_ms;     /* deactivate after this long idle; 0: 2000 */
+    uint64_t sweep_ms;    /* how often idle actors are looked at; 0: idle_ms / 4 */
     /* May be NULL. Called with a directory lock held: must not block or call back. */
     bool (*barrier_passed)(void *ctx, uint64_t barrier);
 };

@@ -134,8 +134,7 @@ int main(int argc, char **argv)
 
     /* Memory: activate a million actors with one message each and keep them. */
     struct rt *rt;
-    struct rt_config cfg = {.behavior = &behavior, .workers = (unsigned)cores,
-                            .idle_ms = 600000};
+    struct rt_config cfg = {.behavior = &behavior, .workers = (unsigned)cores, .idle_ms = 600000};
     rt_start(&rt, &cfg);
     enum { N = 1000000 };
     struct rt_msg *msgs = calloc(N, sizeof *msgs);
@@ -153,8 +152,7 @@ int main(int argc, char **argv)
     rt_get_stats(rt, &st);
     printf("\nidle but active actors: %zu; resident memory +%ld KiB: %.0f bytes per actor "
            "(13-byte names, %zu-byte state)\n",
-           st.active, after - before, (double)(after - before) * 1024 / N,
-           sizeof(struct state));
+           st.active, after - before, (double)(after - before) * 1024 / N, sizeof(struct state));
     rt_shutdown(rt);
     free(msgs);
     return 0;

@@ -262,9 +262,11 @@ static void run_senders(struct rt *rt, int nsend, int nact, uint64_t total, unsi
     pthread_t th[NSEND];
     for (int s = 0; s < nsend; s++) {
         memset(&args[s], 0, sizeof args[s]);
-        args[s] = (struct sender_arg){
-            .rt = rt, .id = s, .seed = seed + (unsigned)s, .count = total / (uint64_t)nsend,
-            .nact = nact};
+        args[s] = (struct sender_arg){.rt = rt,
+                                      .id = s,
+                                      .seed = seed + (unsigned)s,
+                                      .count = total / (uint64_t)nsend,
+                                      .nact = nact};
         pthread_create(&th[s], NULL, sender_main, &args[s]);
     }
     for (int s = 0; s < nsend; s++)
@@ -332,7 +334,7 @@ static void timers_fire_in_order_never_early_cancel_works(void **st)
     assert_int_equal(s->nfired, want);
     for (int j = 0; j < s->nfired; j++) {
         int k = s->fired_order[j];
-        assert_true(s->expect[k]);                   /* cancelled ones never come */
+        assert_true(s->expect[k]);                     /* cancelled ones never come */
         assert_true(s->fired_at[j] >= s->deadline[k]); /* never early */
         if (j > 0)
             assert_true(s->deadline[k] >= s->deadline[s->fired_order[j - 1]]);
@@ -435,7 +437,7 @@ static void mailbox_cap_refuses_then_recovers(void **st)
     for (int k = 0; k < 3; k++)
         assert_int_equal(send_to(rt, 1, new_msg(K_COUNT, -1, 0)), RT_OK);
     struct tmsg *extra = new_msg(K_COUNT, -1, 0);
-    assert_int_equal(send_to(rt, 1, extra), RT_EFULL); /* still the caller's */
+    assert_int_equal(send_to(rt, 1, extra), RT_EFULL);                /* still the caller's */
     assert_int_equal(send_to(rt, 2, new_msg(K_COUNT, -1, 0)), RT_OK); /* others unaffected */
     struct rt_stats stats;
     rt_get_stats(rt, &stats);
@@ -507,7 +509,7 @@ static void shutdown_cancels_every_pending_message(void **st)
     open_gate();
     pthread_join(th, NULL);
 
-    assert_int_equal(atomic_load(&T.total), 1);                /* the blocked one */
+    assert_int_equal(atomic_load(&T.total), 1);                 /* the blocked one */
     assert_int_equal(atomic_load(&T.cancelled), MORE + OTHERS); /* all the rest */
     for (int k = 1; k < n; k++) {
         assert_int_equal(atomic_load(&all[k]->completions), 1);

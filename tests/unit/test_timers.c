@@ -112,8 +112,7 @@ static void thread_fires_in_order_never_early_and_disarms(void **st)
     /* Armed out of order: 90 ms, 80 ms, ..., 0 ms; the odd ones are disarmed. */
     for (int i = 0; i < 10; i++) {
         mx_timer_init(&t[i]);
-        assert_int_equal(mx_timers_arm(ts, &t[i], base + (uint64_t)(9 - i) * 10 * MX_NS_PER_MS),
-                         0);
+        assert_int_equal(mx_timers_arm(ts, &t[i], base + (uint64_t)(9 - i) * 10 * MX_NS_PER_MS), 0);
     }
     for (int i = 1; i < 10; i += 2)
         assert_true(mx_timers_disarm(ts, &t[i]));
