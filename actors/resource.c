@@ -1,0 +1,457 @@
+/*
+ * The lease state machine (see resource.h).
+ *
+ * Layout: views and answers; changes (every change goes through change(), which takes
+ * the next index); the lease operations; the waiter queue (FIFO, doubly linked so that
+ * a client that hangs up is unlinked at once) and the watcher list; ticks.
+ */
+#include "resource.h"
+
+#include <string.h>
+
+#include "common/clock.h"
+#include "common/uuid.h"
+
+/* ---- views and answers ----------------------------------------------------------- */
+
+void res_view_clear(struct res_view *v)
+{
+    mx_str_unref(v->owner);
+    mx_str_unref(v->metadata);
+    memset(v, 0, sizeof *v);
+}
+
+static uint64_t ms_until(uint64_t deadline_ns, uint64_t now_ns)
+{
+    if (deadline_ns <= now_ns)
+        return 0;
+    return (deadline_ns - now_ns + MX_NS_PER_MS - 1) / MX_NS_PER_MS; /* rounded up */
+}
+
+/* Fills `v` with the resource's state and its latest lease (whether held or not). */
+static void fill_view(const struct res *r, const struct res_now *now, struct res_view *v)
+{
+    res_view_clear(v);
+    v->held = r->row.has_lease && r->row.held;
+    v->index = r->row.index;
+    v->waiters = r->nwaiters;
+    if (r->row.has_lease) {
+        memcpy(v->lease_id, r->row.lease_id, 16);
+        v->owner = mx_str_ref(r->row.owner);
+        v->metadata = mx_str_ref(r->row.metadata);
+        v->token = r->row.token;
+        v->ttl_ms = r->row.ttl_ms;
+        v->expires_in_ms = v->held ? ms_until(r->deadline_ns, now->mono_ns) : 0;
+        v->acquired_at_ms = r->row.acquired_at_ms;
+        v->renewed_at_ms = r->row.renewed_at_ms;
+    }
+}
+
+static void answer(struct res_out *out, struct res_req *q, enum res_status status)
+{
+    q->status = (uint8_t)status;
+    q->_next = q->_prev = NULL;
+    if (out->tail)
+        out->tail->_next = q;
+    else
+        out->head = q;
+    out->tail = q;
+}
+
+static void answer_view(const struct res *r, const struct res_now *now, struct res_out *out,
+                        struct res_req *q, enum res_status status)
+{
+    fill_view(r, now, &q->view);
+    answer(out, q, status);
+}
+
+struct res_req *res_out_pop(struct res_out *out)
+{
+    struct res_req *q = out->head;
+    if (q) {
+        out->head = q->_next;
+        if (!out->head)
+            out->tail = NULL;
+        q->_next = NULL;
+    }
+    return q;
+}
+
+/* ---- changes --------------------------------------------------------------------- */
+
+static void change(struct res *r, struct res_domain *d)
+{
+    r->row.index = atomic_fetch_add(&d->last_index, 1) + 1;
+    r->changed = true;
+}
+
+static void forget_lease(struct res *r, struct res_domain *d)
+{
+    if (r->row.held)
+        atomic_fetch_sub(&d->held, 1);
+    mx_str_unref(r->row.owner);
+    mx_str_unref(r->row.metadata);
+    uint64_t index = r->row.index;
+    memset(&r->row, 0, sizeof r->row);
+    r->row.index = index;
+    r->deadline_ns = 0;
+}
+
+static void set_deadline(struct res *r, uint64_t ttl_ms, const struct res_now *now)
+{
+    r->row.ttl_ms = ttl_ms;
+    r->row.deadline_ms = now->wall_ms + (int64_t)ttl_ms;
+    r->deadline_ns = now->mono_ns + ttl_ms * MX_NS_PER_MS;
+}
+
+static void replace_metadata(struct res *r, const struct res_req *q)
+{
+    if (q->has_metadata) {
+        mx_str_unref(r->row.metadata);
+        r->row.metadata = mx_str_ref(q->metadata);
+    }
+}
+
+static bool same_lease(const struct res *r, const struct res_req *q)
+{
+    return r->row.has_lease && q->has_lease_id && memcmp(r->row.lease_id, q->lease_id, 16) == 0;
+}
+
+/* A new lease for q. */
+static void grant(struct res *r, struct res_domain *d, struct res_req *q, const struct res_now *now,
+                  struct res_out *out)
+{
+    uint8_t id[16];
+    if (q->has_lease_id) {
+        memcpy(id, q->lease_id, 16);
+    } else if (mx_uuid_random(id) != 0) {
+        q->reason = "no random source for a lease id";
+        answer(out, q, RES_ERR_UNAVAILABLE);
+        return;
+    }
+    forget_lease(r, d);
+    r->row.has_lease = true;
+    r->row.held = true;
+    memcpy(r->row.lease_id, id, 16);
+    r->row.owner = mx_str_ref(q->owner);
+    r->row.metadata = q->has_metadata ? mx_str_ref(q->metadata) : NULL;
+    r->row.token = atomic_fetch_add(&d->last_token, 1) + 1;
+    r->row.acquired_at_ms = r->row.renewed_at_ms = now->wall_ms;
+    set_deadline(r, q->ttl_ms, now);
+    change(r, d);
+    atomic_fetch_add(&d->held, 1);
+    atomic_fetch_add(&d->grants, 1);
+    answer_view(r, now, out, q, RES_OK_LEASE);
+}
+
+/* Keeps the lease (and its token), starting its TTL again: renew, re-acquire. */
+static void extend(struct res *r, struct res_domain *d, struct res_req *q, uint64_t ttl_ms,
+                   const struct res_now *now, struct res_out *out)
+{
+    if (!r->row.held) {
+        r->row.held = true;
+        atomic_fetch_add(&d->held, 1);
+    }
+    r->row.renewed_at_ms = now->wall_ms;
+    set_deadline(r, ttl_ms, now);
+    replace_metadata(r, q);
+    change(r, d);
+    answer_view(r, now, out, q, RES_OK_LEASE);
+}
+
+/* ---- waiters and watchers -------------------------------------------------------- */
+
+static void unlink_waiter(struct res *r, struct res_domain *d, struct res_req *q)
+{
+    if (q->_prev)
+        q->_prev->_next = q->_next;
+    else
+        r->waiters = q->_next;
+    if (q->_next)
+        q->_next->_prev = q->_prev;
+    else
+        r->waiters_tail = q->_prev;
+    q->_next = q->_prev = NULL;
+    r->nwaiters--;
+    atomic_fetch_sub(&d->waiters, 1);
+}
+
+static void unlink_watcher(struct res *r, struct res_domain *d, struct res_req *q)
+{
+    if (q->_prev)
+        q->_prev->_next = q->_next;
+    else
+        r->watchers = q->_next;
+    if (q->_next)
+        q->_next->_prev = q->_prev;
+    q->_next = q->_prev = NULL;
+    r->nwatchers--;
+    atomic_fetch_sub(&d->watchers, 1);
+}
+
+/* While the resource is free, grants the first waiter whose client is still there. */
+static void grant_next(struct res *r, struct res_domain *d, const struct res_now *now,
+                       struct res_out *out)
+{
+    while (r->waiters && !(r->row.has_lease && r->row.held)) {
+        struct res_req *q = r->waiters;
+        unlink_waiter(r, d, q);
+        if (q->alive && !q->alive(q))
+            answer(out, q, RES_GONE); /* never granted */
+        else
+            grant(r, d, q, now, out);
+    }
+}
+
+/* Answers every watcher with the state as it is now. */
+static void notify_watchers(struct res *r, struct res_domain *d, const struct res_now *now,
+                            struct res_out *out)
+{
+    while (r->watchers) {
+        struct res_req *q = r->watchers;
+        unlink_watcher(r, d, q);
+        answer_view(r, now, out, q, RES_OK_STATE);
+    }
+}
+
+/* ---- operations ------------------------------------------------------------------ */
+
+static void acquire(struct res *r, struct res_domain *d, struct res_req *q,
+                    const struct res_now *now, struct res_out *out)
+{
+    if (r->row.has_lease && r->row.held) {
+        if (same_lease(r, q)) {
+            extend(r, d, q, q->ttl_ms, now, out); /* a retry: the same lease back */
+        } else if (q->wait_ms == 0) {
+            atomic_fetch_add(&d->conflicts, 1);
+            answer_view(r, now, out, q, RES_ERR_HELD);
+        } else if (r->nwaiters >= d->lim.max_waiters) {
+            answer(out, q, RES_ERR_TOO_MANY);
+        } else {
+            q->_deadline_ns = now->mono_ns + q->wait_ms * MX_NS_PER_MS;
+            q->_watcher = false;
+            q->status = RES_PENDING;
+            q->_next = NULL;
+            q->_prev = r->waiters_tail;
+            if (r->waiters_tail)
+                r->waiters_tail->_next = q;
+            else
+                r->waiters = q;
+            r->waiters_tail = q;
+            r->nwaiters++;
+            atomic_fetch_add(&d->waiters, 1);
+        }
+        return;
+    }
+    if (same_lease(r, q))
+        extend(r, d, q, q->ttl_ms, now, out); /* expired, nothing granted since */
+    else
+        grant(r, d, q, now, out);
+}
+
+static void renew(struct res *r, struct res_domain *d, struct res_req *q, const struct res_now *now,
+                  struct res_out *out)
+{
+    if (!same_lease(r, q)) {
+        answer(out, q, RES_ERR_LOST);
+        return;
+    }
+    atomic_fetch_add(&d->renewals, 1);
+    extend(r, d, q, q->has_ttl ? q->ttl_ms : r->row.ttl_ms, now, out);
+}
+
+static void release(struct res *r, struct res_domain *d, struct res_req *q,
+                    const struct res_now *now, struct res_out *out)
+{
+    if (!same_lease(r, q)) {
+        answer(out, q, RES_ERR_LOST);
+        return;
+    }
+    forget_lease(r, d);
+    change(r, d);
+    atomic_fetch_add(&d->releases, 1);
+    answer_view(r, now, out, q, RES_OK_RELEASED);
+    grant_next(r, d, now, out);
+}
+
+static void break_lease(struct res *r, struct res_domain *d, struct res_req *q,
+                        const struct res_now *now, struct res_out *out)
+{
+    bool broken = r->row.has_lease && r->row.held;
+    if (r->row.has_lease) {
+        forget_lease(r, d);
+        change(r, d);
+    }
+    if (broken)
+        atomic_fetch_add(&d->breaks, 1);
+    answer_view(r, now, out, q, RES_OK_BROKEN);
+    q->view.broken = broken;
+    grant_next(r, d, now, out);
+}
+
+static void get(struct res *r, struct res_domain *d, struct res_req *q, const struct res_now *now,
+                struct res_out *out)
+{
+    if (!q->has_index || q->index != r->row.index || q->wait_ms == 0) {
+        answer_view(r, now, out, q, RES_OK_STATE);
+        return;
+    }
+    if (r->nwatchers >= d->lim.max_waiters) {
+        answer(out, q, RES_ERR_TOO_MANY);
+        return;
+    }
+    q->_deadline_ns = now->mono_ns + q->wait_ms * MX_NS_PER_MS;
+    q->_watcher = true;
+    q->status = RES_PENDING;
+    q->_prev = NULL;
+    q->_next = r->watchers;
+    if (r->watchers)
+        r->watchers->_prev = q;
+    r->watchers = q;
+    r->nwatchers++;
+    atomic_fetch_add(&d->watchers, 1);
+}
+
+/* ---- the entry points ------------------------------------------------------------ */
+
+void res_init(struct res *r, uint64_t index)
+{
+    memset(r, 0, sizeof *r);
+    r->row.index = index;
+}
+
+void res_load(struct res *r, struct store_row *row, const struct res_now *now)
+{
+    mx_str_unref(r->row.owner);
+    mx_str_unref(r->row.metadata);
+    r->row = *row;
+    memset(row, 0, sizeof *row);
+    r->deadline_ns = 0;
+    if (r->row.has_lease && r->row.held) {
+        /* The wall clock carries the deadline across restarts: the lease keeps the time it
+         * had left, not its full TTL. */
+        int64_t left = r->row.deadline_ms - now->wall_ms;
+        r->deadline_ns = now->mono_ns + (left > 0 ? (uint64_t)left * MX_NS_PER_MS : 0);
+    }
+}
+
+void res_free(struct res *r, struct res_domain *d)
+{
+    if (r->row.has_lease && r->row.held)
+        atomic_fetch_sub(&d->held, 1);
+    store_row_clear(&r->row);
+}
+
+void res_tick(struct res *r, struct res_domain *d, const struct res_now *now, struct res_out *out)
+{
+    uint64_t index = r->row.index;
+    if (r->row.has_lease && r->row.held && r->deadline_ns <= now->mono_ns) {
+        r->row.held = false; /* kept: its holder may still renew it */
+        atomic_fetch_sub(&d->held, 1);
+        atomic_fetch_add(&d->expiries, 1);
+        change(r, d);
+    }
+    grant_next(r, d, now, out);
+    for (struct res_req *q = r->waiters, *next; q; q = next) {
+        next = q->_next;
+        if (q->_deadline_ns <= now->mono_ns) {
+            unlink_waiter(r, d, q);
+            atomic_fetch_add(&d->timeouts, 1);
+            answer_view(r, now, out, q, RES_ERR_HELD);
+        }
+    }
+    if (r->row.index != index) {
+        notify_watchers(r, d, now, out);
+        return;
+    }
+    for (struct res_req *q = r->watchers, *next; q; q = next) {
+        next = q->_next;
+        if (q->_deadline_ns <= now->mono_ns) {
+            unlink_watcher(r, d, q);
+            answer_view(r, now, out, q, RES_OK_STATE); /* unchanged */
+        }
+    }
+}
+
+void res_handle(struct res *r, struct res_domain *d, struct res_req *q, const struct res_now *now,
+                struct res_out *out)
+{
+    res_tick(r, d, now, out);
+    uint64_t index = r->row.index;
+    switch (q->op) {
+    case RES_ACQUIRE:
+        acquire(r, d, q, now, out);
+        break;
+    case RES_RENEW:
+        renew(r, d, q, now, out);
+        break;
+    case RES_RELEASE:
+        release(r, d, q, now, out);
+        break;
+    case RES_BREAK:
+        break_lease(r, d, q, now, out);
+        break;
+    case RES_GET:
+        get(r, d, q, now, out);
+        break;
+    default:
+        q->reason = "unknown operation";
+        answer(out, q, RES_ERR_UNAVAILABLE);
+        break;
+    }
+    /* Watchers see the state after the whole operation (a release and the grant it led
+     * to), not the step between. A watch just added has the current index: not woken. */
+    if (r->row.index != index)
+        notify_watchers(r, d, now, out);
+}
+
+void res_drop(struct res *r, struct res_domain *d, uint64_t id, struct res_out *out)
+{
+    for (struct res_req *q = r->waiters; q; q = q->_next)
+        if (q->id == id) {
+            unlink_waiter(r, d, q);
+            answer(out, q, RES_GONE);
+            return;
+        }
+    for (struct res_req *q = r->watchers; q; q = q->_next)
+        if (q->id == id) {
+            unlink_watcher(r, d, q);
+            answer(out, q, RES_GONE);
+            return;
+        }
+}
+
+void res_cancel_all(struct res *r, struct res_domain *d, const char *reason, struct res_out *out)
+{
+    while (r->waiters) {
+        struct res_req *q = r->waiters;
+        unlink_waiter(r, d, q);
+        q->reason = reason;
+        answer(out, q, RES_ERR_UNAVAILABLE);
+    }
+    while (r->watchers) {
+        struct res_req *q = r->watchers;
+        unlink_watcher(r, d, q);
+        q->reason = reason;
+        answer(out, q, RES_ERR_UNAVAILABLE);
+    }
+}
+
+uint64_t res_next_deadline(const struct res *r)
+{
+    uint64_t next = UINT64_MAX;
+    if (r->row.has_lease && r->row.held)
+        next = r->deadline_ns;
+    for (const struct res_req *q = r->waiters; q; q = q->_next)
+        if (q->_deadline_ns < next)
+            next = q->_deadline_ns;
+    for (const struct res_req *q = r->watchers; q; q = q->_next)
+        if (q->_deadline_ns < next)
+            next = q->_deadline_ns;
+    return next;
+}
+
+bool res_idle(const struct res *r)
+{
+    return !(r->row.has_lease && r->row.held) && !r->waiters && !r->watchers;
+}

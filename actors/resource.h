@@ -1,0 +1,137 @@
+/*
+ * The lease state machine of one resource, as pure logic: no threads, no I/O, and a
+ * clock handed in with every call, so that it is unit-tested with a fake clock. The
+ * resource actor (resource_actor.c) runs it in turns and makes its changes durable.
+ *
+ * A resource has at most one lease in force (`held`). Its latest lease is remembered
+ * after it expires, so that its holder may still renew or release it until another
+ * lease is granted (as Azure blob leases do); release and break forget it.
+ *
+ * Requests are answered by setting their status and view and appending them to a
+ * struct res_out; those that wait (waiters of acquire with wait_ms, watchers of GET with
+ * index and wait_ms) are kept in the resource and answered by a later call. Each change
+ * (grant, renew, release, break, expiry) takes the next index from the domain and sets
+ * `changed`, which tells the caller to write the resource's row.
+ */
+#ifndef MX_RESOURCE_H
+#define MX_RESOURCE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/str.h"
+#include "persistence/store.h"
+
+struct res_limits {
+    uint64_t min_ttl_ms, max_ttl_ms; /* enforced by the caller's validation */
+    uint64_t max_wait_ms;            /* likewise */
+    uint32_t max_waiters;            /* waiters per resource; watchers have the same cap */
+};
+
+/* Shared by every resource of a server. */
+struct res_domain {
+    struct res_limits lim;
+    _Atomic uint64_t last_token; /* the last fencing token handed out */
+    _Atomic uint64_t last_index; /* the last change index handed out */
+    /* metrics */
+    _Atomic int64_t held, waiters, watchers;
+    _Atomic uint64_t grants, renewals, releases, breaks, expiries, conflicts, timeouts;
+};
+
+struct res_now {
+    uint64_t mono_ns; /* CLOCK_MONOTONIC: every deadline */
+    int64_t wall_ms;  /* wall clock: stored deadlines and *_at times */
+};
+
+enum res_op { RES_ACQUIRE = 1, RES_RENEW, RES_RELEASE, RES_BREAK, RES_GET };
+
+enum res_status {
+    RES_PENDING = 0,     /* waiting (queued waiter or watcher) */
+    RES_OK_LEASE,        /* 200, lease body */
+    RES_OK_RELEASED,     /* 200 {released: true} */
+    RES_OK_BROKEN,       /* 200 {broken: view.broken} */
+    RES_OK_STATE,        /* 200, the resource's state */
+    RES_ERR_HELD,        /* 409 lease_held, with the holder in view */
+    RES_ERR_LOST,        /* 409 lease_lost */
+    RES_ERR_TOO_MANY,    /* 429 too_many_waiters */
+    RES_ERR_UNAVAILABLE, /* 503, with reason */
+    RES_GONE,            /* the client went away: nothing to send */
+};
+
+/* What an answer shows. Holds references to the strings. */
+struct res_view {
+    bool held; /* a lease is in force */
+    bool broken;
+    uint8_t lease_id[16];
+    struct mx_str *owner, *metadata;
+    uint64_t token, ttl_ms, expires_in_ms, index;
+    int64_t acquired_at_ms, renewed_at_ms;
+    uint32_t waiters;
+};
+
+void res_view_clear(struct res_view *v);
+
+struct res_req {
+    /* in */
+    uint8_t op; /* enum res_op */
+    bool has_lease_id, has_ttl, has_metadata, has_index;
+    uint8_t lease_id[16];
+    struct mx_str *owner;    /* acquire (reference owned by the request) */
+    struct mx_str *metadata; /* serialized JSON object (reference owned by the request) */
+    uint64_t ttl_ms, wait_ms, index;
+    uint64_t id; /* unique: names the request in res_drop() */
+    /* Whether the client is still there; NULL: always. Asked before granting a waiter. */
+    bool (*alive)(struct res_req *q);
+    /* out */
+    uint8_t status; /* enum res_status */
+    const char *reason;
+    struct res_view view;
+    /* private */
+    struct res_req *_next, *_prev;
+    uint64_t _deadline_ns;
+    bool _watcher;
+};
+
+/* Answered requests, in order. */
+struct res_out {
+    struct res_req *head, *tail;
+};
+
+struct res {
+    struct store_row row; /* the durable shape: index, latest lease */
+    uint64_t deadline_ns; /* mono: when the lease in force expires */
+    struct res_req *waiters, *waiters_tail;
+    struct res_req *watchers;
+    uint32_t nwaiters, nwatchers;
+    bool changed; /* set by a change; the caller writes the row and clears it */
+};
+
+/* A resource without a row: free, with `index` (see store_index_floor()). */
+void res_init(struct res *r, uint64_t index);
+/* Replaces the lease state with `row` (moved in) read from the store, keeping waiters and
+ * watchers. A lease whose wall-clock deadline has passed expires at the next res_tick(). */
+void res_load(struct res *r, struct store_row *row, const struct res_now *now);
+/* Releases everything; waiters and watchers must have been answered (res_cancel_all). */
+void res_free(struct res *r, struct res_domain *d);
+
+/* Handles one request (after applying what is due at `now`). */
+void res_handle(struct res *r, struct res_domain *d, struct res_req *q, const struct res_now *now,
+                struct res_out *out);
+/* Applies what is due at `now`: expiry, waiters and watchers that timed out, and grants a
+ * waiter if the resource is free. */
+void res_tick(struct res *r, struct res_domain *d, const struct res_now *now, struct res_out *out);
+/* The client of request `id` has gone: drop it if it waits here (answered RES_GONE). */
+void res_drop(struct res *r, struct res_domain *d, uint64_t id, struct res_out *out);
+/* Answers every waiter and watcher RES_ERR_UNAVAILABLE with `reason`. */
+void res_cancel_all(struct res *r, struct res_domain *d, const char *reason, struct res_out *out);
+
+/* The earliest mono deadline that needs a res_tick(), or UINT64_MAX. */
+uint64_t res_next_deadline(const struct res *r);
+/* True when no lease is in force and nobody waits or watches. */
+bool res_idle(const struct res *r);
+
+/* Pops the first answered request, or NULL. */
+struct res_req *res_out_pop(struct res_out *out);
+
+#endif

@@ -1,0 +1,369 @@
+/*
+ * The resource actor (see resource_actor.h).
+ *
+ * A turn: load the row if this is the actor's first message (or reload it if the store's
+ * epoch moved because a commit failed), apply the message to the state machine, write a
+ * record if the resource changed, queue every answer behind that record in the store
+ * (so a reply is sent only once what it shows is durable), and set the actor's one timer
+ * to the resource's next deadline.
+ */
+#include "resource_actor.h"
+
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+
+enum { MSG_REQ = 1, MSG_DROP, MSG_PRELOAD, MSG_TIMER };
+
+struct drop_msg {
+    struct rt_msg msg;
+    uint64_t id;
+};
+
+struct preload_msg {
+    struct rt_msg msg;
+    struct store_row row;
+};
+
+struct ra_state {
+    struct res res;
+    struct rt_timer timer;
+    uint64_t timer_at; /* the deadline the timer is set for; 0: none */
+    uint64_t epoch;    /* the store epoch the state was read in */
+    uint64_t last_seq; /* the last record submitted */
+    bool loaded;
+};
+
+#define CONTAINER(ptr, type, field) ((type *)((char *)(ptr)-offsetof(type, field)))
+
+static struct res_now now_clock(void)
+{
+    return (struct res_now){.mono_ns = mx_mono_ns(), .wall_ms = mx_wall_ms()};
+}
+
+/* Store thread (or inside store_wait). */
+static void on_durable(struct store_wait *w, int status)
+{
+    struct ra_request *r = CONTAINER(w, struct ra_request, _wait);
+    if (status != STORE_OK && r->rq.status != RES_GONE) {
+        res_view_clear(&r->rq.view);
+        r->rq.status = RES_ERR_UNAVAILABLE;
+        r->rq.reason = status == STORE_ECLOSED ? "shutting down" : "the store could not commit";
+    }
+    r->reply(r);
+}
+
+static void fail_all(struct res_out *out, const char *reason)
+{
+    struct res_req *q;
+    while ((q = res_out_pop(out)) != NULL) {
+        struct ra_request *r = CONTAINER(q, struct ra_request, rq);
+        if (q->status != RES_GONE) {
+            res_view_clear(&q->view);
+            q->status = RES_ERR_UNAVAILABLE;
+            q->reason = reason;
+        }
+        r->reply(r);
+    }
+}
+
+/* Writes the change (if any), then queues every answer behind it. */
+static void flush(struct rt_actor *self, struct ra_state *st, struct ra_ctx *ctx,
+                  struct res_out *out)
+{
+    if (st->res.changed) {
+        size_t len;
+        const char *name = rt_name(self, &len);
+        struct store_rec *rec = store_rec_new(name, len, &st->res.row);
+        uint64_t seq = rec ? store_submit(ctx->store, rec, st->epoch) : 0;
+        st->res.changed = false;
+        if (seq == 0) {
+            /* Not written: memory holds a change the store never will. Read the row again
+             * at the next message, and tell these clients nothing happened. */
+            st->epoch = 0;
+            fail_all(out, rec ? "shutting down" : "out of memory");
+            return;
+        }
+        st->last_seq = seq;
+    }
+    struct res_req *q;
+    while ((q = res_out_pop(out)) != NULL) {
+        struct ra_request *r = CONTAINER(q, struct ra_request, rq);
+        if (q->status == RES_GONE) {
+            r->reply(r);
+            continue;
+        }
+        r->_wait.done = on_durable;
+        store_wait(ctx->store, &r->_wait, st->epoch);
+    }
+}
+
+static void set_timer(struct rt_actor *self, struct ra_state *st)
+{
+    uint64_t next = res_next_deadline(&st->res);
+    if (next == UINT64_MAX) {
+        if (st->timer_at) {
+            rt_timer_cancel(self, &st->timer);
+            st->timer_at = 0;
+        }
+        return;
+    }
+    if (next == st->timer_at)
+        return;
+    if (rt_timer_set(self, &st->timer, next) == RT_OK)
+        st->timer_at = next;
+    else
+        st->timer_at = 0; /* shutting down or out of memory: the next message retries */
+}
+
+/* Reads the row (again). Returns false when the store could not be read. */
+static bool load(struct rt_actor *self, struct ra_state *st, struct ra_ctx *ctx,
+                 struct store_row *preloaded, const struct res_now *now)
+{
+    uint64_t epoch = store_epoch(ctx->store);
+    struct store_row row;
+    if (preloaded) {
+        row = *preloaded;
+        memset(preloaded, 0, sizeof *preloaded);
+    } else {
+        size_t len;
+        const char *name = rt_name(self, &len);
+        memset(&row, 0, sizeof row);
+        int rc = store_get(ctx->store, name, len, &row);
+        if (rc == STORE_NOTFOUND) {
+            row.index = store_index_floor(ctx->store);
+        } else if (rc != STORE_OK) {
+            return false;
+        }
+    }
+    if (st->loaded && st->res.row.has_lease && st->res.row.held)
+        atomic_fetch_sub(&ctx->domain->held, 1); /* res_load replaces the lease */
+    res_load(&st->res, &row, now);
+    if (st->res.row.has_lease && st->res.row.held)
+        atomic_fetch_add(&ctx->domain->held, 1);
+    st->epoch = epoch;
+    st->loaded = true;
+    return true;
+}
+
+static void ra_activate(struct rt_actor *self, void *state)
+{
+    (void)self;
+    struct ra_state *st = state;
+    res_init(&st->res, 0);
+    rt_timer_init(&st->timer, MSG_TIMER);
+}
+
+static void ra_receive(struct rt_actor *self, void *state, struct rt_msg *m)
+{
+    struct ra_state *st = state;
+    struct ra_ctx *ctx = rt_ctx(self);
+    struct res_domain *d = ctx->domain;
+    struct res_now now = now_clock();
+    struct res_out out = {0};
+
+    struct store_row *pre = m->type == MSG_PRELOAD ? &((struct preload_msg *)m)->row : NULL;
+    bool stale = st->loaded && st->epoch != store_epoch(ctx->store);
+    if ((!st->loaded || stale) && !load(self, st, ctx, st->loaded ? NULL : pre, &now)) {
+        if (m->type == MSG_REQ) {
+            struct ra_request *r = (struct ra_request *)m;
+            r->rq.status = RES_ERR_UNAVAILABLE;
+            r->rq.reason = "the store could not be read";
+            r->reply(r);
+        } else if (m->type != MSG_TIMER) {
+            if (pre)
+                store_row_clear(pre);
+            free(m);
+        }
+        return;
+    }
+
+    switch (m->type) {
+    case MSG_REQ:
+        res_handle(&st->res, d, &((struct ra_request *)m)->rq, &now, &out);
+        break;
+    case MSG_DROP:
+        res_drop(&st->res, d, ((struct drop_msg *)m)->id, &out);
+        free(m);
+        break;
+    case MSG_PRELOAD:
+        store_row_clear(&((struct preload_msg *)m)->row); /* unused when loaded already */
+        free(m);
+        res_tick(&st->res, d, &now, &out);
+        break;
+    case MSG_TIMER:
+        st->timer_at = 0;
+        res_tick(&st->res, d, &now, &out);
+        break;
+    }
+    flush(self, st, ctx, &out);
+    set_timer(self, st);
+}
+
+static bool ra_idle(struct rt_actor *self, void *state, uint64_t *barrier)
+{
+    (void)self;
+    struct ra_state *st = state;
+    *barrier = st->last_seq;
+    return res_idle(&st->res);
+}
+
+static void ra_deactivate(struct rt_actor *self, void *state, bool shutdown)
+{
+    struct ra_state *st = state;
+    struct ra_ctx *ctx = rt_ctx(self);
+    struct res_out out = {0};
+    res_cancel_all(&st->res, ctx->domain, shutdown ? "shutting down" : "deactivated", &out);
+    struct res_req *q;
+    while ((q = res_out_pop(&out)) != NULL) {
+        struct ra_request *r = CONTAINER(q, struct ra_request, rq);
+        r->reply(r);
+    }
+    if (st->loaded)
+        res_free(&st->res, ctx->domain);
+    else
+        store_row_clear(&st->res.row);
+}
+
+const struct rt_behavior ra_behavior = {
+    .state_size = sizeof(struct ra_state),
+    .activate = ra_activate,
+    .receive = ra_receive,
+    .idle = ra_idle,
+    .deactivate = ra_deactivate,
+};
+
+bool ra_barrier_passed(void *ctx, uint64_t barrier)
+{
+    return store_seq_done(((struct ra_ctx *)ctx)->store, barrier);
+}
+
+/* ---- sending --------------------------------------------------------------------- */
+
+static void cancel_request(struct rt_msg *m)
+{
+    struct ra_request *r = (struct ra_request *)m;
+    r->rq.status = RES_ERR_UNAVAILABLE;
+    r->rq.reason = "shutting down";
+    r->reply(r);
+}
+
+int ra_send(struct rt *rt, const char *name, size_t len, struct ra_request *r)
+{
+    r->msg.type = MSG_REQ;
+    r->msg.cancel = cancel_request;
+    r->rq.status = RES_PENDING;
+    return rt_send(rt, name, len, &r->msg, 0);
+}
+
+static void free_msg(struct rt_msg *m)
+{
+    free(m);
+}
+
+void ra_send_drop(struct rt *rt, const char *name, size_t len, uint64_t id)
+{
+    struct drop_msg *m = calloc(1, sizeof *m);
+    if (!m)
+        return; /* the waiter stays until its deadline or its grant's alive() check */
+    m->msg.type = MSG_DROP;
+    m->msg.cancel = free_msg;
+    m->id = id;
+    /* Not active: nothing waits there. */
+    if (rt_send(rt, name, len, &m->msg, RT_SEND_IF_ACTIVE) != RT_OK)
+        free(m);
+}
+
+static void cancel_preload(struct rt_msg *m)
+{
+    store_row_clear(&((struct preload_msg *)m)->row);
+    free(m);
+}
+
+int ra_send_preload(struct rt *rt, const char *name, size_t len, struct store_row *row)
+{
+    struct preload_msg *m = calloc(1, sizeof *m);
+    if (!m)
+        return RT_ENOMEM;
+    m->msg.type = MSG_PRELOAD;
+    m->msg.cancel = cancel_preload;
+    m->row = *row;
+    memset(row, 0, sizeof *row);
+    int rc;
+    while ((rc = rt_send(rt, name, len, &m->msg, 0)) == RT_EFULL)
+        ; /* a fresh actor's mailbox: only a flood of requests fills it */
+    if (rc != RT_OK)
+        cancel_preload(&m->msg);
+    return rc;
+}
+
+/* ---- listing --------------------------------------------------------------------- */
+
+struct list_fill {
+    struct ra_list *l;
+    size_t cap;
+};
+
+static void list_row(void *arg, const char *name, size_t len, struct store_row *row)
+{
+    struct list_fill *f = arg;
+    store_row_clear(row); /* the actor is the authority on the state; we need the name */
+    if (f->l->n >= f->cap || len >= sizeof f->l->items[0].name)
+        return;
+    struct ra_list_item *it = &f->l->items[f->l->n++];
+    memcpy(it->name, name, len);
+    it->name[len] = '\0';
+    it->name_len = len;
+}
+
+static void list_item_done(struct ra_list *l)
+{
+    if (atomic_fetch_sub(&l->pending, 1) == 1)
+        l->done(l);
+}
+
+static void list_reply(struct ra_request *r)
+{
+    list_item_done(CONTAINER(r, struct ra_list_item, req)->list);
+}
+
+struct ra_list *ra_list_start(struct rt *rt, struct store *store, const char *prefix,
+                              const char *after, int limit, void (*done)(struct ra_list *l),
+                              void *arg)
+{
+    struct ra_list *l = calloc(1, sizeof *l + (size_t)limit * sizeof l->items[0]);
+    if (!l)
+        return NULL;
+    l->done = done;
+    l->arg = arg;
+    struct list_fill f = {l, (size_t)limit};
+    if (store_list_held(store, prefix, after, limit, list_row, &f) != STORE_OK)
+        l->store_error = true;
+    l->full = l->n == (size_t)limit;
+    /* One extra count for this function, so `done` runs after the last send. */
+    atomic_init(&l->pending, l->n + 1);
+    for (size_t i = 0; i < l->n; i++) {
+        struct ra_list_item *it = &l->items[i];
+        it->list = l;
+        it->req.reply = list_reply;
+        it->req.rq.op = RES_GET;
+        int rc = ra_send(rt, it->name, it->name_len, &it->req);
+        if (rc != RT_OK) {
+            it->req.rq.status = RES_ERR_UNAVAILABLE;
+            it->req.rq.reason = rt_strerror(rc);
+            list_item_done(l);
+        }
+    }
+    list_item_done(l);
+    return l;
+}
+
+void ra_list_free(struct ra_list *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        res_view_clear(&l->items[i].req.rq.view);
+    free(l);
+}

@@ -1,0 +1,74 @@
+/*
+ * The resource actor: runs a resource's lease state machine (resource.h) in the actor
+ * runtime's turns, loads its row from the store when activated, writes a record for
+ * every change, and answers each request only once everything it shows is durable.
+ *
+ * It knows nothing of HTTP: a request is a struct ra_request that the caller embeds in
+ * its own request state, with a reply callback the actor calls exactly once.
+ */
+#ifndef MX_RESOURCE_ACTOR_H
+#define MX_RESOURCE_ACTOR_H
+
+#include "actors/resource.h"
+#include "actors/runtime.h"
+#include "persistence/store.h"
+
+/* The behavior's context (rt_config.ctx). */
+struct ra_ctx {
+    struct res_domain *domain;
+    struct store *store;
+};
+
+extern const struct rt_behavior ra_behavior;
+
+/* rt_config.barrier_passed for this behavior. */
+bool ra_barrier_passed(void *ctx, uint64_t barrier);
+
+struct ra_request {
+    struct rt_msg msg; /* private: set by ra_send() */
+    struct res_req rq; /* the request, and its answer once replied */
+    /* Called exactly once: when the answer is durable, or could not be made so (then
+     * rq.status is RES_ERR_UNAVAILABLE), or the client is gone (RES_GONE). Any thread. */
+    void (*reply)(struct ra_request *r);
+    struct store_wait _wait; /* private */
+};
+
+/* Sends `r` to resource `name`. Returns RT_OK, or an rt_status error (the caller still
+ * owns `r` and answers it itself). */
+int ra_send(struct rt *rt, const char *name, size_t len, struct ra_request *r);
+
+/* Tells resource `name` that the client of request `id` has gone. Any thread. */
+void ra_send_drop(struct rt *rt, const char *name, size_t len, uint64_t id);
+
+/* Activates the actor of a resource whose row the caller has read (moves `row`). */
+int ra_send_preload(struct rt *rt, const char *name, size_t len, struct store_row *row);
+
+/*
+ * The list of held resources: names and order come from the store, and each entry is then
+ * read from its actor exactly as GET reads it (and dropped if it is no longer held).
+ */
+struct ra_list_item {
+    struct ra_request req;
+    struct ra_list *list;
+    char name[260];
+    size_t name_len;
+};
+
+struct ra_list {
+    _Atomic size_t pending;
+    void (*done)(struct ra_list *l); /* any thread, once, after every item is answered */
+    void *arg;
+    bool store_error; /* the store could not be read */
+    bool full;        /* the store returned `limit` names: there may be more */
+    size_t n;
+    struct ra_list_item items[];
+};
+
+/* Starts a list. `done` is called once (possibly before this returns). Returns NULL when
+ * out of memory. The caller frees the list with ra_list_free() after `done`. */
+struct ra_list *ra_list_start(struct rt *rt, struct store *store, const char *prefix,
+                              const char *after, int limit, void (*done)(struct ra_list *l),
+                              void *arg);
+void ra_list_free(struct ra_list *l);
+
+#endif

@@ -1,0 +1,45 @@
+/*
+ * Prometheus text exposition: a growable text buffer and lock-free histograms. Modules
+ * keep their own counters and write them into a buffer when /metrics is asked for, so
+ * no module depends on the HTTP layer.
+ */
+#ifndef MX_PROM_H
+#define MX_PROM_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct prom_buf {
+    char *p;
+    size_t len, cap;
+    bool oom; /* an append failed: the text is incomplete */
+};
+
+void prom_printf(struct prom_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* `# HELP` and `# TYPE` lines. */
+void prom_header(struct prom_buf *b, const char *name, const char *type, const char *help);
+
+#define PROM_MAX_BUCKETS 20
+
+/* A histogram with fixed upper bounds. observe() from any thread. */
+struct prom_hist {
+    const double *bounds; /* ascending; +Inf is implicit */
+    int nbounds;
+    double scale; /* observed values are divided by this when written (ns -> s: 1e9) */
+    _Atomic uint64_t counts[PROM_MAX_BUCKETS + 1];
+    _Atomic uint64_t sum;
+};
+
+void prom_hist_init(struct prom_hist *h, const double *bounds, int nbounds, double scale);
+void prom_hist_observe(struct prom_hist *h, uint64_t value);
+/* Writes the _bucket, _sum and _count lines; `labels` is "" or `key="v"` pairs. */
+void prom_hist_write(struct prom_buf *b, const char *name, const char *labels,
+                     const struct prom_hist *h);
+
+/* Bounds in seconds for latencies from 50 µs to 10 s. */
+extern const double prom_latency_bounds[];
+extern const int prom_latency_nbounds;
+
+#endif

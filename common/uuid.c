@@ -1,0 +1,56 @@
+#include "uuid.h"
+
+#include <openssl/rand.h>
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+bool mx_uuid_parse(const char *s, size_t len, uint8_t out[16])
+{
+    if (len != MX_UUID_STR_LEN)
+        return false;
+    int k = 0;
+    for (size_t i = 0; i < len;) {
+        if (i == 8 || i == 13 || i == 18 || i == 23) {
+            if (s[i++] != '-')
+                return false;
+            continue;
+        }
+        int hi = hexval(s[i]), lo = hexval(s[i + 1]);
+        if (hi < 0 || lo < 0)
+            return false;
+        out[k++] = (uint8_t)(hi << 4 | lo);
+        i += 2;
+    }
+    return k == 16;
+}
+
+void mx_uuid_format(const uint8_t id[16], char out[MX_UUID_STR_LEN + 1])
+{
+    static const char hex[] = "0123456789abcdef";
+    int o = 0;
+    for (int i = 0; i < 16; i++) {
+        if (i == 4 || i == 6 || i == 8 || i == 10)
+            out[o++] = '-';
+        out[o++] = hex[id[i] >> 4];
+        out[o++] = hex[id[i] & 15];
+    }
+    out[o] = '\0';
+}
+
+int mx_uuid_random(uint8_t out[16])
+{
+    if (RAND_bytes(out, 16) != 1)
+        return -1;
+    out[6] = (uint8_t)((out[6] & 0x0f) | 0x40); /* version 4 */
+    out[8] = (uint8_t)((out[8] & 0x3f) | 0x80); /* variant 10 */
+    return 0;
+}

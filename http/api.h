@@ -1,0 +1,97 @@
+/*
+ * The HTTP API's input side as pure functions (no sockets, no libmicrohttpd): routing,
+ * resource-name validation, and decoding of JSON bodies and query parameters into lease
+ * requests, with every limit and error code of API.md. The fuzzers drive these directly.
+ */
+#ifndef MX_HTTP_API_H
+#define MX_HTTP_API_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "actors/resource.h"
+
+#define API_MAX_BODY       65536
+#define API_MAX_NAME       256
+#define API_MAX_OWNER      256
+#define API_MAX_METADATA   4096
+#define API_MAX_REASON     1024
+#define API_DEFAULT_TTL_MS 15000
+#define API_DEFAULT_LIMIT  100
+#define API_MAX_LIMIT      1000
+
+enum api_route {
+    ROUTE_NONE = 0,
+    ROUTE_ACQUIRE,
+    ROUTE_RENEW,
+    ROUTE_RELEASE,
+    ROUTE_BREAK,
+    ROUTE_GET,
+    ROUTE_LIST,
+    ROUTE_HEALTHZ,
+    ROUTE_READYZ,
+    ROUTE_METRICS,
+    ROUTE_COUNT
+};
+
+/* The route's name in metrics and logs. */
+const char *api_route_name(enum api_route r);
+
+struct api_error {
+    int status;        /* HTTP status */
+    const char *code;  /* the contract's code */
+    const char *field; /* the field it is about, or NULL */
+    const char *allow; /* 405: the Allow header */
+    char message[160];
+    char field_buf[64]; /* holds the name of an unknown field */
+};
+
+/* Fills `e` and returns false, for `return api_fail(...)`. */
+bool api_fail(struct api_error *e, int status, const char *code, const char *field, const char *fmt,
+              ...) __attribute__((format(printf, 5, 6)));
+
+/* Routes `method` and `path` (decoded, without the query). On success sets `route` and,
+ * for resource routes, `name` and `name_len` (pointing into `path`). */
+bool api_route(const char *method, const char *path, enum api_route *route, const char **name,
+               size_t *name_len, struct api_error *e);
+
+/* Whether `name` is a valid resource name (see API.md, "Names"). */
+bool api_valid_resource(const char *name, size_t len);
+
+/* Whether `s` is valid UTF-8 (no overlong forms, no surrogates). */
+bool api_utf8_valid(const char *s, size_t len);
+
+/* Whether a Content-Type header value is JSON (`application/json`, parameters allowed). */
+bool api_is_json_type(const char *content_type);
+
+/*
+ * Decodes a POST body (may be empty: the empty object) for `route` into `rq` (op, fields,
+ * owner and metadata references, which res_req_clear releases). `reason` receives a
+ * break's reason ("" when none). Returns false with `e` filled on bad input.
+ */
+bool api_decode_body(enum api_route route, const char *body, size_t len,
+                     const struct res_limits *lim, struct res_req *rq, char *reason,
+                     size_t reason_len, struct api_error *e);
+
+/* Query parameters, one at a time; then api_query_finish(). */
+struct api_query {
+    /* resource GET */
+    bool has_index, has_wait;
+    uint64_t index, wait_ms;
+    /* list */
+    const char *prefix, *cursor;
+    bool has_limit;
+    uint64_t limit;
+};
+
+bool api_query_param(enum api_route route, struct api_query *q, const char *key, const char *value,
+                     const struct res_limits *lim, struct api_error *e);
+/* Applies defaults and fills `rq` for a GET. */
+void api_query_finish(enum api_route route, const struct api_query *q, const struct res_limits *lim,
+                      struct res_req *rq);
+
+/* Releases the references a decoded request holds. */
+void res_req_clear(struct res_req *rq);
+
+#endif

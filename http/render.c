@@ -1,0 +1,221 @@
+/*
+ * JSON output with cJSON. 64-bit integers (tokens, indexes) are written as raw numbers
+ * so they never pass through a double.
+ */
+#include "render.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/uuid.h"
+
+void render_time(int64_t wall_ms, char out[32])
+{
+    if (wall_ms < 0)
+        wall_ms = 0;
+    time_t secs = (time_t)(wall_ms / 1000);
+    struct tm tm;
+    gmtime_r(&secs, &tm);
+    size_t n = strftime(out, 32, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(out + n, 32 - n, ".%03uZ", (unsigned)(wall_ms % 1000));
+}
+
+static void add_u64(cJSON *o, const char *key, uint64_t v)
+{
+    char buf[24];
+    snprintf(buf, sizeof buf, "%lu", (unsigned long)v);
+    cJSON_AddRawToObject(o, key, buf);
+}
+
+static void add_time(cJSON *o, const char *key, int64_t wall_ms)
+{
+    char buf[32];
+    render_time(wall_ms, buf);
+    cJSON_AddStringToObject(o, key, buf);
+}
+
+static void add_name(cJSON *o, const char *name, size_t len)
+{
+    char buf[API_MAX_NAME + 1];
+    if (len > API_MAX_NAME)
+        len = API_MAX_NAME;
+    memcpy(buf, name, len);
+    buf[len] = '\0';
+    cJSON_AddStringToObject(o, "resource", buf);
+}
+
+static void add_metadata(cJSON *o, const struct mx_str *md)
+{
+    if (md)
+        cJSON_AddRawToObject(o, "metadata", md->s); /* validated JSON object text */
+    else
+        cJSON_AddNullToObject(o, "metadata");
+}
+
+static char *finish(cJSON *o)
+{
+    char *s = o ? cJSON_PrintUnformatted(o) : NULL;
+    cJSON_Delete(o);
+    return s;
+}
+
+static cJSON *holder_object(const struct res_view *v)
+{
+    cJSON *h = cJSON_CreateObject();
+    cJSON_AddStringToObject(h, "owner", v->owner ? v->owner->s : "");
+    add_u64(h, "fencing_token", v->token);
+    add_u64(h, "ttl_ms", v->ttl_ms);
+    add_u64(h, "expires_in_ms", v->expires_in_ms);
+    add_time(h, "acquired_at", v->acquired_at_ms);
+    add_time(h, "renewed_at", v->renewed_at_ms);
+    add_metadata(h, v->metadata);
+    return h;
+}
+
+static cJSON *state_object(const char *name, size_t len, const struct res_view *v)
+{
+    cJSON *o = cJSON_CreateObject();
+    add_name(o, name, len);
+    cJSON_AddStringToObject(o, "state", v->held ? "held" : "free");
+    add_u64(o, "index", v->index);
+    if (v->held)
+        cJSON_AddItemToObject(o, "holder", holder_object(v));
+    else
+        cJSON_AddNullToObject(o, "holder");
+    add_u64(o, "waiters", v->waiters);
+    return o;
+}
+
+static cJSON *error_object(const char *code, const char *message, cJSON **inner)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON *e = cJSON_AddObjectToObject(o, "error");
+    cJSON_AddStringToObject(e, "code", code);
+    cJSON_AddStringToObject(e, "message", message);
+    *inner = e;
+    return o;
+}
+
+void render_error(const struct api_error *e, struct render *out)
+{
+    cJSON *inner;
+    cJSON *o = error_object(e->code, e->message, &inner);
+    if (e->field)
+        cJSON_AddStringToObject(inner, "field", e->field);
+    out->status = e->status;
+    out->retry_after_s = e->status == 503 ? 1 : 0;
+    out->body = finish(o);
+}
+
+void render_unavailable(const char *reason, struct render *out)
+{
+    cJSON *inner;
+    const char *why = reason ? reason : "unavailable";
+    cJSON *o = error_object("unavailable", why, &inner);
+    cJSON_AddStringToObject(inner, "reason", why);
+    out->status = 503;
+    out->retry_after_s = 1;
+    out->body = finish(o);
+}
+
+void render_answer(const char *name, size_t len, const struct res_req *rq, struct render *out)
+{
+    const struct res_view *v = &rq->view;
+    cJSON *o = NULL, *inner;
+    char id[MX_UUID_STR_LEN + 1];
+    out->status = 200;
+    out->retry_after_s = 0;
+
+    switch ((enum res_status)rq->status) {
+    case RES_OK_LEASE:
+        o = cJSON_CreateObject();
+        add_name(o, name, len);
+        mx_uuid_format(v->lease_id, id);
+        cJSON_AddStringToObject(o, "lease_id", id);
+        cJSON_AddStringToObject(o, "owner", v->owner ? v->owner->s : "");
+        add_u64(o, "fencing_token", v->token);
+        add_u64(o, "ttl_ms", v->ttl_ms);
+        add_u64(o, "expires_in_ms", v->expires_in_ms);
+        add_time(o, "acquired_at", v->acquired_at_ms);
+        add_time(o, "renewed_at", v->renewed_at_ms);
+        add_metadata(o, v->metadata);
+        break;
+    case RES_OK_RELEASED:
+        o = cJSON_CreateObject();
+        add_name(o, name, len);
+        cJSON_AddTrueToObject(o, "released");
+        break;
+    case RES_OK_BROKEN:
+        o = cJSON_CreateObject();
+        add_name(o, name, len);
+        cJSON_AddBoolToObject(o, "broken", v->broken);
+        break;
+    case RES_OK_STATE:
+        o = state_object(name, len, v);
+        break;
+    case RES_ERR_HELD: {
+        o = error_object("lease_held", "the resource is held by another lease", &inner);
+        cJSON *h = cJSON_AddObjectToObject(inner, "holder");
+        cJSON_AddStringToObject(h, "owner", v->owner ? v->owner->s : "");
+        add_u64(h, "fencing_token", v->token);
+        add_u64(h, "expires_in_ms", v->expires_in_ms);
+        out->status = 409;
+        /* The holder's remaining time in whole seconds, rounded up. */
+        out->retry_after_s = (v->expires_in_ms + 999) / 1000;
+        if (out->retry_after_s == 0)
+            out->retry_after_s = 1;
+        break;
+    }
+    case RES_ERR_LOST:
+        o = error_object("lease_lost",
+                         "the lease is no longer the resource's: it was released, broken, or "
+                         "another lease was granted after it expired",
+                         &inner);
+        out->status = 409;
+        break;
+    case RES_ERR_TOO_MANY:
+        o = error_object("too_many_waiters", "the resource's queue of waiters is full", &inner);
+        out->status = 429;
+        out->retry_after_s = 1;
+        break;
+    case RES_PENDING:
+    case RES_GONE:
+    case RES_ERR_UNAVAILABLE:
+    default:
+        render_unavailable(rq->reason, out);
+        return;
+    }
+    out->body = finish(o);
+}
+
+void render_list(const struct ra_list *l, const char *next_cursor, struct render *out)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON *arr = cJSON_AddArrayToObject(o, "resources");
+    for (size_t i = 0; i < l->n; i++) {
+        const struct ra_list_item *it = &l->items[i];
+        if (it->req.rq.status == RES_OK_STATE && it->req.rq.view.held)
+            cJSON_AddItemToArray(arr, state_object(it->name, it->name_len, &it->req.rq.view));
+    }
+    if (next_cursor)
+        cJSON_AddStringToObject(o, "next_cursor", next_cursor);
+    else
+        cJSON_AddNullToObject(o, "next_cursor");
+    out->status = 200;
+    out->retry_after_s = 0;
+    out->body = finish(o);
+}
+
+void render_status(int status, const char *word, const char *reason, struct render *out)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "status", word);
+    if (reason)
+        cJSON_AddStringToObject(o, "reason", reason);
+    out->status = status;
+    out->retry_after_s = status == 503 ? 1 : 0;
+    out->body = finish(o);
+}

@@ -1,0 +1,36 @@
+/*
+ * The HTTP API's output side: JSON bodies for answers and errors (API.md). Pure
+ * functions; each returns a string the caller frees with free(), or NULL when out of
+ * memory.
+ */
+#ifndef MX_HTTP_RENDER_H
+#define MX_HTTP_RENDER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "actors/resource.h"
+#include "actors/resource_actor.h"
+#include "http/api.h"
+
+struct render {
+    int status;
+    char *body;
+    uint64_t retry_after_s; /* 0: no Retry-After header */
+};
+
+/* The answer to a lease request on `name`; sets status, body and Retry-After. */
+void render_answer(const char *name, size_t len, const struct res_req *rq, struct render *out);
+/* An error of the contract. */
+void render_error(const struct api_error *e, struct render *out);
+/* A 503 `unavailable` with a reason. */
+void render_unavailable(const char *reason, struct render *out);
+/* The list of held resources; `next_cursor` NULL for the last page. */
+void render_list(const struct ra_list *l, const char *next_cursor, struct render *out);
+/* {"status": "...", "reason": "..."} for /healthz and /readyz (reason may be NULL). */
+void render_status(int status, const char *word, const char *reason, struct render *out);
+
+/* RFC 3339 UTC with milliseconds; `out` has room for 32 bytes. */
+void render_time(int64_t wall_ms, char out[32]);
+
+#endif

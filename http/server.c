@@ -1,0 +1,737 @@
+/*
+ * The HTTP front (see server.h).
+ *
+ * A request's life, on one of libmicrohttpd's threads unless said otherwise:
+ *   1. The URI callback allocates its state (struct hreq) before the headers are read.
+ *   2. First call of the access handler: route, request id, and the checks that need no
+ *      body (Content-Length over 64 KiB: 413; a body that is not JSON: 415).
+ *   3. Body chunks are gathered, at most 64 KiB.
+ *   4. Final call: decode and validate. Health, readiness and metrics are answered at
+ *      once. A lease request suspends its connection, registers for hang-up detection if
+ *      it may wait, and goes to its resource's actor.
+ *   5. The actor's answer arrives on some other thread (reply()): unregister, resume.
+ *   6. The access handler runs again: render the answer, queue the response.
+ *   7. The completion callback records metrics and frees the state.
+ * A connection is always suspended before its request is handed on, so an answer that
+ * arrives at once finds it suspended (resuming before suspending is not allowed).
+ */
+#include "server.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "actors/resource_actor.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "http/api.h"
+#include "http/hangup.h"
+#include "http/render.h"
+
+enum phase { PH_HEADERS, PH_BODY, PH_WAIT, PH_DONE };
+
+/* Statuses counted in metrics, in this order; anything else counts as "other". */
+static const int counted_codes[] = {200, 400, 401, 403, 404, 405, 409, 413, 415, 429, 500, 503, 0};
+#define NCODES ((int)(sizeof counted_codes / sizeof counted_codes[0]))
+
+struct http {
+    struct http_config cfg;
+    struct MHD_Daemon *daemon;
+    struct hangup *hangup;
+    int listen_fd;
+    char address[96];
+    _Atomic bool draining;
+    _Atomic uint64_t next_id;
+    _Atomic long in_flight, suspended;
+    _Atomic uint64_t requests[ROUTE_COUNT][NCODES];
+    struct prom_hist latency[ROUTE_COUNT];
+    char *tls_cert, *tls_key;
+};
+
+struct hreq {
+    struct ra_request ra; /* the lease request, when there is one */
+    struct http *h;
+    struct MHD_Connection *conn;
+    uint64_t start_ns;
+    uint64_t id;
+    enum phase phase;
+    enum api_route route;
+    bool head;    /* HEAD: no body is sent */
+    bool failed;  /* `err` is the answer */
+    bool watched; /* registered for hang-up detection */
+    bool close;   /* close the connection after the answer */
+    int status;   /* the status sent, for metrics */
+    int fd;
+    struct api_error err;
+    char *body;
+    size_t body_len;
+    struct ra_list *list;
+    char name[API_MAX_NAME + 1];
+    size_t name_len;
+    char rid[72];
+    char reason[API_MAX_REASON + 1];
+};
+
+#define CONTAINER(ptr, type, field) ((type *)((char *)(ptr)-offsetof(type, field)))
+
+/* ---- responses ------------------------------------------------------------------- */
+
+static int code_slot(int status)
+{
+    for (int i = 0; i < NCODES - 1; i++)
+        if (counted_codes[i] == status)
+            return i;
+    return NCODES - 1;
+}
+
+/* Queues `body` (taken; NULL means out of memory) with the contract's headers. */
+static enum MHD_Result send_body(struct hreq *q, int status, char *body, const char *type,
+                                 uint64_t retry_after_s, const char *allow)
+{
+    if (!body) {
+        status = 503;
+        body = strdup("{\"error\":{\"code\":\"unavailable\",\"message\":\"out of memory\","
+                      "\"reason\":\"out of memory\"}}");
+        if (!body)
+            return MHD_NO;
+        retry_after_s = 1;
+        type = "application/json; charset=utf-8";
+    }
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", type);
+    MHD_add_response_header(r, "X-Request-Id", q->rid);
+    MHD_add_response_header(r, "Cache-Control", "no-store");
+    if (retry_after_s) {
+        char ra[24];
+        snprintf(ra, sizeof ra, "%lu", (unsigned long)retry_after_s);
+        MHD_add_response_header(r, "Retry-After", ra);
+    }
+    if (allow)
+        MHD_add_response_header(r, "Allow", allow);
+    if (q->close)
+        MHD_add_response_header(r, "Connection", "close");
+    q->status = status;
+    q->phase = PH_DONE;
+    enum MHD_Result rc = MHD_queue_response(q->conn, (unsigned)status, r);
+    MHD_destroy_response(r);
+    return rc;
+}
+
+static enum MHD_Result send_render(struct hreq *q, const struct render *rd, const char *allow)
+{
+    return send_body(q, rd->status, rd->body, "application/json; charset=utf-8", rd->retry_after_s,
+                     allow);
+}
+
+static enum MHD_Result send_error(struct hreq *q, const struct api_error *e)
+{
+    struct render rd;
+    render_error(e, &rd);
+    return send_render(q, &rd, e->allow);
+}
+
+static enum MHD_Result send_unavailable(struct hreq *q, const char *reason)
+{
+    struct render rd;
+    render_unavailable(reason, &rd);
+    return send_render(q, &rd, NULL);
+}
+
+/* ---- answers from actors --------------------------------------------------------- */
+
+/* Any thread: the actor's answer is in q->ra.rq. */
+static void on_reply(struct ra_request *r)
+{
+    struct hreq *q = CONTAINER(r, struct hreq, ra);
+    if (q->watched)
+        hangup_unwatch(q->h->hangup, q->id); /* before the connection may close */
+    MHD_resume_connection(q->conn);
+}
+
+static void on_list_done(struct ra_list *l)
+{
+    struct hreq *q = l->arg;
+    MHD_resume_connection(q->conn);
+}
+
+static bool client_alive(struct res_req *rq)
+{
+    struct hreq *q = CONTAINER(rq, struct hreq, ra.rq);
+    return !hangup_peer_gone(q->fd);
+}
+
+/* Hang-up watcher's thread. */
+static void on_hangup(void *ctx, uint64_t id, void *arg)
+{
+    struct http *h = ctx;
+    struct hreq *q = arg;
+    /* q->watched stays: unwatching an id the watcher dropped already is harmless. */
+    ra_send_drop(h->cfg.rt, q->name, q->name_len, id);
+}
+
+static void suspend(struct hreq *q)
+{
+    atomic_fetch_add(&q->h->suspended, 1);
+    MHD_suspend_connection(q->conn);
+}
+
+static enum MHD_Result answer_resumed(struct hreq *q)
+{
+    atomic_fetch_sub(&q->h->suspended, 1);
+    struct render rd;
+    if (q->list) {
+        struct ra_list *l = q->list;
+        bool failed = l->store_error;
+        for (size_t i = 0; i < l->n && !failed; i++)
+            failed = l->items[i].req.rq.status == RES_ERR_UNAVAILABLE;
+        if (failed)
+            return send_unavailable(q, l->store_error ? "the store could not be read"
+                                                      : "a resource could not be read");
+        render_list(l, l->full && l->n ? l->items[l->n - 1].name : NULL, &rd);
+        return send_render(q, &rd, NULL);
+    }
+    if (q->ra.rq.status == RES_GONE) {
+        q->status = 499; /* nobody to answer: close */
+        q->phase = PH_DONE;
+        return MHD_NO;
+    }
+    render_answer(q->name, q->name_len, &q->ra.rq, &rd);
+    return send_render(q, &rd, NULL);
+}
+
+/* ---- dispatch -------------------------------------------------------------------- */
+
+struct query_ctx {
+    struct hreq *q;
+    struct api_query query;
+    bool ok;
+};
+
+static enum MHD_Result query_param(void *cls, enum MHD_ValueKind kind, const char *key,
+                                   const char *value)
+{
+    (void)kind;
+    struct query_ctx *c = cls;
+    c->ok = api_query_param(c->q->route, &c->query, key, value, c->q->h->cfg.lim, &c->q->err);
+    return c->ok ? MHD_YES : MHD_NO;
+}
+
+static enum MHD_Result serve_metrics(struct hreq *q);
+
+static enum MHD_Result dispatch(struct hreq *q)
+{
+    struct http *h = q->h;
+    if (q->failed)
+        return send_error(q, &q->err);
+    if (atomic_load(&h->draining)) {
+        q->close = true;
+        return send_unavailable(q, "shutting down");
+    }
+
+    switch (q->route) {
+    case ROUTE_HEALTHZ: {
+        struct render rd;
+        render_status(200, "ok", NULL, &rd);
+        return send_render(q, &rd, NULL);
+    }
+    case ROUTE_READYZ: {
+        char why[256] = "";
+        bool ready = h->cfg.ready ? h->cfg.ready(h->cfg.ctx, why, sizeof why) : true;
+        struct render rd;
+        render_status(ready ? 200 : 503, ready ? "ready" : "unavailable", ready ? NULL : why, &rd);
+        return send_render(q, &rd, NULL);
+    }
+    case ROUTE_METRICS:
+        return serve_metrics(q);
+    default:
+        break;
+    }
+
+    struct query_ctx qc = {.q = q, .ok = true};
+    if (q->route == ROUTE_GET || q->route == ROUTE_LIST) {
+        MHD_get_connection_values(q->conn, MHD_GET_ARGUMENT_KIND, query_param, &qc);
+        if (!qc.ok)
+            return send_error(q, &q->err);
+    } else if (!api_decode_body(q->route, q->body, q->body_len, h->cfg.lim, &q->ra.rq, q->reason,
+                                sizeof q->reason, &q->err)) {
+        return send_error(q, &q->err);
+    }
+
+    if (q->route == ROUTE_LIST) {
+        int limit = qc.query.has_limit ? (int)qc.query.limit : API_DEFAULT_LIMIT;
+        q->phase = PH_WAIT;
+        suspend(q);
+        q->list = ra_list_start(h->cfg.rt, h->cfg.store, qc.query.prefix, qc.query.cursor, limit,
+                                on_list_done, q);
+        if (!q->list) {
+            /* Not started: answer out of memory through the resumed path. */
+            q->ra.rq.status = RES_ERR_UNAVAILABLE;
+            q->ra.rq.reason = "out of memory";
+            MHD_resume_connection(q->conn);
+        }
+        return MHD_YES;
+    }
+    if (q->route == ROUTE_GET)
+        api_query_finish(q->route, &qc.query, h->cfg.lim, &q->ra.rq);
+    if (q->route == ROUTE_BREAK)
+        mx_info("break requested", "resource=%s reason=\"%s\" request_id=%s", q->name, q->reason,
+                q->rid);
+
+    struct res_req *rq = &q->ra.rq;
+    rq->id = q->id;
+    rq->alive = client_alive;
+    q->ra.reply = on_reply;
+    q->phase = PH_WAIT;
+    suspend(q);
+    if (rq->wait_ms > 0 && hangup_watch(h->hangup, q->fd, q->id, q) == 0)
+        q->watched = true;
+    int rc = ra_send(h->cfg.rt, q->name, q->name_len, &q->ra);
+    if (rc != RT_OK) {
+        rq->status = RES_ERR_UNAVAILABLE;
+        rq->reason = rc == RT_EFULL    ? "the resource is overloaded"
+                     : rc == RT_ELIMIT ? "too many active resources"
+                                       : rt_strerror(rc);
+        on_reply(&q->ra);
+    }
+    return MHD_YES;
+}
+
+/* ---- libmicrohttpd callbacks ----------------------------------------------------- */
+
+static void new_request_id(struct http *h, char *out, size_t len)
+{
+    static _Thread_local uint64_t state;
+    if (state == 0 && getrandom(&state, sizeof state, 0) != sizeof state)
+        state = mx_mono_ns() ^ atomic_fetch_add(&h->next_id, 1);
+    /* xorshift64*: unique enough to find a request in the logs, not a secret. */
+    state ^= state >> 12;
+    state ^= state << 25;
+    state ^= state >> 27;
+    snprintf(out, len, "%016lx", (unsigned long)(state * 2685821657736338717ull));
+}
+
+static bool valid_request_id(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 64)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= 'a' && s[i] <= 'z') ||
+              (s[i] >= '0' && s[i] <= '9') || s[i] == '-' || s[i] == '_' || s[i] == '.' ||
+              s[i] == ':'))
+            return false;
+    return true;
+}
+
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+    (void)uri;
+    struct http *h = cls;
+    struct hreq *q = calloc(1, sizeof *q);
+    if (!q)
+        return NULL; /* the access handler refuses the request */
+    q->h = h;
+    q->conn = conn;
+    q->start_ns = mx_mono_ns();
+    q->id = atomic_fetch_add(&h->next_id, 1) + 1;
+    q->fd = -1;
+    atomic_fetch_add(&h->in_flight, 1);
+    return q;
+}
+
+static enum MHD_Result on_headers(struct hreq *q, const char *url, const char *method)
+{
+    struct http *h = q->h;
+    const char *rid = MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, "X-Request-Id");
+    if (rid && valid_request_id(rid))
+        snprintf(q->rid, sizeof q->rid, "%s", rid);
+    else
+        new_request_id(h, q->rid, sizeof q->rid);
+    q->head = strcmp(method, "HEAD") == 0;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(q->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    q->fd = ci ? ci->connect_fd : -1;
+
+    const char *name;
+    if (!api_route(method, url, &q->route, &name, &q->name_len, &q->err)) {
+        q->failed = true;
+    } else if (name) {
+        memcpy(q->name, name, q->name_len);
+        q->name[q->name_len] = '\0';
+    }
+
+    /* Answers that need no body are sent before it is read; the connection then closes,
+     * which is what a client sending 64 KiB too much deserves. */
+    const char *cl = MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, "Content-Length");
+    const char *te = MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, "Transfer-Encoding");
+    const char *ct = MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, "Content-Type");
+    unsigned long long clen = cl ? strtoull(cl, NULL, 10) : 0;
+    bool has_body = clen > 0 || te != NULL;
+    if (cl && clen > API_MAX_BODY) {
+        q->close = true;
+        api_fail(&q->err, 413, "body_too_large", NULL, "the body is over %d bytes", API_MAX_BODY);
+        return send_error(q, &q->err);
+    }
+    if (has_body && ct && !api_is_json_type(ct) && !q->failed &&
+        (q->route == ROUTE_ACQUIRE || q->route == ROUTE_RENEW || q->route == ROUTE_RELEASE ||
+         q->route == ROUTE_BREAK)) {
+        q->close = true;
+        api_fail(&q->err, 415, "unsupported_media_type", NULL,
+                 "the body must be JSON (Content-Type: application/json)");
+        return send_error(q, &q->err);
+    }
+    q->phase = PH_BODY;
+    return MHD_YES;
+}
+
+static enum MHD_Result on_body(struct hreq *q, const char *data, size_t len)
+{
+    if (q->body_len + len > API_MAX_BODY) {
+        q->close = true;
+        api_fail(&q->err, 413, "body_too_large", NULL, "the body is over %d bytes", API_MAX_BODY);
+        return send_error(q, &q->err);
+    }
+    if (!q->body) {
+        q->body = malloc(API_MAX_BODY);
+        if (!q->body) {
+            q->close = true;
+            return send_unavailable(q, "out of memory");
+        }
+    }
+    memcpy(q->body + q->body_len, data, len);
+    q->body_len += len;
+    return MHD_YES;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls)
+{
+    (void)cls;
+    (void)version;
+    (void)conn;
+    struct hreq *q = *con_cls;
+    if (!q)
+        return MHD_NO; /* out of memory in on_uri: close */
+    switch (q->phase) {
+    case PH_HEADERS:
+        return on_headers(q, url, method);
+    case PH_BODY:
+        if (*upload_data_size > 0) {
+            size_t n = *upload_data_size;
+            *upload_data_size = 0;
+            return on_body(q, upload_data, n);
+        }
+        return dispatch(q);
+    case PH_WAIT:
+        return answer_resumed(q);
+    case PH_DONE:
+        /* An answer was queued before the body was read: discard what still comes. */
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    return MHD_NO;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    (void)conn;
+    (void)toe;
+    struct http *h = cls;
+    struct hreq *q = *con_cls;
+    if (!q)
+        return;
+    *con_cls = NULL;
+    int status = q->status ? q->status : 499;
+    atomic_fetch_add_explicit(&h->requests[q->route][code_slot(status)], 1, memory_order_relaxed);
+    prom_hist_observe(&h->latency[q->route], mx_mono_ns() - q->start_ns);
+    if (q->watched)
+        hangup_unwatch(h->hangup, q->id);
+    res_req_clear(&q->ra.rq);
+    if (q->list)
+        ra_list_free(q->list);
+    free(q->body);
+    free(q);
+    atomic_fetch_sub(&h->in_flight, 1);
+}
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    (void)cls;
+    char msg[256];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    msg[strcspn(msg, "\n")] = '\0';
+    for (char *p = msg; *p; p++)
+        if (*p == '"')
+            *p = '\'';
+    mx_debug("http", "detail=\"%s\"", msg);
+}
+
+/* ---- metrics --------------------------------------------------------------------- */
+
+static enum MHD_Result serve_metrics(struct hreq *q)
+{
+    struct http *h = q->h;
+    struct prom_buf b = {0};
+    prom_header(&b, "mutexd_http_requests_total", "counter",
+                "HTTP requests answered, by route and status.");
+    for (int r = 0; r < ROUTE_COUNT; r++)
+        for (int c = 0; c < NCODES; c++) {
+            uint64_t n = atomic_load_explicit(&h->requests[r][c], memory_order_relaxed);
+            if (n == 0)
+                continue;
+            char code[8];
+            if (counted_codes[c])
+                snprintf(code, sizeof code, "%d", counted_codes[c]);
+            else
+                snprintf(code, sizeof code, "other");
+            prom_printf(&b, "mutexd_http_requests_total{route=\"%s\",code=\"%s\"} %lu\n",
+                        api_route_name((enum api_route)r), code, (unsigned long)n);
+        }
+    prom_header(&b, "mutexd_http_request_duration_seconds", "histogram",
+                "Time from the request's first byte to its answer, by route.");
+    for (int r = 0; r < ROUTE_COUNT; r++) {
+        char labels[48];
+        snprintf(labels, sizeof labels, "route=\"%s\"", api_route_name((enum api_route)r));
+        prom_hist_write(&b, "mutexd_http_request_duration_seconds", labels, &h->latency[r]);
+    }
+    prom_header(&b, "mutexd_http_requests_in_flight", "gauge", "Requests being handled now.");
+    prom_printf(&b, "mutexd_http_requests_in_flight %ld\n", atomic_load(&h->in_flight));
+    prom_header(&b, "mutexd_http_requests_waiting", "gauge",
+                "Requests whose connection is suspended: queued, watching, or committing.");
+    prom_printf(&b, "mutexd_http_requests_waiting %ld\n", atomic_load(&h->suspended));
+    const union MHD_DaemonInfo *di =
+        MHD_get_daemon_info(h->daemon, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+    prom_header(&b, "mutexd_http_connections", "gauge", "Open HTTP connections.");
+    prom_printf(&b, "mutexd_http_connections %u\n", di ? di->num_connections : 0);
+    if (h->cfg.metrics)
+        h->cfg.metrics(h->cfg.ctx, &b);
+    if (b.oom) {
+        free(b.p);
+        return send_unavailable(q, "out of memory");
+    }
+    return send_body(q, 200, b.p ? b.p : strdup(""), "text/plain; version=0.0.4; charset=utf-8", 0,
+                     NULL);
+}
+
+/* ---- start and stop -------------------------------------------------------------- */
+
+static int open_listener(struct http *h, const char *listen_at, char *err, size_t errlen)
+{
+    char host[256], port[16];
+    const char *colon = strrchr(listen_at, ':');
+    if (!colon || colon == listen_at || strlen(colon + 1) == 0 ||
+        strlen(colon + 1) >= sizeof port || (size_t)(colon - listen_at) >= sizeof host) {
+        snprintf(err, errlen, "--listen must be HOST:PORT, got '%s'", listen_at);
+        return -1;
+    }
+    size_t hl = (size_t)(colon - listen_at);
+    memcpy(host, listen_at, hl);
+    host[hl] = '\0';
+    if (host[0] == '[' && hl > 2 && host[hl - 1] == ']') { /* [::1]:8080 */
+        memmove(host, host + 1, hl - 2);
+        host[hl - 2] = '\0';
+    }
+    snprintf(port, sizeof port, "%s", colon + 1);
+
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+    struct addrinfo *ai = NULL;
+    int gai = getaddrinfo(host[0] ? host : NULL, port, &hints, &ai);
+    if (gai != 0) {
+        snprintf(err, errlen, "cannot resolve --listen %s: %s", listen_at, gai_strerror(gai));
+        return -1;
+    }
+    int fd = -1, saved = 0;
+    for (struct addrinfo *p = ai; p; p = p->ai_next) {
+        fd = socket(p->ai_family, p->ai_socktype | SOCK_CLOEXEC, p->ai_protocol);
+        if (fd < 0)
+            continue;
+        int one = 1;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (bind(fd, p->ai_addr, p->ai_addrlen) == 0 && listen(fd, 4096) == 0)
+            break;
+        saved = errno;
+        close(fd);
+        fd = -1;
+    }
+    freeaddrinfo(ai);
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot listen on %s: %s", listen_at, strerror(saved));
+        return -1;
+    }
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    char ip[INET6_ADDRSTRLEN] = "?";
+    int bound = 0;
+    if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
+        if (ss.ss_family == AF_INET6) {
+            struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+            inet_ntop(AF_INET6, &s6->sin6_addr, ip, sizeof ip);
+            bound = ntohs(s6->sin6_port);
+            snprintf(h->address, sizeof h->address, "[%s]:%d", ip, bound);
+        } else {
+            struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+            inet_ntop(AF_INET, &s4->sin_addr, ip, sizeof ip);
+            bound = ntohs(s4->sin_port);
+            snprintf(h->address, sizeof h->address, "%s:%d", ip, bound);
+        }
+    }
+    h->listen_fd = fd;
+    return 0;
+}
+
+static char *read_file(const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (len + 4096 + 1 > cap) {
+            cap = cap ? cap * 2 : 8192;
+            char *b = realloc(buf, cap);
+            if (!b) {
+                free(buf);
+                fclose(f);
+                snprintf(err, errlen, "out of memory reading %s", path);
+                return NULL;
+            }
+            buf = b;
+        }
+        size_t n = fread(buf + len, 1, 4096, f);
+        len += n;
+        if (n < 4096)
+            break;
+    }
+    fclose(f);
+    buf[len] = '\0';
+    return buf;
+}
+
+int http_start(struct http **out, const struct http_config *cfg, char *err, size_t errlen)
+{
+    struct http *h = calloc(1, sizeof *h);
+    if (!h) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    h->cfg = *cfg;
+    h->listen_fd = -1;
+    for (int r = 0; r < ROUTE_COUNT; r++)
+        prom_hist_init(&h->latency[r], prom_latency_bounds, prom_latency_nbounds, 1e9);
+    unsigned threads = cfg->threads;
+    if (threads == 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = n > 0 ? (unsigned)n : 1;
+    }
+    unsigned max_conn = cfg->max_connections ? cfg->max_connections : 10000;
+    unsigned idle = cfg->idle_timeout_s ? cfg->idle_timeout_s : 60;
+
+    if (open_listener(h, cfg->listen, err, errlen) != 0)
+        goto fail;
+    if (hangup_start(&h->hangup, on_hangup, h) != 0) {
+        snprintf(err, errlen, "cannot start the hang-up watcher");
+        goto fail;
+    }
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
+                     MHD_USE_ERROR_LOG;
+    bool tls = cfg->tls_cert_file && cfg->tls_key_file;
+    if (tls) {
+        h->tls_cert = read_file(cfg->tls_cert_file, err, errlen);
+        h->tls_key = h->tls_cert ? read_file(cfg->tls_key_file, err, errlen) : NULL;
+        if (!h->tls_key)
+            goto fail;
+        flags |= MHD_USE_TLS;
+    }
+    struct MHD_OptionItem opts[] = {
+        {MHD_OPTION_LISTEN_SOCKET, h->listen_fd, NULL},
+        {MHD_OPTION_THREAD_POOL_SIZE, threads, NULL},
+        {MHD_OPTION_CONNECTION_LIMIT, max_conn, NULL},
+        {MHD_OPTION_CONNECTION_TIMEOUT, idle, NULL},
+        {MHD_OPTION_CONNECTION_MEMORY_LIMIT, 32 * 1024, NULL},
+        {MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)on_uri, h},
+        {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, h},
+        {MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)on_mhd_log, NULL},
+        {tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, h->tls_cert},
+        {tls ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_END, 0, h->tls_key},
+        {MHD_OPTION_END, 0, NULL},
+    };
+    h->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, h, MHD_OPTION_ARRAY, opts,
+                                 MHD_OPTION_END);
+    if (!h->daemon) {
+        snprintf(err, errlen, "cannot start the HTTP server on %s%s", h->address,
+                 tls ? " (check the TLS certificate and key)" : "");
+        goto fail;
+    }
+    mx_info("listening", "address=%s threads=%u tls=%s max_connections=%u", h->address, threads,
+            tls ? "on" : "off", max_conn);
+    *out = h;
+    return 0;
+fail:
+    if (h->hangup)
+        hangup_stop(h->hangup);
+    if (h->listen_fd >= 0)
+        close(h->listen_fd);
+    free(h->tls_cert);
+    free(h->tls_key);
+    free(h);
+    return -1;
+}
+
+const char *http_address(const struct http *h)
+{
+    return h->address;
+}
+
+void http_quiesce(struct http *h)
+{
+    atomic_store(&h->draining, true);
+    hangup_mute(h->hangup); /* on_hangup sends to the runtime, which stops next */
+    MHD_socket fd = MHD_quiesce_daemon(h->daemon);
+    if (fd != MHD_INVALID_SOCKET)
+        close(fd);
+    h->listen_fd = -1;
+}
+
+void http_stop(struct http *h)
+{
+    /* Every suspended request has its answer by now (the runtime and the store are shut
+     * down); give the pool threads a moment to send them. */
+    for (int i = 0; i < 200 && (atomic_load(&h->suspended) > 0 || atomic_load(&h->in_flight) > 0);
+         i++) {
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    if (atomic_load(&h->suspended) > 0)
+        mx_error("http: requests still waiting at shutdown", "count=%ld",
+                 atomic_load(&h->suspended));
+    MHD_stop_daemon(h->daemon);
+    hangup_stop(h->hangup);
+    if (h->listen_fd >= 0)
+        close(h->listen_fd);
+    free(h->tls_cert);
+    free(h->tls_key);
+    free(h);
+}

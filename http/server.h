@@ -1,0 +1,49 @@
+/*
+ * The HTTP front: libmicrohttpd with an internal epoll thread pool. Requests are routed
+ * and validated on libmicrohttpd's threads; lease requests go to resource actors with
+ * their connection suspended, and are resumed when the answer is durable.
+ *
+ * Threads: http_start(), http_quiesce() and http_stop() from the main thread.
+ */
+#ifndef MX_HTTP_SERVER_H
+#define MX_HTTP_SERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "actors/resource.h"
+#include "actors/runtime.h"
+#include "common/prom.h"
+#include "persistence/store.h"
+
+struct http;
+
+struct http_config {
+    const char *listen;        /* HOST:PORT; PORT 0 picks a free port */
+    unsigned threads;          /* libmicrohttpd's pool; 0: the number of cores */
+    unsigned max_connections;  /* 0: 10000 */
+    unsigned idle_timeout_s;   /* an idle connection is closed after this; 0: 60 */
+    const char *tls_cert_file; /* both set: HTTPS */
+    const char *tls_key_file;
+    struct rt *rt;
+    struct store *store;
+    const struct res_limits *lim;
+    /* /readyz: true when ready, else false with a reason. Any thread. */
+    bool (*ready)(void *ctx, char *why, size_t len);
+    /* /metrics: appends the other modules' metrics. Any thread. */
+    void (*metrics)(void *ctx, struct prom_buf *b);
+    void *ctx;
+};
+
+/* Listens and starts serving. On failure returns -1 and writes a sentence into err. */
+int http_start(struct http **out, const struct http_config *cfg, char *err, size_t errlen);
+/* The address actually bound, as HOST:PORT. */
+const char *http_address(const struct http *h);
+/* Stops accepting connections; requests that arrive on open ones get 503 and close. */
+void http_quiesce(struct http *h);
+/* Waits (a little) for answers in flight to be sent, stops serving, frees everything.
+ * Every suspended request must have been answered: the runtime and the store shut down
+ * first. */
+void http_stop(struct http *h);
+
+#endif

@@ -1,0 +1,784 @@
+/*
+ * The store (see store.h for the contract).
+ *
+ * Layout: the schema and its migrations; rows in and out of statements; the read pool;
+ * the writer thread (group commit, epochs on failure); open and close; metrics. The
+ * fault seam (a SQLite VFS that fails a commit's fsync on demand) is in store_faults.c.
+ *
+ * On disk: DIR/mutexd.db (with -wal and -shm beside it) and DIR/LOCK, held with
+ * flock(2) while the store is open so that a second server on the same directory stops
+ * at once with a clear message instead of corrupting anything.
+ */
+#include "store.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "store_faults.h"
+
+enum { ITEM_REC = 1, ITEM_WAIT = 2 };
+
+/* Each entry moves the schema from version i to i + 1, in one transaction. */
+static const char *const migrations[] = {
+    /* 0 -> 1 */
+    "CREATE TABLE leases ("
+    "  resource    TEXT PRIMARY KEY,"
+    "  idx         INTEGER NOT NULL,"
+    "  lease_id    BLOB NOT NULL,"
+    "  owner       TEXT NOT NULL,"
+    "  token       INTEGER NOT NULL,"
+    "  ttl_ms      INTEGER NOT NULL,"
+    "  acquired_at INTEGER NOT NULL,"
+    "  renewed_at  INTEGER NOT NULL,"
+    "  deadline    INTEGER NOT NULL,"
+    "  held        INTEGER NOT NULL,"
+    "  metadata    TEXT"
+    ") WITHOUT ROWID;"
+    "CREATE INDEX leases_held ON leases(held, resource);"
+    "CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;",
+};
+#define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
+
+#define ROW_COLUMNS                                                                                \
+    "resource, idx, lease_id, owner, token, ttl_ms, acquired_at, renewed_at, deadline, held, "     \
+    "metadata"
+
+struct reader {
+    struct reader *next;
+    sqlite3 *db;
+    sqlite3_stmt *get, *list;
+};
+
+struct store {
+    struct store_config cfg;
+    char *db_path;
+    int lock_fd;
+
+    /* Writer thread only. */
+    sqlite3 *wdb;
+    sqlite3_stmt *st_upsert, *st_delete, *st_meta;
+    pthread_t writer;
+    uint64_t commits_tried;
+
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    struct store_item *head, *tail; /* lock */
+    uint64_t last_seq;              /* lock: the newest record's sequence number */
+    bool busy;                      /* lock: the writer is working on a batch */
+    bool closing;                   /* lock */
+    char health[256];               /* lock: "" when the last commit succeeded */
+
+    _Atomic uint64_t done_seq; /* every record up to here is processed */
+    _Atomic uint64_t epoch;
+    _Atomic uint64_t token_hwm, index_hwm, index_floor;
+
+    pthread_mutex_t rlock;
+    struct reader *readers; /* rlock: idle read connections */
+
+    struct prom_hist batch_sizes, commit_seconds;
+    _Atomic uint64_t commits_ok, commits_failed, records_written, records_refused;
+};
+
+/* ---- rows ------------------------------------------------------------------------ */
+
+void store_row_clear(struct store_row *row)
+{
+    mx_str_unref(row->owner);
+    mx_str_unref(row->metadata);
+    memset(row, 0, sizeof *row);
+}
+
+struct store_rec *store_rec_new(const char *name, size_t len, const struct store_row *row)
+{
+    struct store_rec *rec = malloc(sizeof *rec + len + 1);
+    if (!rec)
+        return NULL;
+    memset(&rec->_item, 0, sizeof rec->_item);
+    rec->row = *row;
+    mx_str_ref(rec->row.owner);
+    mx_str_ref(rec->row.metadata);
+    rec->name_len = (uint16_t)len;
+    memcpy(rec->name, name, len);
+    rec->name[len] = '\0';
+    return rec;
+}
+
+void store_rec_free(struct store_rec *rec)
+{
+    if (rec) {
+        store_row_clear(&rec->row);
+        free(rec);
+    }
+}
+
+/* Reads columns 1.. of ROW_COLUMNS (column 0 is the name). */
+static int row_from_stmt(sqlite3_stmt *st, struct store_row *row)
+{
+    memset(row, 0, sizeof *row);
+    row->index = (uint64_t)sqlite3_column_int64(st, 1);
+    row->has_lease = true;
+    const void *id = sqlite3_column_blob(st, 2);
+    if (id && sqlite3_column_bytes(st, 2) == 16)
+        memcpy(row->lease_id, id, 16);
+    const char *owner = (const char *)sqlite3_column_text(st, 3);
+    row->owner = mx_str_new(owner ? owner : "", owner ? (size_t)sqlite3_column_bytes(st, 3) : 0);
+    row->token = (uint64_t)sqlite3_column_int64(st, 4);
+    row->ttl_ms = (uint64_t)sqlite3_column_int64(st, 5);
+    row->acquired_at_ms = sqlite3_column_int64(st, 6);
+    row->renewed_at_ms = sqlite3_column_int64(st, 7);
+    row->deadline_ms = sqlite3_column_int64(st, 8);
+    row->held = sqlite3_column_int(st, 9) != 0;
+    if (sqlite3_column_type(st, 10) != SQLITE_NULL) {
+        const char *md = (const char *)sqlite3_column_text(st, 10);
+        row->metadata = mx_str_new(md, (size_t)sqlite3_column_bytes(st, 10));
+        if (!row->metadata)
+            goto oom;
+    }
+    if (!row->owner)
+        goto oom;
+    return STORE_OK;
+oom:
+    store_row_clear(row);
+    return STORE_EIO;
+}
+
+/* ---- connections ----------------------------------------------------------------- */
+
+static int exec(sqlite3 *db, const char *sql)
+{
+    return sqlite3_exec(db, sql, NULL, NULL, NULL);
+}
+
+static int open_db(const char *path, bool writer, sqlite3 **out)
+{
+    int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | (writer ? SQLITE_OPEN_CREATE : 0);
+    sqlite3 *db = NULL;
+    int rc = sqlite3_open_v2(path, &db, flags, writer ? store_faults_vfs_name() : NULL);
+    if (rc != SQLITE_OK) {
+        sqlite3_close(db);
+        return rc;
+    }
+    sqlite3_busy_timeout(db, 5000);
+    /* Durability: WAL with a full fsync at every commit (the answers promise it). */
+    rc = exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA temp_store=MEMORY;");
+    if (rc == SQLITE_OK && !writer)
+        rc = exec(db, "PRAGMA query_only=1;");
+    if (rc != SQLITE_OK) {
+        sqlite3_close(db);
+        return rc;
+    }
+    *out = db;
+    return SQLITE_OK;
+}
+
+static int prepare(sqlite3 *db, const char *sql, sqlite3_stmt **st)
+{
+    return sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL);
+}
+
+static void reader_free(struct reader *r)
+{
+    sqlite3_finalize(r->get);
+    sqlite3_finalize(r->list);
+    sqlite3_close(r->db);
+    free(r);
+}
+
+static struct reader *reader_get(struct store *s)
+{
+    pthread_mutex_lock(&s->rlock);
+    struct reader *r = s->readers;
+    if (r)
+        s->readers = r->next;
+    pthread_mutex_unlock(&s->rlock);
+    if (r)
+        return r;
+    r = calloc(1, sizeof *r);
+    if (!r)
+        return NULL;
+    if (open_db(s->db_path, false, &r->db) != SQLITE_OK ||
+        prepare(r->db, "SELECT " ROW_COLUMNS " FROM leases WHERE resource = ?1", &r->get) ||
+        prepare(r->db,
+                "SELECT " ROW_COLUMNS " FROM leases WHERE held = 1 AND deadline > ?1 "
+                "AND resource > ?2 AND resource >= ?3 AND resource < ?4 "
+                "ORDER BY resource LIMIT ?5",
+                &r->list)) {
+        mx_error("store: cannot open a read connection", "error=\"%s\"",
+                 r->db ? sqlite3_errmsg(r->db) : "open");
+        reader_free(r);
+        return NULL;
+    }
+    return r;
+}
+
+static void reader_put(struct store *s, struct reader *r)
+{
+    pthread_mutex_lock(&s->rlock);
+    r->next = s->readers;
+    s->readers = r;
+    pthread_mutex_unlock(&s->rlock);
+}
+
+int store_get(struct store *s, const char *name, size_t len, struct store_row *out)
+{
+    struct reader *r = reader_get(s);
+    if (!r)
+        return STORE_EIO;
+    int status = STORE_EIO;
+    sqlite3_bind_text(r->get, 1, name, (int)len, SQLITE_STATIC);
+    int rc = sqlite3_step(r->get);
+    if (rc == SQLITE_ROW)
+        status = row_from_stmt(r->get, out);
+    else if (rc == SQLITE_DONE)
+        status = STORE_NOTFOUND;
+    else
+        mx_error("store: read failed", "error=\"%s\"", sqlite3_errmsg(r->db));
+    sqlite3_reset(r->get);
+    sqlite3_clear_bindings(r->get);
+    reader_put(s, r);
+    return status;
+}
+
+int store_list_held(struct store *s, const char *prefix, const char *after, int limit,
+                    void (*fn)(void *arg, const char *name, size_t len, struct store_row *row),
+                    void *arg)
+{
+    struct reader *r = reader_get(s);
+    if (!r)
+        return STORE_EIO;
+    /* Names are ASCII below 0x7f, so every name starting with P sorts below P "\x7f". */
+    char upper[512];
+    const char *p = prefix ? prefix : "";
+    snprintf(upper, sizeof upper, "%s\x7f", p);
+    sqlite3_bind_int64(r->list, 1, mx_wall_ms());
+    sqlite3_bind_text(r->list, 2, after ? after : "", -1, SQLITE_STATIC);
+    sqlite3_bind_text(r->list, 3, p, -1, SQLITE_STATIC);
+    sqlite3_bind_text(r->list, 4, upper, -1, SQLITE_STATIC);
+    sqlite3_bind_int(r->list, 5, limit);
+    int rc, status = STORE_OK;
+    while ((rc = sqlite3_step(r->list)) == SQLITE_ROW) {
+        struct store_row row;
+        if (row_from_stmt(r->list, &row) != STORE_OK) {
+            status = STORE_EIO;
+            break;
+        }
+        fn(arg, (const char *)sqlite3_column_text(r->list, 0),
+           (size_t)sqlite3_column_bytes(r->list, 0), &row);
+    }
+    if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
+        mx_error("store: list failed", "error=\"%s\"", sqlite3_errmsg(r->db));
+        status = STORE_EIO;
+    }
+    sqlite3_reset(r->list);
+    sqlite3_clear_bindings(r->list);
+    reader_put(s, r);
+    return status;
+}
+
+/* ---- the writer ------------------------------------------------------------------ */
+
+static void set_health(struct store *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void set_health(struct store *s, const char *fmt, ...)
+{
+    pthread_mutex_lock(&s->lock);
+    if (fmt) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(s->health, sizeof s->health, fmt, ap);
+        va_end(ap);
+    } else {
+        s->health[0] = '\0';
+    }
+    pthread_mutex_unlock(&s->lock);
+}
+
+static int bind_row(sqlite3_stmt *st, const struct store_rec *rec)
+{
+    const struct store_row *r = &rec->row;
+    sqlite3_bind_text(st, 1, rec->name, rec->name_len, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, (sqlite3_int64)r->index);
+    sqlite3_bind_blob(st, 3, r->lease_id, 16, SQLITE_STATIC);
+    sqlite3_bind_text(st, 4, r->owner ? r->owner->s : "", r->owner ? (int)r->owner->len : 0,
+                      SQLITE_STATIC);
+    sqlite3_bind_int64(st, 5, (sqlite3_int64)r->token);
+    sqlite3_bind_int64(st, 6, (sqlite3_int64)r->ttl_ms);
+    sqlite3_bind_int64(st, 7, r->acquired_at_ms);
+    sqlite3_bind_int64(st, 8, r->renewed_at_ms);
+    sqlite3_bind_int64(st, 9, r->deadline_ms);
+    sqlite3_bind_int(st, 10, r->held ? 1 : 0);
+    if (r->metadata)
+        sqlite3_bind_text(st, 11, r->metadata->s, (int)r->metadata->len, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(st, 11);
+    return SQLITE_OK;
+}
+
+static int step_reset(sqlite3_stmt *st)
+{
+    int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+static int write_meta(struct store *s, const char *key, uint64_t value)
+{
+    sqlite3_bind_text(s->st_meta, 1, key, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s->st_meta, 2, (sqlite3_int64)value);
+    return step_reset(s->st_meta);
+}
+
+static void max_into(_Atomic uint64_t *dst, uint64_t v)
+{
+    uint64_t cur = atomic_load(dst);
+    while (v > cur && !atomic_compare_exchange_weak(dst, &cur, v))
+        ;
+}
+
+/* Writes the batch's records of `epoch` in one transaction. Returns SQLITE_OK or the
+ * error; on error the transaction is rolled back. */
+static int write_batch(struct store *s, struct store_item *batch, uint64_t epoch, size_t *nrec)
+{
+    uint64_t token_max = 0, index_max = 0, floor_max = 0;
+    size_t n = 0;
+    int rc = exec(s->wdb, "BEGIN IMMEDIATE");
+    for (struct store_item *it = batch; rc == SQLITE_OK && it; it = it->_next) {
+        if (it->_kind != ITEM_REC || it->_epoch != epoch)
+            continue;
+        struct store_rec *rec = (struct store_rec *)it;
+        if (rec->row.has_lease) {
+            bind_row(s->st_upsert, rec);
+            rc = step_reset(s->st_upsert);
+            if (rec->row.token > token_max)
+                token_max = rec->row.token;
+        } else {
+            sqlite3_bind_text(s->st_delete, 1, rec->name, rec->name_len, SQLITE_STATIC);
+            rc = step_reset(s->st_delete);
+            if (rec->row.index > floor_max)
+                floor_max = rec->row.index;
+        }
+        if (rec->row.index > index_max)
+            index_max = rec->row.index;
+        n++;
+    }
+    if (rc == SQLITE_OK && token_max > atomic_load(&s->token_hwm))
+        rc = write_meta(s, "token_hwm", token_max);
+    if (rc == SQLITE_OK && index_max > atomic_load(&s->index_hwm))
+        rc = write_meta(s, "index_hwm", index_max);
+    if (rc == SQLITE_OK && floor_max > atomic_load(&s->index_floor))
+        rc = write_meta(s, "index_floor", floor_max);
+    if (rc == SQLITE_OK) {
+        s->commits_tried++;
+        store_faults_arm(&s->cfg, s->commits_tried);
+        rc = exec(s->wdb, "COMMIT");
+        store_faults_disarm();
+    }
+    if (rc != SQLITE_OK) {
+        if (!sqlite3_get_autocommit(s->wdb))
+            exec(s->wdb, "ROLLBACK");
+        return rc;
+    }
+    max_into(&s->token_hwm, token_max);
+    max_into(&s->index_hwm, index_max);
+    max_into(&s->index_floor, floor_max);
+    *nrec = n;
+    return SQLITE_OK;
+}
+
+static void process_batch(struct store *s, struct store_item *batch, uint64_t last_seq)
+{
+    uint64_t epoch = atomic_load(&s->epoch);
+    size_t valid = 0, refused = 0;
+    for (struct store_item *it = batch; it; it = it->_next)
+        if (it->_kind == ITEM_REC) {
+            if (it->_epoch == epoch)
+                valid++;
+            else
+                refused++;
+        }
+
+    bool ok = true;
+    if (valid > 0) {
+        uint64_t t0 = mx_mono_ns();
+        size_t written = 0;
+        int rc = write_batch(s, batch, epoch, &written);
+        if (rc == SQLITE_OK) {
+            prom_hist_observe(&s->commit_seconds, mx_mono_ns() - t0);
+            prom_hist_observe(&s->batch_sizes, written);
+            atomic_fetch_add(&s->commits_ok, 1);
+            atomic_fetch_add(&s->records_written, written);
+            bool was_failing;
+            pthread_mutex_lock(&s->lock);
+            was_failing = s->health[0] != '\0';
+            pthread_mutex_unlock(&s->lock);
+            if (was_failing) {
+                set_health(s, NULL);
+                mx_info("store: commits succeed again", NULL);
+            }
+        } else {
+            ok = false;
+            /* The state the batch's authors hold in memory may include what was lost:
+             * refuse everything they computed from it until they reload. */
+            atomic_fetch_add(&s->epoch, 1);
+            atomic_fetch_add(&s->commits_failed, 1);
+            set_health(s, "store commit failed: %s", sqlite3_errstr(rc));
+            mx_error("store: commit failed; the batch is answered 503", "error=\"%s\" records=%zu",
+                     sqlite3_errstr(rc), valid);
+        }
+    }
+    atomic_fetch_add(&s->records_refused, refused);
+    atomic_store_explicit(&s->done_seq, last_seq, memory_order_release);
+
+    struct store_item *next;
+    for (struct store_item *it = batch; it; it = next) {
+        next = it->_next;
+        if (it->_kind == ITEM_REC) {
+            store_rec_free((struct store_rec *)it);
+        } else {
+            struct store_wait *w = (struct store_wait *)it;
+            w->done(w, ok && it->_epoch == epoch ? STORE_OK : STORE_EFAIL);
+        }
+    }
+}
+
+static void *writer_main(void *arg)
+{
+    struct store *s = arg;
+    pthread_mutex_lock(&s->lock);
+    for (;;) {
+        while (!s->head && !s->closing)
+            pthread_cond_wait(&s->cond, &s->lock);
+        if (!s->head)
+            break; /* closing and drained */
+        struct store_item *batch = s->head;
+        uint64_t last = s->last_seq;
+        s->head = s->tail = NULL;
+        s->busy = true;
+        pthread_mutex_unlock(&s->lock);
+
+        process_batch(s, batch, last);
+
+        pthread_mutex_lock(&s->lock);
+        s->busy = false;
+    }
+    pthread_mutex_unlock(&s->lock);
+    return NULL;
+}
+
+/* lock held */
+static void enqueue(struct store *s, struct store_item *it)
+{
+    it->_next = NULL;
+    if (s->tail)
+        s->tail->_next = it;
+    else
+        s->head = it;
+    s->tail = it;
+    if (!s->busy)
+        pthread_cond_signal(&s->cond);
+}
+
+uint64_t store_submit(struct store *s, struct store_rec *rec, uint64_t epoch)
+{
+    rec->_item._kind = ITEM_REC;
+    rec->_item._epoch = epoch;
+    pthread_mutex_lock(&s->lock);
+    if (s->closing) {
+        pthread_mutex_unlock(&s->lock);
+        store_rec_free(rec);
+        return 0;
+    }
+    uint64_t seq = ++s->last_seq;
+    rec->_item._seq = seq;
+    enqueue(s, &rec->_item);
+    pthread_mutex_unlock(&s->lock);
+    return seq;
+}
+
+void store_wait(struct store *s, struct store_wait *w, uint64_t epoch)
+{
+    w->_item._kind = ITEM_WAIT;
+    w->_item._epoch = epoch;
+    pthread_mutex_lock(&s->lock);
+    if (s->closing && !s->head && !s->busy) {
+        pthread_mutex_unlock(&s->lock);
+        w->done(w, STORE_ECLOSED);
+        return;
+    }
+    if (!s->head && !s->busy) {
+        /* Everything submitted is processed: durable unless it was refused or failed,
+         * and in that case the epoch has moved. */
+        bool ok = epoch == atomic_load(&s->epoch);
+        pthread_mutex_unlock(&s->lock);
+        w->done(w, ok ? STORE_OK : STORE_EFAIL);
+        return;
+    }
+    enqueue(s, &w->_item);
+    pthread_mutex_unlock(&s->lock);
+}
+
+uint64_t store_epoch(struct store *s)
+{
+    return atomic_load(&s->epoch);
+}
+
+bool store_seq_done(struct store *s, uint64_t seq)
+{
+    return atomic_load_explicit(&s->done_seq, memory_order_acquire) >= seq;
+}
+
+uint64_t store_token_hwm(struct store *s)
+{
+    return atomic_load(&s->token_hwm);
+}
+
+uint64_t store_index_hwm(struct store *s)
+{
+    return atomic_load(&s->index_hwm);
+}
+
+uint64_t store_index_floor(struct store *s)
+{
+    return atomic_load(&s->index_floor);
+}
+
+bool store_healthy(struct store *s, char *why, size_t len)
+{
+    pthread_mutex_lock(&s->lock);
+    bool ok = s->health[0] == '\0';
+    if (!ok && why && len)
+        snprintf(why, len, "%s", s->health);
+    pthread_mutex_unlock(&s->lock);
+    return ok;
+}
+
+/* ---- open and close -------------------------------------------------------------- */
+
+static int migrate(sqlite3 *db, char *err, size_t errlen)
+{
+    sqlite3_stmt *st;
+    int version = 0;
+    if (prepare(db, "PRAGMA user_version", &st) == SQLITE_OK) {
+        if (sqlite3_step(st) == SQLITE_ROW)
+            version = sqlite3_column_int(st, 0);
+        sqlite3_finalize(st);
+    }
+    if (version > SCHEMA_VERSION) {
+        snprintf(err, errlen, "the database has schema version %d, newer than this server's %d",
+                 version, SCHEMA_VERSION);
+        return EINVAL;
+    }
+    for (; version < SCHEMA_VERSION; version++) {
+        char sql[64];
+        snprintf(sql, sizeof sql, "PRAGMA user_version=%d", version + 1);
+        if (exec(db, "BEGIN IMMEDIATE") != SQLITE_OK ||
+            exec(db, migrations[version]) != SQLITE_OK || exec(db, sql) != SQLITE_OK ||
+            exec(db, "COMMIT") != SQLITE_OK) {
+            snprintf(err, errlen, "schema migration to version %d failed: %s", version + 1,
+                     sqlite3_errmsg(db));
+            exec(db, "ROLLBACK");
+            return EIO;
+        }
+        mx_info("store: schema migrated", "version=%d", version + 1);
+    }
+    return 0;
+}
+
+static uint64_t read_u64(sqlite3 *db, const char *sql)
+{
+    sqlite3_stmt *st;
+    uint64_t v = 0;
+    if (prepare(db, sql, &st) == SQLITE_OK) {
+        if (sqlite3_step(st) == SQLITE_ROW)
+            v = (uint64_t)sqlite3_column_int64(st, 0);
+        sqlite3_finalize(st);
+    }
+    return v;
+}
+
+static int lock_dir(struct store *s, const char *dir, char *err, size_t errlen)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/LOCK", dir);
+    s->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (s->lock_fd < 0) {
+        snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
+        return errno;
+    }
+    if (flock(s->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+        char pid[32] = "";
+        ssize_t n = pread(s->lock_fd, pid, sizeof pid - 1, 0);
+        pid[n > 0 ? n : 0] = '\0';
+        pid[strcspn(pid, "\n")] = '\0';
+        snprintf(err, errlen,
+                 "the data directory %s is in use by another mutexd (pid %s); "
+                 "give each server its own --data-dir",
+                 dir, pid[0] ? pid : "unknown");
+        close(s->lock_fd);
+        s->lock_fd = -1;
+        return EBUSY;
+    }
+    char pid[32];
+    int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (ftruncate(s->lock_fd, 0) != 0 || pwrite(s->lock_fd, pid, (size_t)n, 0) != n)
+        mx_warn("store: cannot write the pid into the lock file", "path=%s", path);
+    return 0;
+}
+
+static const double batch_bounds[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096};
+
+int store_open(struct store **out, const struct store_config *cfg, char *err, size_t errlen)
+{
+    struct store *s = calloc(1, sizeof *s);
+    int rc = ENOMEM;
+    if (!s) {
+        snprintf(err, errlen, "out of memory");
+        return rc;
+    }
+    s->cfg = *cfg;
+    s->lock_fd = -1;
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->cond, NULL);
+    pthread_mutex_init(&s->rlock, NULL);
+    prom_hist_init(&s->batch_sizes, batch_bounds, sizeof batch_bounds / sizeof batch_bounds[0], 1);
+    prom_hist_init(&s->commit_seconds, prom_latency_bounds, prom_latency_nbounds, 1e9);
+
+    if (mkdir(cfg->dir, 0755) != 0 && errno != EEXIST) {
+        rc = errno;
+        snprintf(err, errlen, "cannot create the data directory %s: %s", cfg->dir, strerror(rc));
+        goto fail;
+    }
+    if ((rc = lock_dir(s, cfg->dir, err, errlen)) != 0)
+        goto fail;
+    size_t plen = strlen(cfg->dir) + sizeof "/mutexd.db";
+    s->db_path = malloc(plen);
+    if (!s->db_path) {
+        rc = ENOMEM;
+        goto fail;
+    }
+    snprintf(s->db_path, plen, "%s/mutexd.db", cfg->dir);
+    if ((rc = store_faults_register()) != 0) {
+        snprintf(err, errlen, "cannot register the SQLite VFS");
+        goto fail;
+    }
+    if (open_db(s->db_path, true, &s->wdb) != SQLITE_OK) {
+        snprintf(err, errlen, "cannot open %s: %s", s->db_path,
+                 s->wdb ? sqlite3_errmsg(s->wdb) : "open failed");
+        rc = EIO;
+        goto fail;
+    }
+    if ((rc = migrate(s->wdb, err, errlen)) != 0)
+        goto fail;
+    if (prepare(s->wdb,
+                "INSERT INTO leases(" ROW_COLUMNS ") VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11) "
+                "ON CONFLICT(resource) DO UPDATE SET idx=excluded.idx, lease_id=excluded.lease_id, "
+                "owner=excluded.owner, token=excluded.token, ttl_ms=excluded.ttl_ms, "
+                "acquired_at=excluded.acquired_at, renewed_at=excluded.renewed_at, "
+                "deadline=excluded.deadline, held=excluded.held, metadata=excluded.metadata",
+                &s->st_upsert) != SQLITE_OK ||
+        prepare(s->wdb, "DELETE FROM leases WHERE resource = ?1", &s->st_delete) != SQLITE_OK ||
+        prepare(s->wdb,
+                "INSERT INTO meta(key, value) VALUES(?1, ?2) "
+                "ON CONFLICT(key) DO UPDATE SET value = max(value, excluded.value)",
+                &s->st_meta) != SQLITE_OK) {
+        snprintf(err, errlen, "cannot prepare statements: %s", sqlite3_errmsg(s->wdb));
+        rc = EIO;
+        goto fail;
+    }
+    uint64_t t1 = read_u64(s->wdb, "SELECT value FROM meta WHERE key = 'token_hwm'");
+    uint64_t t2 = read_u64(s->wdb, "SELECT max(token) FROM leases");
+    uint64_t i1 = read_u64(s->wdb, "SELECT value FROM meta WHERE key = 'index_hwm'");
+    uint64_t i2 = read_u64(s->wdb, "SELECT max(idx) FROM leases");
+    atomic_init(&s->token_hwm, t1 > t2 ? t1 : t2);
+    atomic_init(&s->index_hwm, i1 > i2 ? i1 : i2);
+    atomic_init(&s->index_floor,
+                read_u64(s->wdb, "SELECT value FROM meta WHERE key = 'index_floor'"));
+    atomic_init(&s->epoch, 1);
+
+    if ((rc = pthread_create(&s->writer, NULL, writer_main, s)) != 0) {
+        snprintf(err, errlen, "cannot start the writer thread");
+        goto fail;
+    }
+    mx_info("store: open", "path=%s token_hwm=%lu index_hwm=%lu", s->db_path,
+            (unsigned long)atomic_load(&s->token_hwm), (unsigned long)atomic_load(&s->index_hwm));
+    *out = s;
+    return 0;
+fail:
+    sqlite3_finalize(s->st_upsert);
+    sqlite3_finalize(s->st_delete);
+    sqlite3_finalize(s->st_meta);
+    sqlite3_close(s->wdb);
+    if (s->lock_fd >= 0)
+        close(s->lock_fd);
+    free(s->db_path);
+    pthread_mutex_destroy(&s->lock);
+    pthread_cond_destroy(&s->cond);
+    pthread_mutex_destroy(&s->rlock);
+    free(s);
+    return rc;
+}
+
+void store_close(struct store *s)
+{
+    pthread_mutex_lock(&s->lock);
+    s->closing = true;
+    pthread_cond_signal(&s->cond);
+    pthread_mutex_unlock(&s->lock);
+    pthread_join(s->writer, NULL);
+
+    while (s->readers) {
+        struct reader *r = s->readers;
+        s->readers = r->next;
+        reader_free(r);
+    }
+    sqlite3_finalize(s->st_upsert);
+    sqlite3_finalize(s->st_delete);
+    sqlite3_finalize(s->st_meta);
+    /* Closing the last connection checkpoints the WAL into the database file. */
+    sqlite3_close(s->wdb);
+    close(s->lock_fd); /* releases the flock */
+    free(s->db_path);
+    pthread_mutex_destroy(&s->lock);
+    pthread_cond_destroy(&s->cond);
+    pthread_mutex_destroy(&s->rlock);
+    free(s);
+}
+
+/* ---- metrics --------------------------------------------------------------------- */
+
+void store_metrics(struct store *s, struct prom_buf *b)
+{
+    prom_header(b, "mutexd_store_commit_batch_size", "histogram",
+                "Records written per group commit.");
+    prom_hist_write(b, "mutexd_store_commit_batch_size", "", &s->batch_sizes);
+    prom_header(b, "mutexd_store_commit_seconds", "histogram",
+                "Time to write and commit a batch, fsync included.");
+    prom_hist_write(b, "mutexd_store_commit_seconds", "", &s->commit_seconds);
+    prom_header(b, "mutexd_store_commits_total", "counter", "Group commits by result.");
+    prom_printf(b, "mutexd_store_commits_total{result=\"ok\"} %lu\n",
+                (unsigned long)atomic_load(&s->commits_ok));
+    prom_printf(b, "mutexd_store_commits_total{result=\"error\"} %lu\n",
+                (unsigned long)atomic_load(&s->commits_failed));
+    prom_header(b, "mutexd_store_errors_total", "counter", "Commits that failed.");
+    prom_printf(b, "mutexd_store_errors_total %lu\n",
+                (unsigned long)atomic_load(&s->commits_failed));
+    prom_header(b, "mutexd_store_records_total", "counter",
+                "Records written, and refused after a failed commit.");
+    prom_printf(b, "mutexd_store_records_total{result=\"written\"} %lu\n",
+                (unsigned long)atomic_load(&s->records_written));
+    prom_printf(b, "mutexd_store_records_total{result=\"refused\"} %lu\n",
+                (unsigned long)atomic_load(&s->records_refused));
+    prom_header(b, "mutexd_store_healthy", "gauge", "1 when the last commit succeeded.");
+    prom_printf(b, "mutexd_store_healthy %d\n", store_healthy(s, NULL, 0) ? 1 : 0);
+}

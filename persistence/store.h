@@ -1,0 +1,142 @@
+/*
+ * The store: the durable state of every resource in SQLite (WAL, synchronous=FULL).
+ *
+ * Writes: callers submit records (a resource's row as it now is) and waits (a callback
+ * to run once everything submitted before it is durable) into one queue. One writer
+ * thread takes everything queued, writes it in one BEGIN IMMEDIATE transaction and
+ * commits it with one fsync (group commit), then completes the waits in order.
+ *
+ * Failures: when a commit fails (disk full, I/O error) the transaction is rolled back,
+ * the waits of the batch complete with STORE_EFAIL, and the store's *epoch* advances.
+ * Records and waits carry the epoch their author's state was read in; those of an older
+ * epoch are refused (not written; waits complete with STORE_EFAIL), because the state
+ * they were computed from may contain the lost changes. Authors compare their epoch with
+ * store_epoch() before using their in-memory state and reload it from the store when it
+ * moved. The store keeps trying: the next batch is a new commit; store_health() says why
+ * the last one failed until one succeeds.
+ *
+ * Reads: store_get() and store_list_held() use a pool of read connections that never
+ * wait for the writer (WAL readers see the last commit).
+ *
+ * Threads: every function may be called from any thread, except store_close().
+ */
+#ifndef MX_STORE_H
+#define MX_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/prom.h"
+#include "common/str.h"
+
+struct store;
+
+enum store_status {
+    STORE_OK = 0,
+    STORE_NOTFOUND, /* store_get: no row */
+    STORE_EFAIL,    /* the write was not made durable; the client is told 503 */
+    STORE_ECLOSED,  /* store_close() has begun */
+    STORE_EIO,      /* a read failed */
+};
+
+/* A resource's row: the index of its last change and its latest lease, if any. */
+struct store_row {
+    uint64_t index;
+    bool has_lease;
+    /* The lease; meaningful when has_lease. `held` false: it expired and is kept so that
+     * its holder may still renew or release it until another lease is granted. */
+    bool held;
+    uint8_t lease_id[16];
+    uint64_t token;
+    uint64_t ttl_ms;
+    int64_t acquired_at_ms, renewed_at_ms; /* wall clock, informative */
+    int64_t deadline_ms;                   /* wall clock: when it expires */
+    struct mx_str *owner;                  /* a reference held by the row */
+    struct mx_str *metadata;               /* serialized JSON object, or NULL */
+};
+
+/* Drops the row's references. */
+void store_row_clear(struct store_row *row);
+
+/* Queue links. Private. */
+struct store_item {
+    struct store_item *_next;
+    uint64_t _epoch;
+    uint64_t _seq;
+    uint8_t _kind;
+};
+
+/* A change: the row of `name` becomes `row`; a row without a lease is deleted. */
+struct store_rec {
+    struct store_item _item; /* private */
+    struct store_row row;
+    uint16_t name_len;
+    char name[];
+};
+
+/* A new record holding new references to row's strings. NULL when out of memory. */
+struct store_rec *store_rec_new(const char *name, size_t len, const struct store_row *row);
+void store_rec_free(struct store_rec *rec);
+
+struct store_wait {
+    struct store_item _item; /* private */
+    /* Called once, on the writer thread or inside store_wait(): STORE_OK when everything
+     * submitted before the wait is durable, else STORE_EFAIL or STORE_ECLOSED. */
+    void (*done)(struct store_wait *w, int status);
+};
+
+struct store_config {
+    const char *dir;             /* created if missing; locked while open */
+    uint64_t fault_commit_every; /* testing: fail every Nth commit (0: never) */
+    uint64_t fault_commit_first; /* testing: the first commit to fail (1-based; 0: none) */
+    uint64_t fault_commit_count; /* testing: how many in a row from there */
+};
+
+/* Opens (creating and migrating) DIR/mutexd.db and starts the writer. On failure returns
+ * an errno-style code and writes a sentence into err. */
+int store_open(struct store **out, const struct store_config *cfg, char *err, size_t errlen);
+
+/* Stops taking writes, commits what is queued, completes every wait, joins the writer,
+ * closes every connection, frees the store and unlocks the directory. */
+void store_close(struct store *s);
+
+/* Takes `rec` (the store frees it) and queues it, tagged with `epoch`. Returns its
+ * sequence number; 0 when the store is closing (the record was freed). */
+uint64_t store_submit(struct store *s, struct store_rec *rec, uint64_t epoch);
+
+/* Completes `w` once everything submitted so far is durable, in this call when it
+ * already is. `epoch`: as for store_submit. */
+void store_wait(struct store *s, struct store_wait *w, uint64_t epoch);
+
+/* The current epoch (see above). */
+uint64_t store_epoch(struct store *s);
+
+/* True when record `seq` has been processed (committed, or refused). */
+bool store_seq_done(struct store *s, uint64_t seq);
+
+/* Reads the row of `name`. STORE_OK (fills `out`, which the caller clears),
+ * STORE_NOTFOUND, or STORE_EIO. */
+int store_get(struct store *s, const char *name, size_t len, struct store_row *out);
+
+/* Calls `fn` for each held lease whose name starts with `prefix` and sorts after `after`
+ * (either may be NULL), in name order, at most `limit` times. `fn` gets references it
+ * must drop (store_row_clear). Returns STORE_OK or STORE_EIO. */
+int store_list_held(struct store *s, const char *prefix, const char *after, int limit,
+                    void (*fn)(void *arg, const char *name, size_t len, struct store_row *row),
+                    void *arg);
+
+/* The highest fencing token and change index ever committed (at open: on disk). */
+uint64_t store_token_hwm(struct store *s);
+uint64_t store_index_hwm(struct store *s);
+/* The index a resource without a row reports: the highest index of any deleted row, so
+ * that a resource's index never goes backwards when its row is deleted and recreated. */
+uint64_t store_index_floor(struct store *s);
+
+/* True when the last commit succeeded; otherwise false with the reason copied into why. */
+bool store_healthy(struct store *s, char *why, size_t len);
+
+/* Appends the store's metrics in Prometheus text format. */
+void store_metrics(struct store *s, struct prom_buf *b);
+
+#endif

@@ -1,0 +1,211 @@
+/*
+ * Option parsing (see options.h). Defaults are written as text and parsed like any
+ * value, so they pass the same bounds checks.
+ */
+#include "options.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/log.h"
+
+enum type { T_STR, T_U64, T_LEVEL };
+
+struct def {
+    const char *flag, *env, *metavar;
+    enum type type;
+    size_t offset;
+    const char *def; /* NULL: none (strings) or computed (threads) */
+    uint64_t min, max;
+    const char *help;
+};
+
+#define OFF(f) offsetof(struct options, f)
+
+static const struct def defs[] = {
+    {"listen", "MUTEXD_LISTEN", "HOST:PORT", T_STR, OFF(listen), "127.0.0.1:8080", 0, 0,
+     "address to serve HTTP on (PORT 0: any free port, logged at start)"},
+    {"data-dir", "MUTEXD_DATA_DIR", "DIR", T_STR, OFF(data_dir), "./data", 0, 0,
+     "directory of the SQLite store; created if missing, locked while running"},
+    {"threads", "MUTEXD_THREADS", "N", T_U64, OFF(threads), NULL, 1, 1024,
+     "worker threads for actors and for HTTP (default: the number of cores)"},
+    {"min-ttl-ms", "MUTEXD_MIN_TTL_MS", "MS", T_U64, OFF(min_ttl_ms), "1000", 1, 2592000000ull,
+     "shortest lease TTL a client may ask for"},
+    {"max-ttl-ms", "MUTEXD_MAX_TTL_MS", "MS", T_U64, OFF(max_ttl_ms), "3600000", 1, 2592000000ull,
+     "longest lease TTL a client may ask for"},
+    {"max-wait-ms", "MUTEXD_MAX_WAIT_MS", "MS", T_U64, OFF(max_wait_ms), "300000", 0, 86400000,
+     "longest wait_ms of a blocking acquire or a watch"},
+    {"max-waiters", "MUTEXD_MAX_WAITERS", "N", T_U64, OFF(max_waiters), "1024", 1, 1000000,
+     "acquire requests queued on one resource at most (and watchers at most)"},
+    {"max-connections", "MUTEXD_MAX_CONNECTIONS", "N", T_U64, OFF(max_connections), "10000", 16,
+     1000000, "open HTTP connections at most"},
+    {"max-actors", "MUTEXD_MAX_ACTORS", "N", T_U64, OFF(max_actors), "4000000", 1000, 100000000,
+     "resources in memory at most (held, waited on, watched, or recently used)"},
+    {"tls-cert", "MUTEXD_TLS_CERT", "FILE", T_STR, OFF(tls_cert), NULL, 0, 0,
+     "PEM certificate: serve HTTPS (with --tls-key)"},
+    {"tls-key", "MUTEXD_TLS_KEY", "FILE", T_STR, OFF(tls_key), NULL, 0, 0,
+     "PEM private key for --tls-cert"},
+    {"log-level", "MUTEXD_LOG_LEVEL", "LEVEL", T_LEVEL, OFF(log_level), "info", 0, 0,
+     "debug, info, warn, error or off"},
+};
+#define NDEFS (sizeof defs / sizeof defs[0])
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: mutexd [OPTION]...\n\n"
+               "A lease server: clients acquire, renew and release timed leases on named\n"
+               "resources over HTTP/JSON. Every option can also be set by its environment\n"
+               "variable; a flag wins over its variable.\n\n");
+    for (size_t i = 0; i < NDEFS; i++) {
+        char left[64];
+        snprintf(left, sizeof left, "--%s %s", defs[i].flag, defs[i].metavar);
+        fprintf(f, "  %-28s %s\n  %-28s env %s", left, defs[i].help, "", defs[i].env);
+        if (defs[i].def)
+            fprintf(f, ", default %s", defs[i].def);
+        if (defs[i].type == T_U64 && defs[i].max)
+            fprintf(f, ", %lu to %lu", (unsigned long)defs[i].min, (unsigned long)defs[i].max);
+        fputc('\n', f);
+    }
+    fprintf(f, "  %-28s print this help and exit\n", "--help");
+    fprintf(f, "  %-28s print the version and exit\n", "--version");
+}
+
+static int set_value(struct options *o, const struct def *d, const char *value, const char *from)
+{
+    void *field = (char *)o + d->offset;
+    switch (d->type) {
+    case T_STR:
+        if (!*value) {
+            fprintf(stderr, "mutexd: %s: --%s must not be empty\n", from, d->flag);
+            return -1;
+        }
+        *(const char **)field = value;
+        return 0;
+    case T_LEVEL: {
+        int lvl = mx_log_parse_level(value);
+        if (lvl < 0) {
+            fprintf(stderr, "mutexd: %s: --%s must be debug, info, warn, error or off, not '%s'\n",
+                    from, d->flag, value);
+            return -1;
+        }
+        *(uint64_t *)field = (uint64_t)lvl;
+        return 0;
+    }
+    case T_U64: {
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(value, &end, 10);
+        if (errno || end == value || *end || value[0] == '-' || v < d->min || v > d->max) {
+            fprintf(stderr, "mutexd: %s: --%s must be a whole number from %lu to %lu, not '%s'\n",
+                    from, d->flag, (unsigned long)d->min, (unsigned long)d->max, value);
+            return -1;
+        }
+        *(uint64_t *)field = v;
+        return 0;
+    }
+    }
+    return -1;
+}
+
+/* MUTEXD_FAULT_COMMIT: "N" fails commit N, "N:K" K commits from N, "every:N" every Nth. */
+static int parse_faults(struct options *o)
+{
+    const char *f = getenv("MUTEXD_FAULT_COMMIT");
+    if (!f || !*f)
+        return 0;
+#ifndef MUTEXD_FAULT_INJECTION
+    fprintf(stderr, "mutexd: MUTEXD_FAULT_COMMIT is set but this build has no fault injection\n");
+    return -1;
+#else
+    char *end;
+    if (strncmp(f, "every:", 6) == 0) {
+        o->fault_commit_every = strtoull(f + 6, &end, 10);
+    } else {
+        o->fault_commit_first = strtoull(f, &end, 10);
+        o->fault_commit_count = 1;
+        if (*end == ':')
+            o->fault_commit_count = strtoull(end + 1, &end, 10);
+    }
+    if (*end) {
+        fprintf(stderr, "mutexd: MUTEXD_FAULT_COMMIT must be N, N:K or every:N\n");
+        return -1;
+    }
+    fprintf(stderr, "mutexd: fault injection on: MUTEXD_FAULT_COMMIT=%s\n", f);
+    return 0;
+#endif
+}
+
+int options_parse(struct options *o, int argc, char **argv)
+{
+    memset(o, 0, sizeof *o);
+    struct option longopts[NDEFS + 3];
+    for (size_t i = 0; i < NDEFS; i++)
+        longopts[i] = (struct option){defs[i].flag, required_argument, NULL, (int)i};
+    longopts[NDEFS] = (struct option){"help", no_argument, NULL, 'h'};
+    longopts[NDEFS + 1] = (struct option){"version", no_argument, NULL, 'V'};
+    longopts[NDEFS + 2] = (struct option){0};
+
+    bool given[NDEFS] = {false};
+    const char *values[NDEFS] = {NULL};
+    int c;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        if (c == 'h') {
+            usage(stdout);
+            return 0;
+        }
+        if (c == 'V') {
+            printf("mutexd %s\n", MUTEXD_VERSION);
+            return 0;
+        }
+        if (c == '?' || c < 0 || (size_t)c >= NDEFS) {
+            if (optopt)
+                fprintf(stderr, "mutexd: option needs a value: %s\n", argv[optind - 1]);
+            else
+                fprintf(stderr, "mutexd: unknown option: %s\n", argv[optind - 1]);
+            fprintf(stderr, "Try 'mutexd --help'.\n");
+            return 2;
+        }
+        given[c] = true;
+        values[c] = optarg;
+    }
+    if (optind < argc) {
+        fprintf(stderr, "mutexd: unexpected argument: %s\nTry 'mutexd --help'.\n", argv[optind]);
+        return 2;
+    }
+    for (size_t i = 0; i < NDEFS; i++) {
+        const char *v = values[i], *from = "flag";
+        if (!given[i]) {
+            v = getenv(defs[i].env);
+            from = defs[i].env;
+            if (!v || !*v) {
+                v = defs[i].def;
+                from = "default";
+            }
+        }
+        if (v && set_value(o, &defs[i], v, from) != 0)
+            return 2;
+    }
+    if (o->threads == 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        o->threads = n > 0 ? (uint64_t)n : 1;
+    }
+    if (o->min_ttl_ms > o->max_ttl_ms) {
+        fprintf(stderr, "mutexd: --min-ttl-ms (%lu) is above --max-ttl-ms (%lu)\n",
+                (unsigned long)o->min_ttl_ms, (unsigned long)o->max_ttl_ms);
+        return 2;
+    }
+    if (!o->tls_cert != !o->tls_key) {
+        fprintf(stderr, "mutexd: --tls-cert and --tls-key go together\n");
+        return 2;
+    }
+    if (parse_faults(o) != 0)
+        return 2;
+    return -1;
+}

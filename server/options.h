@@ -1,0 +1,26 @@
+/*
+ * Server options: each has a flag, an environment variable (MUTEXD_*) and a default; a
+ * flag wins over its variable. One table drives parsing, bounds checks and --help.
+ */
+#ifndef MX_OPTIONS_H
+#define MX_OPTIONS_H
+
+#include <stdint.h>
+
+struct options {
+    const char *listen;
+    const char *data_dir;
+    uint64_t threads;
+    uint64_t min_ttl_ms, max_ttl_ms, max_wait_ms, max_waiters;
+    uint64_t max_connections, max_actors;
+    const char *tls_cert, *tls_key;
+    uint64_t log_level;
+    /* testing only: MUTEXD_FAULT_COMMIT (builds with MUTEXD_FAULT_INJECTION) */
+    uint64_t fault_commit_every, fault_commit_first, fault_commit_count;
+};
+
+/* Returns -1 to go on, or the exit status to leave with (0 after --help or --version, 2
+ * after a bad option, which it has reported on stderr). */
+int options_parse(struct options *o, int argc, char **argv);
+
+#endif
