@@ -81,7 +81,18 @@ struct res_req *res_out_pop(struct res_out *out)
 
 static void change(struct res *r, struct res_domain *d)
 {
-    r->row.index = atomic_fetch_add(&d->last_index, 1) + 1;
+    uint64_t next = atomic_fetch_add(&d->last_index, 1) + 1;
+    if (next <= r->row.index) {
+        /* The domain's counter is behind this resource (it starts at the store's
+         * high-water mark, so this takes a restore or a bug): move it past, so the
+         * resource's index never goes backwards. */
+        uint64_t cur = atomic_load(&d->last_index);
+        while (cur <= r->row.index &&
+               !atomic_compare_exchange_weak(&d->last_index, &cur, r->row.index + 1))
+            ;
+        next = r->row.index + 1;
+    }
+    r->row.index = next;
     r->changed = true;
 }
 

@@ -409,6 +409,27 @@ static bool decode_field(enum field f, const cJSON *v, const struct res_limits *
     return false;
 }
 
+/* Whether a JSON text has a \u0000 escape in a string. cJSON decodes strings into C
+ * strings, which would silently end at it ("a\u0000b" would read as "a"). */
+static bool has_escaped_nul(const char *s, size_t len)
+{
+    bool in_string = false;
+    for (size_t i = 0; i < len; i++) {
+        if (!in_string) {
+            in_string = s[i] == '"';
+            continue;
+        }
+        if (s[i] == '"') {
+            in_string = false;
+        } else if (s[i] == '\\' && i + 1 < len) {
+            if (s[i + 1] == 'u' && i + 5 < len && memcmp(s + i + 2, "0000", 4) == 0)
+                return true;
+            i++; /* skip the escaped character, a backslash included */
+        }
+    }
+    return false;
+}
+
 bool api_decode_body(enum api_route route, const char *body, size_t len,
                      const struct res_limits *lim, struct res_req *rq, char *reason,
                      size_t reason_len, struct api_error *e)
@@ -426,6 +447,8 @@ bool api_decode_body(enum api_route route, const char *body, size_t len,
         return true;
     }
 
+    if (memchr(body, '\0', len) || has_escaped_nul(body, len))
+        return api_fail(e, 400, "invalid_json", NULL, "the body has a NUL character");
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, false);
     bool ok = false;

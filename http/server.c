@@ -24,6 +24,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +37,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "http/api.h"
+#include "http/conns.h"
 #include "http/hangup.h"
 #include "http/render.h"
 
@@ -49,9 +51,11 @@ struct http {
     struct http_config cfg;
     struct MHD_Daemon *daemon;
     struct hangup *hangup;
+    struct conns *conns;
     int listen_fd;
     char address[96];
     _Atomic bool draining;
+    _Atomic int dispatching; /* threads inside dispatch(): they may touch the runtime and store */
     _Atomic uint64_t next_id;
     _Atomic long in_flight, suspended;
     _Atomic uint64_t requests[ROUTE_COUNT][NCODES];
@@ -67,11 +71,14 @@ struct hreq {
     uint64_t id;
     enum phase phase;
     enum api_route route;
-    bool head;    /* HEAD: no body is sent */
-    bool failed;  /* `err` is the answer */
-    bool watched; /* registered for hang-up detection */
-    bool close;   /* close the connection after the answer */
-    int status;   /* the status sent, for metrics */
+    bool head;      /* HEAD: no body is sent */
+    bool failed;    /* `err` is the answer */
+    bool watched;   /* registered for hang-up detection */
+    bool close;     /* close the connection after the answer */
+    bool too_large; /* the body went over the limit: 413 at its end */
+    bool oom;
+    size_t discarded;
+    int status; /* the status sent, for metrics */
     int fd;
     struct api_error err;
     char *body;
@@ -234,15 +241,37 @@ static enum MHD_Result query_param(void *cls, enum MHD_ValueKind kind, const cha
 
 static enum MHD_Result serve_metrics(struct hreq *q);
 
+static enum MHD_Result dispatch_locked(struct hreq *q);
+
+/* Everything that reaches into the runtime or the store from libmicrohttpd's threads goes
+ * through here, so that http_quiesce() can wait for it to be over. */
 static enum MHD_Result dispatch(struct hreq *q)
 {
     struct http *h = q->h;
-    if (q->failed)
-        return send_error(q, &q->err);
+    atomic_fetch_add(&h->dispatching, 1);
+    enum MHD_Result rc;
     if (atomic_load(&h->draining)) {
         q->close = true;
-        return send_unavailable(q, "shutting down");
+        rc = send_unavailable(q, "shutting down");
+    } else {
+        rc = dispatch_locked(q);
     }
+    atomic_fetch_sub(&h->dispatching, 1);
+    return rc;
+}
+
+static enum MHD_Result dispatch_locked(struct hreq *q)
+{
+    struct http *h = q->h;
+    if (q->too_large) {
+        q->close = true;
+        if (q->oom)
+            return send_unavailable(q, "out of memory");
+        api_fail(&q->err, 413, "body_too_large", NULL, "the body is over %d bytes", API_MAX_BODY);
+        return send_error(q, &q->err);
+    }
+    if (q->failed)
+        return send_error(q, &q->err);
 
     switch (q->route) {
     case ROUTE_HEALTHZ: {
@@ -355,9 +384,31 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
     return q;
 }
 
+static struct conn *conn_of(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    struct http *h = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        *socket_context = ci ? conns_opened(h->conns, ci->connect_fd) : NULL;
+    } else {
+        conns_closed(h->conns, *socket_context); /* before libmicrohttpd closes the fd */
+        *socket_context = NULL;
+    }
+}
+
 static enum MHD_Result on_headers(struct hreq *q, const char *url, const char *method)
 {
     struct http *h = q->h;
+    conns_request_begins(h->conns, conn_of(q->conn));
     const char *rid = MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, "X-Request-Id");
     if (rid && valid_request_id(rid))
         snprintf(q->rid, sizeof q->rid, "%s", rid);
@@ -400,18 +451,24 @@ static enum MHD_Result on_headers(struct hreq *q, const char *url, const char *m
     return MHD_YES;
 }
 
+/* A body over the limit is read and thrown away (libmicrohttpd cannot answer in the
+ * middle of a body) and answered 413 at its end, unless it goes on for more than this,
+ * when the connection is simply closed. */
+#define DISCARD_MAX (1024 * 1024)
+
 static enum MHD_Result on_body(struct hreq *q, const char *data, size_t len)
 {
-    if (q->body_len + len > API_MAX_BODY) {
-        q->close = true;
-        api_fail(&q->err, 413, "body_too_large", NULL, "the body is over %d bytes", API_MAX_BODY);
-        return send_error(q, &q->err);
+    if (q->too_large || q->body_len + len > API_MAX_BODY) {
+        q->too_large = true;
+        q->discarded += len;
+        return q->discarded > DISCARD_MAX ? MHD_NO : MHD_YES;
     }
     if (!q->body) {
         q->body = malloc(API_MAX_BODY);
         if (!q->body) {
-            q->close = true;
-            return send_unavailable(q, "out of memory");
+            q->too_large = true; /* answered 503 at the end */
+            q->oom = true;
+            return MHD_YES;
         }
     }
     memcpy(q->body + q->body_len, data, len);
@@ -452,13 +509,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
-    (void)conn;
     (void)toe;
     struct http *h = cls;
     struct hreq *q = *con_cls;
     if (!q)
         return;
     *con_cls = NULL;
+    conns_request_ends(h->conns, conn_of(conn));
     int status = q->status ? q->status : 499;
     atomic_fetch_add_explicit(&h->requests[q->route][code_slot(status)], 1, memory_order_relaxed);
     prom_hist_observe(&h->latency[q->route], mx_mono_ns() - q->start_ns);
@@ -521,6 +578,10 @@ static enum MHD_Result serve_metrics(struct hreq *q)
         MHD_get_daemon_info(h->daemon, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
     prom_header(&b, "mutexd_http_connections", "gauge", "Open HTTP connections.");
     prom_printf(&b, "mutexd_http_connections %u\n", di ? di->num_connections : 0);
+    prom_header(&b, "mutexd_http_connections_reaped_total", "counter",
+                "Connections closed for staying too long between requests, or to make room.");
+    prom_printf(&b, "mutexd_http_connections_reaped_total %lu\n",
+                (unsigned long)conns_reaped(h->conns));
     if (h->cfg.metrics)
         h->cfg.metrics(h->cfg.ctx, &b);
     if (b.oom) {
@@ -647,12 +708,17 @@ int http_start(struct http **out, const struct http_config *cfg, char *err, size
         threads = n > 0 ? (unsigned)n : 1;
     }
     unsigned max_conn = cfg->max_connections ? cfg->max_connections : 10000;
-    unsigned idle = cfg->idle_timeout_s ? cfg->idle_timeout_s : 60;
+    uint64_t idle_ms = cfg->idle_timeout_ms ? cfg->idle_timeout_ms : 60000;
+    unsigned idle = (unsigned)((idle_ms + 999) / 1000); /* libmicrohttpd counts seconds */
 
     if (open_listener(h, cfg->listen, err, errlen) != 0)
         goto fail;
     if (hangup_start(&h->hangup, on_hangup, h) != 0) {
         snprintf(err, errlen, "cannot start the hang-up watcher");
+        goto fail;
+    }
+    if (conns_start(&h->conns, max_conn, idle_ms) != 0) {
+        snprintf(err, errlen, "cannot start the connection reaper");
         goto fail;
     }
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
@@ -673,6 +739,7 @@ int http_start(struct http **out, const struct http_config *cfg, char *err, size
         {MHD_OPTION_CONNECTION_MEMORY_LIMIT, 32 * 1024, NULL},
         {MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)on_uri, h},
         {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, h},
+        {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, h},
         {MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)on_mhd_log, NULL},
         {tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, h->tls_cert},
         {tls ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_END, 0, h->tls_key},
@@ -690,6 +757,8 @@ int http_start(struct http **out, const struct http_config *cfg, char *err, size
     *out = h;
     return 0;
 fail:
+    if (h->conns)
+        conns_stop(h->conns);
     if (h->hangup)
         hangup_stop(h->hangup);
     if (h->listen_fd >= 0)
@@ -707,7 +776,10 @@ const char *http_address(const struct http *h)
 
 void http_quiesce(struct http *h)
 {
+    /* seq_cst with dispatch(): a thread that missed the flag is counted, and we wait. */
     atomic_store(&h->draining, true);
+    while (atomic_load(&h->dispatching) > 0)
+        sched_yield();
     hangup_mute(h->hangup); /* on_hangup sends to the runtime, which stops next */
     MHD_socket fd = MHD_quiesce_daemon(h->daemon);
     if (fd != MHD_INVALID_SOCKET)
@@ -728,6 +800,7 @@ void http_stop(struct http *h)
         mx_error("http: requests still waiting at shutdown", "count=%ld",
                  atomic_load(&h->suspended));
     MHD_stop_daemon(h->daemon);
+    conns_stop(h->conns);
     hangup_stop(h->hangup);
     if (h->listen_fd >= 0)
         close(h->listen_fd);

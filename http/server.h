@@ -22,7 +22,7 @@ struct http_config {
     const char *listen;        /* HOST:PORT; PORT 0 picks a free port */
     unsigned threads;          /* libmicrohttpd's pool; 0: the number of cores */
     unsigned max_connections;  /* 0: 10000 */
-    unsigned idle_timeout_s;   /* an idle connection is closed after this; 0: 60 */
+    uint64_t idle_timeout_ms;  /* most time between requests on a connection; 0: 60000 */
     const char *tls_cert_file; /* both set: HTTPS */
     const char *tls_key_file;
     struct rt *rt;

@@ -7,6 +7,9 @@ cd "$(dirname "$0")/.."
 JOBS=$(nproc 2>/dev/null || echo 2)
 scripts/deps.sh test
 
+# Debian's pytest belongs to Debian's python3, whatever else is first on PATH.
+PYTEST=(/usr/bin/python3 -m pytest -q -p no:cacheprovider)
+
 stage() { printf '\n==== %s\n' "$*"; }
 
 configure() { # dir, cmake options...
@@ -22,14 +25,33 @@ configure build
 stage "unit tests"
 ctest --test-dir build --output-on-failure -j "$JOBS"
 
-stage "unit tests under ThreadSanitizer (runtime)"
-configure build-tsan -DMUTEXD_TSAN=ON
-TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
-    ctest --test-dir build-tsan --output-on-failure -L runtime
+stage "OpenAPI document"
+scripts/check-openapi.sh
 
-stage "unit tests under AddressSanitizer and UndefinedBehaviorSanitizer"
+stage "integration tests"
+MUTEXD_BIN=build/mutexd "${PYTEST[@]}" tests/integration
+
+stage "build with AddressSanitizer and UndefinedBehaviorSanitizer"
 configure build-asan -DMUTEXD_ASAN=ON
-ASAN_OPTIONS="detect_leaks=1" UBSAN_OPTIONS="print_stacktrace=1" \
-    ctest --test-dir build-asan --output-on-failure -j "$JOBS"
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+
+stage "unit tests under ASan+UBSan"
+ctest --test-dir build-asan --output-on-failure -j "$JOBS"
+
+stage "integration tests under ASan+UBSan"
+MUTEXD_BIN=build-asan/mutexd "${PYTEST[@]}" tests/integration
+unset ASAN_OPTIONS UBSAN_OPTIONS
+
+stage "build with ThreadSanitizer"
+configure build-tsan -DMUTEXD_TSAN=ON
+export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
+
+stage "runtime unit tests under TSan"
+ctest --test-dir build-tsan --output-on-failure -L runtime
+
+stage "integration tests under TSan"
+MUTEXD_BIN=build-tsan/mutexd "${PYTEST[@]}" tests/integration
+unset TSAN_OPTIONS
 
 stage "all passed"

@@ -164,6 +164,7 @@ int main(int argc, char **argv)
         .listen = s.opt.listen,
         .threads = (unsigned)s.opt.threads,
         .max_connections = (unsigned)s.opt.max_connections,
+        .idle_timeout_ms = s.opt.idle_timeout_ms,
         .tls_cert_file = s.opt.tls_cert,
         .tls_key_file = s.opt.tls_key,
         .rt = s.rt,

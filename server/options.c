@@ -45,6 +45,8 @@ static const struct def defs[] = {
      "acquire requests queued on one resource at most (and watchers at most)"},
     {"max-connections", "MUTEXD_MAX_CONNECTIONS", "N", T_U64, OFF(max_connections), "10000", 16,
      1000000, "open HTTP connections at most"},
+    {"idle-timeout-ms", "MUTEXD_IDLE_TIMEOUT_MS", "MS", T_U64, OFF(idle_timeout_ms), "60000", 1000,
+     3600000, "a connection is closed after this long idle or sending one request's headers"},
     {"max-actors", "MUTEXD_MAX_ACTORS", "N", T_U64, OFF(max_actors), "4000000", 1000, 100000000,
      "resources in memory at most (held, waited on, watched, or recently used)"},
     {"tls-cert", "MUTEXD_TLS_CERT", "FILE", T_STR, OFF(tls_cert), NULL, 0, 0,

@@ -12,7 +12,7 @@ struct options {
     const char *data_dir;
     uint64_t threads;
     uint64_t min_ttl_ms, max_ttl_ms, max_wait_ms, max_waiters;
-    uint64_t max_connections, max_actors;
+    uint64_t max_connections, max_actors, idle_timeout_ms;
     const char *tls_cert, *tls_key;
     uint64_t log_level;
     /* testing only: MUTEXD_FAULT_COMMIT (builds with MUTEXD_FAULT_INJECTION) */

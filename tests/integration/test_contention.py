@@ -1,0 +1,189 @@
+"""Mutual exclusion, fairness and liveness under contention, against a real server."""
+
+import socket
+import threading
+import time
+
+from harness import Client
+
+
+def wait_for(pred, timeout=5.0, step=0.01):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(step)
+    return pred()
+
+
+def test_32_clients_never_overlap_and_tokens_follow_grant_order(server):
+    """32 clients contend for one resource with wait_ms for 20 s. Each logs when it got
+    the lease (after the answer arrived), its token, and when it let go (before sending the
+    release). No two holds may overlap, and tokens must increase in grant order."""
+    duration = 20.0
+    log, errors = [], []
+    lock = threading.Lock()
+    stop_at = time.monotonic() + duration
+
+    def worker(i):
+        c = server.client(timeout=30)
+        try:
+            while time.monotonic() < stop_at:
+                r = c.acquire("contended", owner="client-%d" % i, ttl_ms=10000, wait_ms=5000)
+                if r.status == 409:
+                    continue  # waited 5 s without a turn: try again
+                if r.status != 200:
+                    errors.append(r)
+                    return
+                got = time.monotonic()
+                time.sleep(0.001)  # the critical section
+                let_go = time.monotonic()
+                with lock:
+                    log.append((got, let_go, r.json["fencing_token"], i))
+                rel = c.release("contended", r.json["lease_id"])
+                if rel.status != 200:
+                    errors.append(rel)
+                    return
+        finally:
+            c.close()
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(32)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(duration + 60)
+    assert not errors, errors[:3]
+    log.sort()
+    assert len(log) > 500, len(log)  # hand-offs actually happened
+    for (g1, r1, t1, c1), (g2, r2, t2, c2) in zip(log, log[1:]):
+        assert r1 < g2, "holds overlap: client %d [%f, %f] and client %d from %f" % (
+            c1, g1, r1, c2, g2)
+        assert t1 < t2, "tokens out of grant order: %d then %d" % (t1, t2)
+    holders = {c for _, _, _, c in log}
+    assert len(holders) == 32  # every client got its turns
+
+
+def test_waiters_are_granted_in_arrival_order(server, client):
+    first = client.acquire("fifo", owner="first", ttl_ms=30000).json
+    n = 10
+    order, results = [], {}
+    lock = threading.Lock()
+
+    def waiter(i):
+        c = server.client()
+        r = c.acquire("fifo", owner="waiter-%d" % i, ttl_ms=30000, wait_ms=20000)
+        with lock:
+            order.append(i)
+            results[i] = r
+        c.release("fifo", r.json["lease_id"])  # pass it on
+        c.close()
+
+    threads = []
+    for i in range(n):
+        t = threading.Thread(target=waiter, args=(i,))
+        t.start()
+        threads.append(t)
+        # Queue them one at a time, so their arrival order is known.
+        assert wait_for(lambda: client.get("fifo").json["waiters"] == i + 1)
+    client.release("fifo", first["lease_id"])
+    for t in threads:
+        t.join(30)
+    assert order == list(range(n))
+    tokens = [results[i].json["fencing_token"] for i in range(n)]
+    assert tokens == sorted(tokens) and len(set(tokens)) == n
+
+
+def test_expired_lease_is_free_within_ttl_plus_100ms_and_waiter_gets_it(server, client):
+    ttl = 1000
+    client.acquire("exp", owner="crashed", ttl_ms=ttl)
+    t_acquired = time.monotonic()
+    out = {}
+
+    def waiter():
+        c = server.client()
+        out["r"] = c.acquire("exp", owner="next", wait_ms=5000)
+        out["t"] = time.monotonic()
+        c.close()
+
+    t = threading.Thread(target=waiter)
+    t.start()
+    t.join(10)
+    assert out["r"].status == 200 and out["r"].json["owner"] == "next"
+    late = out["t"] - t_acquired
+    assert ttl / 1000 - 0.05 <= late <= ttl / 1000 + 0.1, late
+
+    # Without a waiter: free when asked right after the TTL.
+    client.acquire("exp2", owner="crashed", ttl_ms=ttl)
+    t0 = time.monotonic()
+    assert wait_for(lambda: client.get("exp2").json["state"] == "free", timeout=3, step=0.005)
+    assert time.monotonic() - t0 <= ttl / 1000 + 0.1
+
+
+def test_waiter_that_hangs_up_is_never_granted(server, client):
+    holder = client.acquire("hang", owner="holder", ttl_ms=30000).json
+    body = b'{"owner":"quitter","wait_ms":20000}'
+    sock = socket.create_connection((server.host, server.port))
+    sock.sendall(b"POST /v1/resources/hang/acquire HTTP/1.1\r\nHost: x\r\n"
+                 b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                 % (len(body), body))
+    assert wait_for(lambda: client.get("hang").json["waiters"] == 1)
+    out = {}
+
+    def patient():
+        c = server.client()
+        out["r"] = c.acquire("hang", owner="patient", wait_ms=20000)
+        c.close()
+
+    t = threading.Thread(target=patient)
+    t.start()
+    assert wait_for(lambda: client.get("hang").json["waiters"] == 2)
+    sock.close()  # the first waiter goes away
+    assert wait_for(lambda: client.get("hang").json["waiters"] == 1), \
+        "the hang-up was not noticed"
+    client.release("hang", holder["lease_id"])
+    t.join(10)
+    r = out["r"]
+    assert r.status == 200 and r.json["owner"] == "patient"
+    # The quitter never held it: the patient waiter got the very next token.
+    assert r.json["fencing_token"] == holder["fencing_token"] + 1
+    g = client.get("hang").json
+    assert g["holder"]["owner"] == "patient"
+
+
+def test_watcher_that_hangs_up_is_dropped(server, client):
+    g = client.get("wh").json
+    sock = socket.create_connection((server.host, server.port))
+    sock.sendall(b"GET /v1/resources/wh?index=%d&wait_ms=20000 HTTP/1.1\r\nHost: x\r\n\r\n"
+                 % g["index"])
+    assert wait_for(lambda: "mutexd_watchers 1" in client.request("GET", "/metrics").body)
+    sock.close()
+    assert wait_for(lambda: "mutexd_watchers 0" in client.request("GET", "/metrics").body)
+
+
+def test_many_resources_in_parallel(server):
+    """Leases on different resources do not interfere: 16 clients, 50 resources each."""
+    errors = []
+
+    def worker(i):
+        c = server.client()
+        for k in range(50):
+            name = "par/%d/%d" % (i, k)
+            a = c.acquire(name, owner="w%d" % i, ttl_ms=5000)
+            if a.status != 200:
+                errors.append(a)
+                continue
+            if c.renew(name, a.json["lease_id"]).status != 200:
+                errors.append("renew")
+            if c.release(name, a.json["lease_id"]).status != 200:
+                errors.append("release")
+        c.close()
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors[:3]
+    c = server.client()
+    assert c.request("GET", "/v1/resources?prefix=par/").json["resources"] == []
+    c.close()

@@ -1,0 +1,666 @@
+/*
+ * The lease state machine with a fake clock: every behaviour API.md lists for acquire,
+ * renew, release, break, expiry, waiters, watches, metadata and fencing tokens.
+ */
+#include "testutil.h"
+
+#include <string.h>
+
+#include "actors/resource.h"
+#include "common/clock.h"
+
+#define MS MX_NS_PER_MS
+
+static struct res_domain D;
+static struct res_now NOW;
+static struct res_out OUT;
+
+static void setup_domain(void)
+{
+    memset(&D, 0, sizeof D);
+    D.lim = (struct res_limits){
+        .min_ttl_ms = 1000, .max_ttl_ms = 3600000, .max_wait_ms = 300000, .max_waiters = 3};
+    NOW = (struct res_now){.mono_ns = 1000 * MS, .wall_ms = 1700000000000};
+    memset(&OUT, 0, sizeof OUT);
+}
+
+static void advance(uint64_t ms)
+{
+    NOW.mono_ns += ms * MS;
+    NOW.wall_ms += (int64_t)ms;
+}
+
+static bool gone_flag[64];
+static bool alive_fn(struct res_req *q)
+{
+    return !gone_flag[q->id];
+}
+
+static struct res_req *req(uint8_t op)
+{
+    static uint64_t next_id = 1;
+    struct res_req *q = calloc(1, sizeof *q);
+    q->op = op;
+    q->ttl_ms = 10000;
+    q->id = next_id++ % 64;
+    q->alive = alive_fn;
+    return q;
+}
+
+static struct res_req *acquire_req(const char *owner, uint64_t ttl_ms, uint64_t wait_ms)
+{
+    struct res_req *q = req(RES_ACQUIRE);
+    q->owner = mx_str_new(owner, strlen(owner));
+    q->ttl_ms = ttl_ms;
+    q->wait_ms = wait_ms;
+    return q;
+}
+
+static struct res_req *with_id(struct res_req *q, const uint8_t id[16])
+{
+    memcpy(q->lease_id, id, 16);
+    q->has_lease_id = true;
+    return q;
+}
+
+static void done(struct res_req *q)
+{
+    mx_str_unref(q->owner);
+    mx_str_unref(q->metadata);
+    res_view_clear(&q->view);
+    free(q);
+}
+
+/* Pops the next answer; it must be `q` with `status`. */
+static void expect(struct res_req *q, enum res_status status)
+{
+    struct res_req *a = res_out_pop(&OUT);
+    assert_ptr_equal(a, q);
+    assert_int_equal(a->status, status);
+}
+
+static void expect_none(void)
+{
+    assert_null(res_out_pop(&OUT));
+}
+
+static void handle(struct res *r, struct res_req *q)
+{
+    res_handle(r, &D, q, &NOW, &OUT);
+}
+
+static void tick(struct res *r)
+{
+    res_tick(r, &D, &NOW, &OUT);
+}
+
+/* Acquires for `owner`, expecting a grant; returns the request (answered). */
+static struct res_req *grant(struct res *r, const char *owner, uint64_t ttl_ms)
+{
+    struct res_req *q = acquire_req(owner, ttl_ms, 0);
+    handle(r, q);
+    expect(q, RES_OK_LEASE);
+    expect_none();
+    return q;
+}
+
+static void grant_on_free_then_conflict(void **st)
+{
+    (void)st;
+    setup_domain();
+    struct res r;
+    res_init(&r, 0);
+    struct res_req *a = grant(&r, "host-a", 5000);
+    assert_true(a->view.held);
+    assert_int_equal(a->view.token, 1);
+    assert_int_equal(a->view.ttl_ms, 5000);
+    assert_int_equal(a->view.expires_in_ms, 5000);
+    assert_int_equal(a->view.index, 1);
+    assert_int_equal(a->view.acquired_at_ms, NOW.wall_ms);
+    assert_string_equal(a->view.owner->s, "host-a");
+    assert_true(r.changed);
+
+    advance(1200);
+    struct res_req *b = acquire_req("host-b", 5000, 0);
+    handle(&r, b);
+    expect(b, RES_ERR_HELD);
+    assert_string_equal(b->view.owner->s, "host-a"); /* the holder */
+    assert_int_equal(b->view.token, 1);
+    assert_int_equal(b->view.expires_in_ms, 3800);
+    assert_int_equal(atomic_load(&D.conflicts), 1);
+    done(a);
+    done(b);
+    res_free(&r, &D);
+}
+
+static void reacquire_with_same_lease_id_is_idempotent(void **st)
+{
+    (void)st;
+    setup_domain();
+    struct res r;
+    res_init(&r, 0);
+    uint8_t id[16] = {1, 2, 3};
+    struct res_req *a = with_id(acquire_req("a", 5000, 0), id);
+    a->metadata = mx_str_new("{\"k\":1}", 7);
+    a->has_metadata = true;
+    handle(&r, a);
+    expect(a, RES_OK_LEASE);
+    assert_memory_equal(a->view.lease_id, id, 16);
+
+    advance(3000);
+    struct res_req *again = with_id(acquire_req("a", 8000, 0), id);
+    handle(&r, again);
+    expect(again, RES_OK_LEASE);
+    assert_int_equal(again->view.token, a->view.token);        /* the same lease */
+    assert_int_equal(again->view.expires_in_ms, 8000);         /* ttl from now */
+    assert_string_equal(again->view.metadata->s, "{\"k\":1}"); /* kept when not given */
+    assert_int_equal(again->view.acquired_at_ms, a->view.acquired_at_ms);
+    assert_int_equal(again->view.renewed_at_ms, NOW.wall_ms);
+    assert_true(again->view.index > a->view.index);
+
+    /* After it expired, with nothing granted since, the retry still gets it back. */
+    advance(8000);
+    tick(&r);
+    assert_false(r.row.held);
+    struct res_req *late = with_id(acquire_req("a", 5000, 0), id);
+    handle(&r, late);
+    expect(late, RES_OK_LEASE);
+    assert_int_equal(late->view.token, a->view.token);
+    assert_int_equal(atomic_load(&D.grants), 1);
+    done(a);
+    done(again);
+    done(late);
+    res_free(&r, &D);
+}
+
+static void waiters_are_granted_in_fifo_order(void **st)
+{
+    (void)st;
+    setup_domain();
+    struct res r;
+    res_init(&r, 0);
+    struct res_req *h = grant(&r, "holder", 5000);
+    struct res_req *w[3];
+    for (int i = 0; i < 3; i++) {
+        char name[8];
+        snprintf(name, sizeof name, "w%d", i);
+        w[i] = acquire_req(name, 5000, 60000);
+        handle(&r, w[i]);
+        expect_none(); /* queued */
+    }
+    assert_int_equal(r.nwaiters, 3);
+    struct res_req *over = acquire_req("over", 5000, 60000);
+    handle(&r, over);
+    expect(over, RES_ERR_TOO_MANY); /* max_waiters is 3 */
+
+    uint64_t last_token = h->view.token;
+    struct res_req *cur = h;
+    for (int i = 0; i < 3; i++) {
+        struct res_req *rel = with_id(req(RES_RELEASE), cur->view.lease_id);
+        handle(&r, rel);
+        expect(rel, RES_OK_RELEASED);
+        expect(w[i], RES_OK_LEASE); /* the next waiter, at once */
+        char want[8];
+        snprintf(want, sizeof want, "w%d", i);
+        assert_string_equal(w[i]->view.owner->s, want);
+        assert_true(w[i]->view.token > last_token);
+        last_token = w[i]->view.token;
+        expect_none();
+        done(rel);
+        cur = w[i];
+    }
+    assert_int_equal(r.nwaiters, 0);
+    done(h);
+    done(over);
+    for (int i = 0; i < 3; i++)
+        done(w[i]);
+    res_free(&r, &D);
+}
+
+static void waiter_times_out_with_lease_held(void **st)
+{
+    (void)st;
+    setup_domain();
+    struct res r;
+    res_init(&r, 0);
+    struct res_req *h = grant(&r, "holder", 10000);
+    struct res_req *w = acquire_req("w", 5000, 2000);
+    handle(&r, w);
+    expect_none();
+    assert_int_equal(res_next_deadline(&r), NOW.mono_ns + 2000 * MS);
+    advance(1999);
+    tick(&r);
+    expect_none();
+    advance(1);
+    tick(&r);
+    expect(w, RES_ERR_HELD);
+    assert_string_equal(w->view.owner->s, "holder");
+    assert_int_equal(w->view.expires_in_ms, 8000);
+    done(h);
+    done(w);
+    res_free(&r, &D);
+}
+
+static void expiry_at_deadline_never_before_and_grants_waiter(void **st)
+{
+    (void)st;
+    setup_domain();
+    struct res r;
+    res_init(&r, 0);
+    struct res_req *h = grant(&r, "holder", 5000);
+    struct res_req *w = acquire_req("w", 5000, 60000);
+    handle(&r, w);
+    expect_none();
+    r.changed = false;
+    NOW.mono_ns += 5000 * MS - 1;
+    tick(&r);
+    expect_none();
+    assert_true(r.row.held);
+    assert_false(r.changed);
+    NOW.mono_ns += 1;
+    tick(&r);
+    expect(w, RES_OK_LEASE); /* at once, in the same tick as the expiry */
+    assert_true(r.changed);
+    assert_int_equal(atomic_load(&D.expiries), 1);
+    assert_int_equal(w->view.token, 2);
+    assert_int_equal(atomic_load(&D.held), 1);
+    done(h);
+    done(w);
+    res_free(&r, &D);
+}
+
+static void waiter_gone_is_never_granted(void **st)
+{
+    (void)st;
+    setup_domain();
+    struct res r;
+    res_init(&r, 0);
+    struct res_req *h = grant(&r, "holder", 5000);
+    struct res_req *w1 = acquire_req("w1", 5000, 60000);
+    struct res_req *w2 = acquire_req("w2", 5000, 60000);
+    struct res_req *w3 = acquire_req("w3", 5000, 60000);
+    handle(&r, w1);
+    handle(&r, w2);
+    handle(&r, w3);
+    /* w1's client hung up and was reported; w2's hung up and was not reported yet. */
+    res_drop(&r, &D, w1->id, &OUT);
+    expect(w1, RES_GONE);
+    gone_flag[w2->id] = true;
+    struct res_req *rel = with_id(req(RES_RELEASE), h->view.lease_id);
+    handle(&r, rel);
+    expect(rel, RES_OK_RELEASED);
+    expect(w2, RES_GONE); /* checked before granting */
+    expect(w3, RES_OK_LEASE);
+    gone_flag[w2->id] = false;
+    res_drop(&r, &D, 9999, &OUT); /* unknown: nothing */
+    expect_none();
+    done(h);
+    done(rel);
+    done(w1);
+    done(w2);
+    done(w3);
+    res_free(&r, &D);
+}
+
+static void renew_keeps_token_and_works_after_expiry(void **st)
+{
+    (void)st;
+    setup_domain();
+    struct res r;
+    res_init(&r, 0);
+    struct res_req *h = grant(&r, "holder", 5000);
+    advance(4000);
+    struct res_req *rn = with_id(req(RES_RENEW), h->view.lease_id);
+    handle(&r, rn); /* no ttl_ms: the lease's own */
+    expect(rn, RES_OK_LEASE);
+    assert_int_equal(rn->view.token, h->view.token);
+    assert_int_equal(rn->view.ttl_ms, 5000);
+    assert_int_equal(rn->view.expires_in_ms, 5000);
+
+    advance(6000);
+    tick(&r);
+    assert_false(r.row.held);
+    struct res_req *late = with_id(req(RES_RENEW), h->view.lease_id);
+    late->ttl_ms = 7000;
+    late->has_ttl = true;
+    late->metadata = mx_str_new("{\"a\":2}", 7);
+    late->has_metadata = true;
+    handle(&r, late);
+    expect(late, RES_OK_LEASE); /* expired, nothing granted since: renewed */
+    assert_int_equal(late->view.token, h->view.token);
+    assert_int_equal(late->view.ttl_ms, 7000);
+    assert_string_equal(late->view.metadata->s, "{\"a\":2}");
+    assert_true(r.row.held);
+
+    uint8_t other[16] = {9};
+    struct res_req *wrong = with_id(req(RES_RENEW), other);
+    handle(&r, wrong);
+    expect(wrong, RES_ERR_LOST);
+    done(h);
+    done(rn);
+    done(late);
+    done(wrong);
+    res_free(&r, &D);
+}
+
+static void renew_after_another_grant_is_lost(void **st)
+{
+    (void)st;
+    setup_domain();
+    struct res r;
+    res_init(&r, 0);
+    struct res_req *a = grant(&r, "a", 5000);
+    advance(5000);
+    struct res_req *b = grant(&r, "b", 5000); /* a expired; b got it */
+    struct res_req *rn = with_id(req(RES_RENEW), a->view.lease_id);
+    handle(&r, rn);
+    expect(rn, RES_ERR_LOST);
+    struct res_req *rel = with_id(req(RES_RELEASE), a->view.lease_id);
+    handle(&r, rel);
+    expect(rel, RES_ERR_LOST);
+    assert_true(r.row.held); /* b keeps it */
+    assert_memory_equal(r.row.lease_id, b->view.lease_id, 16);
+    done(a);
+    done(b);
+    done(rn);
+    done(rel);
+    res_free(&r, &D);
+}
+
+static void release_after_expiry_and_twice(void **st)
+{
+    (void)st;
+    setup_domain();
+    struct res r;
+    res_init(&r, 0);
+    struct res_req *a = grant(&r, "a", 5000);
+    advance(6000);
+    struct res_req *rel = with_id(req(RES_RELEASE), a->view.lease_id);
+    handle(&r, rel);
+    expect(rel, RES_OK_RELEASED);
+    assert_false(r.row.has_lease);
+    struct res_req *again = with_id(req(RES_RELEASE), a->view.lease_id);
+    handle(&r, again);
+    expect(again, RES_ERR_LOST);
+    struct res_req *rn = with_id(req(RES_RENEW), a->view.lease_id);
+    handle(&r, rn);
+    expect(rn, RES_ERR_LOST); /* released leases do not come back */
+    done(a);
+    done(rel);
+    done(again);
+    done(rn);
+    res_free(&r, &D);
+}
+
+static void break_ends_any_lease_and_grants_next(void **st)
+{
+    (void)st;
+    setup_domain();
+    struct res r;
+    res_init(&r, 0);
+    struct res_req *b0 = req(RES_BREAK);
+    handle(&r, b0);
+    expect(b0, RES_OK_BROKEN);
+    assert_false(b0->view.broken); /* nothing to break */
+    struct res_req *h = grant(&r, "holder", 5000);
+    struct res_req *w = acquire_req("w", 5000, 60000);
+    handle(&r, w);
+    struct res_req *b1 = req(RES_BREAK);
+    handle(&r, b1);
+    expect(b1, RES_OK_BROKEN);
+    assert_true(b1->view.broken);
+    expect(w, RES_OK_LEASE);
+    struct res_req *rn = with_id(req(RES_RENEW), h->view.lease_id);
+    handle(&r, rn);
+    expect(rn, RES_ERR_LOST);
+    assert_int_equal(atomic_load(&D.breaks), 1);
+    done(b0);
+    done(b1);
+    done(h);
+    done(w);
+    done(rn);
+    res_free(&r, &D);
+}
+
+static void watch_waits_for_a_change_or_its_deadline(void **st)
+{
+    (void)st;
+    setup_domain();
+    struct res r;
+    res_init(&r, 7);
+    struct res_req *g0 = req(RES_GET);
+    handle(&r, g0);
+    expect(g0, RES_OK_STATE);
+    assert_false(g0->view.held);
+    assert_int_equal(g0->view.index, 7);
+
+    /* A different index answers at once. */
+    struct res_req *g1 = req(RES_GET);
+    g1->has_index = true;
+    g1->index = 3;
+    g1->wait_ms = 5000;
+    handle(&r, g1);
+    expect(g1, RES_OK_STATE);
+
+    /* The current index waits; a grant wakes it with the new state. */
+    struct res_req *wt = req(RES_GET);
+    wt->has_index = true;
+    wt->index = 7;
+    wt->wait_ms = 5000;
+    handle(&r, wt);
+    expect_none();
+    assert_int_equal(r.nwatchers, 1);
+    assert_false(res_idle(&r));
+    struct res_req *a = acquire_req("a", 5000, 0);
+    handle(&r, a);
+    expect(a, RES_OK_LEASE);
+    expect(wt, RES_OK_STATE);
+    assert_true(wt->view.held);
+    assert_int_equal(wt->view.index, a->view.index);
+    assert_true(wt->view.index > 7);
+
+    /* Watching the new index with no change: answered unchanged at its deadline. */
+    struct res_req *w2 = req(RES_GET);
+    w2->has_index = true;
+    w2->index = a->view.index;
+    w2->wait_ms = 3000;
+    handle(&r, w2);
+    expect_none();
+    advance(2999);
+    tick(&r);
+    expect_none();
+    advance(1);
+    tick(&r);
+    expect(w2, RES_OK_STATE);
+    assert_int_equal(w2->view.index, a->view.index);
+    done(g0);
+    done(g1);
+    done(wt);
+    done(a);
+    done(w2);
+    res_free(&r, &D);
+}
+
+static void watchers_see_the_state_after_release_and_grant(void **st)
+{
+    (void)st;
+    setup_domain();
+    struct res r;
+    res_init(&r, 0);
+    struct res_req *h = grant(&r, "holder", 5000);
+    struct res_req *w = acquire_req("next", 5000, 60000);
+    handle(&r, w);
+    struct res_req *wt = req(RES_GET);
+    wt->has_index = true;
+    wt->index = r.row.index;
+    wt->wait_ms = 60000;
+    handle(&r, wt);
+    expect_none();
+    struct res_req *rel = with_id(req(RES_RELEASE), h->view.lease_id);
+    handle(&r, rel);
+    expect(rel, RES_OK_RELEASED);
+    expect(w, RES_OK_LEASE);
+    expect(wt, RES_OK_STATE);
+    assert_true(wt->view.held); /* not the free moment in between */
+    assert_string_equal(wt->view.owner->s, "next");
+    res_drop(&r, &D, wt->id, &OUT); /* answered already: nothing */
+    expect_none();
+    done(h);
+    done(w);
+    done(wt);
+    done(rel);
+    res_free(&r, &D);
+}
+
+static void watcher_can_be_dropped_and_cancelled(void **st)
+{
+    (void)st;
+    setup_domain();
+    struct res r;
+    res_init(&r, 0);
+    struct res_req *wt = req(RES_GET);
+    wt->has_index = true;
+    wt->wait_ms = 60000;
+    handle(&r, wt);
+    res_drop(&r, &D, wt->id, &OUT);
+    expect(wt, RES_GONE);
+    assert_true(res_idle(&r));
+
+    struct res_req *h = grant(&r, "h", 5000);
+    struct res_req *w = acquire_req("w", 5000, 60000);
+    struct res_req *wt2 = req(RES_GET);
+    wt2->has_index = true;
+    wt2->index = r.row.index;
+    wt2->wait_ms = 60000;
+    handle(&r, w);
+    handle(&r, wt2);
+    res_cancel_all(&r, &D, "shutting down", &OUT);
+    expect(w, RES_ERR_UNAVAILABLE);
+    expect(wt2, RES_ERR_UNAVAILABLE);
+    assert_string_equal(w->reason, "shutting down");
+    assert_int_equal(atomic_load(&D.waiters), 0);
+    assert_int_equal(atomic_load(&D.watchers), 0);
+    done(wt);
+    done(h);
+    done(w);
+    done(wt2);
+    res_free(&r, &D);
+}
+
+static void fencing_tokens_increase_across_resources(void **st)
+{
+    (void)st;
+    setup_domain();
+    atomic_store(&D.last_token, 41); /* as restored from the store */
+    struct res r1, r2;
+    res_init(&r1, 0);
+    res_init(&r2, 0);
+    uint64_t last = 41;
+    for (int i = 0; i < 10; i++) {
+        struct res *r = i % 2 ? &r2 : &r1;
+        struct res_req *g = grant(r, "x", 1000);
+        assert_true(g->view.token > last);
+        last = g->view.token;
+        struct res_req *rel = with_id(req(RES_RELEASE), g->view.lease_id);
+        handle(r, rel);
+        expect(rel, RES_OK_RELEASED);
+        done(g);
+        done(rel);
+    }
+    assert_int_equal(last, 51);
+    res_free(&r1, &D);
+    res_free(&r2, &D);
+}
+
+static void load_keeps_remaining_wall_time(void **st)
+{
+    (void)st;
+    setup_domain();
+    struct res r;
+    res_init(&r, 0);
+    struct store_row row = {.index = 9,
+                            .has_lease = true,
+                            .held = true,
+                            .token = 5,
+                            .ttl_ms = 10000,
+                            .acquired_at_ms = NOW.wall_ms - 4000,
+                            .renewed_at_ms = NOW.wall_ms - 4000,
+                            .deadline_ms = NOW.wall_ms + 6000};
+    row.owner = mx_str_new("o", 1);
+    res_load(&r, &row, &NOW);
+    atomic_fetch_add(&D.held, 1);
+    struct res_req *g = req(RES_GET);
+    handle(&r, g);
+    expect(g, RES_OK_STATE);
+    assert_true(g->view.held);
+    assert_int_equal(g->view.expires_in_ms, 6000); /* not its full TTL */
+    assert_int_equal(g->view.index, 9);
+
+    /* A row whose deadline passed while the server was down: free at the first tick,
+     * with a new index. */
+    struct res r2;
+    res_init(&r2, 0);
+    struct store_row old = {.index = 9,
+                            .has_lease = true,
+                            .held = true,
+                            .token = 5,
+                            .ttl_ms = 10000,
+                            .deadline_ms = NOW.wall_ms - 1};
+    old.owner = mx_str_new("o", 1);
+    res_load(&r2, &old, &NOW);
+    atomic_fetch_add(&D.held, 1);
+    atomic_store(&D.last_index, 20);
+    tick(&r2);
+    assert_false(r2.row.held);
+    assert_int_equal(r2.row.index, 21);
+    assert_true(r2.changed);
+    done(g);
+    res_free(&r, &D);
+    res_free(&r2, &D);
+}
+
+static void next_deadline_and_idle(void **st)
+{
+    (void)st;
+    setup_domain();
+    struct res r;
+    res_init(&r, 0);
+    assert_int_equal(res_next_deadline(&r), UINT64_MAX);
+    assert_true(res_idle(&r));
+    struct res_req *h = grant(&r, "h", 8000);
+    assert_false(res_idle(&r));
+    assert_int_equal(res_next_deadline(&r), NOW.mono_ns + 8000 * MS);
+    struct res_req *w = acquire_req("w", 5000, 3000);
+    handle(&r, w);
+    assert_int_equal(res_next_deadline(&r), NOW.mono_ns + 3000 * MS);
+    advance(3000);
+    tick(&r);
+    expect(w, RES_ERR_HELD);
+    advance(5000);
+    tick(&r); /* expired; the latest lease is remembered but nothing is held */
+    assert_true(res_idle(&r));
+    assert_int_equal(atomic_load(&D.held), 0);
+    done(h);
+    done(w);
+    res_free(&r, &D);
+}
+
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(grant_on_free_then_conflict),
+    cmocka_unit_test(reacquire_with_same_lease_id_is_idempotent),
+    cmocka_unit_test(waiters_are_granted_in_fifo_order),
+    cmocka_unit_test(waiter_times_out_with_lease_held),
+    cmocka_unit_test(expiry_at_deadline_never_before_and_grants_waiter),
+    cmocka_unit_test(waiter_gone_is_never_granted),
+    cmocka_unit_test(renew_keeps_token_and_works_after_expiry),
+    cmocka_unit_test(renew_after_another_grant_is_lost),
+    cmocka_unit_test(release_after_expiry_and_twice),
+    cmocka_unit_test(break_ends_any_lease_and_grants_next),
+    cmocka_unit_test(watch_waits_for_a_change_or_its_deadline),
+    cmocka_unit_test(watchers_see_the_state_after_release_and_grant),
+    cmocka_unit_test(watcher_can_be_dropped_and_cancelled),
+    cmocka_unit_test(fencing_tokens_increase_across_resources),
+    cmocka_unit_test(load_keeps_remaining_wall_time),
+    cmocka_unit_test(next_deadline_and_idle),
+};
+MX_TEST_MAIN(tests)
