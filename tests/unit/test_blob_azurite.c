@@ -1,0 +1,440 @@
+/*
+ * The blob client against a real Azurite. scripts/with-azurite.sh starts one and sets
+ * MUTEXD_TEST_BLOB_CONNECTION_STRING; without it every case fails (it must never pass by not
+ * running). Each case works in a container of its own.
+ */
+#include "testutil.h"
+
+#include <string.h>
+#include <unistd.h>
+
+#include "persistence/blob.h"
+#include "persistence/blob_internal.h"
+
+#define CS_ENV       "MUTEXD_TEST_BLOB_CONNECTION_STRING"
+#define SPECIAL_NAME "dir one/sub+dir/\xC3\xA4 %#?=&;@'.txt"
+
+static struct blob_account account(void)
+{
+    const char *cs = getenv(CS_ENV);
+    if (!cs || !cs[0])
+        fail_msg(CS_ENV " is not set: run this test through scripts/with-azurite.sh");
+    struct blob_account a;
+    char err[256];
+    if (blob_parse_connection_string(cs, &a, err, sizeof err) != 0)
+        fail_msg(CS_ENV ": %s", err);
+    return a;
+}
+
+static struct blob_client *client_for(const struct blob_account *a, const char *container,
+                                      const struct blob_options *opts)
+{
+    struct blob_client *c;
+    char err[256];
+    if (blob_client_new(a, container, opts, &c, err, sizeof err) != 0)
+        fail_msg("client: %s", err);
+    return c;
+}
+
+/* A client on a fresh container of its own. */
+static struct blob_client *open_client(char *container, size_t cap)
+{
+    static unsigned n;
+    snprintf(container, cap, "t%ld-%u-%ld", (long)getpid(), n++, (long)time(NULL));
+    struct blob_account a = account();
+    struct blob_client *c = client_for(&a, container, NULL);
+    struct blob_result r = {0};
+    if (blob_create_container(c, &r) != 0)
+        fail_msg("create container: status %ld %s %s", r.status, r.error_code, r.message);
+    assert_int_equal(r.status, 201);
+    blob_result_free(&r);
+    return c;
+}
+
+static int setup(void **st)
+{
+    (void)st;
+    return blob_global_init();
+}
+
+static int teardown(void **st)
+{
+    (void)st;
+    blob_global_cleanup();
+    return 0;
+}
+
+#define EXPECT(call, want_rc, want_status, want_code)                                              \
+    do {                                                                                           \
+        int rc_ = (call);                                                                          \
+        if (rc_ != (want_rc) || r.status != (want_status) ||                                       \
+            strcmp(r.error_code, (want_code)) != 0)                                                \
+            fail_msg("%s: rc %d status %ld code '%s' message '%s' (want %d %d '%s')", #call, rc_,  \
+                     r.status, r.error_code, r.message, (want_rc), (want_status), (want_code));    \
+    } while (0)
+
+static void container_create_is_idempotent(void **st)
+{
+    (void)st;
+    char name[64];
+    struct blob_client *c = open_client(name, sizeof name);
+    struct blob_result r = {0};
+    /* Again: already there, still success, and the status tells. */
+    EXPECT(blob_create_container(c, &r), 0, 409, "ContainerAlreadyExists");
+    EXPECT(blob_delete_container(c, &r), 0, 202, "");
+    EXPECT(blob_put(c, "x", "y", 1, NULL, &r), -1, 404, "ContainerNotFound");
+    EXPECT(blob_create_container(c, &r), 0, 201, "");
+    blob_result_free(&r);
+    blob_client_free(c);
+}
+
+static void put_get_special_name(void **st)
+{
+    (void)st;
+    char name[64];
+    struct blob_client *c = open_client(name, sizeof name);
+    struct blob_result r = {0};
+    char body[300];
+    for (size_t i = 0; i < sizeof body; i++)
+        body[i] = (char)(i * 7);
+
+    EXPECT(blob_put(c, SPECIAL_NAME, body, sizeof body, NULL, &r), 0, 201, "");
+    assert_true(r.etag[0] == '"');
+    char etag[BLOB_ETAG_MAX];
+    strcpy(etag, r.etag);
+
+    EXPECT(blob_get(c, SPECIAL_NAME, NULL, &r), 0, 200, "");
+    assert_int_equal(r.body_len, sizeof body);
+    assert_memory_equal(r.body, body, sizeof body);
+    assert_string_equal(r.etag, etag);
+    assert_int_equal(r.content_length, (int64_t)sizeof body);
+
+    EXPECT(blob_head(c, SPECIAL_NAME, &r), 0, 200, "");
+    assert_null(r.body);
+    assert_int_equal(r.content_length, (int64_t)sizeof body);
+    assert_string_equal(r.etag, etag);
+
+    /* The listing gives the name back unescaped. */
+    struct blob_list l = {0};
+    EXPECT(blob_list_page(c, "dir one/", NULL, 0, &l, &r), 0, 200, "");
+    assert_int_equal(l.count, 1);
+    assert_string_equal(l.items[0].name, SPECIAL_NAME);
+    assert_string_equal(l.items[0].etag, etag);
+    assert_int_equal(l.items[0].size, (int64_t)sizeof body);
+    assert_null(l.next_marker);
+    blob_list_free(&l);
+    blob_result_free(&r);
+    blob_client_free(c);
+}
+
+static void empty_and_large_blobs(void **st)
+{
+    (void)st;
+    char name[64];
+    struct blob_client *c = open_client(name, sizeof name);
+    struct blob_result r = {0};
+    /* 0 bytes: Content-Length is signed as "". */
+    EXPECT(blob_put(c, "empty", NULL, 0, NULL, &r), 0, 201, "");
+    EXPECT(blob_get(c, "empty", NULL, &r), 0, 200, "");
+    assert_int_equal(r.body_len, 0);
+    assert_int_equal(r.content_length, 0);
+
+    /* 2 MB: libcurl would wait on Expect: 100-continue without the suppression. */
+    size_t n = 2u << 20;
+    char *big = malloc(n);
+    assert_non_null(big);
+    for (size_t i = 0; i < n; i++)
+        big[i] = (char)(i * 31 + (i >> 12));
+    EXPECT(blob_put(c, "big", big, n, NULL, &r), 0, 201, "");
+    EXPECT(blob_get(c, "big", NULL, &r), 0, 200, "");
+    assert_int_equal(r.body_len, n);
+    assert_memory_equal(r.body, big, n);
+
+    /* A client that accepts at most 1 MiB refuses the body, and says so. */
+    struct blob_account a = account();
+    struct blob_client *small = client_for(&a, name, &(struct blob_options){.max_body = 1u << 20});
+    EXPECT(blob_get(small, "big", NULL, &r), -1, 0, "");
+    assert_non_null(strstr(r.message, "larger than"));
+    assert_null(r.body);
+    assert_false(blob_result_transient(&r));
+    EXPECT(blob_get(small, "empty", NULL, &r), 0, 200, "");
+    blob_client_free(small);
+    free(big);
+    blob_result_free(&r);
+    blob_client_free(c);
+}
+
+static void conditional_put(void **st)
+{
+    (void)st;
+    char name[64];
+    struct blob_client *c = open_client(name, sizeof name);
+    struct blob_result r = {0};
+    char e1[BLOB_ETAG_MAX], e2[BLOB_ETAG_MAX];
+
+    EXPECT(blob_put(c, "cond", "one", 3, &(struct blob_cond){.if_none_match = "*"}, &r), 0, 201,
+           "");
+    strcpy(e1, r.etag);
+    /* Create-only on an existing blob: 409, not 412. */
+    EXPECT(blob_put(c, "cond", "two", 3, &(struct blob_cond){.if_none_match = "*"}, &r), -1, 409,
+           "BlobAlreadyExists");
+    EXPECT(blob_put(c, "cond", "two", 3, &(struct blob_cond){.if_match = e1}, &r), 0, 201, "");
+    strcpy(e2, r.etag);
+    assert_string_not_equal(e1, e2);
+    /* A stale ETag. */
+    EXPECT(blob_put(c, "cond", "three", 5, &(struct blob_cond){.if_match = e1}, &r), -1, 412,
+           "ConditionNotMet");
+    assert_false(blob_result_transient(&r));
+    /* An ETag as a listing gives it (no quotes) is sent quoted. */
+    char bare[BLOB_ETAG_MAX];
+    snprintf(bare, sizeof bare, "%.*s", (int)strlen(e2) - 2, e2 + 1);
+    EXPECT(blob_put(c, "cond", "three", 5, &(struct blob_cond){.if_match = bare}, &r), 0, 201, "");
+    strcpy(e2, r.etag);
+    /* Chained writes, each conditional on the ETag the one before returned. */
+    for (int i = 0; i < 5; i++)
+        EXPECT(blob_put(c, "cond", "three", 5, &(struct blob_cond){.if_match = r.etag}, &r), 0, 201,
+               "");
+    strcpy(e2, r.etag);
+    /* Reading what we have is a 304. */
+    EXPECT(blob_get(c, "cond", &(struct blob_cond){.if_none_match = e2}, &r), -1, 304,
+           "ConditionNotMet");
+    EXPECT(blob_get(c, "cond", &(struct blob_cond){.if_match = e2}, &r), 0, 200, "");
+    assert_int_equal(r.body_len, 5);
+    assert_memory_equal(r.body, "three", 5);
+    blob_result_free(&r);
+    blob_client_free(c);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static void list_pages(void **st)
+{
+    (void)st;
+    char name[64];
+    struct blob_client *c = open_client(name, sizeof name);
+    struct blob_result r = {0};
+    enum { N = 8 };
+    const char *names[N] = {"list/item-0",
+                            "list/item-1",
+                            "list/item-2",
+                            "list/item-3",
+                            "list/item-4",
+                            "list/a&b<c>\"'",
+                            "list/\xC3\xA9t\xC3\xA9",
+                            "list/dir/x"};
+    char etags[N][BLOB_ETAG_MAX];
+    for (int i = 0; i < N; i++) {
+        EXPECT(blob_put(c, names[i], names[i], (size_t)i, NULL, &r), 0, 201, "");
+        strcpy(etags[i], r.etag);
+    }
+    EXPECT(blob_put(c, "other/x", "x", 1, NULL, &r), 0, 201, "");
+
+    const char *sorted[N];
+    memcpy(sorted, names, sizeof sorted);
+    qsort(sorted, N, sizeof sorted[0], cmp_str);
+
+    struct blob_list l = {0};
+    const char *marker = NULL;
+    int pages = 0, seen = 0;
+    do {
+        EXPECT(blob_list_page(c, "list/", marker, 3, &l, &r), 0, 200, "");
+        pages++;
+        assert_true(l.count <= 3);
+        for (size_t i = 0; i < l.count; i++, seen++) {
+            assert_true(seen < N);
+            assert_string_equal(l.items[i].name, sorted[seen]);
+            int k = 0;
+            while (strcmp(names[k], sorted[seen]) != 0)
+                k++;
+            assert_string_equal(l.items[i].etag, etags[k]);
+            assert_int_equal(l.items[i].size, k);
+        }
+        marker = l.next_marker; /* the next call may take it straight from the page */
+    } while (marker);
+    assert_int_equal(seen, N);
+    assert_int_equal(pages, 3);
+
+    /* Without a prefix the other blob shows too. */
+    EXPECT(blob_list_page(c, NULL, NULL, 0, &l, &r), 0, 200, "");
+    assert_int_equal(l.count, N + 1);
+    blob_list_free(&l);
+    blob_result_free(&r);
+    blob_client_free(c);
+}
+
+static void delete_then_get(void **st)
+{
+    (void)st;
+    char name[64];
+    struct blob_client *c = open_client(name, sizeof name);
+    struct blob_result r = {0};
+    char e1[BLOB_ETAG_MAX];
+    EXPECT(blob_put(c, "gone", "a", 1, NULL, &r), 0, 201, "");
+    strcpy(e1, r.etag);
+    EXPECT(blob_put(c, "gone", "b", 1, NULL, &r), 0, 201, "");
+    EXPECT(blob_delete(c, "gone", &(struct blob_cond){.if_match = e1}, &r), -1, 412,
+           "ConditionNotMet");
+    EXPECT(blob_get(c, "gone", NULL, &r), 0, 200, "");
+    /* The condition may point into the result the call fills. */
+    EXPECT(blob_delete(c, "gone", &(struct blob_cond){.if_match = r.etag}, &r), 0, 202, "");
+    EXPECT(blob_get(c, "gone", NULL, &r), -1, 404, "BlobNotFound");
+    assert_false(blob_result_transient(&r));
+    EXPECT(blob_delete(c, "gone", NULL, &r), -1, 404, "BlobNotFound");
+    EXPECT(blob_head(c, "gone", &r), -1, 404, "BlobNotFound");
+    blob_result_free(&r);
+    blob_client_free(c);
+}
+
+static void append_blocks(void **st)
+{
+    (void)st;
+    char name[64];
+    struct blob_client *c = open_client(name, sizeof name);
+    struct blob_result r = {0};
+    const char *jn = "journal/1/0";
+    const struct blob_cond create_only = {.if_none_match = "*"};
+    EXPECT(blob_create_append(c, jn, &create_only, &r), 0, 201, "");
+    char created[BLOB_ETAG_MAX];
+    strcpy(created, r.etag);
+    EXPECT(blob_create_append(c, jn, &create_only, &r), -1, 409, "BlobAlreadyExists");
+
+    static const char *const blocks[] = {"aaa", "bbbbb", "cc"};
+    int64_t pos = 0;
+    for (int i = 0; i < 3; i++) {
+        size_t n = strlen(blocks[i]);
+        EXPECT(blob_append_block(c, jn, blocks[i], n, pos, NULL, &r), 0, 201, "");
+        assert_int_equal(r.append_offset, pos);
+        assert_int_equal(r.committed_blocks, i + 1);
+        pos += (int64_t)n;
+    }
+    char current[BLOB_ETAG_MAX];
+    strcpy(current, r.etag);
+
+    /* A second writer with a stale idea of the length is caught. */
+    EXPECT(blob_append_block(c, jn, "zz", 2, 5, NULL, &r), -1, 412,
+           "AppendPositionConditionNotMet");
+    assert_false(blob_result_transient(&r));
+    EXPECT(blob_append_block(c, jn, "zz", 2, pos, &(struct blob_cond){.if_match = created}, &r), -1,
+           412, "ConditionNotMet");
+    EXPECT(blob_append_block(c, jn, "dd", 2, pos, &(struct blob_cond){.if_match = current}, &r), 0,
+           201, "");
+    assert_int_equal(r.append_offset, pos);
+    assert_int_equal(r.committed_blocks, 4);
+    /* Without a position the block goes at the end. */
+    EXPECT(blob_append_block(c, jn, "e", 1, -1, NULL, &r), 0, 201, "");
+    assert_int_equal(r.append_offset, pos + 2);
+
+    EXPECT(blob_head(c, jn, &r), 0, 200, "");
+    assert_int_equal(r.content_length, 13);
+    assert_int_equal(r.committed_blocks, 5);
+    EXPECT(blob_get(c, jn, NULL, &r), 0, 200, "");
+    assert_int_equal(r.body_len, 13);
+    assert_memory_equal(r.body, "aaabbbbbccdde", 13);
+    blob_result_free(&r);
+    blob_client_free(c);
+}
+
+static void wrong_key_is_403(void **st)
+{
+    (void)st;
+    char name[64];
+    struct blob_client *good = open_client(name, sizeof name);
+    struct blob_account a = account();
+    /* Another valid 64-byte key. */
+    char err[128];
+    assert_int_equal(
+        blob_account_init(&a, a.endpoint, a.name,
+                          "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8gISIjJCUmJygpKissLS4vMDEyMzQ1"
+                          "Njc4OTo7PD0+Pw==",
+                          err, sizeof err),
+        0);
+    assert_int_equal(a.key_len, 64);
+    struct blob_client *bad = client_for(&a, name, NULL);
+    struct blob_result r = {0};
+    assert_int_equal(blob_put(bad, "x", "y", 1, NULL, &r), -1);
+    assert_int_equal(r.status, 403);
+    assert_true(r.error_code[0] != '\0');
+    assert_false(blob_result_transient(&r));
+    assert_int_equal(blob_create_container(bad, &r), -1);
+    assert_int_equal(r.status, 403);
+    /* The right key still works on the same container. */
+    EXPECT(blob_put(good, "x", "y", 1, NULL, &r), 0, 201, "");
+    blob_result_free(&r);
+    blob_client_free(bad);
+    blob_client_free(good);
+}
+
+static void leases(void **st)
+{
+    (void)st;
+    char name[64];
+    struct blob_client *c = open_client(name, sizeof name);
+    struct blob_result r = {0};
+    const char *id = "6e8d5f33-5db8-44ef-a5c1-ec5e2c5ea949";
+    const char *other = "0f0e0d0c-0b0a-4908-8706-050403020100";
+    EXPECT(blob_put(c, "owner", "", 0, NULL, &r), 0, 201, "");
+
+    EXPECT(blob_lease_acquire(c, "owner", 15, id, &r), 0, 201, "");
+    assert_string_equal(r.lease_id, id);
+    EXPECT(blob_lease_acquire(c, "owner", 15, other, &r), -1, 409, "LeaseAlreadyPresent");
+    EXPECT(blob_put(c, "owner", "x", 1, NULL, &r), -1, 412, "LeaseIdMissing");
+    EXPECT(blob_put(c, "owner", "x", 1, &(struct blob_cond){.lease_id = id}, &r), 0, 201, "");
+    EXPECT(blob_lease_renew(c, "owner", id, &r), 0, 200, "");
+    EXPECT(blob_lease_renew(c, "owner", r.lease_id, &r), 0, 200, ""); /* from the last answer */
+    assert_string_equal(r.lease_id, id);
+    EXPECT(blob_lease_release(c, "owner", id, &r), 0, 200, "");
+
+    /* An infinite lease with an id the service picks, broken at once, then taken over. */
+    EXPECT(blob_lease_acquire(c, "owner", -1, NULL, &r), 0, 201, "");
+    assert_true(strlen(r.lease_id) >= 32);
+    char picked[BLOB_LEASE_ID_MAX];
+    strcpy(picked, r.lease_id);
+    EXPECT(blob_delete(c, "owner", NULL, &r), -1, 412, "LeaseIdMissing");
+    EXPECT(blob_lease_break(c, "owner", 0, &r), 0, 202, "");
+    assert_int_equal(r.lease_time, 0);
+    EXPECT(blob_lease_acquire(c, "owner", 15, other, &r), 0, 201, "");
+    EXPECT(blob_lease_release(c, "owner", picked, &r), -1, 409,
+           "LeaseIdMismatchWithLeaseOperation");
+    /* A break with no period lets the lease run out. */
+    EXPECT(blob_lease_break(c, "owner", -1, &r), 0, 202, "");
+    assert_true(r.lease_time >= 14 && r.lease_time <= 15);
+    EXPECT(blob_lease_release(c, "owner", other, &r), 0, 200, "");
+    EXPECT(blob_delete(c, "owner", NULL, &r), 0, 202, "");
+    blob_result_free(&r);
+    blob_client_free(c);
+}
+
+/* curl_easy_reset between requests keeps the connection open. */
+static void connection_is_reused(void **st)
+{
+    (void)st;
+    char name[64];
+    struct blob_client *c = open_client(name, sizeof name);
+    struct blob_result r = {0};
+    for (int i = 0; i < 50; i++) {
+        EXPECT(blob_put(c, "reuse", "abc", 3, NULL, &r), 0, 201, "");
+        EXPECT(blob_get(c, "reuse", NULL, &r), 0, 200, "");
+        EXPECT(blob_get(c, "missing", NULL, &r), -1, 404, "BlobNotFound");
+    }
+    assert_int_equal(blob_client_connects(c), 1);
+    blob_result_free(&r);
+    blob_client_free(c);
+}
+
+int main(int argc, char **argv);
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test_setup_teardown(container_create_is_idempotent, setup, teardown),
+    cmocka_unit_test_setup_teardown(put_get_special_name, setup, teardown),
+    cmocka_unit_test_setup_teardown(empty_and_large_blobs, setup, teardown),
+    cmocka_unit_test_setup_teardown(conditional_put, setup, teardown),
+    cmocka_unit_test_setup_teardown(list_pages, setup, teardown),
+    cmocka_unit_test_setup_teardown(delete_then_get, setup, teardown),
+    cmocka_unit_test_setup_teardown(append_blocks, setup, teardown),
+    cmocka_unit_test_setup_teardown(wrong_key_is_403, setup, teardown),
+    cmocka_unit_test_setup_teardown(leases, setup, teardown),
+    cmocka_unit_test_setup_teardown(connection_is_reused, setup, teardown),
+};
+MX_TEST_MAIN(tests)
