@@ -781,10 +781,9 @@ void http_quiesce(struct http *h)
     while (atomic_load(&h->dispatching) > 0)
         sched_yield();
     hangup_mute(h->hangup); /* on_hangup sends to the runtime, which stops next */
-    MHD_socket fd = MHD_quiesce_daemon(h->daemon);
-    if (fd != MHD_INVALID_SOCKET)
-        close(fd);
-    h->listen_fd = -1;
+    /* The pool threads may still be taking the listen socket out of their epoll sets:
+     * it is closed in http_stop(), after they have stopped. */
+    MHD_quiesce_daemon(h->daemon);
 }
 
 void http_stop(struct http *h)

@@ -31,6 +31,9 @@ scripts/check-openapi.sh
 stage "integration tests"
 MUTEXD_BIN=build/mutexd "${PYTEST[@]}" tests/integration
 
+stage "chaos tests: SIGKILL, failing commits, a full disk"
+MUTEXD_BIN=build/mutexd "${PYTEST[@]}" tests/chaos
+
 stage "build with AddressSanitizer and UndefinedBehaviorSanitizer"
 configure build-asan -DMUTEXD_ASAN=ON
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0"

@@ -132,8 +132,10 @@ class Response:
 class Client:
     """A keep-alive HTTP/1.1 connection with small helpers for the API."""
 
-    def __init__(self, host, port, timeout=30):
-        self.host, self.port, self.timeout = host, port, timeout
+    def __init__(self, host, port, timeout=30, retry=True):
+        """retry: send again once on a new connection when the server closed an idle
+        keep-alive connection. Off where a request must never be sent twice."""
+        self.host, self.port, self.timeout, self.retry = host, port, timeout, retry
         self.conn = http.client.HTTPConnection(host, port, timeout=timeout)
 
     def close(self):
@@ -159,7 +161,7 @@ class Client:
                 self.conn.close()
                 self.conn = http.client.HTTPConnection(self.host, self.port,
                                                        timeout=self.timeout)
-                if attempt:
+                if attempt or not self.retry:
                     raise
         headers = {k.lower(): v for k, v in r.getheaders()}
         if r.getheader("Connection", "").lower() == "close":

@@ -1,0 +1,157 @@
+"""Durability across restarts (API.md, "Durability promise"): a real SQLite file in a
+data directory that outlives the server, stopped cleanly or killed with SIGKILL."""
+
+import os
+import sqlite3
+import tempfile
+import time
+import uuid
+
+import pytest
+
+from harness import Server
+
+
+@pytest.fixture
+def data_dir():
+    d = tempfile.mkdtemp(prefix="mutexd-durable-")
+    yield d
+    import shutil
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.mark.parametrize("crash", [False, True], ids=["sigterm", "sigkill"])
+def test_leases_survive_restart_with_remaining_time(data_dir, crash):
+    s = Server(data_dir=data_dir).start()
+    c = s.client()
+    a = c.acquire("keep", owner="a", ttl_ms=20000, metadata={"addr": "10.1.2.3:80"}).json
+    b = c.acquire("gone", owner="b", ttl_ms=1000).json
+    rel = c.acquire("released", owner="r", ttl_ms=20000).json
+    c.release("released", rel["lease_id"])
+    index_before = c.get("keep").json["index"]
+    c.close()
+    if crash:
+        s.kill()
+    else:
+        s.stop()
+    time.sleep(2.5)  # "gone" runs out while the server is down; "keep" loses 2.5 s too
+
+    s = Server(data_dir=data_dir).start()
+    c = s.client()
+    g = c.get("keep").json
+    assert g["state"] == "held"
+    h = g["holder"]
+    assert h["fencing_token"] == a["fencing_token"] and h["owner"] == "a"
+    assert h["metadata"] == {"addr": "10.1.2.3:80"}
+    # The wall clock counts while the server is down: no TTL comes back in full.
+    assert 15000 < h["expires_in_ms"] <= 20000 - 2500, h
+    assert g["index"] == index_before
+    assert c.get("gone").json["state"] == "free"
+    assert c.get("released").json["state"] == "free"
+    # The holder of "keep" still owns it: renew works, a stranger's acquire does not.
+    assert c.renew("keep", a["lease_id"]).json["fencing_token"] == a["fencing_token"]
+    assert c.acquire("keep", owner="x").status == 409
+    # "gone" expired during the downtime: its holder may still renew it (nothing granted since)
+    r = c.renew("gone", b["lease_id"])
+    assert r.status == 200 and r.json["fencing_token"] == b["fencing_token"]
+    # New grants get larger tokens than any before the restart.
+    n = c.acquire("new", owner="n").json
+    assert n["fencing_token"] > max(a["fencing_token"], b["fencing_token"], rel["fencing_token"])
+    assert c.request("GET", "/v1/resources").json["resources"][0]["resource"] in ("gone", "keep")
+    c.close()
+    s.stop()
+
+
+def test_tokens_never_repeat_after_every_lease_is_released(data_dir):
+    top = 0
+    for _ in range(3):
+        with Server(data_dir=data_dir) as s:
+            c = s.client()
+            for k in range(5):
+                a = c.acquire("t%d" % k, owner="o").json
+                assert a["fencing_token"] > top
+                top = a["fencing_token"]
+                c.release("t%d" % k, a["lease_id"])
+            c.close()
+    assert top == 15
+
+
+def test_index_keeps_increasing_across_restarts(data_dir):
+    seen = []
+    for crash in (False, True, False):
+        s = Server(data_dir=data_dir).start()
+        c = s.client()
+        seen.append(c.get("ix").json["index"])
+        a = c.acquire("ix", owner="o", ttl_ms=1000).json
+        seen.append(c.get("ix").json["index"])
+        c.release("ix", a["lease_id"])
+        seen.append(c.get("ix").json["index"])
+        c.close()
+        s.kill() if crash else s.stop()
+    s = Server(data_dir=data_dir).start()
+    c = s.client()
+    seen.append(c.get("ix").json["index"])
+    # An expiry during downtime is a change too.
+    c.acquire("ix", owner="o", ttl_ms=1000)
+    seen.append(c.get("ix").json["index"])
+    c.close()
+    s.kill()
+    time.sleep(1.2)
+    s = Server(data_dir=data_dir).start()
+    c = s.client()
+    g = c.get("ix").json
+    seen.append(g["index"])
+    assert g["state"] == "free"
+    c.close()
+    s.stop()
+    assert all(x <= y for x, y in zip(seen, seen[1:])), seen
+    assert seen[-1] > seen[-2], seen
+
+
+def test_store_is_sqlite_wal_with_full_sync(data_dir):
+    with Server(data_dir=data_dir) as s:
+        c = s.client()
+        c.acquire("x", owner="o")
+        c.close()
+        assert os.path.exists(os.path.join(data_dir, "mutexd.db-wal"))
+    db = sqlite3.connect(os.path.join(data_dir, "mutexd.db"))
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert db.execute("PRAGMA user_version").fetchone()[0] >= 1
+    row = db.execute("SELECT resource, held, owner FROM leases").fetchall()
+    assert row == [("x", 1, "o")]
+    db.close()
+
+
+def test_newer_schema_is_refused(data_dir):
+    with Server(data_dir=data_dir):
+        pass
+    db = sqlite3.connect(os.path.join(data_dir, "mutexd.db"))
+    db.execute("PRAGMA user_version = 999")
+    db.commit()
+    db.close()
+    s = Server(data_dir=data_dir)
+    with pytest.raises(RuntimeError) as e:
+        s.start(timeout=5)
+    assert "schema version 999" in str(e.value)
+
+
+def test_data_dir_lock_is_released_after_sigkill(data_dir):
+    s = Server(data_dir=data_dir).start()
+    s.kill()
+    with Server(data_dir=data_dir) as s2:  # the kernel dropped the flock with the process
+        assert s2.client().request("GET", "/healthz").status == 200
+
+
+def test_acquire_with_own_lease_id_is_safe_to_retry_across_a_crash(data_dir):
+    lid = str(uuid.uuid4())
+    s = Server(data_dir=data_dir).start()
+    c = s.client()
+    first = c.acquire("retry", owner="o", ttl_ms=30000, lease_id=lid).json
+    c.close()
+    s.kill()
+    s = Server(data_dir=data_dir).start()
+    c = s.client()
+    again = c.acquire("retry", owner="o", ttl_ms=30000, lease_id=lid)
+    assert again.status == 200 and again.json["fencing_token"] == first["fencing_token"]
+    c.close()
+    s.stop()
