@@ -128,16 +128,47 @@ static bool same_lease(const struct res *r, const struct res_req *q)
     return r->row.has_lease && q->has_lease_id && memcmp(r->row.lease_id, q->lease_id, 16) == 0;
 }
 
+static void unavailable(struct res_out *out, struct res_req *q, const char *reason,
+                        uint32_t retry_after_s)
+{
+    q->reason = reason;
+    q->retry_after_s = retry_after_s;
+    answer(out, q, RES_ERR_UNAVAILABLE);
+}
+
+/* The next fencing token, if one is reserved: 0 when none may be handed out now. */
+static uint64_t next_token(struct res_domain *d)
+{
+    uint64_t t = atomic_load(&d->last_token);
+    do {
+        if (t >= atomic_load(&d->token_ceiling))
+            return 0;
+    } while (!atomic_compare_exchange_weak(&d->last_token, &t, t + 1));
+    return t + 1;
+}
+
 /* A new lease for q. */
 static void grant(struct res *r, struct res_domain *d, struct res_req *q, const struct res_now *now,
                   struct res_out *out)
 {
+    uint64_t grace = atomic_load(&d->grace_until_ns);
+    if (grace && now->mono_ns < grace) {
+        unavailable(out, q,
+                    "restore grace period: leases granted before the restore may still "
+                    "be held",
+                    (uint32_t)((grace - now->mono_ns) / 1000000000u + 1));
+        return;
+    }
     uint8_t id[16];
     if (q->has_lease_id) {
         memcpy(id, q->lease_id, 16);
     } else if (mx_uuid_random(id) != 0) {
-        q->reason = "no random source for a lease id";
-        answer(out, q, RES_ERR_UNAVAILABLE);
+        unavailable(out, q, "no random source for a lease id", 0);
+        return;
+    }
+    uint64_t token = next_token(d);
+    if (!token) {
+        unavailable(out, q, "no fencing tokens reserved: blob storage unreachable", 0);
         return;
     }
     forget_lease(r, d);
@@ -146,7 +177,7 @@ static void grant(struct res *r, struct res_domain *d, struct res_req *q, const 
     memcpy(r->row.lease_id, id, 16);
     r->row.owner = mx_str_ref(q->owner);
     r->row.metadata = q->has_metadata ? mx_str_ref(q->metadata) : NULL;
-    r->row.token = atomic_fetch_add(&d->last_token, 1) + 1;
+    r->row.token = token;
     r->row.acquired_at_ms = r->row.renewed_at_ms = now->wall_ms;
     set_deadline(r, q->ttl_ms, now);
     change(r, d);

@@ -34,6 +34,12 @@ struct res_domain {
     struct res_limits lim;
     _Atomic uint64_t last_token; /* the last fencing token handed out */
     _Atomic uint64_t last_index; /* the last change index handed out */
+    /* Tokens above this may not be handed out (the blob mirror reserves them in blocks;
+     * UINT64_MAX without a mirror). */
+    _Atomic uint64_t token_ceiling;
+    /* After a restore from a mirror that may lag, no new lease is granted before this
+     * (mono ns; 0: none). */
+    _Atomic uint64_t grace_until_ns;
     /* metrics */
     _Atomic int64_t held, waiters, watchers;
     _Atomic uint64_t grants, renewals, releases, breaks, expiries, conflicts, timeouts;
@@ -86,6 +92,7 @@ struct res_req {
     /* out */
     uint8_t status; /* enum res_status */
     const char *reason;
+    uint32_t retry_after_s; /* RES_ERR_UNAVAILABLE: when to try again (0: the default) */
     struct res_view view;
     /* private */
     struct res_req *_next, *_prev;

@@ -182,9 +182,20 @@ static void ra_receive(struct rt_actor *self, void *state, struct rt_msg *m)
     }
 
     switch (m->type) {
-    case MSG_REQ:
-        res_handle(&st->res, d, &((struct ra_request *)m)->rq, &now, &out);
+    case MSG_REQ: {
+        struct ra_request *r = (struct ra_request *)m;
+        const char *why =
+            r->rq.op != RES_GET && ctx->write_gate ? ctx->write_gate(ctx->gate_arg) : NULL;
+        if (why) {
+            r->rq.status = RES_ERR_UNAVAILABLE;
+            r->rq.reason = why;
+            r->reply(r);
+            res_tick(&st->res, d, &now, &out); /* what is due still happens */
+            break;
+        }
+        res_handle(&st->res, d, &r->rq, &now, &out);
         break;
+    }
     case MSG_DROP:
         res_drop(&st->res, d, ((struct drop_msg *)m)->id, &out);
         free(m);

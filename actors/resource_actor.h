@@ -17,6 +17,10 @@
 struct ra_ctx {
     struct res_domain *domain;
     struct store *store;
+    /* May be NULL. Before a request that changes leases: NULL to go on, or why it must be
+     * refused with 503 (a sync mirror that cannot reach blob storage). Any thread. */
+    const char *(*write_gate)(void *arg);
+    void *gate_arg;
 };
 
 extern const struct rt_behavior ra_behavior;

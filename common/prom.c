@@ -1,6 +1,5 @@
 #include "prom.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -9,40 +8,9 @@ const double prom_latency_bounds[] = {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0
                                       0.5,     1,      2.5,     5,      10};
 const int prom_latency_nbounds = sizeof prom_latency_bounds / sizeof prom_latency_bounds[0];
 
-void prom_printf(struct prom_buf *b, const char *fmt, ...)
+void prom_header(struct mx_buf *b, const char *name, const char *type, const char *help)
 {
-    if (b->oom)
-        return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        size_t room = b->cap - b->len;
-        int n = vsnprintf(b->p ? b->p + b->len : NULL, room, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            b->oom = true;
-            return;
-        }
-        if ((size_t)n < room) {
-            b->len += (size_t)n;
-            return;
-        }
-        size_t cap = b->cap ? b->cap * 2 : 4096;
-        while (cap - b->len <= (size_t)n)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-}
-
-void prom_header(struct prom_buf *b, const char *name, const char *type, const char *help)
-{
-    prom_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+    mx_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
 void prom_hist_init(struct prom_hist *h, const double *bounds, int nbounds, double scale)
@@ -65,7 +33,7 @@ void prom_hist_observe(struct prom_hist *h, uint64_t value)
     atomic_fetch_add_explicit(&h->sum, value, memory_order_relaxed);
 }
 
-void prom_hist_write(struct prom_buf *b, const char *name, const char *labels,
+void prom_hist_write(struct mx_buf *b, const char *name, const char *labels,
                      const struct prom_hist *h)
 {
     const char *sep = labels[0] ? "," : "";
@@ -73,17 +41,17 @@ void prom_hist_write(struct prom_buf *b, const char *name, const char *labels,
     for (int i = 0; i <= h->nbounds; i++) {
         cum += atomic_load_explicit(&h->counts[i], memory_order_relaxed);
         if (i < h->nbounds)
-            prom_printf(b, "%s_bucket{%s%sle=\"%g\"} %lu\n", name, labels, sep, h->bounds[i],
-                        (unsigned long)cum);
+            mx_buf_printf(b, "%s_bucket{%s%sle=\"%g\"} %lu\n", name, labels, sep, h->bounds[i],
+                          (unsigned long)cum);
         else
-            prom_printf(b, "%s_bucket{%s%sle=\"+Inf\"} %lu\n", name, labels, sep,
-                        (unsigned long)cum);
+            mx_buf_printf(b, "%s_bucket{%s%sle=\"+Inf\"} %lu\n", name, labels, sep,
+                          (unsigned long)cum);
     }
     double sum = (double)atomic_load_explicit(&h->sum, memory_order_relaxed) / h->scale;
     if (labels[0]) {
-        prom_printf(b, "%s_sum{%s} %.9g\n%s_count{%s} %lu\n", name, labels, sum, name, labels,
-                    (unsigned long)cum);
+        mx_buf_printf(b, "%s_sum{%s} %.9g\n%s_count{%s} %lu\n", name, labels, sum, name, labels,
+                      (unsigned long)cum);
     } else {
-        prom_printf(b, "%s_sum %.9g\n%s_count %lu\n", name, sum, name, (unsigned long)cum);
+        mx_buf_printf(b, "%s_sum %.9g\n%s_count %lu\n", name, sum, name, (unsigned long)cum);
     }
 }

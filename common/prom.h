@@ -11,15 +11,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct prom_buf {
-    char *p;
-    size_t len, cap;
-    bool oom; /* an append failed: the text is incomplete */
-};
+#include "common/buf.h"
 
-void prom_printf(struct prom_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* `# HELP` and `# TYPE` lines. */
-void prom_header(struct prom_buf *b, const char *name, const char *type, const char *help);
+void prom_header(struct mx_buf *b, const char *name, const char *type, const char *help);
 
 #define PROM_MAX_BUCKETS 20
 
@@ -35,7 +30,7 @@ struct prom_hist {
 void prom_hist_init(struct prom_hist *h, const double *bounds, int nbounds, double scale);
 void prom_hist_observe(struct prom_hist *h, uint64_t value);
 /* Writes the _bucket, _sum and _count lines; `labels` is "" or `key="v"` pairs. */
-void prom_hist_write(struct prom_buf *b, const char *name, const char *labels,
+void prom_hist_write(struct mx_buf *b, const char *name, const char *labels,
                      const struct prom_hist *h);
 
 /* Bounds in seconds for latencies from 50 µs to 10 s. */

@@ -110,14 +110,14 @@ void render_error(const struct api_error *e, struct render *out)
     out->body = finish(o);
 }
 
-void render_unavailable(const char *reason, struct render *out)
+void render_unavailable(const char *reason, uint32_t retry_after_s, struct render *out)
 {
     cJSON *inner;
     const char *why = reason ? reason : "unavailable";
     cJSON *o = error_object("unavailable", why, &inner);
     cJSON_AddStringToObject(inner, "reason", why);
     out->status = 503;
-    out->retry_after_s = 1;
+    out->retry_after_s = retry_after_s ? retry_after_s : 1;
     out->body = finish(o);
 }
 
@@ -185,7 +185,7 @@ void render_answer(const char *name, size_t len, const struct res_req *rq, struc
     case RES_GONE:
     case RES_ERR_UNAVAILABLE:
     default:
-        render_unavailable(rq->reason, out);
+        render_unavailable(rq->reason, rq->retry_after_s, out);
         return;
     }
     out->body = finish(o);
@@ -209,13 +209,30 @@ void render_list(const struct ra_list *l, const char *next_cursor, struct render
     out->body = finish(o);
 }
 
-void render_status(int status, const char *word, const char *reason, struct render *out)
+void render_status(int status, const char *word, const char *reason, const char *details,
+                   struct render *out)
 {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "status", word);
     if (reason)
         cJSON_AddStringToObject(o, "reason", reason);
+    char *text = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
     out->status = status;
     out->retry_after_s = status == 503 ? 1 : 0;
-    out->body = finish(o);
+    if (!text || !details || !*details) {
+        out->body = text;
+        return;
+    }
+    /* {"status":...} + details: splice the members in before the closing brace. */
+    size_t n = strlen(text), d = strlen(details);
+    out->body = malloc(n + d + 2);
+    if (out->body) {
+        memcpy(out->body, text, n - 1);
+        out->body[n - 1] = ',';
+        memcpy(out->body + n, details, d);
+        out->body[n + d] = '}';
+        out->body[n + d + 1] = '\0';
+    }
+    cJSON_free(text);
 }

@@ -23,12 +23,14 @@ struct render {
 void render_answer(const char *name, size_t len, const struct res_req *rq, struct render *out);
 /* An error of the contract. */
 void render_error(const struct api_error *e, struct render *out);
-/* A 503 `unavailable` with a reason. */
-void render_unavailable(const char *reason, struct render *out);
+/* A 503 `unavailable` with a reason; Retry-After `retry_after_s` (0: 1 s). */
+void render_unavailable(const char *reason, uint32_t retry_after_s, struct render *out);
 /* The list of held resources; `next_cursor` NULL for the last page. */
 void render_list(const struct ra_list *l, const char *next_cursor, struct render *out);
-/* {"status": "...", "reason": "..."} for /healthz and /readyz (reason may be NULL). */
-void render_status(int status, const char *word, const char *reason, struct render *out);
+/* {"status": "...", "reason": "...", <details>} for /healthz and /readyz (reason may be
+ * NULL; details: NULL or JSON object members, as `"k":v,...`). */
+void render_status(int status, const char *word, const char *reason, const char *details,
+                   struct render *out);
 
 /* RFC 3339 UTC with milliseconds; `out` has room for 32 bytes. */
 void render_time(int64_t wall_ms, char out[32]);

@@ -156,7 +156,7 @@ static enum MHD_Result send_error(struct hreq *q, const struct api_error *e)
 static enum MHD_Result send_unavailable(struct hreq *q, const char *reason)
 {
     struct render rd;
-    render_unavailable(reason, &rd);
+    render_unavailable(reason, 0, &rd);
     return send_render(q, &rd, NULL);
 }
 
@@ -276,14 +276,17 @@ static enum MHD_Result dispatch_locked(struct hreq *q)
     switch (q->route) {
     case ROUTE_HEALTHZ: {
         struct render rd;
-        render_status(200, "ok", NULL, &rd);
+        render_status(200, "ok", NULL, NULL, &rd);
         return send_render(q, &rd, NULL);
     }
     case ROUTE_READYZ: {
         char why[256] = "";
-        bool ready = h->cfg.ready ? h->cfg.ready(h->cfg.ctx, why, sizeof why) : true;
+        struct mx_buf details = {0};
+        bool ready = h->cfg.ready ? h->cfg.ready(h->cfg.ctx, why, sizeof why, &details) : true;
         struct render rd;
-        render_status(ready ? 200 : 503, ready ? "ready" : "unavailable", ready ? NULL : why, &rd);
+        render_status(ready ? 200 : 503, ready ? "ready" : "unavailable", ready ? NULL : why,
+                      details.oom ? NULL : details.p, &rd);
+        mx_buf_free(&details);
         return send_render(q, &rd, NULL);
     }
     case ROUTE_METRICS:
@@ -546,7 +549,7 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 static enum MHD_Result serve_metrics(struct hreq *q)
 {
     struct http *h = q->h;
-    struct prom_buf b = {0};
+    struct mx_buf b = {0};
     prom_header(&b, "mutexd_http_requests_total", "counter",
                 "HTTP requests answered, by route and status.");
     for (int r = 0; r < ROUTE_COUNT; r++)
@@ -559,8 +562,8 @@ static enum MHD_Result serve_metrics(struct hreq *q)
                 snprintf(code, sizeof code, "%d", counted_codes[c]);
             else
                 snprintf(code, sizeof code, "other");
-            prom_printf(&b, "mutexd_http_requests_total{route=\"%s\",code=\"%s\"} %lu\n",
-                        api_route_name((enum api_route)r), code, (unsigned long)n);
+            mx_buf_printf(&b, "mutexd_http_requests_total{route=\"%s\",code=\"%s\"} %lu\n",
+                          api_route_name((enum api_route)r), code, (unsigned long)n);
         }
     prom_header(&b, "mutexd_http_request_duration_seconds", "histogram",
                 "Time from the request's first byte to its answer, by route.");
@@ -570,18 +573,18 @@ static enum MHD_Result serve_metrics(struct hreq *q)
         prom_hist_write(&b, "mutexd_http_request_duration_seconds", labels, &h->latency[r]);
     }
     prom_header(&b, "mutexd_http_requests_in_flight", "gauge", "Requests being handled now.");
-    prom_printf(&b, "mutexd_http_requests_in_flight %ld\n", atomic_load(&h->in_flight));
+    mx_buf_printf(&b, "mutexd_http_requests_in_flight %ld\n", atomic_load(&h->in_flight));
     prom_header(&b, "mutexd_http_requests_waiting", "gauge",
                 "Requests whose connection is suspended: queued, watching, or committing.");
-    prom_printf(&b, "mutexd_http_requests_waiting %ld\n", atomic_load(&h->suspended));
+    mx_buf_printf(&b, "mutexd_http_requests_waiting %ld\n", atomic_load(&h->suspended));
     const union MHD_DaemonInfo *di =
         MHD_get_daemon_info(h->daemon, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
     prom_header(&b, "mutexd_http_connections", "gauge", "Open HTTP connections.");
-    prom_printf(&b, "mutexd_http_connections %u\n", di ? di->num_connections : 0);
+    mx_buf_printf(&b, "mutexd_http_connections %u\n", di ? di->num_connections : 0);
     prom_header(&b, "mutexd_http_connections_reaped_total", "counter",
                 "Connections closed for staying too long between requests, or to make room.");
-    prom_printf(&b, "mutexd_http_connections_reaped_total %lu\n",
-                (unsigned long)conns_reaped(h->conns));
+    mx_buf_printf(&b, "mutexd_http_connections_reaped_total %lu\n",
+                  (unsigned long)conns_reaped(h->conns));
     if (h->cfg.metrics)
         h->cfg.metrics(h->cfg.ctx, &b);
     if (b.oom) {

@@ -28,10 +28,11 @@ struct http_config {
     struct rt *rt;
     struct store *store;
     const struct res_limits *lim;
-    /* /readyz: true when ready, else false with a reason. Any thread. */
-    bool (*ready)(void *ctx, char *why, size_t len);
+    /* /readyz: true when ready, else false with a reason; may add JSON members to the
+     * answer in `details` (as `"k":v,...`). Any thread. */
+    bool (*ready)(void *ctx, char *why, size_t len, struct mx_buf *details);
     /* /metrics: appends the other modules' metrics. Any thread. */
-    void (*metrics)(void *ctx, struct prom_buf *b);
+    void (*metrics)(void *ctx, struct mx_buf *b);
     void *ctx;
 };
 

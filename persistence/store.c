@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <sqlite3.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -79,7 +80,9 @@ struct store {
     bool closing;                   /* lock */
     char health[256];               /* lock: "" when the last commit succeeded */
 
-    _Atomic uint64_t done_seq; /* every record up to here is processed */
+    _Atomic uint64_t done_seq;   /* every record up to here is processed */
+    _Atomic uint64_t commit_seq; /* durable history: the last committed record's number */
+    bool created;
     _Atomic uint64_t epoch;
     _Atomic uint64_t token_hwm, index_hwm, index_floor;
 
@@ -365,6 +368,7 @@ static int commit(struct store *s)
 static int write_batch(struct store *s, struct store_item *batch, uint64_t epoch, size_t *nrec)
 {
     uint64_t token_max = 0, index_max = 0, floor_max = 0;
+    uint64_t seq = atomic_load(&s->commit_seq);
     size_t n = 0;
     int rc = exec(s->wdb, "BEGIN IMMEDIATE");
     for (struct store_item *it = batch; rc == SQLITE_OK && it; it = it->_next) {
@@ -384,8 +388,11 @@ static int write_batch(struct store *s, struct store_item *batch, uint64_t epoch
         }
         if (rec->row.index > index_max)
             index_max = rec->row.index;
+        rec->commit_seq = ++seq;
         n++;
     }
+    if (rc == SQLITE_OK && n > 0)
+        rc = write_meta(s, "commit_seq", seq);
     if (rc == SQLITE_OK && token_max > atomic_load(&s->token_hwm))
         rc = write_meta(s, "token_hwm", token_max);
     if (rc == SQLITE_OK && index_max > atomic_load(&s->index_hwm))
@@ -402,6 +409,7 @@ static int write_batch(struct store *s, struct store_item *batch, uint64_t epoch
     max_into(&s->token_hwm, token_max);
     max_into(&s->index_hwm, index_max);
     max_into(&s->index_floor, floor_max);
+    atomic_store(&s->commit_seq, seq);
     *nrec = n;
     return SQLITE_OK;
 }
@@ -477,16 +485,49 @@ static void process_batch(struct store *s, struct store_item *batch, uint64_t la
     atomic_fetch_add(&s->records_refused, refused);
     atomic_store_explicit(&s->done_seq, last_seq, memory_order_release);
 
+    /* Split the batch: committed records (to ship, or free) and waits, each in order. */
+    struct store_item *recs = NULL, **rtail = &recs, *waits = NULL, **wtail = &waits;
     struct store_item *next;
     for (struct store_item *it = batch; it; it = next) {
         next = it->_next;
-        if (it->_kind == ITEM_REC) {
-            store_rec_free((struct store_rec *)it);
+        it->_next = NULL;
+        if (it->_kind == ITEM_WAIT) {
+            *wtail = it;
+            wtail = &it->_next;
+        } else if (ok && it->_epoch == epoch) {
+            *rtail = it;
+            rtail = &it->_next;
         } else {
-            struct store_wait *w = (struct store_wait *)it;
-            w->done(w, ok && it->_epoch == epoch ? STORE_OK : STORE_EFAIL);
+            store_rec_free((struct store_rec *)it);
         }
     }
+    bool shipped_waits = false;
+    if (ok && s->cfg.ship && recs) {
+        shipped_waits =
+            s->cfg.ship(s->cfg.ship_ctx, (struct store_rec *)recs, (struct store_wait *)waits);
+    } else {
+        for (struct store_item *it = recs; it; it = next) {
+            next = it->_next;
+            store_rec_free((struct store_rec *)it);
+        }
+    }
+    if (shipped_waits)
+        return;
+    for (struct store_item *it = waits; it; it = next) {
+        next = it->_next;
+        struct store_wait *w = (struct store_wait *)it;
+        w->done(w, ok && it->_epoch == epoch ? STORE_OK : STORE_EFAIL);
+    }
+}
+
+struct store_rec *store_next_rec(const struct store_rec *r)
+{
+    return (struct store_rec *)r->_item._next;
+}
+
+struct store_wait *store_next_wait(const struct store_wait *w)
+{
+    return (struct store_wait *)w->_item._next;
 }
 
 static void *writer_main(void *arg)
@@ -617,7 +658,7 @@ bool store_healthy(struct store *s, char *why, size_t len)
 
 /* ---- open and close -------------------------------------------------------------- */
 
-static int migrate(sqlite3 *db, char *err, size_t errlen)
+static int migrate(sqlite3 *db, bool *created, char *err, size_t errlen)
 {
     sqlite3_stmt *st;
     int version = 0;
@@ -626,6 +667,7 @@ static int migrate(sqlite3 *db, char *err, size_t errlen)
             version = sqlite3_column_int(st, 0);
         sqlite3_finalize(st);
     }
+    *created = version == 0;
     if (version > SCHEMA_VERSION) {
         snprintf(err, errlen, "the database has schema version %d, newer than this server's %d",
                  version, SCHEMA_VERSION);
@@ -735,7 +777,7 @@ int store_open(struct store **out, const struct store_config *cfg, char *err, si
         rc = EIO;
         goto fail;
     }
-    if ((rc = migrate(s->wdb, err, errlen)) != 0)
+    if ((rc = migrate(s->wdb, &s->created, err, errlen)) != 0)
         goto fail;
     if (prepare(s->wdb,
                 "INSERT INTO leases(" ROW_COLUMNS ") VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11) "
@@ -761,6 +803,8 @@ int store_open(struct store **out, const struct store_config *cfg, char *err, si
     atomic_init(&s->index_hwm, i1 > i2 ? i1 : i2);
     atomic_init(&s->index_floor,
                 read_u64(s->wdb, "SELECT value FROM meta WHERE key = 'index_floor'"));
+    atomic_init(&s->commit_seq,
+                read_u64(s->wdb, "SELECT value FROM meta WHERE key = 'commit_seq'"));
     atomic_init(&s->epoch, 1);
 
     if ((rc = pthread_create(&s->writer, NULL, writer_main, s)) != 0) {
@@ -812,9 +856,139 @@ void store_close(struct store *s)
     free(s);
 }
 
+/* ---- the mirror's needs ---------------------------------------------------------- */
+
+bool store_created(struct store *s)
+{
+    return s->created;
+}
+
+uint64_t store_commit_seq(struct store *s)
+{
+    return atomic_load(&s->commit_seq);
+}
+
+void store_set_ship(struct store *s, store_ship_fn ship, void *ctx)
+{
+    pthread_mutex_lock(&s->lock);
+    s->cfg.ship = ship;
+    s->cfg.ship_ctx = ctx;
+    pthread_mutex_unlock(&s->lock);
+}
+
+static uint64_t meta_of(sqlite3_stmt *st, const char *key)
+{
+    sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+    uint64_t v = sqlite3_step(st) == SQLITE_ROW ? (uint64_t)sqlite3_column_int64(st, 0) : 0;
+    sqlite3_reset(st);
+    return v;
+}
+
+int store_snapshot(struct store *s,
+                   int (*fn)(void *arg, const char *name, size_t len, struct store_row *row),
+                   void *arg, struct store_marks *out)
+{
+    struct reader *r = reader_get(s);
+    if (!r)
+        return STORE_EIO;
+    sqlite3_stmt *rows = NULL, *meta = NULL;
+    int status = STORE_EIO;
+    /* One read transaction: the rows and the marks as of the same commit. */
+    if (exec(r->db, "BEGIN") != SQLITE_OK ||
+        prepare(r->db, "SELECT " ROW_COLUMNS " FROM leases ORDER BY resource", &rows) ||
+        prepare(r->db, "SELECT value FROM meta WHERE key = ?1", &meta))
+        goto out;
+    out->commit_seq = meta_of(meta, "commit_seq");
+    out->token_hwm = meta_of(meta, "token_hwm");
+    out->index_hwm = meta_of(meta, "index_hwm");
+    out->index_floor = meta_of(meta, "index_floor");
+    int rc;
+    status = STORE_OK;
+    while ((rc = sqlite3_step(rows)) == SQLITE_ROW) {
+        struct store_row row;
+        if (row_from_stmt(rows, &row) != STORE_OK) {
+            status = STORE_EIO;
+            break;
+        }
+        if (row.token > out->token_hwm)
+            out->token_hwm = row.token;
+        if (row.index > out->index_hwm)
+            out->index_hwm = row.index;
+        if (fn(arg, (const char *)sqlite3_column_text(rows, 0),
+               (size_t)sqlite3_column_bytes(rows, 0), &row) != 0) {
+            status = STORE_EIO;
+            break;
+        }
+    }
+    if (rc != SQLITE_DONE && rc != SQLITE_ROW)
+        status = STORE_EIO;
+out:
+    if (status != STORE_OK)
+        mx_error("store: snapshot read failed", "error=\"%s\"", sqlite3_errmsg(r->db));
+    sqlite3_finalize(rows);
+    sqlite3_finalize(meta);
+    exec(r->db, "COMMIT");
+    reader_put(s, r);
+    return status;
+}
+
+int store_import(struct store *s, const struct store_import_row *rows, size_t n,
+                 const struct store_marks *marks, char *err, size_t errlen)
+{
+    /* Take the writer's connection: nothing may be queued or running. */
+    pthread_mutex_lock(&s->lock);
+    while (s->busy || s->head) {
+        pthread_mutex_unlock(&s->lock);
+        sched_yield();
+        pthread_mutex_lock(&s->lock);
+    }
+    s->busy = true;
+    pthread_mutex_unlock(&s->lock);
+
+    int rc = exec(s->wdb, "BEGIN IMMEDIATE");
+    if (rc == SQLITE_OK)
+        rc = exec(s->wdb, "DELETE FROM leases; DELETE FROM meta;");
+    for (size_t i = 0; rc == SQLITE_OK && i < n; i++) {
+        /* bind_row reads from a record: make one for the row. */
+        struct store_rec *rec = store_rec_new(rows[i].name, rows[i].len, &rows[i].row);
+        if (!rec) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+        bind_row(s->st_upsert, rec);
+        rc = step_reset(s->st_upsert);
+        store_rec_free(rec);
+    }
+    if (rc == SQLITE_OK)
+        rc = write_meta(s, "commit_seq", marks->commit_seq);
+    if (rc == SQLITE_OK)
+        rc = write_meta(s, "token_hwm", marks->token_hwm);
+    if (rc == SQLITE_OK)
+        rc = write_meta(s, "index_hwm", marks->index_hwm);
+    if (rc == SQLITE_OK)
+        rc = write_meta(s, "index_floor", marks->index_floor);
+    if (rc == SQLITE_OK)
+        rc = commit(s);
+    if (rc != SQLITE_OK && !sqlite3_get_autocommit(s->wdb))
+        exec(s->wdb, "ROLLBACK");
+    if (rc == SQLITE_OK) {
+        atomic_store(&s->commit_seq, marks->commit_seq);
+        atomic_store(&s->token_hwm, marks->token_hwm);
+        atomic_store(&s->index_hwm, marks->index_hwm);
+        atomic_store(&s->index_floor, marks->index_floor);
+    } else {
+        snprintf(err, errlen, "writing the restored rows failed: %s", sqlite3_errstr(rc));
+    }
+
+    pthread_mutex_lock(&s->lock);
+    s->busy = false;
+    pthread_mutex_unlock(&s->lock);
+    return rc == SQLITE_OK ? STORE_OK : STORE_EIO;
+}
+
 /* ---- metrics --------------------------------------------------------------------- */
 
-void store_metrics(struct store *s, struct prom_buf *b)
+void store_metrics(struct store *s, struct mx_buf *b)
 {
     prom_header(b, "mutexd_store_commit_batch_size", "histogram",
                 "Records written per group commit.");
@@ -826,19 +1000,19 @@ void store_metrics(struct store *s, struct prom_buf *b)
                 "Time of COMMIT alone: writing the WAL and its fsync.");
     prom_hist_write(b, "mutexd_store_fsync_seconds", "", &s->fsync_seconds);
     prom_header(b, "mutexd_store_commits_total", "counter", "Group commits by result.");
-    prom_printf(b, "mutexd_store_commits_total{result=\"ok\"} %lu\n",
-                (unsigned long)atomic_load(&s->commits_ok));
-    prom_printf(b, "mutexd_store_commits_total{result=\"error\"} %lu\n",
-                (unsigned long)atomic_load(&s->commits_failed));
+    mx_buf_printf(b, "mutexd_store_commits_total{result=\"ok\"} %lu\n",
+                  (unsigned long)atomic_load(&s->commits_ok));
+    mx_buf_printf(b, "mutexd_store_commits_total{result=\"error\"} %lu\n",
+                  (unsigned long)atomic_load(&s->commits_failed));
     prom_header(b, "mutexd_store_errors_total", "counter", "Commits that failed.");
-    prom_printf(b, "mutexd_store_errors_total %lu\n",
-                (unsigned long)atomic_load(&s->commits_failed));
+    mx_buf_printf(b, "mutexd_store_errors_total %lu\n",
+                  (unsigned long)atomic_load(&s->commits_failed));
     prom_header(b, "mutexd_store_records_total", "counter",
                 "Records written, and refused after a failed commit.");
-    prom_printf(b, "mutexd_store_records_total{result=\"written\"} %lu\n",
-                (unsigned long)atomic_load(&s->records_written));
-    prom_printf(b, "mutexd_store_records_total{result=\"refused\"} %lu\n",
-                (unsigned long)atomic_load(&s->records_refused));
+    mx_buf_printf(b, "mutexd_store_records_total{result=\"written\"} %lu\n",
+                  (unsigned long)atomic_load(&s->records_written));
+    mx_buf_printf(b, "mutexd_store_records_total{result=\"refused\"} %lu\n",
+                  (unsigned long)atomic_load(&s->records_refused));
     prom_header(b, "mutexd_store_healthy", "gauge", "1 when the last commit succeeded.");
-    prom_printf(b, "mutexd_store_healthy %d\n", store_healthy(s, NULL, 0) ? 1 : 0);
+    mx_buf_printf(b, "mutexd_store_healthy %d\n", store_healthy(s, NULL, 0) ? 1 : 0);
 }

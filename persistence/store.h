@@ -71,6 +71,7 @@ struct store_item {
 struct store_rec {
     struct store_item _item; /* private */
     struct store_row row;
+    uint64_t commit_seq; /* set when committed: its place in the store's history, durable */
     uint16_t name_len;
     char name[];
 };
@@ -86,8 +87,22 @@ struct store_wait {
     void (*done)(struct store_wait *w, int status);
 };
 
+/*
+ * Shipping (the blob mirror). When set, `ship` is called on the writer thread after every
+ * successful commit with the batch's committed records, in commit order and numbered
+ * (commit_seq), linked through store_next_rec(); it takes them and must free each with
+ * store_rec_free(). `waits` is the batch's waits, linked through store_next_wait(): when
+ * `ship` returns true it has taken them and completes each itself (sync mirroring); when
+ * false the store completes them at once.
+ */
+typedef bool (*store_ship_fn)(void *ctx, struct store_rec *recs, struct store_wait *waits);
+struct store_rec *store_next_rec(const struct store_rec *r);
+struct store_wait *store_next_wait(const struct store_wait *w);
+
 struct store_config {
-    const char *dir;             /* created if missing; locked while open */
+    const char *dir;    /* created if missing; locked while open */
+    store_ship_fn ship; /* NULL: nothing is shipped */
+    void *ship_ctx;
     uint64_t fault_commit_every; /* testing: fail every Nth commit (0: never) */
     uint64_t fault_commit_first; /* testing: the first commit to fail (1-based; 0: none) */
     uint64_t fault_commit_count; /* testing: how many in a row from there */
@@ -136,7 +151,38 @@ uint64_t store_index_floor(struct store *s);
 /* True when the last commit succeeded; otherwise false with the reason copied into why. */
 bool store_healthy(struct store *s, char *why, size_t len);
 
+/* True when store_open() created the database (the directory had none). */
+bool store_created(struct store *s);
+
+/* The last commit_seq committed. */
+uint64_t store_commit_seq(struct store *s);
+
+/* Sets the shipping hook (see store_config); before any write. */
+void store_set_ship(struct store *s, store_ship_fn ship, void *ctx);
+
+/*
+ * A consistent snapshot: `fn` gets every row (held or expired-remembered) as of one commit,
+ * whose commit_seq and high-water marks are returned in `out`. On a read connection: it
+ * does not stop the writer. `fn` gets references it must drop.
+ */
+struct store_marks {
+    uint64_t commit_seq, token_hwm, index_hwm, index_floor;
+};
+int store_snapshot(struct store *s,
+                   int (*fn)(void *arg, const char *name, size_t len, struct store_row *row),
+                   void *arg, struct store_marks *out);
+
+/* Replaces the whole content with `n` rows and `marks` in one transaction (restore). Only
+ * before the store takes writes. Returns STORE_OK or STORE_EIO (err says why). */
+struct store_import_row {
+    const char *name;
+    size_t len;
+    struct store_row row;
+};
+int store_import(struct store *s, const struct store_import_row *rows, size_t n,
+                 const struct store_marks *marks, char *err, size_t errlen);
+
 /* Appends the store's metrics in Prometheus text format. */
-void store_metrics(struct store *s, struct prom_buf *b);
+void store_metrics(struct store *s, struct mx_buf *b);
 
 #endif

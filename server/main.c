@@ -18,15 +18,19 @@
 #include "actors/resource.h"
 #include "actors/resource_actor.h"
 #include "actors/runtime.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/prom.h"
 #include "http/server.h"
+#include "persistence/blob.h"
+#include "persistence/mirror.h"
 #include "persistence/store.h"
 #include "server/options.h"
 
 struct server {
     struct options opt;
     struct store *store;
+    struct mirror *mirror; /* NULL: no blob mirror */
     struct rt *rt;
     struct http *http;
     struct res_domain domain;
@@ -34,19 +38,39 @@ struct server {
     _Atomic bool recovered;
 };
 
-static bool server_ready(void *ctx, char *why, size_t len)
+static bool server_ready(void *ctx, char *why, size_t len, struct mx_buf *details)
 {
     struct server *s = ctx;
+    if (s->mirror) {
+        uint64_t changes, ms;
+        mirror_lag(s->mirror, &changes, &ms);
+        mx_buf_printf(details, "\"mirror\":{\"mode\":\"%s\",\"lag_changes\":%lu,\"lag_ms\":%lu}",
+                      mirror_mode(s->mirror) == MIRROR_SYNC ? "sync" : "async",
+                      (unsigned long)changes, (unsigned long)ms);
+    }
     if (!atomic_load(&s->recovered)) {
         snprintf(why, len, "recovering");
         return false;
     }
     if (!store_healthy(s->store, why, len))
         return false;
+    if (s->mirror && !mirror_ready(s->mirror, why, len))
+        return false;
+    uint64_t grace = atomic_load(&s->domain.grace_until_ns), now = mx_mono_ns();
+    if (grace && now < grace) {
+        snprintf(why, len, "restore grace period: no new leases for %lu s",
+                 (unsigned long)((grace - now) / 1000000000u + 1));
+        return false;
+    }
     return true;
 }
 
-static void server_metrics(void *ctx, struct prom_buf *b)
+static const char *write_gate(void *arg)
+{
+    return mirror_write_gate(arg);
+}
+
+static void server_metrics(void *ctx, struct mx_buf *b)
 {
     struct server *s = ctx;
     struct res_domain *d = &s->domain;
@@ -54,43 +78,94 @@ static void server_metrics(void *ctx, struct prom_buf *b)
     rt_get_stats(s->rt, &st);
 
     prom_header(b, "mutexd_leases_held", "gauge", "Leases in force.");
-    prom_printf(b, "mutexd_leases_held %ld\n", (long)atomic_load(&d->held));
+    mx_buf_printf(b, "mutexd_leases_held %ld\n", (long)atomic_load(&d->held));
     prom_header(b, "mutexd_waiters", "gauge", "Acquire requests queued for a resource.");
-    prom_printf(b, "mutexd_waiters %ld\n", (long)atomic_load(&d->waiters));
+    mx_buf_printf(b, "mutexd_waiters %ld\n", (long)atomic_load(&d->waiters));
     prom_header(b, "mutexd_watchers", "gauge", "GET requests watching for a change.");
-    prom_printf(b, "mutexd_watchers %ld\n", (long)atomic_load(&d->watchers));
+    mx_buf_printf(b, "mutexd_watchers %ld\n", (long)atomic_load(&d->watchers));
     prom_header(b, "mutexd_grants_total", "counter", "Leases granted.");
-    prom_printf(b, "mutexd_grants_total %lu\n", (unsigned long)atomic_load(&d->grants));
+    mx_buf_printf(b, "mutexd_grants_total %lu\n", (unsigned long)atomic_load(&d->grants));
     prom_header(b, "mutexd_renewals_total", "counter", "Leases renewed.");
-    prom_printf(b, "mutexd_renewals_total %lu\n", (unsigned long)atomic_load(&d->renewals));
+    mx_buf_printf(b, "mutexd_renewals_total %lu\n", (unsigned long)atomic_load(&d->renewals));
     prom_header(b, "mutexd_releases_total", "counter", "Leases released.");
-    prom_printf(b, "mutexd_releases_total %lu\n", (unsigned long)atomic_load(&d->releases));
+    mx_buf_printf(b, "mutexd_releases_total %lu\n", (unsigned long)atomic_load(&d->releases));
     prom_header(b, "mutexd_breaks_total", "counter", "Leases broken.");
-    prom_printf(b, "mutexd_breaks_total %lu\n", (unsigned long)atomic_load(&d->breaks));
+    mx_buf_printf(b, "mutexd_breaks_total %lu\n", (unsigned long)atomic_load(&d->breaks));
     prom_header(b, "mutexd_expiries_total", "counter", "Leases that ran out.");
-    prom_printf(b, "mutexd_expiries_total %lu\n", (unsigned long)atomic_load(&d->expiries));
+    mx_buf_printf(b, "mutexd_expiries_total %lu\n", (unsigned long)atomic_load(&d->expiries));
     prom_header(b, "mutexd_conflicts_total", "counter", "Acquires answered lease_held at once.");
-    prom_printf(b, "mutexd_conflicts_total %lu\n", (unsigned long)atomic_load(&d->conflicts));
+    mx_buf_printf(b, "mutexd_conflicts_total %lu\n", (unsigned long)atomic_load(&d->conflicts));
     prom_header(b, "mutexd_wait_timeouts_total", "counter", "Waiters whose wait_ms ran out.");
-    prom_printf(b, "mutexd_wait_timeouts_total %lu\n", (unsigned long)atomic_load(&d->timeouts));
+    mx_buf_printf(b, "mutexd_wait_timeouts_total %lu\n", (unsigned long)atomic_load(&d->timeouts));
     prom_header(b, "mutexd_fencing_token_last", "gauge", "The last fencing token handed out.");
-    prom_printf(b, "mutexd_fencing_token_last %lu\n", (unsigned long)atomic_load(&d->last_token));
+    mx_buf_printf(b, "mutexd_fencing_token_last %lu\n", (unsigned long)atomic_load(&d->last_token));
 
     prom_header(b, "mutexd_actors_active", "gauge", "Resource actors in memory.");
-    prom_printf(b, "mutexd_actors_active %zu\n", st.active);
+    mx_buf_printf(b, "mutexd_actors_active %zu\n", st.active);
     prom_header(b, "mutexd_actor_activations_total", "counter", "Actors activated.");
-    prom_printf(b, "mutexd_actor_activations_total %lu\n", (unsigned long)st.activations);
+    mx_buf_printf(b, "mutexd_actor_activations_total %lu\n", (unsigned long)st.activations);
     prom_header(b, "mutexd_actor_deactivations_total", "counter", "Idle actors deactivated.");
-    prom_printf(b, "mutexd_actor_deactivations_total %lu\n", (unsigned long)st.deactivations);
+    mx_buf_printf(b, "mutexd_actor_deactivations_total %lu\n", (unsigned long)st.deactivations);
     prom_header(b, "mutexd_actor_messages_total", "counter", "Messages handled by actors.");
-    prom_printf(b, "mutexd_actor_messages_total %lu\n", (unsigned long)st.messages);
+    mx_buf_printf(b, "mutexd_actor_messages_total %lu\n", (unsigned long)st.messages);
     prom_header(b, "mutexd_actor_run_queue", "gauge", "Actors waiting for a worker thread.");
-    prom_printf(b, "mutexd_actor_run_queue %zu\n", st.run_queue);
+    mx_buf_printf(b, "mutexd_actor_run_queue %zu\n", st.run_queue);
     prom_header(b, "mutexd_actor_mailbox_refused_total", "counter",
                 "Messages refused because a mailbox was full.");
-    prom_printf(b, "mutexd_actor_mailbox_refused_total %lu\n", (unsigned long)st.mailbox_refused);
+    mx_buf_printf(b, "mutexd_actor_mailbox_refused_total %lu\n", (unsigned long)st.mailbox_refused);
 
     store_metrics(s->store, b);
+    if (s->mirror)
+        mirror_metrics(s->mirror, b);
+}
+
+/* Opens the blob mirror: takes the container, restores into a new store, starts shipping. */
+static int open_mirror(struct server *s, char *err, size_t errlen)
+{
+    struct options *o = &s->opt;
+    if (o->mirror_mode == MIRROR_OFF) {
+        atomic_store(&s->domain.token_ceiling, UINT64_MAX);
+        return 0;
+    }
+    if (blob_global_init() != 0) {
+        snprintf(err, errlen, "cannot initialize libcurl");
+        return -1;
+    }
+    struct mirror_config mc = {
+        .connection_string = o->blob_connection_string,
+        .container = o->blob_container,
+        .data_dir = o->data_dir,
+        .mode = (enum mirror_mode)o->mirror_mode,
+        .snapshot_every_changes = o->snapshot_every_changes,
+        .snapshot_every_ms = o->snapshot_every_ms,
+        .takeover_wait_ms = o->mirror_takeover_ms,
+        .last_token = &s->domain.last_token,
+        .token_ceiling = &s->domain.token_ceiling,
+    };
+    if (mirror_open(&s->mirror, &mc, s->store, err, errlen) != 0)
+        return -1;
+    struct mirror_restored rs;
+    if (mirror_restore(s->mirror, &rs, err, errlen) != 0)
+        return -1;
+    if (rs.restored) {
+        atomic_store(&s->domain.last_token, store_token_hwm(s->store));
+        uint64_t idx = store_index_hwm(s->store), floor = store_index_floor(s->store);
+        atomic_store(&s->domain.last_index, idx > floor ? idx : floor);
+        if (rs.may_lag && o->restore_grace_ms) {
+            /* An async mirror may miss the last grants: let every lease it may miss run
+             * out before anyone else can be granted its resource. */
+            atomic_store(&s->domain.grace_until_ns,
+                         mx_mono_ns() + o->restore_grace_ms * MX_NS_PER_MS);
+            mx_warn("restored from an async mirror: no new leases during the grace period",
+                    "grace_ms=%lu", (unsigned long)o->restore_grace_ms);
+        }
+    }
+    atomic_store(&s->domain.token_ceiling, atomic_load(&s->domain.last_token));
+    if (mirror_start(s->mirror, rs.restored, err, errlen) != 0)
+        return -1;
+    s->actx.write_gate = write_gate;
+    s->actx.gate_arg = s->mirror;
+    return 0;
 }
 
 struct preload {
@@ -146,6 +221,14 @@ int main(int argc, char **argv)
     uint64_t idx = store_index_hwm(s.store), floor = store_index_floor(s.store);
     atomic_init(&s.domain.last_index, idx > floor ? idx : floor);
     s.actx = (struct ra_ctx){.domain = &s.domain, .store = s.store};
+    if (open_mirror(&s, err, sizeof err) != 0) {
+        mx_error("cannot start the blob mirror", "error=\"%s\"", err);
+        fprintf(stderr, "mutexd: %s\n", err);
+        if (s.mirror)
+            mirror_close(s.mirror);
+        store_close(s.store);
+        return 1;
+    }
 
     struct rt_config rc_cfg = {
         .behavior = &ra_behavior,
@@ -179,6 +262,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "mutexd: %s\n", err);
         rt_shutdown(s.rt);
         store_close(s.store);
+        if (s.mirror)
+            mirror_close(s.mirror);
         return 1;
     }
 
@@ -200,7 +285,11 @@ int main(int argc, char **argv)
     http_quiesce(s.http);
     rt_shutdown(s.rt);
     store_close(s.store);
+    if (s.mirror)
+        mirror_close(s.mirror); /* ships what the store committed last */
     http_stop(s.http);
+    if (s.mirror)
+        blob_global_cleanup();
     mx_info("stopped", NULL);
     return 0;
 }

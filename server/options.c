@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "persistence/mirror.h"
 
 enum type { T_STR, T_U64, T_LEVEL };
 
@@ -53,6 +54,26 @@ static const struct def defs[] = {
      "PEM certificate: serve HTTPS (with --tls-key)"},
     {"tls-key", "MUTEXD_TLS_KEY", "FILE", T_STR, OFF(tls_key), NULL, 0, 0,
      "PEM private key for --tls-cert"},
+    {"blob-connection-string", "MUTEXD_BLOB_CONNECTION_STRING", "S", T_STR,
+     OFF(blob_connection_string), NULL, 0, 0,
+     "Azure Storage connection string of the blob mirror (else AZURE_STORAGE_CONNECTION_STRING; "
+     "UseDevelopmentStorage=true for Azurite)"},
+    {"blob-container", "MUTEXD_BLOB_CONTAINER", "NAME", T_STR, OFF(blob_container), "mutexd", 0, 0,
+     "blob container of the mirror (one server per container)"},
+    {"mirror", "MUTEXD_MIRROR", "MODE", T_STR, OFF(mirror), NULL, 0, 0,
+     "off, async (answer after the local commit) or sync (also after the blob write); "
+     "default async with a connection string, else off"},
+    {"restore-grace-ms", "MUTEXD_RESTORE_GRACE_MS", "MS", T_U64, OFF(restore_grace_ms), NULL, 0,
+     2592000000ull,
+     "after a restore from an async mirror, grant nothing for this long (default: --max-ttl-ms)"},
+    {"snapshot-every-changes", "MUTEXD_SNAPSHOT_EVERY_CHANGES", "N", T_U64,
+     OFF(snapshot_every_changes), "100000", 1, 100000000,
+     "write a snapshot to blob storage after this many changes"},
+    {"snapshot-every-ms", "MUTEXD_SNAPSHOT_EVERY_MS", "MS", T_U64, OFF(snapshot_every_ms), "300000",
+     1000, 86400000, "or after this long, if anything changed"},
+    {"mirror-takeover-ms", "MUTEXD_MIRROR_TAKEOVER_MS", "MS", T_U64, OFF(mirror_takeover_ms),
+     "20000", 1000, 600000,
+     "at start, how long to wait for another server's lease on the container to lapse"},
     {"log-level", "MUTEXD_LOG_LEVEL", "LEVEL", T_LEVEL, OFF(log_level), "info", 0, 0,
      "debug, info, warn, error or off"},
 };
@@ -68,6 +89,8 @@ static void usage(FILE *f)
         char left[64];
         snprintf(left, sizeof left, "--%s %s", defs[i].flag, defs[i].metavar);
         fprintf(f, "  %-28s %s\n  %-28s env %s", left, defs[i].help, "", defs[i].env);
+        if (defs[i].offset == OFF(blob_connection_string))
+            fprintf(f, " or AZURE_STORAGE_CONNECTION_STRING");
         if (defs[i].def)
             fprintf(f, ", default %s", defs[i].def);
         if (defs[i].type == T_U64 && defs[i].max)
@@ -181,11 +204,16 @@ int options_parse(struct options *o, int argc, char **argv)
         fprintf(stderr, "mutexd: unexpected argument: %s\nTry 'mutexd --help'.\n", argv[optind]);
         return 2;
     }
+    bool grace_set = false; /* 0 is a valid grace: "not set" must be told apart */
     for (size_t i = 0; i < NDEFS; i++) {
         const char *v = values[i], *from = "flag";
         if (!given[i]) {
             v = getenv(defs[i].env);
             from = defs[i].env;
+            if ((!v || !*v) && defs[i].offset == OFF(blob_connection_string)) {
+                v = getenv("AZURE_STORAGE_CONNECTION_STRING"); /* the Azure tools' variable */
+                from = "AZURE_STORAGE_CONNECTION_STRING";
+            }
             if (!v || !*v) {
                 v = defs[i].def;
                 from = "default";
@@ -193,6 +221,8 @@ int options_parse(struct options *o, int argc, char **argv)
         }
         if (v && set_value(o, &defs[i], v, from) != 0)
             return 2;
+        if (v && defs[i].offset == OFF(restore_grace_ms))
+            grace_set = true;
     }
     if (o->threads == 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -201,6 +231,24 @@ int options_parse(struct options *o, int argc, char **argv)
     if (o->min_ttl_ms > o->max_ttl_ms) {
         fprintf(stderr, "mutexd: --min-ttl-ms (%lu) is above --max-ttl-ms (%lu)\n",
                 (unsigned long)o->min_ttl_ms, (unsigned long)o->max_ttl_ms);
+        return 2;
+    }
+    if (!grace_set)
+        o->restore_grace_ms = o->max_ttl_ms;
+    if (o->mirror) {
+        o->mirror_mode = (int)mirror_parse_mode(o->mirror);
+        if (o->mirror_mode < 0) {
+            fprintf(stderr, "mutexd: --mirror must be off, async or sync, not '%s'\n", o->mirror);
+            return 2;
+        }
+    } else {
+        o->mirror_mode = o->blob_connection_string ? MIRROR_ASYNC : MIRROR_OFF;
+    }
+    if (o->mirror_mode != MIRROR_OFF && !o->blob_connection_string) {
+        fprintf(stderr,
+                "mutexd: --mirror %s needs --blob-connection-string (or "
+                "MUTEXD_BLOB_CONNECTION_STRING or AZURE_STORAGE_CONNECTION_STRING)\n",
+                o->mirror);
         return 2;
     }
     if (!o->tls_cert != !o->tls_key) {

@@ -20,6 +20,7 @@ static void setup_domain(void)
     memset(&D, 0, sizeof D);
     D.lim = (struct res_limits){
         .min_ttl_ms = 1000, .max_ttl_ms = 3600000, .max_wait_ms = 300000, .max_waiters = 3};
+    atomic_store(&D.token_ceiling, UINT64_MAX);
     NOW = (struct res_now){.mono_ns = 1000 * MS, .wall_ms = 1700000000000};
     memset(&OUT, 0, sizeof OUT);
 }
@@ -645,7 +646,76 @@ static void next_deadline_and_idle(void **st)
     res_free(&r, &D);
 }
 
+static void no_token_above_the_reserved_ceiling(void **st)
+{
+    (void)st;
+    setup_domain();
+    atomic_store(&D.last_token, 10);
+    atomic_store(&D.token_ceiling, 12);
+    struct res r;
+    res_init(&r, 0);
+    struct res_req *a = grant(&r, "a", 5000);
+    struct res_req *rel = with_id(req(RES_RELEASE), a->view.lease_id);
+    handle(&r, rel);
+    expect(rel, RES_OK_RELEASED);
+    struct res_req *b = grant(&r, "b", 5000);
+    assert_int_equal(b->view.token, 12);
+    struct res_req *rel2 = with_id(req(RES_RELEASE), b->view.lease_id);
+    handle(&r, rel2);
+    expect(rel2, RES_OK_RELEASED);
+    struct res_req *c = acquire_req("c", 5000, 0);
+    handle(&r, c);
+    expect(c, RES_ERR_UNAVAILABLE); /* 13 is not reserved yet */
+    assert_non_null(strstr(c->reason, "fencing tokens"));
+    assert_int_equal(atomic_load(&D.last_token), 12);
+    atomic_store(&D.token_ceiling, 100); /* the mirror reserved more */
+    struct res_req *d = grant(&r, "d", 5000);
+    assert_int_equal(d->view.token, 13);
+    done(a);
+    done(b);
+    done(c);
+    done(d);
+    done(rel);
+    done(rel2);
+    res_free(&r, &D);
+}
+
+static void restore_grace_refuses_new_grants_only(void **st)
+{
+    (void)st;
+    setup_domain();
+    struct res r;
+    res_init(&r, 0);
+    struct res_req *a = grant(&r, "a", 60000); /* held before the restore */
+    atomic_store(&D.grace_until_ns, NOW.mono_ns + 2500 * MS);
+    struct res_req *b = acquire_req("b", 5000, 0);
+    struct res r2;
+    res_init(&r2, 0);
+    handle(&r2, b);
+    expect(b, RES_ERR_UNAVAILABLE);
+    assert_int_equal(b->retry_after_s, 3);
+    struct res_req *rn = with_id(req(RES_RENEW), a->view.lease_id);
+    handle(&r, rn);
+    expect(rn, RES_OK_LEASE); /* the restored holder keeps it */
+    struct res_req *again = with_id(acquire_req("a", 60000, 0), a->view.lease_id);
+    handle(&r, again);
+    expect(again, RES_OK_LEASE); /* and may re-acquire it */
+    advance(2500);
+    struct res_req *b2 = acquire_req("b", 5000, 0);
+    handle(&r2, b2);
+    expect(b2, RES_OK_LEASE);
+    done(a);
+    done(b);
+    done(rn);
+    done(again);
+    done(b2);
+    res_free(&r, &D);
+    res_free(&r2, &D);
+}
+
 static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(no_token_above_the_reserved_ceiling),
+    cmocka_unit_test(restore_grace_refuses_new_grants_only),
     cmocka_unit_test(grant_on_free_then_conflict),
     cmocka_unit_test(reacquire_with_same_lease_id_is_idempotent),
     cmocka_unit_test(waiters_are_granted_in_fifo_order),

@@ -1,0 +1,61 @@
+/*
+ * The text the blob mirror writes: JSON, one object per line. Pure functions, no I/O; the
+ * decoder validates everything, since a blob may have been written by another version or
+ * damaged (it is one of the fuzzed parsers).
+ *
+ * Lines:
+ *   {"op":"begin","generation":G,"mode":"async"|"sync","first_seq":N}   first line of a journal
+ * blob
+ *   {"op":"put","seq":N,"resource":R,"index":I,"lease_id":U,"owner":O,"token":T,"ttl_ms":L,
+ *    "acquired_at":A,"renewed_at":W,"deadline":D,"held":true|false,"metadata":{...}|null}
+ *   {"op":"del","seq":N,"resource":R,"index":I}
+ *   {"op":"reserve","ceiling":C}             fencing tokens up to C may be handed out
+ *   {"op":"snapshot","generation":G,"mode":M,"seq":S,"token_hwm":T,"index_hwm":I,
+ *    "index_floor":F,"ceiling":C}             first line of a snapshot; rows follow as "put"
+ * Times are wall-clock milliseconds since the epoch.
+ */
+#ifndef MX_JOURNAL_H
+#define MX_JOURNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/buf.h"
+#include "persistence/store.h"
+
+enum jr_op { JR_BEGIN = 1, JR_PUT, JR_DEL, JR_RESERVE, JR_SNAPSHOT };
+enum jr_mode { JR_MODE_ASYNC = 1, JR_MODE_SYNC = 2 };
+
+#define JR_NAME_MAX 256
+
+struct jr_line {
+    enum jr_op op;
+    uint64_t seq;
+    char name[JR_NAME_MAX + 1];
+    size_t name_len;
+    struct store_row row;     /* put: the row (holds references); del: index only */
+    uint64_t ceiling;         /* reserve, snapshot */
+    uint64_t generation;      /* begin, snapshot */
+    enum jr_mode mode;        /* begin, snapshot */
+    uint64_t first_seq;       /* begin */
+    struct store_marks marks; /* snapshot */
+};
+
+/* Appends one line (with its '\n') to `b`. */
+void jr_encode_rec(struct mx_buf *b, const struct store_rec *rec);
+void jr_encode_row(struct mx_buf *b, uint64_t seq, const char *name, size_t len,
+                   const struct store_row *row);
+void jr_encode_reserve(struct mx_buf *b, uint64_t ceiling);
+void jr_encode_begin(struct mx_buf *b, uint64_t generation, enum jr_mode mode, uint64_t first_seq);
+void jr_encode_snapshot(struct mx_buf *b, uint64_t generation, enum jr_mode mode,
+                        const struct store_marks *marks, uint64_t ceiling);
+
+/* Decodes one line (without its '\n'). Returns true, or false with `err` filled; `out`
+ * then holds nothing to release. On success release it with jr_line_clear(). */
+bool jr_decode(const char *line, size_t len, struct jr_line *out, char *err, size_t errlen);
+void jr_line_clear(struct jr_line *l);
+
+const char *jr_mode_name(enum jr_mode mode);
+
+#endif

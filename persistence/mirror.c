@@ -1,0 +1,1001 @@
+/*
+ * The blob mirror: shipping (see mirror.h; restore is in mirror_restore.c).
+ *
+ * Layout: names and listing; errors; the owner lease; appending to the journal; token
+ * reservations; snapshots; the mirror thread; open, start and close; status and metrics.
+ *
+ * One thread does every request of a running mirror, in order: it renews the owner lease,
+ * reserves fencing tokens, appends the queued batches, and takes snapshots. The store's
+ * writer only queues batches (ship()); in sync mode it also hands over the batch's waits,
+ * which the thread completes once the batch is in the container, or with a failure when
+ * the blob store has not taken it within sync_timeout_ms (the change is kept and shipped
+ * later; the client was told 503).
+ *
+ * Every append names the position it expects (x-ms-blob-condition-appendpos) and the
+ * blob's ETag, so a second writer on the same journal is noticed at its first append and
+ * never interleaved. A request that failed without an answer may still have landed: the
+ * next append then meets a moved position, and the blob's tail is compared with what was
+ * sent before calling it another writer's.
+ */
+#include "mirror_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/uuid.h"
+
+static int append_block(struct mirror *m, const char *data, size_t len);
+
+/* ---- names and listing ----------------------------------------------------------- */
+
+void mirror_snapshot_name(char *out, size_t len, uint64_t generation, uint64_t seq)
+{
+    snprintf(out, len, "snapshots/%010" PRIu64 "-%020" PRIu64 ".jsonl", generation, seq);
+}
+
+void mirror_journal_name(char *out, size_t len, uint64_t generation, uint64_t first_seq)
+{
+    snprintf(out, len, "journal/%010" PRIu64 "/%020" PRIu64, generation, first_seq);
+}
+
+static bool digits(const char *s, size_t n, uint64_t *out)
+{
+    uint64_t v = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return false;
+        v = v * 10 + (uint64_t)(s[i] - '0');
+    }
+    *out = v;
+    return true;
+}
+
+bool mirror_parse_snapshot_name(const char *name, uint64_t *generation, uint64_t *seq)
+{
+    /* snapshots/GGGGGGGGGG-SSSSSSSSSSSSSSSSSSSS.jsonl */
+    return strlen(name) == 10 + 10 + 1 + 20 + 6 && strncmp(name, "snapshots/", 10) == 0 &&
+           name[20] == '-' && strcmp(name + 41, ".jsonl") == 0 &&
+           digits(name + 10, 10, generation) && digits(name + 21, 20, seq);
+}
+
+bool mirror_parse_journal_name(const char *name, uint64_t *generation, uint64_t *first_seq)
+{
+    /* journal/GGGGGGGGGG/SSSSSSSSSSSSSSSSSSSS */
+    return strlen(name) == 8 + 10 + 1 + 20 && strncmp(name, "journal/", 8) == 0 &&
+           name[18] == '/' && digits(name + 8, 10, generation) && digits(name + 19, 20, first_seq);
+}
+
+int mirror_list(struct mirror *m, const char *prefix,
+                int (*fn)(void *arg, const struct blob_item *item), void *arg,
+                struct blob_result *res)
+{
+    char *marker = NULL;
+    int rc = 0;
+    do {
+        struct blob_list page = {0};
+        if (blob_list_page(m->bulk, prefix, marker, 5000, &page, res) != 0) {
+            mirror_note_error(m, "list", res);
+            rc = -1;
+        }
+        free(marker);
+        marker = NULL;
+        for (size_t i = 0; rc == 0 && i < page.count; i++)
+            if (fn(arg, &page.items[i]) != 0)
+                rc = 1;
+        if (rc == 0 && page.next_marker)
+            marker = strdup(page.next_marker);
+        blob_list_free(&page);
+    } while (rc == 0 && marker);
+    free(marker);
+    return rc < 0 ? -1 : 0;
+}
+
+static int max_gen_item(void *arg, const struct blob_item *it)
+{
+    uint64_t *max = arg, g, s;
+    if ((mirror_parse_snapshot_name(it->name, &g, &s) ||
+         mirror_parse_journal_name(it->name, &g, &s)) &&
+        g > *max)
+        *max = g;
+    return 0;
+}
+
+int mirror_max_generation(struct mirror *m, uint64_t *out, char *err, size_t errlen)
+{
+    struct blob_result r = {0};
+    *out = 0;
+    int rc = mirror_list(m, "snapshots/", max_gen_item, out, &r);
+    if (rc == 0)
+        rc = mirror_list(m, "journal/", max_gen_item, out, &r);
+    if (rc != 0)
+        snprintf(err, errlen, "cannot list the container: %s",
+                 r.message[0] ? r.message : r.error_code);
+    blob_result_free(&r);
+    return rc;
+}
+
+/* ---- errors ---------------------------------------------------------------------- */
+
+static void set_reason(struct mirror *m, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void set_reason(struct mirror *m, const char *fmt, ...)
+{
+    pthread_mutex_lock(&m->lock);
+    if (fmt) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(m->reason, sizeof m->reason, fmt, ap);
+        va_end(ap);
+    } else {
+        m->reason[0] = '\0';
+    }
+    pthread_mutex_unlock(&m->lock);
+}
+
+bool mirror_note_error(struct mirror *m, const char *what, const struct blob_result *r)
+{
+    char code[48];
+    if (r->status == 0)
+        snprintf(code, sizeof code, "transport");
+    else if (r->error_code[0])
+        snprintf(code, sizeof code, "%.47s", r->error_code);
+    else
+        snprintf(code, sizeof code, "http_%ld", r->status);
+    pthread_mutex_lock(&m->err_lock);
+    size_t n = sizeof m->errors / sizeof m->errors[0];
+    for (size_t i = 0; i < n; i++) {
+        if (m->errors[i].code[0] == '\0')
+            snprintf(m->errors[i].code, sizeof m->errors[i].code, "%s", code);
+        if (strcmp(m->errors[i].code, code) == 0) {
+            m->errors[i].count++;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&m->err_lock);
+    mx_warn("mirror: blob request failed", "what=%s status=%ld code=%s detail=\"%s\"", what,
+            r->status, code, r->message);
+    return blob_result_transient(r);
+}
+
+static void fence(struct mirror *m, const char *why)
+{
+    if (!atomic_exchange(&m->fenced, true)) {
+        mx_error("mirror: stopped: another server writes to this container; not writing again",
+                 "detail=\"%s\"", why);
+        set_reason(m, "blob mirror stopped: %s", why);
+    }
+}
+
+/* Exponential backoff with jitter, from 50 ms to 5 s. */
+static void backoff(struct mirror *m)
+{
+    m->backoff_ms = m->backoff_ms ? m->backoff_ms * 2 : 50;
+    if (m->backoff_ms > 5000)
+        m->backoff_ms = 5000;
+    uint32_t r = 0;
+    if (getrandom(&r, sizeof r, 0) != sizeof r)
+        r = (uint32_t)mx_mono_ns();
+    uint64_t jitter = m->backoff_ms / 2 + r % (m->backoff_ms + 1);
+    m->retry_at_ns = mx_mono_ns() + jitter * MX_NS_PER_MS;
+    if (!atomic_exchange(&m->down, true))
+        set_reason(m, "blob storage unreachable");
+}
+
+static void recovered(struct mirror *m)
+{
+    m->backoff_ms = 0;
+    m->retry_at_ns = 0;
+    if (atomic_exchange(&m->down, false) && !atomic_load(&m->fenced)) {
+        set_reason(m, NULL);
+        mx_info("mirror: blob storage reachable again", NULL);
+    }
+}
+
+/* ---- the owner lease ------------------------------------------------------------- */
+
+static int load_lease_id(struct mirror *m, char *err, size_t errlen)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/mirror-lease", m->cfg.data_dir);
+    FILE *f = fopen(path, "r");
+    if (f) {
+        char buf[64] = "";
+        uint8_t id[16];
+        if (fgets(buf, sizeof buf, f) && mx_uuid_parse(buf, strcspn(buf, "\n"), id))
+            mx_uuid_format(id, m->lease_id);
+        fclose(f);
+        if (m->lease_id[0])
+            return 0;
+    }
+    uint8_t id[16];
+    if (mx_uuid_random(id) != 0) {
+        snprintf(err, errlen, "no random source for the owner lease id");
+        return -1;
+    }
+    mx_uuid_format(id, m->lease_id);
+    f = fopen(path, "w");
+    if (!f || fprintf(f, "%s\n", m->lease_id) < 0 || fclose(f) != 0) {
+        snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static int take_lease(struct mirror *m, char *err, size_t errlen)
+{
+    struct blob_result r = {0};
+    struct blob_cond none_match = {.if_none_match = "*"};
+    int rc = -1;
+    /* The owner blob: created once; 409 means it is there already. */
+    if (blob_put(m->c, OWNER_BLOB, "", 0, &none_match, &r) != 0 && r.status != 409 &&
+        r.status != 412) {
+        snprintf(err, errlen, "cannot create the owner blob: %ld %s %s", r.status, r.error_code,
+                 r.message);
+        goto out;
+    }
+    uint64_t deadline = mx_mono_ns() + m->cfg.takeover_wait_ms * MX_NS_PER_MS;
+    bool said = false;
+    for (;;) {
+        /* Our own id (kept in the data directory) takes it back at once after a crash. */
+        if (blob_lease_acquire(m->c, OWNER_BLOB, LEASE_SECONDS, m->lease_id, &r) == 0) {
+            m->lease_renewed_ns = mx_mono_ns();
+            rc = 0;
+            break;
+        }
+        if (r.status != 409) {
+            snprintf(err, errlen, "cannot take the owner lease: %ld %s %s", r.status, r.error_code,
+                     r.message);
+            break;
+        }
+        if (mx_mono_ns() > deadline) {
+            snprintf(err, errlen,
+                     "the blob container '%s' is owned by another mutexd (its lease on '%s' is "
+                     "held); run one server per container",
+                     m->cfg.container, OWNER_BLOB);
+            break;
+        }
+        if (!said) {
+            mx_warn("mirror: the container's owner lease is held; waiting for it to lapse",
+                    "container=%s wait_ms=%lu", m->cfg.container,
+                    (unsigned long)m->cfg.takeover_wait_ms);
+            said = true;
+        }
+        struct timespec ts = {1, 0};
+        nanosleep(&ts, NULL);
+    }
+out:
+    blob_result_free(&r);
+    return rc;
+}
+
+static void renew_lease(struct mirror *m)
+{
+    struct blob_result r = {0};
+    if (blob_lease_renew(m->c, OWNER_BLOB, m->lease_id, &r) == 0) {
+        m->lease_renewed_ns = mx_mono_ns();
+        recovered(m);
+    } else if (r.status == 409 || r.status == 412 || r.status == 404) {
+        fence(m, "the owner lease was taken by another server");
+    } else {
+        mirror_note_error(m, "renew lease", &r);
+        backoff(m);
+    }
+    blob_result_free(&r);
+}
+
+/* Writing is allowed only while the lease is surely ours. */
+static bool lease_trusted(struct mirror *m)
+{
+    return !atomic_load(&m->fenced) && mx_mono_ns() - m->lease_renewed_ns < LEASE_TRUST_NS;
+}
+
+/* ---- appending ------------------------------------------------------------------- */
+
+static int new_journal(struct mirror *m, uint64_t first_seq)
+{
+    struct blob_result r = {0};
+    struct blob_cond none_match = {.if_none_match = "*"};
+    char name[96];
+    mirror_journal_name(name, sizeof name, m->generation, first_seq);
+    int rc = 0;
+    if (blob_create_append(m->c, name, &none_match, &r) != 0) {
+        if (r.status == 409 || r.status == 412) {
+            fence(m, "a journal blob of this generation exists already");
+        } else {
+            mirror_note_error(m, "create journal", &r);
+            backoff(m);
+        }
+        rc = -1;
+    } else {
+        snprintf(m->journal, sizeof m->journal, "%s", name);
+        snprintf(m->journal_etag, sizeof m->journal_etag, "%s", r.etag);
+        m->journal_off = 0;
+        m->journal_blocks = 0;
+        m->uncertain = false;
+    }
+    blob_result_free(&r);
+    if (rc == 0) {
+        struct mx_buf b = {0};
+        jr_encode_begin(&b, m->generation,
+                        m->cfg.mode == MIRROR_SYNC ? JR_MODE_SYNC : JR_MODE_ASYNC, first_seq);
+        rc = b.oom ? -1 : append_block(m, b.p, b.len);
+        mx_buf_free(&b);
+    }
+    return rc;
+}
+
+/* One block at the position we expect. 0: appended; -1: failed (backing off). */
+static int append_block(struct mirror *m, const char *data, size_t len)
+{
+    if (!lease_trusted(m)) {
+        if (!atomic_load(&m->fenced))
+            renew_lease(m);
+        if (!lease_trusted(m))
+            return -1;
+    }
+    struct blob_result r = {0};
+    struct blob_cond cond = {.if_match = m->journal_etag[0] ? m->journal_etag : NULL};
+    uint64_t t0 = mx_mono_ns();
+    int rc = -1;
+    if (blob_append_block(m->c, m->journal, data, len, m->journal_off, &cond, &r) == 0) {
+        prom_hist_observe(&m->append_seconds, mx_mono_ns() - t0);
+        atomic_fetch_add(&m->appends, 1);
+        m->journal_off += (int64_t)len;
+        m->journal_blocks++;
+        snprintf(m->journal_etag, sizeof m->journal_etag, "%s", r.etag);
+        m->uncertain = false;
+        recovered(m);
+        rc = 0;
+    } else if (r.status == 412 && m->uncertain) {
+        /* Did our previous, unanswered attempt land? Then the blob ends with it. */
+        struct blob_result g = {0};
+        if (blob_get(m->bulk, m->journal, NULL, &g) == 0 &&
+            g.body_len == (size_t)m->journal_off + len &&
+            memcmp(g.body + m->journal_off, data, len) == 0) {
+            m->journal_off += (int64_t)len;
+            m->journal_blocks++;
+            snprintf(m->journal_etag, sizeof m->journal_etag, "%s", g.etag);
+            m->uncertain = false;
+            recovered(m);
+            rc = 0;
+        } else if (g.status == 200) {
+            fence(m, "the journal was appended to by another writer");
+        } else {
+            mirror_note_error(m, "read journal", &g);
+            backoff(m);
+        }
+        blob_result_free(&g);
+    } else if (r.status == 412 || r.status == 404) {
+        fence(m, r.status == 404 ? "the journal blob was deleted by someone else"
+                                 : "the journal was appended to by another writer");
+    } else {
+        mirror_note_error(m, "append", &r);
+        if (r.status == 0 || r.status >= 500)
+            m->uncertain = true;
+        backoff(m);
+    }
+    blob_result_free(&r);
+    return rc;
+}
+
+/* ---- token reservations ---------------------------------------------------------- */
+
+/* Keeps the ceiling at least half a block above the last token handed out. A reservation
+ * reaches the container before the tokens it covers are used, so a restore can never hand
+ * one out again. */
+static int reserve_tokens(struct mirror *m, bool force)
+{
+    uint64_t last = atomic_load(m->cfg.last_token);
+    uint64_t ceiling = atomic_load(m->cfg.token_ceiling);
+    if (!force && ceiling != UINT64_MAX && last + m->cfg.token_block / 2 < ceiling)
+        return 0;
+    uint64_t next = (ceiling == UINT64_MAX || last > ceiling ? last : ceiling) + m->cfg.token_block;
+    struct mx_buf b = {0};
+    jr_encode_reserve(&b, next);
+    int rc = b.oom ? -1 : append_block(m, b.p, b.len);
+    mx_buf_free(&b);
+    if (rc == 0) {
+        atomic_store(m->cfg.token_ceiling, next);
+        atomic_fetch_add(&m->reservations, 1);
+    }
+    return rc;
+}
+
+/* ---- snapshots ------------------------------------------------------------------- */
+
+static int snap_row(void *arg, const char *name, size_t len, struct store_row *row)
+{
+    struct mx_buf *b = arg;
+    jr_encode_row(b, 0, name, len, row);
+    store_row_clear(row);
+    return b->oom ? -1 : 0;
+}
+
+struct cleanup {
+    struct mirror *m;
+    uint64_t keep_gen, keep_seq; /* the new snapshot */
+    char (*names)[96];
+    size_t n, cap;
+};
+
+static int cleanup_item(void *arg, const struct blob_item *it)
+{
+    struct cleanup *c = arg;
+    uint64_t g, s;
+    bool old = false;
+    if (mirror_parse_journal_name(it->name, &g, &s))
+        old = strcmp(it->name, c->m->journal) != 0; /* all but the one being written */
+    else if (mirror_parse_snapshot_name(it->name, &g, &s))
+        old = g < c->keep_gen || (g == c->keep_gen && s < c->keep_seq);
+    if (old && c->n < c->cap)
+        snprintf(c->names[c->n++], sizeof c->names[0], "%s", it->name);
+    return 0;
+}
+
+/* Writes a snapshot of every row and starts a new journal blob after it; the journal and
+ * snapshots it makes redundant are then deleted. */
+static int take_snapshot(struct mirror *m)
+{
+    struct mx_buf rows = {0}, all = {0};
+    struct store_marks marks;
+    int rc = -1;
+    if (store_snapshot(m->store, snap_row, &rows, &marks) != STORE_OK || rows.oom) {
+        mx_error("mirror: cannot read the store for a snapshot", NULL);
+        goto out;
+    }
+    uint64_t ceiling = atomic_load(m->cfg.token_ceiling);
+    jr_encode_snapshot(&all, m->generation,
+                       m->cfg.mode == MIRROR_SYNC ? JR_MODE_SYNC : JR_MODE_ASYNC, &marks,
+                       ceiling == UINT64_MAX ? marks.token_hwm : ceiling);
+    mx_buf_append(&all, rows.p ? rows.p : "", rows.len);
+    if (all.oom)
+        goto out;
+    char name[96];
+    mirror_snapshot_name(name, sizeof name, m->generation, marks.commit_seq);
+    struct blob_result r = {0};
+    if (blob_put(m->bulk, name, all.p, all.len, NULL, &r) != 0) {
+        mirror_note_error(m, "put snapshot", &r);
+        blob_result_free(&r);
+        backoff(m);
+        goto out;
+    }
+    blob_result_free(&r);
+    recovered(m);
+    m->snapshot_seq = marks.commit_seq;
+    m->snapshot_ns = mx_mono_ns();
+    atomic_store(&m->snapshot_wall_ms, (uint64_t)mx_wall_ms());
+    atomic_fetch_add(&m->snapshots, 1);
+    if (marks.commit_seq > m->shipped_seq)
+        m->shipped_seq = marks.commit_seq;
+    mx_info("mirror: snapshot written", "name=%s bytes=%zu", name, all.len);
+
+    /* Everything shipped so far is in it: a fresh journal blob from here. */
+    if (new_journal(m, marks.commit_seq + 1) != 0)
+        goto out;
+    struct cleanup c = {
+        .m = m, .keep_gen = m->generation, .keep_seq = marks.commit_seq, .cap = 1024};
+    c.names = calloc(c.cap, sizeof *c.names);
+    if (c.names) {
+        struct blob_result lr = {0};
+        mirror_list(m, "journal/", cleanup_item, &c, &lr);
+        mirror_list(m, "snapshots/", cleanup_item, &c, &lr);
+        for (size_t i = 0; i < c.n; i++)
+            blob_delete(m->bulk, c.names[i], NULL, &lr);
+        blob_result_free(&lr);
+        free(c.names);
+    }
+    rc = 0;
+out:
+    mx_buf_free(&rows);
+    mx_buf_free(&all);
+    return rc;
+}
+
+/* ---- the mirror thread ----------------------------------------------------------- */
+
+static void free_recs(struct store_rec *r)
+{
+    while (r) {
+        struct store_rec *next = store_next_rec(r);
+        store_rec_free(r);
+        r = next;
+    }
+}
+
+static void complete_waits(struct store_wait *w, int status)
+{
+    while (w) {
+        struct store_wait *next = store_next_wait(w);
+        w->done(w, status);
+        w = next;
+    }
+}
+
+/* Store's writer thread: takes a committed batch. */
+static bool ship(void *ctx, struct store_rec *recs, struct store_wait *waits)
+{
+    struct mirror *m = ctx;
+    bool sync = m->cfg.mode == MIRROR_SYNC;
+    struct batch *b = calloc(1, sizeof *b);
+    if (!b) {
+        /* Cannot queue it: the next snapshot covers it. A sync client is told it failed. */
+        free_recs(recs);
+        if (sync)
+            complete_waits(waits, STORE_EFAIL);
+        return sync;
+    }
+    b->recs = recs;
+    b->waits = sync ? waits : NULL;
+    b->at_ns = mx_mono_ns();
+    b->first_seq = recs->commit_seq;
+    for (struct store_rec *r = recs; r; r = store_next_rec(r)) {
+        b->last_seq = r->commit_seq;
+        b->nrec++;
+    }
+    pthread_mutex_lock(&m->lock);
+    if (m->tail)
+        m->tail->next = b;
+    else
+        m->head = b;
+    m->tail = b;
+    m->queued += b->nrec;
+    atomic_store(&m->lag_changes, m->queued);
+    if (m->head == b)
+        atomic_store(&m->oldest_ns, b->at_ns);
+    pthread_cond_signal(&m->cond);
+    pthread_mutex_unlock(&m->lock);
+    return sync;
+}
+
+/* Removes the head batch (shipped, or covered by a snapshot). */
+static void pop_batch(struct mirror *m, int status)
+{
+    pthread_mutex_lock(&m->lock);
+    struct batch *b = m->head;
+    m->head = b->next;
+    if (!m->head)
+        m->tail = NULL;
+    m->queued -= b->nrec;
+    atomic_store(&m->lag_changes, m->queued);
+    atomic_store(&m->oldest_ns, m->head ? m->head->at_ns : 0);
+    pthread_mutex_unlock(&m->lock);
+    atomic_fetch_add(&m->appended_changes, b->nrec);
+    free_recs(b->recs);
+    complete_waits(b->waits, status);
+    free(b);
+}
+
+/* Sync answers that have waited too long are told it failed; the changes stay queued. */
+static void expire_waits(struct mirror *m, uint64_t now)
+{
+    uint64_t limit = m->cfg.sync_timeout_ms * MX_NS_PER_MS;
+    struct store_wait *lists[64];
+    size_t n = 0;
+    pthread_mutex_lock(&m->lock);
+    for (struct batch *b = m->head; b && n < 64; b = b->next)
+        if (b->waits && now - b->at_ns > limit) {
+            lists[n++] = b->waits;
+            b->waits = NULL;
+        }
+    pthread_mutex_unlock(&m->lock);
+    if (n)
+        atomic_fetch_add(&m->sync_timeouts, 1);
+    for (size_t i = 0; i < n; i++)
+        complete_waits(lists[i], STORE_EFAIL);
+}
+
+/* Appends the queued batches, 4 MiB at a time. Returns 0 when the queue is empty. */
+static int ship_queued(struct mirror *m)
+{
+    for (;;) {
+        pthread_mutex_lock(&m->lock);
+        struct batch *b = m->head;
+        pthread_mutex_unlock(&m->lock);
+        if (!b)
+            return 0;
+        if (b->last_seq <= m->shipped_seq) { /* covered by a snapshot */
+            pop_batch(m, STORE_OK);
+            continue;
+        }
+        /* Build one block from as many whole batches as fit (at least one). */
+        struct mx_buf block = {0};
+        size_t nbatches = 0;
+        for (struct batch *x = b; x; x = x->next) {
+            size_t before = block.len;
+            for (struct store_rec *r = x->recs; r; r = store_next_rec(r))
+                if (r->commit_seq > m->shipped_seq)
+                    jr_encode_rec(&block, r);
+            if (block.len > MAX_BLOCK && nbatches > 0) {
+                block.len = before; /* it goes in the next block */
+                break;
+            }
+            nbatches++;
+            pthread_mutex_lock(&m->lock);
+            struct batch *next = x->next;
+            pthread_mutex_unlock(&m->lock);
+            if (!next || block.len > MAX_BLOCK / 2)
+                break;
+        }
+        if (block.oom) {
+            mx_buf_free(&block);
+            return -1;
+        }
+        /* A single batch larger than a block goes in pieces, at line ends. */
+        size_t off = 0;
+        int rc = 0;
+        while (rc == 0 && off < block.len) {
+            size_t n = block.len - off;
+            if (n > MAX_BLOCK) {
+                n = MAX_BLOCK;
+                while (n > 0 && block.p[off + n - 1] != '\n')
+                    n--;
+            }
+            rc = append_block(m, block.p + off, n);
+            if (rc == 0)
+                off += n;
+        }
+        mx_buf_free(&block);
+        if (rc != 0) {
+            /* Pieces already appended stay; shipped_seq does not move, and the next try
+             * starts over: a restore applies a line once per seq. */
+            return -1;
+        }
+        for (size_t i = 0; i < nbatches; i++) {
+            pthread_mutex_lock(&m->lock);
+            uint64_t last = m->head->last_seq;
+            pthread_mutex_unlock(&m->lock);
+            m->shipped_seq = last;
+            pop_batch(m, STORE_OK);
+        }
+    }
+}
+
+static bool snapshot_due(struct mirror *m, uint64_t now)
+{
+    uint64_t commits = store_commit_seq(m->store);
+    return commits - m->snapshot_seq >= m->cfg.snapshot_every_changes ||
+           (commits > m->snapshot_seq &&
+            now - m->snapshot_ns >= m->cfg.snapshot_every_ms * MX_NS_PER_MS) ||
+           (uint64_t)m->journal_off >= ROLL_BYTES || m->journal_blocks >= ROLL_BLOCKS;
+}
+
+static void *mirror_main(void *arg)
+{
+    struct mirror *m = arg;
+    uint64_t stop_deadline = 0;
+    for (;;) {
+        uint64_t now = mx_mono_ns();
+        pthread_mutex_lock(&m->lock);
+        bool stopping = m->stop;
+        if (!stopping && !m->head) {
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            ts.tv_nsec += 200 * 1000 * 1000;
+            if (ts.tv_nsec >= 1000000000) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000;
+            }
+            pthread_cond_timedwait(&m->cond, &m->lock, &ts);
+            stopping = m->stop;
+        }
+        bool empty = !m->head;
+        pthread_mutex_unlock(&m->lock);
+        now = mx_mono_ns();
+        if (stopping && !stop_deadline)
+            stop_deadline = now + 5000 * MX_NS_PER_MS;
+
+        if (atomic_load(&m->fenced)) {
+            while (!empty) { /* never shipped: sync clients were not told success */
+                pop_batch(m, STORE_EFAIL);
+                pthread_mutex_lock(&m->lock);
+                empty = !m->head;
+                pthread_mutex_unlock(&m->lock);
+            }
+            if (stopping)
+                break;
+            continue;
+        }
+        expire_waits(m, now);
+        if (now < m->retry_at_ns) {
+            if (stopping && now > stop_deadline)
+                break;
+            struct timespec ts = {0, 20 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+            continue;
+        }
+        if (now - m->lease_renewed_ns >= LEASE_RENEW_NS)
+            renew_lease(m);
+        if (atomic_load(&m->fenced) || now < m->retry_at_ns)
+            continue;
+        if (reserve_tokens(m, false) != 0)
+            continue;
+        int shipped = ship_queued(m);
+        if (shipped == 0 && !stopping && snapshot_due(m, now))
+            take_snapshot(m);
+        if (stopping && (shipped == 0 || mx_mono_ns() > stop_deadline))
+            break;
+    }
+    /* Whatever is left was not shipped. */
+    for (;;) {
+        pthread_mutex_lock(&m->lock);
+        bool empty = !m->head;
+        pthread_mutex_unlock(&m->lock);
+        if (empty)
+            break;
+        pop_batch(m, STORE_EFAIL);
+    }
+    return NULL;
+}
+
+/* ---- open, start, close ---------------------------------------------------------- */
+
+enum mirror_mode mirror_parse_mode(const char *s)
+{
+    if (strcmp(s, "off") == 0)
+        return MIRROR_OFF;
+    if (strcmp(s, "async") == 0)
+        return MIRROR_ASYNC;
+    if (strcmp(s, "sync") == 0)
+        return MIRROR_SYNC;
+    return (enum mirror_mode) - 1;
+}
+
+int mirror_open(struct mirror **out, const struct mirror_config *cfg, struct store *store,
+                char *err, size_t errlen)
+{
+    struct mirror *m = calloc(1, sizeof *m);
+    if (!m) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    m->cfg = *cfg;
+    if (!m->cfg.snapshot_every_changes)
+        m->cfg.snapshot_every_changes = 100000;
+    if (!m->cfg.snapshot_every_ms)
+        m->cfg.snapshot_every_ms = 300000;
+    if (!m->cfg.token_block)
+        m->cfg.token_block = 100000;
+    if (!m->cfg.sync_timeout_ms)
+        m->cfg.sync_timeout_ms = 10000;
+    if (!m->cfg.takeover_wait_ms)
+        m->cfg.takeover_wait_ms = 20000;
+    if (!m->cfg.request_timeout_ms)
+        m->cfg.request_timeout_ms = 5000;
+    m->store = store;
+    pthread_mutex_init(&m->lock, NULL);
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&m->cond, &attr);
+    pthread_condattr_destroy(&attr);
+    pthread_mutex_init(&m->err_lock, NULL);
+    prom_hist_init(&m->append_seconds, prom_latency_bounds, prom_latency_nbounds, 1e9);
+
+    struct blob_options quick = {.connect_timeout_ms = (long)m->cfg.request_timeout_ms,
+                                 .timeout_ms = (long)m->cfg.request_timeout_ms},
+                        slow = {.connect_timeout_ms = (long)m->cfg.request_timeout_ms,
+                                .timeout_ms = 600000,
+                                .max_body = 4ull * 1024 * 1024 * 1024};
+    struct blob_result r = {0};
+    if (blob_parse_connection_string(cfg->connection_string, &m->account, err, errlen) != 0 ||
+        blob_client_new(&m->account, cfg->container, &quick, &m->c, err, errlen) != 0 ||
+        blob_client_new(&m->account, cfg->container, &slow, &m->bulk, err, errlen) != 0)
+        goto fail;
+    if (blob_create_container(m->c, &r) != 0) {
+        snprintf(err, errlen, "cannot create the blob container '%s': %ld %s %s", cfg->container,
+                 r.status, r.error_code, r.message[0] ? r.message : "");
+        goto fail;
+    }
+    if (load_lease_id(m, err, errlen) != 0 || take_lease(m, err, errlen) != 0)
+        goto fail;
+    blob_result_free(&r);
+    mx_info("mirror: owner of the container", "container=%s mode=%s", cfg->container,
+            cfg->mode == MIRROR_SYNC ? "sync" : "async");
+    *out = m;
+    return 0;
+fail:
+    blob_result_free(&r);
+    if (m->c)
+        blob_client_free(m->c);
+    if (m->bulk)
+        blob_client_free(m->bulk);
+    blob_account_wipe(&m->account);
+    pthread_mutex_destroy(&m->lock);
+    pthread_cond_destroy(&m->cond);
+    pthread_mutex_destroy(&m->err_lock);
+    free(m);
+    return -1;
+}
+
+/* The generation this data directory last mirrored as (0: never). */
+static uint64_t read_generation_file(struct mirror *m)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/mirror-generation", m->cfg.data_dir);
+    FILE *f = fopen(path, "r");
+    unsigned long long g = 0;
+    if (f) {
+        if (fscanf(f, "%llu", &g) != 1)
+            g = 0;
+        fclose(f);
+    }
+    return g;
+}
+
+static int write_generation_file(struct mirror *m, char *err, size_t errlen)
+{
+    char path[4096], tmp[4200];
+    snprintf(path, sizeof path, "%s/mirror-generation", m->cfg.data_dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f || fprintf(f, "%lu\n", (unsigned long)m->generation) < 0 || fflush(f) != 0 ||
+        fsync(fileno(f)) != 0 || fclose(f) != 0 || rename(tmp, path) != 0) {
+        snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+int mirror_start(struct mirror *m, bool restored, char *err, size_t errlen)
+{
+    uint64_t newest;
+    if (mirror_max_generation(m, &newest, err, errlen) != 0)
+        return -1;
+    /* This data directory may overwrite the container's mirror only if the container holds
+     * nothing newer than what this directory last wrote there (or what it was restored
+     * from). A stale directory must not erase another server's history. */
+    uint64_t mine = read_generation_file(m);
+    if (!restored && newest > mine && !store_created(m->store)) {
+        snprintf(err, errlen,
+                 "the blob container '%s' holds generation %lu, newer than this data "
+                 "directory's last (%lu): another server has written it since. Move the data "
+                 "directory away to restore from the container, or use another container",
+                 m->cfg.container, (unsigned long)newest, (unsigned long)mine);
+        return -1;
+    }
+    m->generation = newest + 1;
+    if (write_generation_file(m, err, errlen) != 0)
+        return -1;
+    /* Tokens: everything the store has seen, then a first reservation above it. */
+    uint64_t hwm = store_token_hwm(m->store);
+    if (atomic_load(m->cfg.last_token) < hwm)
+        atomic_store(m->cfg.last_token, hwm);
+    m->lease_renewed_ns = mx_mono_ns();
+    /* The journal blob of this generation exists before the snapshot that names it. */
+    if (take_snapshot(m) != 0 || atomic_load(&m->fenced)) {
+        snprintf(err, errlen, "cannot write the first snapshot of generation %lu",
+                 (unsigned long)m->generation);
+        return -1;
+    }
+    /* No token above the last one may be handed out until a block is reserved. */
+    atomic_store(m->cfg.token_ceiling, atomic_load(m->cfg.last_token));
+    if (reserve_tokens(m, true) != 0) {
+        snprintf(err, errlen, "cannot reserve fencing tokens in the blob container");
+        return -1;
+    }
+    store_set_ship(m->store, ship, m);
+    if (pthread_create(&m->thread, NULL, mirror_main, m) != 0) {
+        snprintf(err, errlen, "cannot start the mirror thread");
+        return -1;
+    }
+    m->thread_started = true;
+    mx_info("mirror: shipping", "generation=%lu from_seq=%lu token_ceiling=%lu",
+            (unsigned long)m->generation, (unsigned long)m->snapshot_seq + 1,
+            (unsigned long)atomic_load(m->cfg.token_ceiling));
+    return 0;
+}
+
+void mirror_close(struct mirror *m)
+{
+    if (m->thread_started) {
+        pthread_mutex_lock(&m->lock);
+        m->stop = true;
+        pthread_cond_signal(&m->cond);
+        pthread_mutex_unlock(&m->lock);
+        pthread_join(m->thread, NULL);
+    }
+    if (!atomic_load(&m->fenced)) {
+        struct blob_result r = {0};
+        if (blob_lease_release(m->c, OWNER_BLOB, m->lease_id, &r) != 0)
+            mx_warn("mirror: could not release the owner lease; it lapses by itself", "status=%ld",
+                    r.status);
+        blob_result_free(&r);
+    }
+    blob_client_free(m->c);
+    blob_client_free(m->bulk);
+    blob_account_wipe(&m->account);
+    pthread_mutex_destroy(&m->lock);
+    pthread_cond_destroy(&m->cond);
+    pthread_mutex_destroy(&m->err_lock);
+    free(m);
+}
+
+/* ---- status and metrics ---------------------------------------------------------- */
+
+enum mirror_mode mirror_mode(const struct mirror *m)
+{
+    return m->cfg.mode;
+}
+
+const char *mirror_write_gate(struct mirror *m)
+{
+    if (atomic_load(&m->fenced))
+        return "another server has taken the blob container";
+    if (m->cfg.mode == MIRROR_SYNC && atomic_load(&m->down))
+        return "blob storage is unreachable (sync mirror)";
+    return NULL;
+}
+
+bool mirror_ready(struct mirror *m, char *why, size_t len)
+{
+    const char *gate = mirror_write_gate(m);
+    if (gate) {
+        snprintf(why, len, "%s", gate);
+        return false;
+    }
+    return true;
+}
+
+void mirror_lag(struct mirror *m, uint64_t *changes, uint64_t *ms)
+{
+    *changes = atomic_load(&m->lag_changes);
+    uint64_t oldest = atomic_load(&m->oldest_ns);
+    uint64_t now = mx_mono_ns();
+    *ms = oldest && now > oldest ? (now - oldest) / MX_NS_PER_MS : 0;
+}
+
+void mirror_metrics(struct mirror *m, struct mx_buf *b)
+{
+    uint64_t changes, ms;
+    mirror_lag(m, &changes, &ms);
+    prom_header(b, "mutexd_mirror_lag_changes", "gauge",
+                "Committed changes not yet in blob storage.");
+    mx_buf_printf(b, "mutexd_mirror_lag_changes %lu\n", (unsigned long)changes);
+    prom_header(b, "mutexd_mirror_lag_seconds", "gauge",
+                "Age of the oldest committed change not yet in blob storage.");
+    mx_buf_printf(b, "mutexd_mirror_lag_seconds %.3f\n", (double)ms / 1000);
+    prom_header(b, "mutexd_mirror_appends_total", "counter", "Journal blocks appended.");
+    mx_buf_printf(b, "mutexd_mirror_appends_total %lu\n", (unsigned long)atomic_load(&m->appends));
+    prom_header(b, "mutexd_mirror_changes_shipped_total", "counter",
+                "Changes shipped to blob storage.");
+    mx_buf_printf(b, "mutexd_mirror_changes_shipped_total %lu\n",
+                  (unsigned long)atomic_load(&m->appended_changes));
+    prom_header(b, "mutexd_mirror_append_seconds", "histogram", "Latency of an append.");
+    prom_hist_write(b, "mutexd_mirror_append_seconds", "", &m->append_seconds);
+    prom_header(b, "mutexd_mirror_errors_total", "counter", "Failed blob requests, by code.");
+    pthread_mutex_lock(&m->err_lock);
+    for (size_t i = 0; i < sizeof m->errors / sizeof m->errors[0] && m->errors[i].code[0]; i++)
+        mx_buf_printf(b, "mutexd_mirror_errors_total{code=\"%s\"} %lu\n", m->errors[i].code,
+                      (unsigned long)m->errors[i].count);
+    pthread_mutex_unlock(&m->err_lock);
+    prom_header(b, "mutexd_mirror_snapshots_total", "counter", "Snapshots written.");
+    mx_buf_printf(b, "mutexd_mirror_snapshots_total %lu\n",
+                  (unsigned long)atomic_load(&m->snapshots));
+    uint64_t snap = atomic_load(&m->snapshot_wall_ms);
+    int64_t age = snap ? mx_wall_ms() - (int64_t)snap : 0;
+    prom_header(b, "mutexd_mirror_snapshot_age_seconds", "gauge", "Age of the newest snapshot.");
+    mx_buf_printf(b, "mutexd_mirror_snapshot_age_seconds %.3f\n",
+                  (double)(age > 0 ? age : 0) / 1000);
+    prom_header(b, "mutexd_mirror_token_reservations_total", "counter",
+                "Blocks of fencing tokens reserved in blob storage.");
+    mx_buf_printf(b, "mutexd_mirror_token_reservations_total %lu\n",
+                  (unsigned long)atomic_load(&m->reservations));
+    prom_header(b, "mutexd_mirror_sync_timeouts_total", "counter",
+                "Times sync answers were given up (503) waiting for blob storage.");
+    mx_buf_printf(b, "mutexd_mirror_sync_timeouts_total %lu\n",
+                  (unsigned long)atomic_load(&m->sync_timeouts));
+    prom_header(b, "mutexd_mirror_up", "gauge",
+                "1 while the last blob request succeeded and the container is ours.");
+    mx_buf_printf(b, "mutexd_mirror_up %d\n",
+                  !atomic_load(&m->down) && !atomic_load(&m->fenced) ? 1 : 0);
+}

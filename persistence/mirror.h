@@ -1,0 +1,94 @@
+/*
+ * The blob mirror: the store's committed changes shipped to Azure Blob Storage (or
+ * Azurite) as a journal, the way Litestream ships SQLite, so that a server on a lost disk
+ * can be rebuilt (DESIGN.md, "Blob mirror").
+ *
+ * In the container:
+ *   owner                                  a blob whose Azure lease the running server holds
+ *   snapshots/<generation>-<seq>.jsonl     every row as of commit <seq>
+ *   journal/<generation>/<first-seq>       append blobs: one block per shipped batch
+ * Lines are described in journal.h. A generation is one server's tenure over the
+ * container: it begins with a snapshot of everything, so a restore needs only the newest
+ * snapshot and its own generation's journal after it.
+ *
+ * Life: mirror_open() (connect, take the owner lease) -> mirror_restore() (only when the
+ * store is new) -> mirror_start() (snapshot, reserve tokens, ship from now on) ->
+ * mirror_close(). Only mirror_open/restore/start/close are called from the main thread;
+ * the rest from any thread.
+ */
+#ifndef MX_MIRROR_H
+#define MX_MIRROR_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/buf.h"
+#include "persistence/store.h"
+
+enum mirror_mode { MIRROR_OFF = 0, MIRROR_ASYNC, MIRROR_SYNC };
+
+struct mirror_config {
+    const char *connection_string;
+    const char *container;
+    const char *data_dir; /* where the owner lease's id is kept across restarts */
+    enum mirror_mode mode;
+    uint64_t snapshot_every_changes; /* 0: 100000 */
+    uint64_t snapshot_every_ms;      /* 0: 300000 */
+    uint64_t token_block;            /* tokens reserved at a time; 0: 100000 */
+    uint64_t sync_timeout_ms;        /* a sync answer waits this long for the blob; 0: 10000 */
+    uint64_t takeover_wait_ms;       /* wait for another owner's lease to lapse; 0: 20000 */
+    uint64_t request_timeout_ms;     /* one blob request at most; 0: 5000 */
+    /* The server's fencing-token counter, and the ceiling the mirror reserves (tokens
+     * above it must not be handed out). */
+    _Atomic uint64_t *last_token;
+    _Atomic uint64_t *token_ceiling;
+};
+
+struct mirror;
+
+enum mirror_mode mirror_parse_mode(const char *s); /* -1 (as int) when unknown */
+
+/* Connects, creates the container if needed and takes its owner lease (waiting up to
+ * takeover_wait_ms for another holder's lease to lapse). Returns 0, or -1 with err. */
+int mirror_open(struct mirror **out, const struct mirror_config *cfg, struct store *store,
+                char *err, size_t errlen);
+
+struct mirror_restored {
+    bool restored;       /* the store was loaded from the container */
+    bool may_lag;        /* the source was mirrored asynchronously: it may miss changes */
+    size_t rows;         /* rows restored */
+    uint64_t generation; /* the generation restored from */
+    uint64_t commit_seq; /* the last change restored */
+};
+
+/* When the store was just created and the container holds a mirror, loads the newest
+ * snapshot and the journal after it into the store. Returns 0 (see `out`), or -1 with err. */
+int mirror_restore(struct mirror *m, struct mirror_restored *out, char *err, size_t errlen);
+
+/* Starts a new generation: a snapshot of the store, a token reservation, then ships every
+ * commit (the store's hook is set here). `restored`: the store was just loaded from this
+ * container. Refuses (-1, err) when the container holds a generation newer than this data
+ * directory last wrote, so that a stale directory never erases another server's mirror. */
+int mirror_start(struct mirror *m, bool restored, char *err, size_t errlen);
+
+/* Ships what is queued (for a few seconds at most), releases the owner lease, frees. Call
+ * after store_close(). */
+void mirror_close(struct mirror *m);
+
+/* NULL when writes may proceed; else why not (sync mode and the blob store unreachable,
+ * or another server has taken the container). */
+const char *mirror_write_gate(struct mirror *m);
+
+/* Readiness: false with a reason when the mirror stops the server from being ready. */
+bool mirror_ready(struct mirror *m, char *why, size_t len);
+
+/* Changes committed and not yet shipped, and the age of the oldest, in ms. */
+void mirror_lag(struct mirror *m, uint64_t *changes, uint64_t *ms);
+
+enum mirror_mode mirror_mode(const struct mirror *m);
+
+void mirror_metrics(struct mirror *m, struct mx_buf *b);
+
+#endif

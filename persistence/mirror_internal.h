@@ -1,0 +1,95 @@
+/*
+ * Internals shared by mirror.c (shipping) and mirror_restore.c (restore). Not for other
+ * modules.
+ */
+#ifndef MX_MIRROR_INTERNAL_H
+#define MX_MIRROR_INTERNAL_H
+
+#include <pthread.h>
+
+#include "common/prom.h"
+#include "persistence/blob.h"
+#include "persistence/journal.h"
+#include "persistence/mirror.h"
+
+#define OWNER_BLOB     "owner"
+#define LEASE_SECONDS  15 /* Azure's shortest: a crashed owner is replaced soonest */
+#define LEASE_RENEW_NS (5 * 1000000000ull)
+#define LEASE_TRUST_NS (10 * 1000000000ull) /* stop writing if not renewed for this long */
+#define MAX_BLOCK      (4u * 1024 * 1024)   /* Append Block's limit */
+#define ROLL_BYTES     (32ull * 1024 * 1024)
+#define ROLL_BLOCKS    40000 /* Azure allows 50,000 blocks per append blob */
+
+/* Committed changes handed over by the store's writer, waiting to be shipped. */
+struct batch {
+    struct batch *next;
+    struct store_rec *recs;   /* in commit order; freed once shipped */
+    struct store_wait *waits; /* sync mode: completed once shipped (or timed out) */
+    uint64_t first_seq, last_seq, nrec;
+    uint64_t at_ns; /* when it was committed */
+};
+
+struct mirror {
+    struct mirror_config cfg;
+    struct store *store;
+    struct blob_account account;
+    /* One thread at a time: main until mirror_start, then the mirror thread's. `c` has a
+     * short timeout (appends, leases: a frozen blob store must be noticed in seconds);
+     * `bulk` a long one (snapshots, listings, restore). */
+    struct blob_client *c, *bulk;
+    char lease_id[40];
+    uint64_t generation;
+
+    /* The mirror thread's own. */
+    char journal[96];
+    int64_t journal_off;
+    char journal_etag[BLOB_ETAG_MAX];
+    uint64_t journal_blocks;
+    bool uncertain;            /* the last append may have landed though it failed */
+    uint64_t shipped_seq;      /* every change up to here is in the container */
+    uint64_t snapshot_seq;     /* the newest snapshot covers up to here */
+    uint64_t snapshot_ns;      /* when it was taken */
+    uint64_t lease_renewed_ns; /* last successful lease renewal */
+    uint64_t retry_at_ns;      /* backoff: no request before this */
+    uint64_t backoff_ms;
+    pthread_t thread;
+    bool thread_started;
+
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    struct batch *head, *tail; /* lock */
+    uint64_t queued;           /* lock: changes queued */
+    bool stop;                 /* lock */
+    char reason[256];          /* lock: why not healthy, "" when healthy */
+
+    _Atomic bool down;   /* the last request to the blob store failed */
+    _Atomic bool fenced; /* another server owns the container: never write again */
+    _Atomic uint64_t lag_changes, oldest_ns, snapshot_wall_ms;
+
+    struct prom_hist append_seconds;
+    _Atomic uint64_t appends, appended_changes, snapshots, reservations, sync_timeouts;
+    pthread_mutex_t err_lock;
+    struct {
+        char code[48];
+        uint64_t count;
+    } errors[16]; /* err_lock */
+};
+
+/* Records a failed request in the metrics and says whether it is worth retrying. */
+bool mirror_note_error(struct mirror *m, const char *what, const struct blob_result *r);
+
+/* Lists every blob under `prefix`, page by page; `fn` returns 0 to go on. Returns 0 or -1. */
+int mirror_list(struct mirror *m, const char *prefix,
+                int (*fn)(void *arg, const struct blob_item *item), void *arg,
+                struct blob_result *res);
+
+/* Names. */
+void mirror_snapshot_name(char *out, size_t len, uint64_t generation, uint64_t seq);
+void mirror_journal_name(char *out, size_t len, uint64_t generation, uint64_t first_seq);
+bool mirror_parse_snapshot_name(const char *name, uint64_t *generation, uint64_t *seq);
+bool mirror_parse_journal_name(const char *name, uint64_t *generation, uint64_t *first_seq);
+
+/* The highest generation found in the container (0: none). */
+int mirror_max_generation(struct mirror *m, uint64_t *out, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,386 @@
+"""The blob mirror against a real Azurite: content, restore, outages, a second server."""
+
+import json
+import os
+import random
+import re
+import shutil
+import sqlite3
+import subprocess
+import tempfile
+import threading
+import time
+import uuid
+
+import pytest
+
+from azure import Azurite
+from harness import BIN, Server
+
+
+@pytest.fixture(scope="module")
+def azurite():
+    a = Azurite()
+    yield a
+    a.stop()
+
+
+def container():
+    return "c" + uuid.uuid4().hex[:20]
+
+
+def mirror_args(az, name, mode="async", *extra):
+    return ["--blob-connection-string", az.connection_string, "--blob-container", name,
+            "--mirror", mode] + list(extra)
+
+
+def readyz(c):
+    return c.request("GET", "/readyz")
+
+
+def wait_caught_up(c, timeout=30):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        m = readyz(c).json.get("mirror", {})
+        if m.get("lag_changes") == 0:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def container_rows(az, name):
+    """Rebuilds the resources from the container alone: the newest snapshot, then its
+    generation's journal after it, as a restore must."""
+    snaps = sorted(n for n in az.list(name, "snapshots/"))
+    assert snaps, "no snapshot in the container"
+    snap = snaps[-1]
+    gen, seq = re.match(r"snapshots/(\d{10})-(\d{20})\.jsonl$", snap).groups()
+    lines = az.get(name, snap).decode().splitlines()
+    header = json.loads(lines[0])
+    assert header["op"] == "snapshot" and header["seq"] == int(seq)
+    rows = {}
+    for line in lines[1:]:
+        r = json.loads(line)
+        rows[r["resource"]] = r
+    last = int(seq)
+    journals = sorted(n for n in az.list(name, "journal/%s/" % gen))
+    for j in journals:
+        for line in az.get(name, j).decode().splitlines():
+            r = json.loads(line)
+            if r["op"] not in ("put", "del") or r["seq"] <= last:
+                continue
+            assert r["seq"] == last + 1, "the journal skips from %d to %d" % (last, r["seq"])
+            last = r["seq"]
+            if r["op"] == "put":
+                rows[r["resource"]] = r
+            else:
+                rows.pop(r["resource"], None)
+    return rows, last, snaps, journals
+
+
+def store_rows(data_dir):
+    """The rows and the last commit, read in one transaction (the server keeps writing)."""
+    db = sqlite3.connect("file:%s/mutexd.db?mode=ro" % data_dir, uri=True,
+                         isolation_level=None)
+    db.execute("BEGIN")
+    rows = {}
+    for (res, idx, lid, owner, token, ttl, acq, ren, dl, held, md) in db.execute(
+            "SELECT resource, idx, lease_id, owner, token, ttl_ms, acquired_at, renewed_at, "
+            "deadline, held, metadata FROM leases"):
+        rows[res] = {"index": idx, "lease_id": str(uuid.UUID(bytes=lid)), "owner": owner,
+                     "token": token, "ttl_ms": ttl, "acquired_at": acq, "renewed_at": ren,
+                     "deadline": dl, "held": bool(held),
+                     "metadata": json.loads(md) if md else None}
+    seq = db.execute("SELECT value FROM meta WHERE key='commit_seq'").fetchone()[0]
+    db.execute("COMMIT")
+    db.close()
+    return rows, seq
+
+
+def assert_same(container_side, store_side):
+    assert set(container_side) == set(store_side)
+    for res, s in store_side.items():
+        c = container_side[res]
+        for k, v in s.items():
+            assert c[k] == v, (res, k, c[k], v)
+
+
+def load(server, resources, changes, threads=8, stop=None):
+    """Acquires, renews and releases at random; returns how many changes were answered 2xx."""
+    done = [0]
+    lock = threading.Lock()
+
+    def worker(i):
+        rng = random.Random(i)
+        c = server.client()
+        held = {}
+        while True:
+            with lock:
+                if done[0] >= changes or (stop and stop.is_set()):
+                    break
+            res = "load/%04d" % rng.randrange(resources)
+            if res in held:
+                if rng.random() < 0.5:
+                    r = c.renew(res, held[res])
+                else:
+                    r = c.release(res, held.pop(res))
+            else:
+                # Long TTLs: nothing expires while a test compares the store with the
+                # container.
+                r = c.acquire(res, owner="w%d" % i, ttl_ms=rng.choice([120000, 300000]),
+                              metadata={"n": rng.randrange(1000), "who": "w%d \"q\"" % i})
+                if r.status == 200:
+                    held[res] = r.json["lease_id"]
+            if r.status == 200:
+                with lock:
+                    done[0] += 1
+            elif r.status != 409:
+                raise AssertionError(r)
+        c.close()
+
+    ts = [threading.Thread(target=worker, args=(i,)) for i in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(300)
+    return done[0]
+
+
+def test_mirror_equals_store_after_10000_changes_on_1000_resources(azurite):
+    name = container()
+    data = tempfile.mkdtemp(prefix="mutexd-mirror-")
+    try:
+        with Server(data_dir=data, args=mirror_args(azurite, name, "async",
+                                                    "--snapshot-every-changes", "3000")) as s:
+            c = s.client()
+            n = load(s, 1000, 10000)
+            assert n >= 10000
+            assert wait_caught_up(c)
+            rows, seq = store_rows(data)
+            cont, last, snaps, journals = container_rows(azurite, name)
+            assert last == seq, (last, seq)
+            assert_same(cont, rows)
+            assert len(rows) > 100
+            # Snapshots were taken along the way and the journal they cover was deleted.
+            assert int(re.search(r"-(\d{20})", snaps[-1]).group(1)) > 0
+            assert len(snaps) <= 2 and len(journals) <= 3, (snaps, journals)
+            m = c.request("GET", "/metrics").body
+            assert re.search(r"^mutexd_mirror_snapshots_total ([4-9]|\d\d)", m, re.M), m
+            c.close()
+    finally:
+        shutil.rmtree(data, ignore_errors=True)
+
+
+@pytest.mark.parametrize("mode", ["async", "sync"])
+def test_restore_on_a_wiped_disk(azurite, mode):
+    name = container()
+    data = tempfile.mkdtemp(prefix="mutexd-restore-")
+    try:
+        with Server(data_dir=data, args=mirror_args(azurite, name, mode)) as s:
+            c = s.client()
+            leases = [c.acquire("keep/%d" % i, owner="o%d" % i, ttl_ms=60000,
+                                metadata={"i": i}).json for i in range(20)]
+            gone = c.acquire("gone", owner="x", ttl_ms=60000).json
+            c.release("gone", gone["lease_id"])
+            top = max(l["fencing_token"] for l in leases + [gone])
+            c.close()
+        stopped_at = time.monotonic()
+        shutil.rmtree(data)  # the disk is lost
+
+        with Server(data_dir=data, args=mirror_args(azurite, name, mode,
+                                                    "--restore-grace-ms", "3000")) as s:
+            c = s.client()
+            elapsed_ms = (time.monotonic() - stopped_at) * 1000
+            for l in leases:
+                g = c.get(l["resource"]).json
+                assert g["state"] == "held", g
+                h = g["holder"]
+                assert h["fencing_token"] == l["fencing_token"] and h["owner"] == l["owner"]
+                assert h["metadata"] == l["metadata"]
+                # The time left came back, not the whole TTL.
+                assert h["expires_in_ms"] <= 60000 - elapsed_ms + 200, (h, elapsed_ms)
+            assert c.get("gone").json["state"] == "free"
+            # The holders still hold: renew works, even in the grace period.
+            assert c.renew(leases[0]["resource"], leases[0]["lease_id"]).status == 200
+            r = c.acquire("new", owner="n")
+            if mode == "async":
+                # The mirror may have missed the last grants: nothing new during the grace.
+                assert r.status == 503 and r.code == "unavailable", r
+                assert 1 <= int(r.header("retry-after")) <= 3
+                assert "grace" in readyz(c).json["reason"]
+                time.sleep(3.1)
+                r = c.acquire("new", owner="n")
+            assert r.status == 200, r
+            assert readyz(c).status == 200
+            # No token is handed out twice: the new one is above every reservation.
+            assert r.json["fencing_token"] > top
+            c.close()
+    finally:
+        shutil.rmtree(data, ignore_errors=True)
+
+
+def test_async_keeps_answering_through_a_blob_outage_and_catches_up(azurite):
+    name = container()
+    data = tempfile.mkdtemp(prefix="mutexd-outage-")
+    try:
+        with Server(data_dir=data, args=mirror_args(azurite, name, "async")) as s:
+            c = s.client()
+            stop = threading.Event()
+            result = {}
+            t = threading.Thread(target=lambda: result.setdefault("n", load(s, 200, 10 ** 9,
+                                                                            threads=4, stop=stop)))
+            t.start()
+            time.sleep(1)
+            azurite.pause()
+            try:
+                t0 = time.monotonic()
+                time.sleep(10)
+                lag = readyz(c).json["mirror"]
+                assert readyz(c).status == 200  # async: still ready, the lag shows
+                assert lag["lag_changes"] > 100 and lag["lag_ms"] > 5000, lag
+            finally:
+                azurite.resume()
+            time.sleep(1)
+            stop.set()
+            t.join(60)
+            assert result["n"] > 1000  # writes went on during the outage
+            assert wait_caught_up(c, timeout=60)
+            rows, seq = store_rows(data)
+            cont, last, _, _ = container_rows(azurite, name)
+            assert last == seq
+            assert_same(cont, rows)
+            c.close()
+    finally:
+        azurite.resume()
+        shutil.rmtree(data, ignore_errors=True)
+
+
+def test_sync_refuses_writes_during_a_blob_outage(azurite):
+    name = container()
+    data = tempfile.mkdtemp(prefix="mutexd-sync-")
+    try:
+        with Server(data_dir=data, args=mirror_args(azurite, name, "sync")) as s:
+            c = s.client(timeout=60)
+            a = c.acquire("s", owner="a", ttl_ms=60000).json
+            azurite.pause()
+            try:
+                # The first write finds out (within the sync timeout); then the gate is shut.
+                r = c.acquire("s2", owner="b", ttl_ms=60000)
+                assert r.status == 503, r
+                t0 = time.monotonic()
+                r = c.acquire("s3", owner="b")
+                assert r.status == 503 and "unreachable" in r.json["error"]["reason"], r
+                assert time.monotonic() - t0 < 1
+                assert c.renew("s", a["lease_id"]).status == 503
+                assert c.get("s").status == 200  # reads go on
+                rz = readyz(c)
+                assert rz.status == 503 and "unreachable" in rz.json["reason"]
+            finally:
+                azurite.resume()
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and c.acquire("s3", owner="b").status != 200:
+                time.sleep(0.2)
+            assert c.get("s3").json["state"] == "held"
+            assert readyz(c).status == 200
+            rows, seq = store_rows(data)
+            cont, last, _, _ = container_rows(azurite, name)
+            assert last == seq
+            assert_same(cont, rows)
+            c.close()
+    finally:
+        azurite.resume()
+        shutil.rmtree(data, ignore_errors=True)
+
+
+def test_a_second_server_on_the_container_is_refused(azurite):
+    name = container()
+    with Server(args=mirror_args(azurite, name)) as a:
+        c = a.client()
+        c.acquire("x", owner="a")
+        other = tempfile.mkdtemp(prefix="mutexd-second-")
+        try:
+            out = subprocess.run([BIN, "--listen", "127.0.0.1:0", "--data-dir", other] +
+                                 mirror_args(azurite, name, "async",
+                                             "--mirror-takeover-ms", "2000"),
+                                 capture_output=True, text=True, timeout=60)
+        finally:
+            shutil.rmtree(other, ignore_errors=True)
+        assert out.returncode == 1
+        assert "owned by another mutexd" in out.stderr
+        assert c.acquire("y", owner="a").status == 200  # the first one goes on
+        assert wait_caught_up(c)
+        c.close()
+    cont, _, _, journals = container_rows(azurite, name)
+    assert set(cont) == {"x", "y"}
+    assert len({j.split("/")[1] for j in journals}) == 1  # one writer's generation
+
+
+def test_a_server_whose_container_was_taken_is_fenced(azurite):
+    name = container()
+    with Server(args=mirror_args(azurite, name)) as a:
+        ca = a.client()
+        ca.acquire("before", owner="a", ttl_ms=60000)
+        assert wait_caught_up(ca)
+        # An operator breaks the owner lease and starts another server on the container.
+        azurite.break_lease(name, "owner")
+        with Server(args=mirror_args(azurite, name, "async", "--restore-grace-ms", "0")) as b:
+            cb = b.client()
+            assert cb.get("before").json["state"] == "held"  # restored from a's mirror
+            assert cb.acquire("after", owner="b").status == 200
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline and readyz(ca).status == 200:
+                time.sleep(0.2)
+            r = readyz(ca)
+            assert r.status == 503 and "another server" in r.json["reason"], r
+            r = ca.acquire("late", owner="a")
+            assert r.status == 503, r  # a no longer writes anything
+            assert wait_caught_up(cb)
+            cont, _, _, journals = container_rows(azurite, name)
+            assert set(cont) == {"before", "after"}
+            cb.close()
+        ca.close()
+
+
+def test_a_stale_data_dir_does_not_overwrite_the_container(azurite):
+    name = container()
+    first = tempfile.mkdtemp(prefix="mutexd-stale-")
+    second = tempfile.mkdtemp(prefix="mutexd-newer-")
+    try:
+        with Server(data_dir=first, args=mirror_args(azurite, name)) as s:
+            s.client().acquire("one", owner="a")
+        with Server(data_dir=second, args=mirror_args(azurite, name, "async",
+                                                      "--restore-grace-ms", "0")) as s:
+            s.client().acquire("two", owner="b")  # generation 2, restored from the first
+        out = subprocess.run([BIN, "--listen", "127.0.0.1:0", "--data-dir", first] +
+                             mirror_args(azurite, name), capture_output=True, text=True,
+                             timeout=60)
+        assert out.returncode == 1
+        assert "newer than this data directory" in out.stderr
+        cont, _, _, _ = container_rows(azurite, name)
+        assert set(cont) == {"one", "two"}
+    finally:
+        shutil.rmtree(first, ignore_errors=True)
+        shutil.rmtree(second, ignore_errors=True)
+
+
+def test_mirror_options_are_checked():
+    out = subprocess.run([BIN, "--mirror", "sync"], capture_output=True, text=True,
+                         env={k: v for k, v in os.environ.items()
+                              if "CONNECTION_STRING" not in k})
+    assert out.returncode == 2 and "needs --blob-connection-string" in out.stderr
+    out = subprocess.run([BIN, "--mirror", "sometimes"], capture_output=True, text=True)
+    assert out.returncode == 2
+
+
+def test_standard_azure_variable_turns_on_an_async_mirror(azurite):
+    name = container()
+    env = {"AZURE_STORAGE_CONNECTION_STRING": azurite.connection_string,
+           "MUTEXD_BLOB_CONTAINER": name}
+    with Server(env=env) as s:
+        c = s.client()
+        c.acquire("via-env", owner="o")
+        assert readyz(c).json["mirror"]["mode"] == "async"
+        assert wait_caught_up(c)
+        c.close()
+    cont, _, _, _ = container_rows(azurite, name)
+    assert "via-env" in cont
