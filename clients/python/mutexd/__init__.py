@@ -1,0 +1,75 @@
+"""Python client of mutexd, a lease server: timed, exclusive leases on named resources
+over HTTP/JSON, for leader election and for guarding shared resources.
+
+    import mutexd
+
+    client = mutexd.Client("http://127.0.0.1:8080")
+    with client.lock("jobs/nightly-report", ttl=15) as lease:
+        ...  # stop at once if lease.lost is set; pass lease.fencing_token on
+
+Durations are seconds (``float``); the API's integer milliseconds are converted. Only
+the standard library is used. A :class:`Client` is safe to share between threads.
+"""
+
+import logging as _logging
+
+from ._client import Client, __version__, default_owner
+from ._errors import (
+    APIError,
+    BodyTooLarge,
+    Conflict,
+    Forbidden,
+    InvalidRequest,
+    LeaseExpired,
+    LeaseHeld,
+    LeaseLost,
+    MethodNotAllowed,
+    MutexdError,
+    NotFound,
+    ProtocolError,
+    ServerError,
+    TooManyWaiters,
+    TransportError,
+    Unauthorized,
+    Unavailable,
+    UnsupportedMediaType,
+)
+from ._leader import LeaderStop, run_when_leader
+from ._lock import HeldLease, Lock
+from ._types import Duration, Holder, Lease, LeaseHolder, ResourcePage, ResourceState
+
+_logging.getLogger("mutexd").addHandler(_logging.NullHandler())
+
+__all__ = [
+    "__version__",
+    "Client",
+    "default_owner",
+    "run_when_leader",
+    "Lock",
+    "HeldLease",
+    "LeaderStop",
+    "Duration",
+    "Lease",
+    "Holder",
+    "LeaseHolder",
+    "ResourceState",
+    "ResourcePage",
+    "MutexdError",
+    "TransportError",
+    "ProtocolError",
+    "LeaseExpired",
+    "APIError",
+    "InvalidRequest",
+    "Unauthorized",
+    "Forbidden",
+    "NotFound",
+    "MethodNotAllowed",
+    "Conflict",
+    "LeaseHeld",
+    "LeaseLost",
+    "BodyTooLarge",
+    "UnsupportedMediaType",
+    "TooManyWaiters",
+    "Unavailable",
+    "ServerError",
+]

@@ -1,0 +1,388 @@
+"""The mutexd client: one method per operation of the HTTP API."""
+
+from __future__ import annotations
+
+import os
+import socket
+import ssl
+import threading
+import time
+import urllib.parse
+import uuid
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, Mapping, Optional, Tuple, Union
+
+from ._errors import MutexdError, ProtocolError
+from ._http import Response, Transport
+from ._types import Duration, Lease, ResourcePage, ResourceState, to_ms
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ._lock import Lock
+
+__all__ = ["Client", "default_owner"]
+
+__version__ = "0.1.0"
+
+
+def default_owner() -> str:
+    """``"<hostname>:<pid>"``, the owner this package sends when none is given."""
+    return "%s:%d" % (socket.gethostname(), os.getpid())
+
+
+def _resource_path(resource: str) -> str:
+    if not isinstance(resource, str):
+        raise TypeError("resource must be a str, not %s" % type(resource).__name__)
+    if not resource:
+        raise ValueError("resource must not be empty")
+    # The slashes of a hierarchical name stay literal; anything the API does not allow in
+    # a name is percent-encoded, so that the server answers invalid_resource for it
+    # rather than reading it as a query or another path.
+    return urllib.parse.quote(resource, safe="/:@")
+
+
+def _lease_ref(lease: Any, lease_id: Optional[str]) -> Tuple[str, str]:
+    """(resource, lease_id) from a Lease-like object, or from a resource and a lease id."""
+    if isinstance(lease, str):
+        if lease_id is None:
+            raise TypeError("give a Lease, or a resource and its lease_id")
+        return lease, lease_id
+    if lease_id is not None:
+        raise TypeError("lease_id is only given with a resource name, not with a Lease")
+    try:
+        return lease.resource, lease.lease_id
+    except AttributeError:
+        raise TypeError("expected a Lease or a resource name, not %r" % (lease,)) from None
+
+
+class Client:
+    """A client of one mutexd server.
+
+    Args:
+        url: the server's base URL, ``http://host:port`` or ``https://host:port``
+            (a path prefix is kept, for a server behind a reverse proxy).
+        token: sent as ``Authorization: Bearer <token>`` with every request.
+        ca_file: a PEM file of the CA certificates that verify an HTTPS server
+            (``ssl.create_default_context(cafile=ca_file)``). Without it, the system's
+            trusted CAs verify the server.
+        ssl_context: a ready ``ssl.SSLContext`` instead of ``ca_file`` (client
+            certificates, pinned versions...).
+        timeout: seconds to wait for the server on each socket operation (connect, send,
+            each read). An acquire that waits in the queue, and a watch, add their own
+            ``wait`` to it, so that the server answers before the client gives up.
+        pool_size: how many idle keep-alive connections are kept for reuse.
+
+    Durations are seconds, as ``float`` (or ``int`` or ``datetime.timedelta``); the API
+    speaks integer milliseconds, so they are rounded to the nearest millisecond.
+
+    Threads: a ``Client`` may be shared by any number of threads. Each request takes a
+    kept-alive connection of its own from a locked pool (or opens a new one) and gives it
+    back when the answer is read, so a long watch or a waiting acquire never delays
+    another thread's renewal. :meth:`close` closes the idle connections; the client can
+    also be used as a context manager.
+
+    Retries: when a kept-alive connection turns out to have been closed by the server
+    before it read the request, the request is sent once more on a new connection. Nothing
+    else is retried by the methods themselves. To make that resend (and your own retries)
+    safe, :meth:`acquire` always proposes a ``lease_id``: an acquire repeated with the same
+    ``lease_id`` gets the same lease back.
+    """
+
+    def __init__(
+        self,
+        url: str = "http://127.0.0.1:8080",
+        *,
+        token: Optional[str] = None,
+        ca_file: Optional[str] = None,
+        ssl_context: Optional[ssl.SSLContext] = None,
+        timeout: float = 10.0,
+        pool_size: int = 8,
+    ) -> None:
+        if ca_file is not None and ssl_context is not None:
+            raise ValueError("give ca_file or ssl_context, not both")
+        if ca_file is not None:
+            ssl_context = ssl.create_default_context(cafile=ca_file)
+        if not timeout > 0:
+            raise ValueError("timeout must be positive")
+        self.timeout = float(timeout)
+        self._transport = Transport(
+            url,
+            token=token,
+            ssl_context=ssl_context,
+            pool_size=pool_size,
+            user_agent="mutexd-python/%s" % __version__,
+        )
+
+    @property
+    def url(self) -> str:
+        """The server's base URL."""
+        return self._transport.url
+
+    def close(self) -> None:
+        """Closes the kept-alive connections. Requests after this raise TransportError."""
+        self._transport.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return "Client(%r)" % self.url
+
+    # -- plumbing ---------------------------------------------------------------------
+
+    def _post(
+        self, resource: str, action: str, body: Dict[str, Any], timeout: Optional[float] = None
+    ) -> Response:
+        path = "/v1/resources/%s/%s" % (_resource_path(resource), action)
+        return self._transport.request(
+            "POST", path, body, timeout=self.timeout if timeout is None else timeout
+        )
+
+    def _get(
+        self, path: str, query: Mapping[str, Any], timeout: Optional[float] = None
+    ) -> Response:
+        if query:
+            path += "?" + urllib.parse.urlencode(query, safe="/:@")
+        return self._transport.request(
+            "GET", path, None, timeout=self.timeout if timeout is None else timeout
+        )
+
+    @staticmethod
+    def _parse(build: Callable[[], Any]) -> Any:
+        try:
+            return build()
+        except (ValueError, TypeError, KeyError) as exc:
+            raise ProtocolError("the server's answer is malformed: %s" % exc) from exc
+
+    # -- leases -----------------------------------------------------------------------
+
+    def acquire(
+        self,
+        resource: str,
+        owner: Optional[str] = None,
+        ttl: Optional[Duration] = None,
+        wait: Duration = 0,
+        lease_id: Optional[str] = None,
+        metadata: Optional[Mapping[str, Any]] = None,
+    ) -> Lease:
+        """Acquires a lease on ``resource``.
+
+        Args:
+            owner: who holds it, for people and tools; default ``"<hostname>:<pid>"``.
+            ttl: the lease's time to live in seconds; ``None``: the server's default (15 s).
+            wait: how long to wait in the resource's FIFO queue when it is held; 0 (the
+                default) answers at once.
+            lease_id: the lease id to propose; default: a new random UUID. Acquiring again
+                with the id of the resource's current lease returns that lease with a
+                fresh TTL and the same fencing token.
+            metadata: a JSON object stored with the lease (at most 4096 bytes
+                serialized), for example the leader's address.
+
+        Returns: the :class:`Lease`.
+
+        Raises:
+            LeaseHeld: another lease holds the resource (``holder`` says who,
+                ``retry_after`` when it expires), at once or when ``wait`` ran out.
+            TooManyWaiters: the queue of waiters is full.
+            InvalidRequest: a bad name, TTL, wait, owner, lease id or metadata.
+        """
+        body: Dict[str, Any] = {
+            "owner": default_owner() if owner is None else owner,
+            "lease_id": str(uuid.uuid4()) if lease_id is None else lease_id,
+        }
+        if ttl is not None:
+            body["ttl_ms"] = to_ms(ttl, "ttl")
+        wait_ms = to_ms(wait, "wait")
+        if wait_ms:
+            body["wait_ms"] = wait_ms
+        if metadata is not None:
+            body["metadata"] = dict(metadata)
+        sent = time.monotonic()
+        resp = self._post(resource, "acquire", body, self.timeout + wait_ms / 1000.0)
+        # The lease's time runs from the grant: at the latest when the request was sent,
+        # or, after a wait in the queue, when the answer arrived.
+        base = sent if not wait_ms else time.monotonic()
+        return self._parse(lambda: Lease.from_json(resp.body, base))  # type: ignore[no-any-return]
+
+    def renew(
+        self,
+        lease: Union[Lease, str, Any],
+        lease_id: Optional[str] = None,
+        *,
+        ttl: Optional[Duration] = None,
+        metadata: Optional[Mapping[str, Any]] = None,
+        timeout: Optional[float] = None,
+    ) -> Lease:
+        """Renews a lease: it now expires ``ttl`` (default: its own TTL) from now and keeps
+        its fencing token. ``metadata``, if given, replaces the lease's.
+
+        Call as ``renew(lease)`` or ``renew(resource, lease_id)``. Works also after the
+        lease expired, as long as no other lease was granted since.
+
+        Raises:
+            LeaseLost: the lease is no longer the resource's.
+        """
+        resource, lid = _lease_ref(lease, lease_id)
+        body: Dict[str, Any] = {"lease_id": lid}
+        if ttl is not None:
+            body["ttl_ms"] = to_ms(ttl, "ttl")
+        if metadata is not None:
+            body["metadata"] = dict(metadata)
+        sent = time.monotonic()
+        resp = self._post(resource, "renew", body, timeout)
+        return self._parse(lambda: Lease.from_json(resp.body, sent))  # type: ignore[no-any-return]
+
+    def release(
+        self,
+        lease: Union[Lease, str, Any],
+        lease_id: Optional[str] = None,
+        *,
+        timeout: Optional[float] = None,
+    ) -> None:
+        """Releases a lease; the resource's next waiter is granted at once.
+
+        Call as ``release(lease)`` or ``release(resource, lease_id)``.
+
+        Raises:
+            LeaseLost: the lease is no longer the resource's (the current holder, if any,
+                keeps its lease).
+        """
+        resource, lid = _lease_ref(lease, lease_id)
+        self._post(resource, "release", {"lease_id": lid}, timeout)
+
+    def break_lease(self, resource: str, reason: Optional[str] = None) -> bool:
+        """Ends the resource's current lease, whoever holds it (an operator's tool). The
+        next waiter is granted. Needs the ``admin`` scope when authorization is on.
+
+        Returns: True when a lease was ended, False when there was none.
+        """
+        body: Dict[str, Any] = {}
+        if reason is not None:
+            body["reason"] = reason
+        resp = self._post(resource, "break", body)
+        return bool(resp.body.get("broken"))
+
+    # -- reading ----------------------------------------------------------------------
+
+    def get(self, resource: str) -> ResourceState:
+        """The state of ``resource`` (a name never used is simply free)."""
+        resp = self._get("/v1/resources/" + _resource_path(resource), {})
+        return self._parse(lambda: ResourceState.from_json(resp.body))  # type: ignore
+
+    def watch(self, resource: str, index: int, wait: Duration = 60.0) -> ResourceState:
+        """Waits until the state of ``resource`` differs from ``index`` (the ``index`` of
+        the state you last saw), or ``wait`` seconds pass; returns the state then (the
+        unchanged state when the wait ran out). ``wait`` is at most the server's
+        ``--max-wait-ms`` (default 300 s).
+        """
+        if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+            raise ValueError("index must be a non-negative int")
+        wait_ms = to_ms(wait, "wait")
+        resp = self._get(
+            "/v1/resources/" + _resource_path(resource),
+            {"index": index, "wait_ms": wait_ms},
+            self.timeout + wait_ms / 1000.0,
+        )
+        return self._parse(lambda: ResourceState.from_json(resp.body))  # type: ignore
+
+    def list_page(
+        self,
+        prefix: Optional[str] = None,
+        limit: Optional[int] = None,
+        cursor: Optional[str] = None,
+    ) -> ResourcePage:
+        """One page of held resources in name order: those whose name starts with
+        ``prefix``, at most ``limit`` (server default 100, at most 1000), after
+        ``cursor`` (the ``next_cursor`` of the previous page)."""
+        query: Dict[str, Any] = {}
+        if prefix is not None:
+            query["prefix"] = prefix
+        if limit is not None:
+            query["limit"] = limit
+        if cursor is not None:
+            query["cursor"] = cursor
+        resp = self._get("/v1/resources", query)
+
+        def build() -> ResourcePage:
+            items = resp.body.get("resources")
+            if not isinstance(items, list):
+                raise ValueError("resources is not a list")
+            nxt = resp.body.get("next_cursor")
+            return ResourcePage(
+                [ResourceState.from_json(item) for item in items],
+                nxt if isinstance(nxt, str) and nxt else None,
+            )
+
+        return self._parse(build)  # type: ignore[no-any-return]
+
+    def list(
+        self, prefix: Optional[str] = None, limit: Optional[int] = None
+    ) -> Iterator[ResourceState]:
+        """Iterates over every held resource (whose name starts with ``prefix``), in name
+        order, fetching pages of ``limit`` entries with the cursor as it goes."""
+        cursor: Optional[str] = None
+        while True:
+            page = self.list_page(prefix, limit, cursor)
+            for state in page.resources:
+                yield state
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
+    # -- helpers ----------------------------------------------------------------------
+
+    def lock(
+        self,
+        resource: str,
+        ttl: Duration = 15.0,
+        wait: Duration = 30.0,
+        owner: Optional[str] = None,
+        metadata: Optional[Mapping[str, Any]] = None,
+    ) -> "Lock":
+        """A context manager that holds a lease on ``resource`` while its body runs.
+
+        On entry it acquires the lease, waiting up to ``wait`` seconds in the queue
+        (raises :class:`LeaseHeld` if that runs out), and returns a :class:`HeldLease`.
+        A background thread renews the lease every third of ``ttl``. The ``lost`` event of
+        the :class:`HeldLease` is set the moment a renewal is answered ``lease_lost``, or
+        when renewals keep failing (transient errors are retried) until the lease's
+        deadline passes, measured on this process's monotonic clock from the last
+        successful renewal. Stop the guarded work at once when it is set.
+
+        On exit it stops renewing and releases the lease. The release is best effort: a
+        failure is logged (logger ``mutexd``) and never raised, so it cannot hide an
+        exception of the body.
+        """
+        from ._lock import Lock
+
+        return Lock(self, resource, ttl=ttl, wait=wait, owner=owner, metadata=metadata)
+
+    def run_when_leader(
+        self,
+        resource: str,
+        fn: Callable[..., Any],
+        *,
+        ttl: Duration = 15.0,
+        retry_interval: Duration = 5.0,
+        owner: Optional[str] = None,
+        stop: Optional[threading.Event] = None,
+        metadata: Optional[Mapping[str, Any]] = None,
+        on_standby: Optional[Callable[[MutexdError, float], Any]] = None,
+    ) -> None:
+        """Runs ``fn`` whenever this process leads ``resource``; see
+        :func:`mutexd.run_when_leader` for the exact contract."""
+        from ._leader import run_when_leader
+
+        run_when_leader(
+            self,
+            resource,
+            fn,
+            ttl=ttl,
+            retry_interval=retry_interval,
+            owner=owner,
+            stop=stop,
+            metadata=metadata,
+            on_standby=on_standby,
+        )
+
