@@ -34,6 +34,13 @@ MUTEXD_BIN=build/mutexd "${PYTEST[@]}" tests/integration
 stage "chaos tests: SIGKILL, failing commits, a full disk"
 MUTEXD_BIN=build/mutexd "${PYTEST[@]}" tests/chaos
 
+stage "Python client"
+MUTEXD_BIN=build/mutexd "${PYTEST[@]}" clients/python/tests
+
+stage "docker-compose.yml (checked without a container engine) and its topology run natively"
+"${PYTEST[@]}" tests/compose
+MUTEXD_BIN=build/mutexd tests/compose/native.sh
+
 stage "build with AddressSanitizer and UndefinedBehaviorSanitizer"
 configure build-asan -DMUTEXD_ASAN=ON
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0"

@@ -26,6 +26,7 @@
 #include "persistence/mirror.h"
 #include "persistence/store.h"
 #include "server/options.h"
+#include "server/probe.h"
 
 struct server {
     struct options opt;
@@ -189,6 +190,8 @@ int main(int argc, char **argv)
     int rc = options_parse(&s.opt, argc, argv);
     if (rc >= 0)
         return rc; /* --help, --version, or a bad option (already reported) */
+    if (s.opt.probe)
+        return probe_main(&s.opt);
     mx_log_set_level((enum mx_log_level)s.opt.log_level);
 
     sigset_t set;

@@ -99,6 +99,9 @@ static void usage(FILE *f)
     }
     fprintf(f, "  %-28s print this help and exit\n", "--help");
     fprintf(f, "  %-28s print the version and exit\n", "--version");
+    fprintf(f, "  %-28s ask the server these options describe for /healthz; exit 0 if\n"
+               "  %-28s it answers 200, else 1 (for container health checks)\n",
+            "--probe", "");
 }
 
 static int set_value(struct options *o, const struct def *d, const char *value, const char *from)
@@ -169,12 +172,13 @@ static int parse_faults(struct options *o)
 int options_parse(struct options *o, int argc, char **argv)
 {
     memset(o, 0, sizeof *o);
-    struct option longopts[NDEFS + 3];
+    struct option longopts[NDEFS + 4];
     for (size_t i = 0; i < NDEFS; i++)
         longopts[i] = (struct option){defs[i].flag, required_argument, NULL, (int)i};
     longopts[NDEFS] = (struct option){"help", no_argument, NULL, 'h'};
     longopts[NDEFS + 1] = (struct option){"version", no_argument, NULL, 'V'};
-    longopts[NDEFS + 2] = (struct option){0};
+    longopts[NDEFS + 2] = (struct option){"probe", no_argument, NULL, 'P'};
+    longopts[NDEFS + 3] = (struct option){0};
 
     bool given[NDEFS] = {false};
     const char *values[NDEFS] = {NULL};
@@ -188,6 +192,10 @@ int options_parse(struct options *o, int argc, char **argv)
         if (c == 'V') {
             printf("mutexd %s\n", MUTEXD_VERSION);
             return 0;
+        }
+        if (c == 'P') {
+            o->probe = true;
+            continue;
         }
         if (c == '?' || c < 0 || (size_t)c >= NDEFS) {
             if (optopt)

@@ -5,6 +5,7 @@
 #ifndef MX_OPTIONS_H
 #define MX_OPTIONS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct options {
@@ -18,6 +19,7 @@ struct options {
     int mirror_mode; /* enum mirror_mode, decided from --mirror and the connection string */
     uint64_t restore_grace_ms, snapshot_every_changes, snapshot_every_ms, mirror_takeover_ms;
     uint64_t log_level;
+    bool probe; /* --probe: check a running server's /healthz and exit */
     /* testing only: MUTEXD_FAULT_COMMIT (builds with MUTEXD_FAULT_INJECTION) */
     uint64_t fault_commit_every, fault_commit_first, fault_commit_count;
 };
