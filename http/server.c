@@ -80,6 +80,8 @@ struct hreq {
     size_t discarded;
     int status; /* the status sent, for metrics */
     int fd;
+    bool unauthorized; /* 401: add WWW-Authenticate */
+    struct auth_grant grant;
     struct api_error err;
     char *body;
     size_t body_len;
@@ -131,6 +133,8 @@ static enum MHD_Result send_body(struct hreq *q, int status, char *body, const c
     }
     if (allow)
         MHD_add_response_header(r, "Allow", allow);
+    if (q->unauthorized)
+        MHD_add_response_header(r, "WWW-Authenticate", "Bearer realm=\"mutexd\"");
     if (q->close)
         MHD_add_response_header(r, "Connection", "close");
     q->status = status;
@@ -307,6 +311,13 @@ static enum MHD_Result dispatch_locked(struct hreq *q)
 
     if (q->route == ROUTE_LIST) {
         int limit = qc.query.has_limit ? (int)qc.query.limit : API_DEFAULT_LIMIT;
+        const char *prefix = qc.query.prefix ? qc.query.prefix : "";
+        if (h->cfg.auth && !auth_prefix_allows(&q->grant, prefix, strlen(prefix))) {
+            api_fail(&q->err, 403, "forbidden", NULL,
+                     "the token '%s' is limited to resources under '%s': list with that prefix",
+                     q->grant.name, q->grant.prefix);
+            return send_error(q, &q->err);
+        }
         q->phase = PH_WAIT;
         suspend(q);
         q->list = ra_list_start(h->cfg.rt, h->cfg.store, qc.query.prefix, qc.query.cursor, limit,
@@ -408,6 +419,54 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
     }
 }
 
+/* The scope each route needs; 0: open to all. */
+static unsigned route_scope(enum api_route r)
+{
+    switch (r) {
+    case ROUTE_ACQUIRE:
+    case ROUTE_RENEW:
+    case ROUTE_RELEASE:
+        return AUTH_WRITE;
+    case ROUTE_BREAK:
+        return AUTH_ADMIN;
+    case ROUTE_GET:
+    case ROUTE_LIST:
+    case ROUTE_METRICS:
+        return AUTH_READ;
+    default:
+        return 0;
+    }
+}
+
+/* With authorization on: a valid bearer token with the route's scope, and for a resource,
+ * within the token's prefix. A failure becomes the request's answer. */
+static void authorize(struct hreq *q)
+{
+    struct http *h = q->h;
+    unsigned scope = route_scope(q->route);
+    if (!h->cfg.auth || !scope)
+        return;
+    const char *hdr = MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, "Authorization");
+    int rc = auth_check(h->cfg.auth, hdr, scope, &q->grant);
+    if (rc == 401) {
+        q->failed = q->unauthorized = true;
+        api_fail(&q->err, 401, "unauthorized", NULL,
+                 hdr ? "the bearer token is not valid" : "a bearer token is required");
+    } else if (rc == 403) {
+        q->failed = true;
+        api_fail(&q->err, 403, "forbidden", NULL, "the token '%s' lacks the %s scope",
+                 q->grant.name,
+                 scope == AUTH_ADMIN   ? "admin"
+                 : scope == AUTH_WRITE ? "write"
+                                       : "read");
+    } else if (q->name_len && !auth_prefix_allows(&q->grant, q->name, q->name_len)) {
+        q->failed = true;
+        api_fail(&q->err, 403, "forbidden", NULL,
+                 "the token '%s' is limited to resources under '%s'", q->grant.name,
+                 q->grant.prefix);
+    }
+}
+
 static enum MHD_Result on_headers(struct hreq *q, const char *url, const char *method)
 {
     struct http *h = q->h;
@@ -425,9 +484,12 @@ static enum MHD_Result on_headers(struct hreq *q, const char *url, const char *m
     const char *name;
     if (!api_route(method, url, &q->route, &name, &q->name_len, &q->err)) {
         q->failed = true;
-    } else if (name) {
-        memcpy(q->name, name, q->name_len);
-        q->name[q->name_len] = '\0';
+    } else {
+        if (name) {
+            memcpy(q->name, name, q->name_len);
+            q->name[q->name_len] = '\0';
+        }
+        authorize(q);
     }
 
     /* Answers that need no body are sent before it is read; the connection then closes,
@@ -585,6 +647,8 @@ static enum MHD_Result serve_metrics(struct hreq *q)
                 "Connections closed for staying too long between requests, or to make room.");
     mx_buf_printf(&b, "mutexd_http_connections_reaped_total %lu\n",
                   (unsigned long)conns_reaped(h->conns));
+    if (h->cfg.auth)
+        auth_metrics(h->cfg.auth, &b);
     if (h->cfg.metrics)
         h->cfg.metrics(h->cfg.ctx, &b);
     if (b.oom) {

@@ -13,6 +13,7 @@
 
 #include "actors/resource.h"
 #include "actors/runtime.h"
+#include "http/auth.h"
 #include "common/prom.h"
 #include "persistence/store.h"
 
@@ -27,6 +28,7 @@ struct http_config {
     const char *tls_key_file;
     struct rt *rt;
     struct store *store;
+    struct auth *auth; /* NULL: no authorization */
     const struct res_limits *lim;
     /* /readyz: true when ready, else false with a reason; may add JSON members to the
      * answer in `details` (as `"k":v,...`). Any thread. */

@@ -34,6 +34,7 @@ struct server {
     struct mirror *mirror; /* NULL: no blob mirror */
     struct rt *rt;
     struct http *http;
+    struct auth *auth; /* NULL: no authorization */
     struct res_domain domain;
     struct ra_ctx actx;
     _Atomic bool recovered;
@@ -198,6 +199,7 @@ int main(int argc, char **argv)
     sigemptyset(&set);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &set, NULL); /* every thread started below inherits it */
     signal(SIGPIPE, SIG_IGN);
 
@@ -246,7 +248,17 @@ int main(int argc, char **argv)
         return 1;
     }
 
+    if (s.opt.auth_tokens && auth_open(&s.auth, s.opt.auth_tokens, err, sizeof err) != 0) {
+        mx_error("cannot read the tokens file", "error=\"%s\"", err);
+        fprintf(stderr, "mutexd: %s\n", err);
+        rt_shutdown(s.rt);
+        store_close(s.store);
+        if (s.mirror)
+            mirror_close(s.mirror);
+        return 1;
+    }
     struct http_config hc = {
+        .auth = s.auth,
         .listen = s.opt.listen,
         .threads = (unsigned)s.opt.threads,
         .max_connections = (unsigned)s.opt.max_connections,
@@ -283,7 +295,17 @@ int main(int argc, char **argv)
                 p.failed);
 
     int sig = 0;
-    sigwait(&set, &sig);
+    for (;;) {
+        sigwait(&set, &sig);
+        if (sig != SIGHUP)
+            break;
+        if (!s.auth) {
+            mx_info("SIGHUP: no tokens file to reread", NULL);
+        } else if (auth_reload(s.auth, err, sizeof err) != 0) {
+            mx_error("SIGHUP: the tokens file does not parse; the old tokens stay in force",
+                     "error=\"%s\"", err);
+        }
+    }
     mx_info("shutting down", "signal=%s", sig == SIGTERM ? "TERM" : "INT");
     http_quiesce(s.http);
     rt_shutdown(s.rt);
@@ -291,6 +313,7 @@ int main(int argc, char **argv)
     if (s.mirror)
         mirror_close(s.mirror); /* ships what the store committed last */
     http_stop(s.http);
+    auth_free(s.auth);
     if (s.mirror)
         blob_global_cleanup();
     mx_info("stopped", NULL);

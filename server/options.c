@@ -50,6 +50,8 @@ static const struct def defs[] = {
      3600000, "a connection is closed after this long idle or sending one request's headers"},
     {"max-actors", "MUTEXD_MAX_ACTORS", "N", T_U64, OFF(max_actors), "4000000", 1000, 100000000,
      "resources in memory at most (held, waited on, watched, or recently used)"},
+    {"auth-tokens", "MUTEXD_AUTH_TOKENS_FILE", "FILE", T_STR, OFF(auth_tokens), NULL, 0, 0,
+     "bearer tokens (SHA-256 hashes, scopes, prefixes): authorization on; reread on SIGHUP"},
     {"tls-cert", "MUTEXD_TLS_CERT", "FILE", T_STR, OFF(tls_cert), NULL, 0, 0,
      "PEM certificate: serve HTTPS (with --tls-key)"},
     {"tls-key", "MUTEXD_TLS_KEY", "FILE", T_STR, OFF(tls_key), NULL, 0, 0,
@@ -99,8 +101,9 @@ static void usage(FILE *f)
     }
     fprintf(f, "  %-28s print this help and exit\n", "--help");
     fprintf(f, "  %-28s print the version and exit\n", "--version");
-    fprintf(f, "  %-28s ask the server these options describe for /healthz; exit 0 if\n"
-               "  %-28s it answers 200, else 1 (for container health checks)\n",
+    fprintf(f,
+            "  %-28s ask the server these options describe for /healthz; exit 0 if\n"
+            "  %-28s it answers 200, else 1 (for container health checks)\n",
             "--probe", "");
 }
 

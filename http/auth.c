@@ -1,0 +1,265 @@
+/*
+ * Bearer tokens (see auth.h). A presented token is hashed with SHA-256 and compared with
+ * every entry in constant time (CRYPTO_memcmp), so the time taken says nothing about how
+ * close a guess was. The table is replaced whole on reload under a read-write lock.
+ */
+#include "auth.h"
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "common/log.h"
+#include "common/prom.h"
+
+struct auth {
+    char *path;
+    pthread_rwlock_t lock;
+    struct auth_entry *entries; /* lock */
+    size_t n;                   /* lock */
+    _Atomic uint64_t missing, invalid, forbidden, reloads, reload_errors;
+};
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+int auth_parse_line(const char *line, struct auth_entry *out, char *err, size_t errlen)
+{
+    char buf[1024];
+    size_t len = strcspn(line, "\r\n");
+    if (len >= sizeof buf) {
+        snprintf(err, errlen, "line too long");
+        return -1;
+    }
+    memcpy(buf, line, len);
+    buf[len] = '\0';
+    char *fields[5];
+    int n = 0;
+    for (char *save = NULL, *tok = strtok_r(buf, " \t", &save); tok;
+         tok = strtok_r(NULL, " \t", &save)) {
+        if (n == 0 && tok[0] == '#')
+            return 0;
+        if (n == 5) {
+            snprintf(err, errlen, "too many fields: want NAME sha256:HEX SCOPES [PREFIX]");
+            return -1;
+        }
+        fields[n++] = tok;
+    }
+    if (n == 0)
+        return 0;
+    if (n < 3 || n > 4) {
+        snprintf(err, errlen, "want NAME sha256:HEX SCOPES [PREFIX]");
+        return -1;
+    }
+    memset(out, 0, sizeof *out);
+    if (strlen(fields[0]) >= sizeof out->name) {
+        snprintf(err, errlen, "name too long");
+        return -1;
+    }
+    strcpy(out->name, fields[0]);
+    const char *h = fields[1];
+    if (strncmp(h, "sha256:", 7) != 0 || strlen(h) != 7 + 64) {
+        snprintf(err, errlen, "the hash must be sha256: and 64 hexadecimal digits");
+        return -1;
+    }
+    for (int i = 0; i < 32; i++) {
+        int hi = hexval(h[7 + 2 * i]), lo = hexval(h[8 + 2 * i]);
+        if (hi < 0 || lo < 0) {
+            snprintf(err, errlen, "the hash must be sha256: and 64 hexadecimal digits");
+            return -1;
+        }
+        out->digest[i] = (uint8_t)(hi << 4 | lo);
+    }
+    char scopes[128];
+    snprintf(scopes, sizeof scopes, "%s", fields[2]);
+    for (char *save = NULL, *s = strtok_r(scopes, ",", &save); s; s = strtok_r(NULL, ",", &save)) {
+        if (strcmp(s, "read") == 0)
+            out->scopes |= AUTH_READ;
+        else if (strcmp(s, "write") == 0)
+            out->scopes |= AUTH_WRITE;
+        else if (strcmp(s, "admin") == 0)
+            out->scopes |= AUTH_ADMIN;
+        else {
+            snprintf(err, errlen, "unknown scope '%.20s': use read, write and admin", s);
+            return -1;
+        }
+    }
+    if (!out->scopes) {
+        snprintf(err, errlen, "no scope");
+        return -1;
+    }
+    if (n == 4) {
+        if (strlen(fields[3]) > 256) {
+            snprintf(err, errlen, "prefix too long");
+            return -1;
+        }
+        strcpy(out->prefix, fields[3]);
+    }
+    return 1;
+}
+
+/* Reads the whole file into a new table. */
+static int load(const char *path, struct auth_entry **out, size_t *count, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(err, errlen, "cannot read %s", path);
+        return -1;
+    }
+    struct auth_entry *v = NULL;
+    size_t n = 0, cap = 0;
+    char line[1100];
+    int lineno = 0, rc = 0;
+    while (fgets(line, sizeof line, f)) {
+        lineno++;
+        struct auth_entry e;
+        char why[128];
+        int r = auth_parse_line(line, &e, why, sizeof why);
+        if (r < 0) {
+            snprintf(err, errlen, "%s line %d: %s", path, lineno, why);
+            rc = -1;
+            break;
+        }
+        if (r == 0)
+            continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 16;
+            struct auth_entry *nv = realloc(v, cap * sizeof *nv);
+            if (!nv) {
+                snprintf(err, errlen, "out of memory");
+                rc = -1;
+                break;
+            }
+            v = nv;
+        }
+        v[n++] = e;
+    }
+    fclose(f);
+    if (rc != 0) {
+        free(v);
+        return rc;
+    }
+    *out = v;
+    *count = n;
+    return 0;
+}
+
+int auth_open(struct auth **out, const char *path, char *err, size_t errlen)
+{
+    struct auth *a = calloc(1, sizeof *a);
+    if (!a || !(a->path = strdup(path))) {
+        free(a);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    pthread_rwlock_init(&a->lock, NULL);
+    if (load(path, &a->entries, &a->n, err, errlen) != 0) {
+        auth_free(a);
+        return -1;
+    }
+    mx_info("authorization on", "tokens=%zu file=%s", a->n, path);
+    *out = a;
+    return 0;
+}
+
+int auth_reload(struct auth *a, char *err, size_t errlen)
+{
+    struct auth_entry *v;
+    size_t n;
+    if (load(a->path, &v, &n, err, errlen) != 0) {
+        atomic_fetch_add(&a->reload_errors, 1);
+        return -1;
+    }
+    pthread_rwlock_wrlock(&a->lock);
+    struct auth_entry *old = a->entries;
+    a->entries = v;
+    a->n = n;
+    pthread_rwlock_unlock(&a->lock);
+    free(old); /* digests, not tokens: nothing secret to wipe */
+    atomic_fetch_add(&a->reloads, 1);
+    mx_info("authorization tokens reloaded", "tokens=%zu", n);
+    return 0;
+}
+
+void auth_free(struct auth *a)
+{
+    if (!a)
+        return;
+    free(a->entries);
+    free(a->path);
+    pthread_rwlock_destroy(&a->lock);
+    free(a);
+}
+
+int auth_check(struct auth *a, const char *authorization, unsigned scope, struct auth_grant *grant)
+{
+    static const char bearer[] = "Bearer ";
+    if (!authorization || strncasecmp(authorization, bearer, sizeof bearer - 1) != 0) {
+        atomic_fetch_add(&a->missing, 1);
+        return 401;
+    }
+    const char *token = authorization + sizeof bearer - 1;
+    while (*token == ' ')
+        token++;
+    size_t len = strlen(token);
+    while (len && (token[len - 1] == ' ' || token[len - 1] == '\t'))
+        len--;
+    unsigned char digest[32];
+    unsigned int dlen = 0;
+    if (len == 0 || EVP_Digest(token, len, digest, &dlen, EVP_sha256(), NULL) != 1) {
+        atomic_fetch_add(&a->invalid, 1);
+        return 401;
+    }
+    const struct auth_entry *match = NULL;
+    pthread_rwlock_rdlock(&a->lock);
+    for (size_t i = 0; i < a->n; i++)
+        if (CRYPTO_memcmp(digest, a->entries[i].digest, 32) == 0)
+            match = &a->entries[i]; /* no early exit: every entry costs the same */
+    int rc = 401;
+    if (match) {
+        rc = (match->scopes & scope) == scope ? 0 : 403;
+        snprintf(grant->name, sizeof grant->name, "%s", match->name);
+        snprintf(grant->prefix, sizeof grant->prefix, "%s", match->prefix);
+    }
+    pthread_rwlock_unlock(&a->lock);
+    if (rc == 401)
+        atomic_fetch_add(&a->invalid, 1);
+    else if (rc == 403)
+        atomic_fetch_add(&a->forbidden, 1);
+    return rc;
+}
+
+bool auth_prefix_allows(const struct auth_grant *g, const char *name, size_t len)
+{
+    size_t p = strlen(g->prefix);
+    return p == 0 || (len >= p && memcmp(name, g->prefix, p) == 0);
+}
+
+void auth_metrics(struct auth *a, struct mx_buf *b)
+{
+    prom_header(b, "mutexd_auth_failures_total", "counter", "Requests refused by authorization.");
+    mx_buf_printf(b, "mutexd_auth_failures_total{reason=\"missing\"} %lu\n",
+                  (unsigned long)atomic_load(&a->missing));
+    mx_buf_printf(b, "mutexd_auth_failures_total{reason=\"invalid\"} %lu\n",
+                  (unsigned long)atomic_load(&a->invalid));
+    mx_buf_printf(b, "mutexd_auth_failures_total{reason=\"forbidden\"} %lu\n",
+                  (unsigned long)atomic_load(&a->forbidden));
+    prom_header(b, "mutexd_auth_reloads_total", "counter", "Token file reloads by result.");
+    mx_buf_printf(b, "mutexd_auth_reloads_total{result=\"ok\"} %lu\n",
+                  (unsigned long)atomic_load(&a->reloads));
+    mx_buf_printf(b, "mutexd_auth_reloads_total{result=\"error\"} %lu\n",
+                  (unsigned long)atomic_load(&a->reload_errors));
+}

@@ -1,0 +1,61 @@
+/*
+ * Authorization with bearer tokens (--auth-tokens FILE). The file holds no token, only
+ * each token's SHA-256, its scopes and, optionally, the resource prefix it is limited to:
+ *
+ *     # name      hash                                                                  scopes
+ * prefix deployer    sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
+ * read,write       jobs/ operator
+ * sha256:60303ae22b998861bce3b28f33eec1be758a213c86c93c076dbe9f558c11c752 read,write,admin
+ *
+ * Scopes: `read` (GET a resource, list, /metrics), `write` (acquire, renew, release),
+ * `admin` (break). The file is read again on SIGHUP; a file that does not parse leaves the
+ * tokens in force as they were.
+ *
+ * Threads: auth_check() from any thread; auth_reload() from one thread at a time.
+ */
+#ifndef MX_HTTP_AUTH_H
+#define MX_HTTP_AUTH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/buf.h"
+
+enum auth_scope { AUTH_READ = 1, AUTH_WRITE = 2, AUTH_ADMIN = 4 };
+
+struct auth;
+
+/* Reads the file. Returns 0, or -1 with a sentence in err naming the line. */
+int auth_open(struct auth **out, const char *path, char *err, size_t errlen);
+/* Reads the file again; on error keeps what was in force and returns -1 with err. */
+int auth_reload(struct auth *a, char *err, size_t errlen);
+void auth_free(struct auth *a);
+
+struct auth_grant {
+    char name[64];    /* the token's name in the file, for logs */
+    char prefix[257]; /* "" when not limited */
+};
+
+/*
+ * Checks an Authorization header value (may be NULL) for `scope`. Returns 0 and fills
+ * `grant` when allowed; 401 when there is no valid token; 403 when the token lacks the
+ * scope. The resource prefix is the caller's to check with auth_prefix_allows().
+ */
+int auth_check(struct auth *a, const char *authorization, unsigned scope, struct auth_grant *grant);
+/* Whether a grant limited to a prefix covers `name` (`len` bytes). */
+bool auth_prefix_allows(const struct auth_grant *g, const char *name, size_t len);
+
+/* Parses one line of the file (for the fuzzer and the tests). Returns 1 for an entry, 0 for
+ * a blank or comment line, -1 (err) for a bad one. */
+struct auth_entry {
+    char name[64];
+    uint8_t digest[32];
+    unsigned scopes;
+    char prefix[257];
+};
+int auth_parse_line(const char *line, struct auth_entry *out, char *err, size_t errlen);
+
+void auth_metrics(struct auth *a, struct mx_buf *b);
+
+#endif
