@@ -5,7 +5,7 @@ BUILD    ?= build
 JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
 ARGS     ?=
 
-.PHONY: all build run test bench fmt clean
+.PHONY: all build run test bench fuzz fmt clean
 
 all: build
 
@@ -27,8 +27,13 @@ test:
 bench: build
 	@scripts/bench.sh
 
+# Each fuzzer for FUZZ_SECONDS (default 60); make test runs them for 30 s each.
+FUZZ_SECONDS ?= 60
+fuzz:
+	@scripts/fuzz.sh $(FUZZ_SECONDS)
+
 fmt:
 	clang-format -i $$(git ls-files '*.c' '*.h')
 
 clean:
-	rm -rf build build-tsan build-asan
+	rm -rf build build-tsan build-asan build-fuzz

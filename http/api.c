@@ -528,18 +528,23 @@ bool api_query_param(enum api_route route, struct api_query *q, const char *key,
 {
     if (!key)
         return true;
+    /* Values are parsed aside and stored only when valid: a refused parameter leaves the
+     * query as it was. */
+    uint64_t v;
     if (route == ROUTE_GET && strcmp(key, "index") == 0) {
-        if (!parse_u64(value, &q->index))
+        if (!parse_u64(value, &v))
             return api_fail(e, 400, "invalid_field", "index",
                             "index must be a whole number, as returned by GET");
+        q->index = v;
         q->has_index = true;
         return true;
     }
     if (route == ROUTE_GET && strcmp(key, "wait_ms") == 0) {
-        if (!parse_u64(value, &q->wait_ms) || q->wait_ms > lim->max_wait_ms)
+        if (!parse_u64(value, &v) || v > lim->max_wait_ms)
             return api_fail(e, 400, "invalid_wait", "wait_ms",
                             "wait_ms must be a whole number of milliseconds from 0 to %lu",
                             (unsigned long)lim->max_wait_ms);
+        q->wait_ms = v;
         q->has_wait = true;
         return true;
     }
@@ -558,9 +563,10 @@ bool api_query_param(enum api_route route, struct api_query *q, const char *key,
         return true;
     }
     if (route == ROUTE_LIST && strcmp(key, "limit") == 0) {
-        if (!parse_u64(value, &q->limit) || q->limit < 1 || q->limit > API_MAX_LIMIT)
+        if (!parse_u64(value, &v) || v < 1 || v > API_MAX_LIMIT)
             return api_fail(e, 400, "invalid_field", "limit",
                             "limit must be a whole number from 1 to %d", API_MAX_LIMIT);
+        q->limit = v;
         q->has_limit = true;
         return true;
     }

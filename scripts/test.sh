@@ -64,4 +64,7 @@ stage "integration tests under TSan"
 MUTEXD_BIN=build-tsan/mutexd "${PYTEST[@]}" tests/integration
 unset TSAN_OPTIONS
 
+stage "fuzzers, 30 s each"
+scripts/fuzz.sh 30
+
 stage "all passed"

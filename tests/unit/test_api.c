@@ -324,6 +324,14 @@ static void query_params(void **st)
     api_query_finish(ROUTE_GET, &q, &LIM, &rq);
     assert_int_equal(rq.wait_ms, 0);
 
+    /* A refused value leaves the query as it was (found by fuzz_body). */
+    memset(&q, 0, sizeof q);
+    assert_true(api_query_param(ROUTE_GET, &q, "wait_ms", "4", &LIM, &e));
+    assert_false(api_query_param(ROUTE_GET, &q, "wait_ms", "10001000", &LIM, &e));
+    assert_int_equal(q.wait_ms, 4);
+    assert_false(api_query_param(ROUTE_GET, &q, "index", "x", &LIM, &e));
+    assert_false(q.has_index);
+
     memset(&q, 0, sizeof q);
     assert_false(api_query_param(ROUTE_GET, &q, "index", "-1", &LIM, &e));
     assert_string_equal(e.field, "index");
