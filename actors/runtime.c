@@ -30,6 +30,7 @@
 #include "runtime.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -586,6 +587,7 @@ static void sweep(void *ctx, uint64_t now_ns)
     pthread_mutex_unlock(&rt->idle_lock);
 
     struct rt_actor *next;
+    size_t freed = 0;
     for (struct rt_actor *a = due; a; a = next) {
         next = a->idle_next;
         uint64_t since = atomic_load_explicit(&a->idle_since, memory_order_seq_cst);
@@ -597,10 +599,15 @@ static void sweep(void *ctx, uint64_t now_ns)
                 atomic_exchange_explicit(&a->in_idle_list, true, memory_order_seq_cst))
                 continue;
         } else if (since - 1 + idle_ms <= now_ms && try_deactivate(rt, a, since)) {
+            freed++;
             continue;
         }
         list_idle(rt, a, now_ms);
     }
+    /* A burst of resources that came and went leaves glibc holding the memory in its
+     * arenas; give it back, so that memory returns to its baseline. */
+    if (freed >= 4096)
+        malloc_trim(0);
 }
 
 /* ---- start and shutdown ---------------------------------------------------------- */

@@ -2,3 +2,5 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
+
+from fixtures import client, server  # noqa: E402,F401
