@@ -1,0 +1,312 @@
+// Type declarations of the mutexd client (mutexd HTTP API, version 1).
+
+/** The client's version. */
+export declare const VERSION: string;
+
+/** The default owner: "<host name>:<process id>". */
+export declare function defaultOwner(): string;
+
+/** Any JSON object stored with a lease (at most 4096 bytes serialized). */
+export type Metadata = { [key: string]: unknown };
+
+/** What renew() and release() need of a lease. A Lease and a Lock both have it. */
+export interface LeaseRef {
+  resource: string;
+  leaseId: string;
+}
+
+/** A granted lease, as acquire and renew answer it. */
+export interface Lease {
+  resource: string;
+  /** The credential: whoever knows it can renew and release. */
+  leaseId: string;
+  owner: string;
+  /** Unsigned 64-bit; strictly increasing across every grant. A renewal keeps it. */
+  fencingToken: bigint;
+  ttlMs: number;
+  /** The remaining time when the server answered. Act on this, never on the `*At` times. */
+  expiresInMs: number;
+  /** Informative (RFC 3339 UTC). */
+  acquiredAt: string;
+  /** Informative (RFC 3339 UTC); null or a time for a lease never extended. */
+  renewedAt: string | null;
+  metadata: Metadata | null;
+}
+
+/** The current lease of a resource as get(), watch() and list() show it (no lease id). */
+export interface Holder {
+  owner: string;
+  fencingToken: bigint;
+  ttlMs: number;
+  expiresInMs: number;
+  acquiredAt: string;
+  renewedAt: string | null;
+  metadata: Metadata | null;
+}
+
+/** The holder named by a 409 lease_held. */
+export interface HolderInfo {
+  owner: string;
+  fencingToken: bigint;
+  expiresInMs: number;
+}
+
+export interface ResourceState {
+  resource: string;
+  state: 'held' | 'free';
+  /** Increases on every change of the resource; pass it to watch(). */
+  index: number;
+  holder: Holder | null;
+  /** How many acquire requests are queued. */
+  waiters: number;
+}
+
+export interface ResourcePage {
+  resources: ResourceState[];
+  /** null on the last page. */
+  nextCursor: string | null;
+}
+
+export interface ReleaseResult {
+  resource: string;
+  released: boolean;
+}
+
+export interface BreakResult {
+  resource: string;
+  /** Whether there was a lease to end. */
+  broken: boolean;
+}
+
+export interface ClientOptions {
+  /** Sent as `Authorization: Bearer <token>`. */
+  token?: string;
+  /** PEM file of the CA certificate(s) to trust for an https: URL, instead of the system's. */
+  caFile?: string;
+  /** How long a request may take beyond any wait it asks the server for. Default 10000. */
+  timeoutMs?: number;
+  /** Default owner of acquire, lock and runWhenLeader. Default "<host name>:<pid>". */
+  owner?: string;
+}
+
+/** Options every call takes. */
+export interface CallOptions {
+  /** Cancels the call: it rejects with `signal.reason` and its connection is closed. */
+  signal?: AbortSignal;
+  /** This call's timeout (beyond any wait), instead of the client's. */
+  timeoutMs?: number;
+}
+
+export interface AcquireOptions extends CallOptions {
+  /** Default: the client's owner. */
+  owner?: string;
+  /** Default: the server's (15000). */
+  ttlMs?: number;
+  /** Wait up to this long in the resource's FIFO queue. Default 0: answer at once. */
+  waitMs?: number;
+  /** Propose the lease id; default a new random UUID. Repeat it to retry idempotently. */
+  leaseId?: string;
+  metadata?: Metadata;
+}
+
+export interface RenewOptions extends CallOptions {
+  /** Default: the lease's own TTL. */
+  ttlMs?: number;
+  /** Replaces the lease's metadata. */
+  metadata?: Metadata;
+}
+
+export interface BreakOptions extends CallOptions {
+  reason?: string;
+}
+
+export interface WatchOptions extends CallOptions {
+  /** Default 60000; at most the server's --max-wait-ms. */
+  waitMs?: number;
+}
+
+export interface ListOptions extends CallOptions {
+  prefix?: string;
+  /** Resources per page: 1 to 1000, default 100. */
+  limit?: number;
+  /** Start after this cursor (a `nextCursor`). */
+  cursor?: string;
+}
+
+/** Why a lock was lost. */
+export type LostReason = LeaseLostError | LeaseExpiredError;
+
+export interface LockOptions extends CallOptions {
+  ttlMs?: number;
+  waitMs?: number;
+  owner?: string;
+  metadata?: Metadata;
+  leaseId?: string;
+  /** Called once, the moment the lease is lost. */
+  onLost?: (error: LostReason, lock: Lock) => void | Promise<void>;
+}
+
+export interface RunWhenLeaderOptions {
+  ttlMs?: number;
+  /** Pause between attempts, and after a loss. Default 5000. */
+  retryMs?: number;
+  /** Wait in the server's queue on each attempt. Default 0. */
+  waitMs?: number;
+  owner?: string;
+  metadata?: Metadata;
+  /** Stops the runner: the task's signal is aborted, the lease released. */
+  signal?: AbortSignal;
+  timeoutMs?: number;
+  /** Called when an attempt did not get the lease (LeaseHeldError, or a retryable error). */
+  onRetry?: (error: Error, delayMs: number) => void;
+  /** Called once per lost lease. */
+  onLost?: (error: LostReason, lock: Lock) => void | Promise<void>;
+}
+
+export interface RequestOptions extends CallOptions {
+  query?: Record<string, string | number | boolean | null | undefined>;
+  /** An object is sent as JSON; a string or bytes as they are. */
+  body?: unknown;
+  /** Extra headers; null or undefined removes a default one. */
+  headers?: Record<string, string | null | undefined>;
+}
+
+export declare class Client {
+  constructor(url: string | URL, options?: ClientOptions);
+  /** The base URL, without a trailing slash. */
+  readonly url: string;
+  readonly owner: string;
+  readonly timeoutMs: number;
+  acquire(resource: string, options?: AcquireOptions): Promise<Lease>;
+  renew(lease: LeaseRef, options?: RenewOptions): Promise<Lease>;
+  release(lease: LeaseRef, options?: CallOptions): Promise<ReleaseResult>;
+  breakLease(resource: string, options?: BreakOptions): Promise<BreakResult>;
+  get(resource: string, options?: CallOptions): Promise<ResourceState>;
+  watch(resource: string, index: number, options?: WatchOptions): Promise<ResourceState>;
+  list(options?: ListOptions): AsyncGenerator<ResourcePage, void, undefined>;
+  lock(resource: string, options?: LockOptions): Promise<Lock>;
+  runWhenLeader<T>(
+    resource: string,
+    task: (signal: AbortSignal, lock: Lock) => T | PromiseLike<T>,
+    options?: RunWhenLeaderOptions,
+  ): Promise<T>;
+  request<T = unknown>(method: string, path: string, options?: RequestOptions): Promise<T>;
+  close(): void;
+}
+
+/** A lease kept alive in the background; made by Client#lock(). */
+export declare class Lock {
+  private constructor();
+  readonly resource: string;
+  readonly leaseId: string;
+  readonly owner: string;
+  readonly fencingToken: bigint;
+  readonly ttlMs: number;
+  /** The last acquire or renewal answer. */
+  readonly lease: Lease;
+  /** True once lost (lease_lost, or the deadline passed without a renewal). */
+  readonly lost: boolean;
+  /** True once release() was called. */
+  readonly released: boolean;
+  /** Aborted when lost (reason: LostReason) and when released. */
+  readonly signal: AbortSignal;
+  /** While held: how long the lease is certain to last without another renewal; else 0. */
+  readonly remainingMs: number;
+  /** Stop renewing and release: true when released, false when already lost. */
+  release(options?: CallOptions): Promise<boolean>;
+}
+
+/** The error codes of the API. */
+export type ErrorCode =
+  | 'invalid_json'
+  | 'invalid_field'
+  | 'unknown_field'
+  | 'missing_field'
+  | 'invalid_resource'
+  | 'invalid_ttl'
+  | 'invalid_wait'
+  | 'invalid_lease_id'
+  | 'unauthorized'
+  | 'forbidden'
+  | 'not_found'
+  | 'method_not_allowed'
+  | 'lease_held'
+  | 'lease_lost'
+  | 'body_too_large'
+  | 'unsupported_media_type'
+  | 'too_many_waiters'
+  | 'unavailable';
+
+/** The server answered with an API error. */
+export declare class MutexdError extends Error {
+  constructor(status: number, error: Record<string, unknown>, headers?: Record<string, string | string[] | undefined>);
+  /** The API's error code (a code unknown to this client is kept as sent). */
+  code: ErrorCode | (string & {});
+  /** The HTTP status. */
+  status: number;
+  /** The whole `error` object, with every extra field. */
+  details: Record<string, unknown>;
+  /** The answer's X-Request-Id. */
+  requestId: string | undefined;
+  /** The Retry-After header in seconds. */
+  retryAfter: number | undefined;
+}
+
+/** 400. */
+export declare class BadRequestError extends MutexdError {
+  /** The field at fault (every code but invalid_json and invalid_resource). */
+  field: string | undefined;
+}
+/** 401 unauthorized. */
+export declare class UnauthorizedError extends MutexdError {}
+/** 403 forbidden. */
+export declare class ForbiddenError extends MutexdError {}
+/** 404 not_found. */
+export declare class NotFoundError extends MutexdError {}
+/** 405 method_not_allowed. */
+export declare class MethodNotAllowedError extends MutexdError {
+  /** The Allow header. */
+  allow: string | undefined;
+}
+/** 409 lease_held. */
+export declare class LeaseHeldError extends MutexdError {
+  holder: HolderInfo | null;
+}
+/** 409 lease_lost. */
+export declare class LeaseLostError extends MutexdError {}
+/** 413 body_too_large. */
+export declare class BodyTooLargeError extends MutexdError {}
+/** 415 unsupported_media_type. */
+export declare class UnsupportedMediaTypeError extends MutexdError {}
+/** 429 too_many_waiters. */
+export declare class TooManyWaitersError extends MutexdError {}
+/** 503 unavailable. */
+export declare class UnavailableError extends MutexdError {
+  reason: string | undefined;
+}
+
+/** No usable answer (connection, TLS, timeout, not the API's JSON). */
+export declare class MutexdTransportError extends Error {
+  constructor(
+    message: string,
+    info?: { cause?: unknown; code?: string; status?: number; method?: string; url?: string },
+  );
+  /** ECONNREFUSED, ECONNRESET, ETIMEDOUT (a timeout), ERR_INVALID_RESPONSE... */
+  code: string | undefined;
+  /** The HTTP status when an answer came that was not the API's. */
+  status: number | undefined;
+  method: string | undefined;
+  url: string | undefined;
+}
+
+/** The request took longer than its timeout. */
+export declare class MutexdTimeoutError extends MutexdTransportError {}
+
+/** A lock's lease passed its deadline without a successful renewal. */
+export declare class LeaseExpiredError extends Error {
+  constructor(message?: string, options?: { cause?: unknown });
+  code: 'lease_expired';
+}
+
+/** Transport errors, 503 unavailable and 429 too_many_waiters: trying again later may work. */
+export declare function isRetryable(err: unknown): boolean;

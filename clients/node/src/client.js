@@ -1,0 +1,337 @@
+// The mutexd client: one method per operation of the HTTP API (version 1), plus lock() and
+// runWhenLeader() built on them.
+
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
+import { Transport } from './transport.js';
+import { decodeJson, toLease, toState, toPage } from './model.js';
+import { apiError, isRetryable, LeaseHeldError, MutexdTransportError } from './errors.js';
+import { Lock } from './lock.js';
+
+const DEFAULT_TIMEOUT_MS = 10_000;
+const DEFAULT_WATCH_WAIT_MS = 60_000;
+const DEFAULT_RETRY_MS = 5_000;
+
+/** The default owner: "<host name>:<process id>". */
+export function defaultOwner() {
+  return `${hostname()}:${process.pid}`;
+}
+
+// A resource goes into the path with its slashes literal (they are the hierarchy). Characters
+// the API does not allow in a name are percent-encoded so that they cannot change the meaning
+// of the URL (`?`, `#`, `%`...); the server then answers invalid_resource.
+function resourcePath(resource) {
+  if (typeof resource !== 'string' || resource.length === 0) {
+    throw new TypeError('the resource must be a non-empty string');
+  }
+  return '/v1/resources/' + resource.replace(/[^A-Za-z0-9._~:@/-]/gu, (c) => encodeURIComponent(c));
+}
+
+function leaseRef(lease) {
+  if (lease === null || typeof lease !== 'object') {
+    throw new TypeError('expected a lease, or { resource, leaseId }');
+  }
+  const { resource, leaseId } = lease;
+  if (typeof leaseId !== 'string' || leaseId.length === 0) {
+    throw new TypeError('the lease has no leaseId');
+  }
+  return { path: resourcePath(resource), leaseId };
+}
+
+function defined(obj) {
+  const out = {};
+  for (const [k, v] of Object.entries(obj)) if (v !== undefined) out[k] = v;
+  return out;
+}
+
+function sleep(ms, signal) {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) {
+      reject(signal.reason);
+      return;
+    }
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal.reason);
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+// AbortSignal.any() is not in Node 18.
+function anySignal(signals) {
+  const controller = new AbortController();
+  const live = signals.filter(Boolean);
+  const undo = [];
+  for (const s of live) {
+    if (s.aborted) {
+      controller.abort(s.reason);
+      break;
+    }
+    const onAbort = () => controller.abort(s.reason);
+    s.addEventListener('abort', onAbort, { once: true });
+    undo.push(() => s.removeEventListener('abort', onAbort));
+  }
+  return { signal: controller.signal, dispose: () => undo.forEach((f) => f()) };
+}
+
+export class Client {
+  #t;
+  #owner;
+
+  /**
+   * @param {string | URL} url the server's base URL, for example http://127.0.0.1:8080
+   * @param {{ token?: string, caFile?: string, timeoutMs?: number, owner?: string }} [options]
+   *   token: sent as `Authorization: Bearer <token>`. caFile: a PEM file of the CA(s) to trust
+   *   for an https: URL, instead of the system's. timeoutMs: how long a request may take,
+   *   beyond any wait it asks the server for (default 10000). owner: the default owner of
+   *   acquire, lock and runWhenLeader (default "<host name>:<pid>").
+   */
+  constructor(url, options = {}) {
+    const { token, caFile, timeoutMs = DEFAULT_TIMEOUT_MS, owner } = options;
+    if (!(Number.isFinite(timeoutMs) && timeoutMs > 0)) throw new TypeError('timeoutMs must be a positive number');
+    this.#t = new Transport(url, { token, caFile, timeoutMs });
+    this.#owner = owner ?? defaultOwner();
+  }
+
+  /** The base URL (without a trailing slash). */
+  get url() {
+    return this.#t.url;
+  }
+
+  /** The default owner. */
+  get owner() {
+    return this.#owner;
+  }
+
+  /** The request timeout in ms (beyond any wait). */
+  get timeoutMs() {
+    return this.#t.timeoutMs;
+  }
+
+  async #call(method, path, options) {
+    const res = await this.#t.request(method, path, options);
+    const { status, headers, text } = res;
+    let body;
+    let parsed = false;
+    const isJson = /\bjson\b/i.test(String(headers['content-type'] ?? '')) || !headers['content-type'];
+    if (isJson && text.length > 0) {
+      try {
+        body = decodeJson(text);
+        parsed = true;
+      } catch {
+        // handled below
+      }
+    }
+    if (status >= 200 && status < 300) {
+      if (options.acceptText) return parsed ? body : text;
+      if (parsed && body !== null && typeof body === 'object') return body;
+      throw new MutexdTransportError(`${method} ${this.url}${path}: the answer (HTTP ${status}) is not a JSON object`, {
+        code: 'ERR_INVALID_RESPONSE',
+        status,
+        method,
+        url: this.url + path,
+      });
+    }
+    if (parsed && body && typeof body.error === 'object' && body.error && typeof body.error.code === 'string') {
+      throw apiError(status, body.error, headers);
+    }
+    throw new MutexdTransportError(`${method} ${this.url}${path}: HTTP ${status} without an API error body`, {
+      code: 'ERR_INVALID_RESPONSE',
+      status,
+      method,
+      url: this.url + path,
+    });
+  }
+
+  /**
+   * Acquire a lease. Without `leaseId` the client proposes a new random one, so that repeating
+   * a call whose answer was lost (with the same `leaseId`) gets the same lease back.
+   * Rejects with LeaseHeldError when another lease holds the resource (at once, or when
+   * `waitMs` runs out).
+   */
+  async acquire(resource, options = {}) {
+    const { owner = this.#owner, ttlMs, waitMs, metadata, signal, timeoutMs } = options;
+    if (signal?.aborted) throw signal.reason;
+    const leaseId = options.leaseId ?? randomUUID();
+    const path = `${resourcePath(resource)}/acquire`;
+    const json = defined({ owner, ttl_ms: ttlMs, lease_id: leaseId, wait_ms: waitMs, metadata });
+    try {
+      return toLease(await this.#call('POST', path, { json, signal, timeoutMs, waitMs }));
+    } catch (err) {
+      // Cancelled after the request was sent: the server may have granted it just before it
+      // saw the connection close. The lease id is this call's own, so releasing it can only
+      // end that grant, if there was one.
+      if (signal?.aborted && err === signal.reason && options.leaseId === undefined) {
+        this.#releaseQuietly(resource, leaseId);
+      }
+      throw err;
+    }
+  }
+
+  #releaseQuietly(resource, leaseId) {
+    this.release({ resource, leaseId }).catch(() => {});
+  }
+
+  /** Renew a lease: a fresh TTL (`ttlMs`, default the lease's own), the same fencing token. */
+  async renew(lease, options = {}) {
+    const { path, leaseId } = leaseRef(lease);
+    const { ttlMs, metadata, signal, timeoutMs } = options;
+    const json = defined({ lease_id: leaseId, ttl_ms: ttlMs, metadata });
+    return toLease(await this.#call('POST', `${path}/renew`, { json, signal, timeoutMs }));
+  }
+
+  /** Release a lease; the next waiter is granted at once. */
+  async release(lease, options = {}) {
+    const { path, leaseId } = leaseRef(lease);
+    const { signal, timeoutMs } = options;
+    const body = await this.#call('POST', `${path}/release`, { json: { lease_id: leaseId }, signal, timeoutMs });
+    return { resource: body.resource, released: body.released === true };
+  }
+
+  /** End the current lease of a resource whoever holds it (an operator's tool). */
+  async breakLease(resource, options = {}) {
+    const { reason, signal, timeoutMs } = options;
+    const body = await this.#call('POST', `${resourcePath(resource)}/break`, {
+      json: defined({ reason }),
+      signal,
+      timeoutMs,
+    });
+    return { resource: body.resource, broken: body.broken === true };
+  }
+
+  /** The state of a resource (a name never used is free). */
+  async get(resource, options = {}) {
+    const { signal, timeoutMs } = options;
+    return toState(await this.#call('GET', resourcePath(resource), { signal, timeoutMs }));
+  }
+
+  /**
+   * Wait until the resource's index differs from `index`, or `waitMs` passes (default 60000;
+   * at most the server's --max-wait-ms), and return its state.
+   */
+  async watch(resource, index, options = {}) {
+    const { waitMs = DEFAULT_WATCH_WAIT_MS, signal, timeoutMs } = options;
+    const query = { index, wait_ms: waitMs };
+    return toState(await this.#call('GET', resourcePath(resource), { query, signal, timeoutMs, waitMs }));
+  }
+
+  /**
+   * The held resources, in name order, one page per iteration:
+   * `for await (const page of client.list({ prefix: 'jobs/' })) ...`.
+   */
+  async *list(options = {}) {
+    const { prefix, limit, signal, timeoutMs } = options;
+    let cursor = options.cursor;
+    do {
+      const body = await this.#call('GET', '/v1/resources', { query: { prefix, limit, cursor }, signal, timeoutMs });
+      const page = toPage(body);
+      yield page;
+      cursor = page.nextCursor;
+    } while (cursor !== null && cursor !== undefined);
+  }
+
+  /**
+   * Acquire a lease and keep it alive in the background until release() or loss.
+   * @returns {Promise<Lock>}
+   */
+  async lock(resource, options = {}) {
+    const { ttlMs, waitMs, owner, metadata, onLost, leaseId, signal, timeoutMs } = options;
+    const sentAt = performance.now();
+    const lease = await this.acquire(resource, { owner, ttlMs, waitMs, leaseId, metadata, signal, timeoutMs });
+    const receivedAt = performance.now();
+    return new Lock(this, lease, { sentAt, receivedAt, onLost });
+  }
+
+  /**
+   * Run `task` whenever this process leads `resource`: acquire a lock (trying again every
+   * `retryMs` while another holds it or the server cannot be reached), run
+   * `task(signal, lock)` with a signal aborted when the lease is lost, and after a loss wait
+   * `retryMs` and start again. When the task returns (or throws) while still leading, the
+   * lease is released and its result returned (or its error thrown). Aborting `signal` aborts
+   * the task's signal, waits for the task to settle, releases the lease, and rejects with the
+   * signal's reason.
+   */
+  async runWhenLeader(resource, task, options = {}) {
+    if (typeof task !== 'function') throw new TypeError('task must be a function');
+    const { ttlMs, retryMs = DEFAULT_RETRY_MS, waitMs, owner, metadata, signal, onRetry, onLost, timeoutMs } = options;
+    let leaseId = randomUUID();
+    for (;;) {
+      if (signal?.aborted) throw signal.reason;
+      let lock;
+      try {
+        lock = await this.lock(resource, { ttlMs, waitMs, owner, metadata, onLost, leaseId, signal, timeoutMs });
+      } catch (err) {
+        if (signal?.aborted) {
+          // As in acquire(): end a grant the cancelled request may have got.
+          this.#releaseQuietly(resource, leaseId);
+          throw signal.reason;
+        }
+        if (!(err instanceof LeaseHeldError) && !isRetryable(err)) throw err;
+        // The same lease id is proposed again: if the last acquire was granted but its answer
+        // lost, the next one gets that lease back.
+        if (typeof onRetry === 'function') onRetry(err, retryMs);
+        await sleep(retryMs, signal);
+        continue;
+      }
+      leaseId = randomUUID();
+      const linked = anySignal([lock.signal, signal]);
+      let result;
+      let failure;
+      let failed = false;
+      try {
+        result = await task(linked.signal, lock);
+      } catch (err) {
+        failed = true;
+        failure = err;
+      } finally {
+        linked.dispose();
+      }
+      if (!lock.lost) {
+        try {
+          await lock.release({ timeoutMs });
+        } catch {
+          // The lease runs out by itself.
+        }
+      }
+      if (signal?.aborted) throw signal.reason;
+      if (lock.lost) {
+        await sleep(retryMs, signal);
+        continue;
+      }
+      if (failed) throw failure;
+      return result;
+    }
+  }
+
+  /**
+   * Send any request to the server (for example GET /readyz or /metrics). `body`: an object
+   * is sent as JSON, a string or bytes as they are (with the headers given). Resolves with
+   * the answer's JSON (fencing tokens as bigint), or its text when it is not JSON; an error
+   * answer rejects as the other methods do.
+   */
+  async request(method, path, options = {}) {
+    if (typeof path !== 'string' || !path.startsWith('/')) throw new TypeError('path must start with "/"');
+    const { query, body, headers, signal, timeoutMs } = options;
+    const isRaw = typeof body === 'string' || body instanceof Uint8Array;
+    return this.#call(method, path, {
+      query,
+      json: isRaw ? undefined : body,
+      raw: isRaw ? body : undefined,
+      headers,
+      signal,
+      timeoutMs,
+      acceptText: true,
+    });
+  }
+
+  /** Close the client's connections. Requests still in flight fail; locks stop being renewed
+   * successfully, so release them first. */
+  close() {
+    this.#t.close();
+  }
+}

@@ -1,0 +1,205 @@
+// Errors of the mutexd client.
+//
+// Two separate families, so that callers can tell "the server said no" from "there was no
+// answer":
+//
+// - MutexdError and its subclasses: the server answered with an API error
+//   {"error": {"code", "message", ...}}. `code` is the API's error code, `status` the HTTP
+//   status; the extra fields of the error object are on the instance.
+// - MutexdTransportError (and MutexdTimeoutError): no usable answer (connection refused or
+//   reset, TLS failure, timeout, an answer that is not the API's JSON). Whether the server
+//   acted on the request is unknown.
+//
+// LeaseExpiredError is neither: it is how a Lock reports that it could not renew its lease
+// before the lease's deadline, measured on this process's monotonic clock.
+//
+// A call cancelled by its AbortSignal rejects with the signal's reason (by default a
+// DOMException named "AbortError"), as fetch() does.
+
+import { toHolderInfo } from './model.js';
+
+/** The server answered with an API error. */
+export class MutexdError extends Error {
+  /**
+   * @param {number} status HTTP status
+   * @param {Record<string, unknown>} error the `error` object of the answer
+   * @param {Record<string, string | string[] | undefined>} [headers] the answer's headers
+   */
+  constructor(status, error, headers = {}) {
+    const code = typeof error.code === 'string' ? error.code : 'unknown';
+    const message = typeof error.message === 'string' ? error.message : `HTTP ${status}`;
+    super(message);
+    this.name = new.target.name;
+    /** @type {string} */
+    this.code = code;
+    /** @type {number} */
+    this.status = status;
+    /** The whole `error` object, with every extra field as the server sent it. */
+    this.details = error;
+    /** @type {string | undefined} */
+    this.requestId = header(headers, 'x-request-id');
+    /** The Retry-After header in seconds, when the answer had one. */
+    this.retryAfter = parseRetryAfter(header(headers, 'retry-after'));
+  }
+}
+
+/** 400: bad input. `field` names the field (every code but invalid_json and invalid_resource). */
+export class BadRequestError extends MutexdError {
+  constructor(status, error, headers) {
+    super(status, error, headers);
+    /** @type {string | undefined} */
+    this.field = typeof error.field === 'string' ? error.field : undefined;
+  }
+}
+
+/** 401 unauthorized: authorization is on and the bearer token is missing or bad. */
+export class UnauthorizedError extends MutexdError {}
+
+/** 403 forbidden: the token lacks the scope (`admin` for break). */
+export class ForbiddenError extends MutexdError {}
+
+/** 404 not_found: no such route (usually a wrong base URL) or an unknown action. */
+export class NotFoundError extends MutexdError {}
+
+/** 405 method_not_allowed; `allow` is the Allow header. */
+export class MethodNotAllowedError extends MutexdError {
+  constructor(status, error, headers) {
+    super(status, error, headers);
+    /** @type {string | undefined} */
+    this.allow = header(headers, 'allow');
+  }
+}
+
+/** 409 lease_held: another lease holds the resource (at once, or when the wait ran out). */
+export class LeaseHeldError extends MutexdError {
+  constructor(status, error, headers) {
+    super(status, error, headers);
+    /** Who holds it: owner, fencingToken (bigint), expiresInMs; null if the server did not say. */
+    this.holder = toHolderInfo(error.holder);
+  }
+}
+
+/** 409 lease_lost: the lease is no longer the resource's. Stop the work it guarded. */
+export class LeaseLostError extends MutexdError {}
+
+/** 413 body_too_large: the request body is over 65536 bytes. */
+export class BodyTooLargeError extends MutexdError {}
+
+/** 415 unsupported_media_type. */
+export class UnsupportedMediaTypeError extends MutexdError {}
+
+/** 429 too_many_waiters: the resource's queue of waiters is full. */
+export class TooManyWaitersError extends MutexdError {}
+
+/** 503 unavailable: not ready, overloaded or shutting down. */
+export class UnavailableError extends MutexdError {
+  constructor(status, error, headers) {
+    super(status, error, headers);
+    /** @type {string | undefined} */
+    this.reason = typeof error.reason === 'string' ? error.reason : undefined;
+  }
+}
+
+const BY_CODE = {
+  invalid_json: BadRequestError,
+  invalid_field: BadRequestError,
+  unknown_field: BadRequestError,
+  missing_field: BadRequestError,
+  invalid_resource: BadRequestError,
+  invalid_ttl: BadRequestError,
+  invalid_wait: BadRequestError,
+  invalid_lease_id: BadRequestError,
+  unauthorized: UnauthorizedError,
+  forbidden: ForbiddenError,
+  not_found: NotFoundError,
+  method_not_allowed: MethodNotAllowedError,
+  lease_held: LeaseHeldError,
+  lease_lost: LeaseLostError,
+  body_too_large: BodyTooLargeError,
+  unsupported_media_type: UnsupportedMediaTypeError,
+  too_many_waiters: TooManyWaitersError,
+  unavailable: UnavailableError,
+};
+
+const BY_STATUS = {
+  400: BadRequestError,
+  401: UnauthorizedError,
+  403: ForbiddenError,
+  404: NotFoundError,
+  405: MethodNotAllowedError,
+  413: BodyTooLargeError,
+  415: UnsupportedMediaTypeError,
+  429: TooManyWaitersError,
+  503: UnavailableError,
+};
+
+/**
+ * The error for an API error answer: by `code`, or by status for a code this client does not
+ * know (a newer server), or the base class.
+ */
+export function apiError(status, error, headers) {
+  const Class = Object.hasOwn(BY_CODE, error.code)
+    ? BY_CODE[error.code]
+    : Object.hasOwn(BY_STATUS, status)
+      ? BY_STATUS[status]
+      : MutexdError;
+  return new Class(status, error, headers);
+}
+
+/** No usable answer; the server may or may not have acted on the request. */
+export class MutexdTransportError extends Error {
+  /**
+   * @param {string} message
+   * @param {{ cause?: unknown, code?: string, status?: number, method?: string, url?: string }} [info]
+   */
+  constructor(message, info = {}) {
+    super(message, info.cause === undefined ? undefined : { cause: info.cause });
+    this.name = new.target.name;
+    /** A system error code such as ECONNREFUSED, ETIMEDOUT for a timeout, or ERR_INVALID_RESPONSE. */
+    this.code = info.code ?? (info.cause && typeof info.cause.code === 'string' ? info.cause.code : undefined);
+    /** The HTTP status when an answer came but was not the API's JSON. */
+    this.status = info.status;
+    this.method = info.method;
+    this.url = info.url;
+  }
+}
+
+/** The request took longer than the client's timeout (beyond any wait it asked for). */
+export class MutexdTimeoutError extends MutexdTransportError {}
+
+/**
+ * A Lock could not renew its lease before the lease's deadline (measured on this process's
+ * monotonic clock from the last successful renewal): the server may already have granted the
+ * resource to someone else. `cause` is the last renewal failure.
+ */
+export class LeaseExpiredError extends Error {
+  constructor(message, options) {
+    super(message, options);
+    this.name = 'LeaseExpiredError';
+    this.code = 'lease_expired';
+  }
+}
+
+/**
+ * Whether trying the same call again later may succeed: no answer at all, 503 unavailable,
+ * or 429 too_many_waiters.
+ * @param {unknown} err
+ */
+export function isRetryable(err) {
+  return (
+    err instanceof MutexdTransportError ||
+    err instanceof UnavailableError ||
+    err instanceof TooManyWaitersError
+  );
+}
+
+function header(headers, name) {
+  const v = headers[name];
+  return Array.isArray(v) ? v.join(', ') : v;
+}
+
+function parseRetryAfter(value) {
+  if (value === undefined) return undefined;
+  const s = String(value).trim();
+  return /^\d+$/.test(s) ? Number(s) : undefined;
+}

@@ -1,0 +1,179 @@
+// Decoding of the API's JSON answers into the client's objects (camelCase, fencing tokens as
+// bigint).
+//
+// A fencing token is an unsigned 64-bit integer; a JavaScript number holds integers exactly
+// only up to 2^53 - 1. Answers are parsed with JSON.parse, and only when a fencing token in
+// them is beyond that range is the text parsed again by parseExact() below, which keeps the
+// digits of every `fencing_token` (outside `metadata`, which is the caller's own data and is
+// parsed as JSON.parse would).
+
+/**
+ * Parse the JSON text of an answer.
+ * @param {string} text
+ */
+export function decodeJson(text) {
+  const value = JSON.parse(text);
+  return hasInexactToken(value) ? parseExact(text) : value;
+}
+
+function inexact(v) {
+  return typeof v === 'number' && !Number.isSafeInteger(v);
+}
+
+function hasInexactToken(v) {
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) return false;
+  if (inexact(v.fencing_token)) return true;
+  if (v.holder && inexact(v.holder.fencing_token)) return true;
+  if (v.error && v.error.holder && inexact(v.error.holder.fencing_token)) return true;
+  if (Array.isArray(v.resources)) {
+    for (const r of v.resources) if (r && r.holder && inexact(r.holder.fencing_token)) return true;
+  }
+  return false;
+}
+
+const NUMBER = /-?(?:0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)?/y;
+
+/**
+ * A JSON parser for text that JSON.parse has already accepted: the same values, except that an
+ * integer under the key `fencing_token` (not inside `metadata`) becomes a bigint.
+ * @param {string} text
+ */
+export function parseExact(text) {
+  let i = 0;
+  const skip = () => {
+    while (i < text.length) {
+      const c = text.charCodeAt(i);
+      if (c === 0x20 || c === 0x09 || c === 0x0a || c === 0x0d) i++;
+      else break;
+    }
+  };
+  const string = () => {
+    const start = i;
+    i++; // opening quote
+    while (text[i] !== '"') i += text[i] === '\\' ? 2 : 1;
+    i++;
+    return JSON.parse(text.slice(start, i));
+  };
+  const value = (key, plain) => {
+    skip();
+    const c = text[i];
+    if (c === '{') {
+      i++;
+      const obj = {};
+      skip();
+      if (text[i] === '}') {
+        i++;
+        return obj;
+      }
+      for (;;) {
+        skip();
+        const k = string();
+        skip();
+        i++; // ':'
+        const v = value(k, plain || k === 'metadata');
+        // Same semantics as JSON.parse for "__proto__" keys: an own property.
+        Object.defineProperty(obj, k, { value: v, writable: true, enumerable: true, configurable: true });
+        skip();
+        if (text[i++] === '}') return obj;
+      }
+    }
+    if (c === '[') {
+      i++;
+      const arr = [];
+      skip();
+      if (text[i] === ']') {
+        i++;
+        return arr;
+      }
+      for (;;) {
+        arr.push(value(undefined, plain));
+        skip();
+        if (text[i++] === ']') return arr;
+      }
+    }
+    if (c === '"') return string();
+    if (text.startsWith('true', i)) {
+      i += 4;
+      return true;
+    }
+    if (text.startsWith('false', i)) {
+      i += 5;
+      return false;
+    }
+    if (text.startsWith('null', i)) {
+      i += 4;
+      return null;
+    }
+    NUMBER.lastIndex = i;
+    const m = NUMBER.exec(text);
+    if (!m) throw new SyntaxError(`unexpected character at position ${i}`);
+    i = NUMBER.lastIndex;
+    if (key === 'fencing_token' && !plain && m[1] === undefined && m[2] === undefined) return BigInt(m[0]);
+    return Number(m[0]);
+  };
+  const result = value(undefined, false);
+  skip();
+  if (i !== text.length) throw new SyntaxError(`unexpected text at position ${i}`);
+  return result;
+}
+
+/** A fencing token as a bigint (from a number or a bigint); null if absent or malformed. */
+export function toToken(v) {
+  if (typeof v === 'bigint') return v;
+  if (typeof v === 'number' && Number.isInteger(v)) return BigInt(v);
+  return null;
+}
+
+/** The lease body of acquire and renew. */
+export function toLease(j) {
+  return {
+    resource: j.resource,
+    leaseId: j.lease_id,
+    owner: j.owner,
+    fencingToken: toToken(j.fencing_token),
+    ttlMs: j.ttl_ms,
+    expiresInMs: j.expires_in_ms,
+    acquiredAt: j.acquired_at,
+    renewedAt: j.renewed_at ?? null,
+    metadata: j.metadata ?? null,
+  };
+}
+
+/** The holder of a resource, as GET and the list show it. */
+export function toHolder(j) {
+  if (j === null || typeof j !== 'object') return null;
+  return {
+    owner: j.owner,
+    fencingToken: toToken(j.fencing_token),
+    ttlMs: j.ttl_ms,
+    expiresInMs: j.expires_in_ms,
+    acquiredAt: j.acquired_at,
+    renewedAt: j.renewed_at ?? null,
+    metadata: j.metadata ?? null,
+  };
+}
+
+/** The holder inside a 409 lease_held. */
+export function toHolderInfo(j) {
+  if (j === null || typeof j !== 'object') return null;
+  return { owner: j.owner, fencingToken: toToken(j.fencing_token), expiresInMs: j.expires_in_ms };
+}
+
+/** The state of one resource (GET, watch, and each entry of the list). */
+export function toState(j) {
+  return {
+    resource: j.resource,
+    state: j.state,
+    index: j.index,
+    holder: toHolder(j.holder),
+    waiters: j.waiters,
+  };
+}
+
+/** One page of the list. */
+export function toPage(j) {
+  return {
+    resources: Array.isArray(j.resources) ? j.resources.map(toState) : [],
+    nextCursor: j.next_cursor ?? null,
+  };
+}

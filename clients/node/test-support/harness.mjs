@@ -1,0 +1,152 @@
+// Test harness: start and stop real mutexd servers, make TLS certificates, small helpers.
+//
+// The binary is $MUTEXD_BIN, or build/mutexd under the repository root.
+
+import { spawn, execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
+export const mutexdBin = process.env.MUTEXD_BIN || path.join(repoRoot, 'build', 'mutexd');
+
+const running = new Set();
+process.on('exit', () => {
+  for (const p of running) {
+    try {
+      p.kill('SIGKILL');
+    } catch {
+      // already gone
+    }
+  }
+});
+
+export function tempDir(prefix = 'mutexd-node-test-') {
+  return mkdtempSync(path.join(tmpdir(), prefix));
+}
+
+/**
+ * Start a server on a free port of 127.0.0.1 with a fresh data directory (or `dataDir`).
+ * Resolves when it logged msg="started".
+ */
+export async function startServer({ args = [], dataDir, scheme = 'http', env } = {}) {
+  const dir = dataDir ?? tempDir();
+  const ownDir = dataDir === undefined;
+  const proc = spawn(mutexdBin, ['--listen', '127.0.0.1:0', '--data-dir', dir, '--threads', '2', ...args], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+    env: { ...process.env, ...env },
+  });
+  running.add(proc);
+  const exited = new Promise((resolve) => {
+    proc.on('exit', (code, signal) => {
+      running.delete(proc);
+      resolve({ code, signal });
+    });
+  });
+  const log = [];
+  let buffered = '';
+  const address = await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => fail(new Error('mutexd did not start within 10 s')), 10_000);
+    function fail(err) {
+      clearTimeout(timer);
+      proc.kill('SIGKILL');
+      reject(new Error(`${err.message}\n${log.join('\n')}`));
+    }
+    proc.on('error', fail);
+    proc.on('exit', (code) => fail(new Error(`mutexd exited with ${code} before it started`)));
+    proc.stderr.setEncoding('utf8');
+    proc.stderr.on('data', (chunk) => {
+      buffered += chunk;
+      let nl;
+      while ((nl = buffered.indexOf('\n')) >= 0) {
+        const line = buffered.slice(0, nl);
+        buffered = buffered.slice(nl + 1);
+        log.push(line);
+        if (line.includes('msg="started"')) {
+          const m = / address=(\S+)/.exec(line);
+          if (m) {
+            clearTimeout(timer);
+            resolve(m[1]);
+          }
+        }
+      }
+    });
+  });
+  let stopped = false;
+  const server = {
+    address,
+    url: `${scheme}://${address}`,
+    dataDir: dir,
+    proc,
+    log,
+    exited,
+    /** SIGTERM, and the exit status. */
+    async stop() {
+      if (!stopped && proc.exitCode === null && proc.signalCode === null) proc.kill('SIGTERM');
+      stopped = true;
+      const status = await exited;
+      if (ownDir) rmSync(dir, { recursive: true, force: true });
+      return status;
+    },
+    /** SIGKILL (a crash); the data directory is kept. */
+    async kill() {
+      proc.kill('SIGKILL');
+      return exited;
+    },
+  };
+  return server;
+}
+
+/** A CA and a server certificate for 127.0.0.1 and localhost, made with the openssl tool. */
+export function makeCertificates(dir) {
+  const f = (name) => path.join(dir, name);
+  const openssl = (...args) => execFileSync('openssl', args, { stdio: ['ignore', 'ignore', 'pipe'] });
+  openssl('ecparam', '-name', 'prime256v1', '-genkey', '-noout', '-out', f('ca.key'));
+  openssl(
+    'req', '-x509', '-new', '-key', f('ca.key'), '-out', f('ca.pem'), '-days', '2', '-subj', '/CN=mutexd test CA',
+    '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign',
+  );
+  openssl('ecparam', '-name', 'prime256v1', '-genkey', '-noout', '-out', f('server.key'));
+  openssl('req', '-new', '-key', f('server.key'), '-out', f('server.csr'), '-subj', '/CN=127.0.0.1');
+  writeFileSync(
+    f('server.ext'),
+    'basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n' +
+      'extendedKeyUsage=serverAuth\nsubjectAltName=IP:127.0.0.1,DNS:localhost\n',
+  );
+  openssl(
+    'x509', '-req', '-in', f('server.csr'), '-CA', f('ca.pem'), '-CAkey', f('ca.key'), '-CAcreateserial',
+    '-out', f('server.pem'), '-days', '2', '-extfile', f('server.ext'),
+  );
+  return { ca: f('ca.pem'), cert: f('server.pem'), key: f('server.key') };
+}
+
+export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Poll `fn` until it returns a truthy value, or fail after `timeoutMs`. */
+export async function eventually(fn, { timeoutMs = 5000, intervalMs = 25, message = 'condition' } = {}) {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${message}`);
+    await sleep(intervalMs);
+  }
+}
+
+/** Resolves with the error a promise rejects with; fails if it resolves. */
+export async function rejection(promise) {
+  try {
+    await promise;
+  } catch (err) {
+    return err;
+  }
+  throw new Error('expected a rejection');
+}
+
+let counter = 0;
+/** A resource name no other test uses. */
+export function uniqueName(prefix = 'test') {
+  counter += 1;
+  return `${prefix}/${process.pid}-${counter}`;
+}
