@@ -37,6 +37,9 @@ MUTEXD_BIN=build/mutexd "${PYTEST[@]}" tests/chaos
 stage "Python client"
 MUTEXD_BIN=build/mutexd "${PYTEST[@]}" clients/python/tests
 
+stage "Node.js client"
+MUTEXD_BIN=build/mutexd node --test clients/node/test/
+
 stage "docker-compose.yml (checked without a container engine) and its topology run natively"
 "${PYTEST[@]}" tests/compose
 MUTEXD_BIN=build/mutexd tests/compose/native.sh
