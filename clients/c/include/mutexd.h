@@ -1,0 +1,281 @@
+/*
+ * libmutexd: the C client of mutexd, a lease server (HTTP API version 1).
+ *
+ * A client is bound to one server URL. Each call is one HTTP request, answered synchronously:
+ * acquire, renew, release and break a lease; read a resource's state, watch it for the next
+ * change, and list held resources page by page.
+ *
+ * Results. Every call returns a mutexd_result: MUTEXD_OK, two "declined" answers that are part
+ * of normal operation (MUTEXD_HELD: someone else holds the resource; MUTEXD_LOST: your lease is
+ * no longer the resource's), and the errors. On anything but MUTEXD_OK the struct mutexd_error
+ * passed in (it may be NULL) says what happened: the HTTP status, the API's error code, its
+ * message and field, the Retry-After header, the holder for MUTEXD_HELD, or the transport
+ * failure when no answer came.
+ *
+ * Memory. The structs that calls fill (mutexd_lease, mutexd_state, mutexd_page, mutexd_error)
+ * belong to the caller, who creates them zeroed (`struct mutexd_lease lease = {0};`). A call
+ * frees what a previous call left in them before filling them again, so one struct can be
+ * reused for many calls; the matching *_clear() function frees what the last call left and
+ * empties the struct. Every string in them is owned by the struct: copy it to keep it past
+ * the next call or the clear. A call that fails leaves its output struct (lease, state, page)
+ * as it was. Any output or error argument may be NULL when the caller does not need it.
+ *
+ * Threads. mutexd_client_new() and mutexd_client_free() may be called on any thread. A client
+ * is used by one thread at a time (it owns one libcurl handle and its connection); use one
+ * client per thread, or a lock around a shared one. Different clients may be used by
+ * different threads at once. The library initializes libcurl once, on the first
+ * mutexd_client_new(); a program that also uses libcurl itself, or that starts threads early,
+ * calls curl_global_init() first, before any thread exists, as libcurl asks.
+ *
+ * Time. Act on durations (ttl_ms, expires_in_ms) measured on your own monotonic clock from the
+ * moment you sent the request, never on the *_at wall-clock times, which are informative.
+ */
+#ifndef MUTEXD_H
+#define MUTEXD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define MUTEXD_API __attribute__((visibility("default")))
+#else
+#define MUTEXD_API
+#endif
+
+#define MUTEXD_CLIENT_VERSION_STRING "0.1.0"
+
+/* Length of a lease id (a UUID: 8-4-4-4-12 hexadecimal digits), without the final NUL. */
+#define MUTEXD_LEASE_ID_LEN 36
+
+typedef enum mutexd_result {
+    MUTEXD_OK = 0,
+    /* Declined, not failed: acquire found the resource held by another lease (409
+     * lease_held, also when wait_ms ran out). error->holder says by whom, error->retry_after_s
+     * when it may be free. */
+    MUTEXD_HELD = 1,
+    /* Declined, not failed: renew or release with a lease that is no longer the resource's
+     * (409 lease_lost): it was released, broken, or another lease was granted after it
+     * expired. Whoever holds a lost lease must stop the work it guards at once. */
+    MUTEXD_LOST = 2,
+    /* The server answered with any other error: see error->status and error->code. */
+    MUTEXD_ERR_API = 3,
+    /* No answer: the connection failed, TLS failed, or the request timed out. The request may
+     * or may not have been carried out. error->transport is 1, error->message says why. */
+    MUTEXD_ERR_TRANSPORT = 4,
+    /* A successful status with a body that is not what the API promises. */
+    MUTEXD_ERR_PROTOCOL = 5,
+    /* Bad arguments, found before anything was sent (a NULL or empty resource, metadata that
+     * is not a JSON object, a URL that is not http or https, ...). */
+    MUTEXD_ERR_ARG = 6,
+    /* Out of memory. */
+    MUTEXD_ERR_NOMEM = 7,
+} mutexd_result;
+
+/* A static string naming a result: "ok", "held", "lost", "api_error", ... */
+MUTEXD_API const char *mutexd_result_name(mutexd_result result);
+
+/* ---- Client ------------------------------------------------------------------------------- */
+
+typedef struct mutexd_client mutexd_client;
+
+struct mutexd_client_options {
+    /* Sent as "Authorization: Bearer <token>"; NULL: none. Copied. */
+    const char *token;
+    /* PEM file of the certificate authorities that sign the server's certificate, for an
+     * https URL; NULL: the system's. Copied. */
+    const char *ca_file;
+    /* Time to connect (TCP and TLS); 0: 5000 ms. */
+    long connect_timeout_ms;
+    /* Time for one whole request; 0: 30000 ms. A request that asks the server to wait
+     * (acquire with wait_ms, watch) gets its wait on top of this. */
+    long request_timeout_ms;
+};
+
+/*
+ * Creates a client for the server at `url`, for example "http://127.0.0.1:8080" (a path
+ * prefix is kept: "https://host/mutexd" sends "https://host/mutexd/v1/..."). `options` may be
+ * NULL. Nothing is sent until the first call. On MUTEXD_OK *client is the new client, to be
+ * freed with mutexd_client_free(); on failure *client is NULL.
+ */
+MUTEXD_API mutexd_result mutexd_client_new(mutexd_client **client, const char *url,
+                                           const struct mutexd_client_options *options);
+
+/* Closes the connection and frees the client. NULL is allowed. */
+MUTEXD_API void mutexd_client_free(mutexd_client *client);
+
+/* ---- What calls fill ---------------------------------------------------------------------- */
+
+/* A lease, as acquire and renew answer it. */
+struct mutexd_lease {
+    char *resource;
+    char *lease_id; /* the credential: whoever knows it can renew and release */
+    char *owner;
+    uint64_t fencing_token; /* pass it to what the lease protects */
+    int64_t ttl_ms;
+    int64_t expires_in_ms; /* from the moment the answer was made */
+    char *acquired_at;     /* RFC 3339 UTC, informative only */
+    char *renewed_at;      /* RFC 3339 UTC, informative only */
+    char *metadata;        /* the lease's metadata as JSON text (an object), or NULL */
+    char *json;            /* the whole answer, as the API's JSON */
+};
+
+/* Who holds a resource: in a state (every field), and in the error of MUTEXD_HELD (owner,
+ * fencing_token and expires_in_ms only; ttl_ms is -1 and the strings NULL). The lease id is
+ * never shown to anyone but the holder. */
+struct mutexd_holder {
+    char *owner;
+    uint64_t fencing_token;
+    int64_t ttl_ms;
+    int64_t expires_in_ms;
+    char *acquired_at;
+    char *renewed_at;
+    char *metadata; /* JSON text of an object, or NULL */
+};
+
+/* A resource's state, as GET and list answer it. */
+struct mutexd_state {
+    char *resource;
+    int held;       /* 1: held (holder is filled), 0: free */
+    uint64_t index; /* changes on every change of the resource; give it to mutexd_watch() */
+    struct mutexd_holder holder;
+    int64_t waiters; /* acquire requests queued */
+    char *json;      /* this state as the API's JSON */
+};
+
+/* One page of mutexd_list(). */
+struct mutexd_page {
+    struct mutexd_state *resources; /* `count` states, in name order */
+    size_t count;
+    char *next_cursor; /* pass it as the next call's cursor; NULL: this was the last page */
+    char *json;        /* the whole answer, as the API's JSON */
+};
+
+/* What went wrong. Every call empties it first (a successful call leaves it empty: status 0,
+ * strings NULL, retry_after_s -1); a failed one fills what applies. */
+struct mutexd_error {
+    int status;         /* HTTP status; 0 when no answer came */
+    char *code;         /* the API's error code ("lease_held", "invalid_ttl", ...), or NULL */
+    char *message;      /* a sentence for people, the server's or the library's: set on every
+                         * failure (NULL only if even that ran out of memory) */
+    char *field;        /* the request field the server objects to, or NULL */
+    char *reason;       /* why the server is unavailable (503), or NULL */
+    long retry_after_s; /* the Retry-After header in seconds, or -1 */
+    int has_holder;     /* 1 for lease_held: `holder` is filled */
+    struct mutexd_holder holder;
+    int transport;    /* 1: no answer came (MUTEXD_ERR_TRANSPORT); message says why */
+    char *request_id; /* the answer's X-Request-Id, for the server's log, or NULL */
+    char *body;       /* the answer's body (for an API error: the API's JSON), or NULL */
+};
+
+/* Free what the struct holds and leave it empty (zeroed; an error's retry_after_s and
+ * holder.ttl_ms are -1). NULL is allowed. */
+MUTEXD_API void mutexd_lease_clear(struct mutexd_lease *lease);
+MUTEXD_API void mutexd_state_clear(struct mutexd_state *state);
+MUTEXD_API void mutexd_page_clear(struct mutexd_page *page);
+MUTEXD_API void mutexd_error_clear(struct mutexd_error *error);
+
+/* 1 when trying the same call again later may succeed: no answer came, or the server was
+ * unavailable (503) or its waiter queue full (429); error->retry_after_s says when, if known.
+ * 0 otherwise. */
+MUTEXD_API int mutexd_error_is_temporary(mutexd_result result, const struct mutexd_error *error);
+
+/* ---- Leases ------------------------------------------------------------------------------- */
+
+struct mutexd_acquire_options {
+    /* Who holds the lease, for people and tools; NULL: "<hostname>:<pid>". */
+    const char *owner;
+    /* 0: the server's default (15000). */
+    int64_t ttl_ms;
+    /* 0: answer at once; > 0: wait in the resource's queue at most this long. */
+    int64_t wait_ms;
+    /* A lease id proposed by the caller; NULL: the library makes a random one. Acquiring
+     * again with the same id returns the same lease (same fencing token), so a caller that
+     * got no answer (MUTEXD_ERR_TRANSPORT) can retry safely with the id it proposed. */
+    const char *lease_id;
+    /* JSON text of an object stored with the lease (at most 4096 bytes); NULL: none. */
+    const char *metadata;
+};
+
+/*
+ * Acquires `resource`. `options` may be NULL (all defaults). MUTEXD_OK: *lease is the
+ * granted lease (lease may be NULL if the caller does not need it, though then the lease id
+ * is unknown unless proposed). MUTEXD_HELD: another lease holds it; error->holder is who.
+ */
+MUTEXD_API mutexd_result mutexd_acquire(mutexd_client *client, const char *resource,
+                                        const struct mutexd_acquire_options *options,
+                                        struct mutexd_lease *lease, struct mutexd_error *error);
+
+/* Generates a random (version 4) UUID into `out` (MUTEXD_LEASE_ID_LEN + 1 bytes), for
+ * proposing a lease id. MUTEXD_OK, or MUTEXD_ERR_ARG if the system has no randomness. */
+MUTEXD_API mutexd_result mutexd_new_lease_id(char *out);
+
+struct mutexd_renew_options {
+    int64_t ttl_ms;       /* 0: the lease's own */
+    const char *metadata; /* JSON text of an object that replaces the metadata; NULL: keep */
+    long timeout_ms;      /* the time for this request; 0: the client's request timeout */
+};
+
+/*
+ * Renews the lease `lease_id` on `resource`: same lease, same fencing token, a fresh TTL.
+ * `options` may be NULL. MUTEXD_OK: *lease (may be NULL) is the renewed lease. MUTEXD_LOST:
+ * the lease is gone; stop the work it guards. `resource` and `lease_id` may point into
+ * *lease itself (`mutexd_renew(c, l.resource, l.lease_id, NULL, &l, &e)`): they are read
+ * before *lease is replaced.
+ */
+MUTEXD_API mutexd_result mutexd_renew(mutexd_client *client, const char *resource,
+                                      const char *lease_id,
+                                      const struct mutexd_renew_options *options,
+                                      struct mutexd_lease *lease, struct mutexd_error *error);
+
+/* Releases the lease; the next waiter, if any, is granted at once. MUTEXD_OK, or MUTEXD_LOST
+ * when the lease was no longer the resource's (then whoever holds it keeps it). */
+MUTEXD_API mutexd_result mutexd_release(mutexd_client *client, const char *resource,
+                                        const char *lease_id, struct mutexd_error *error);
+
+/* Ends whatever lease holds `resource` (an operator's action; with authorization on it needs
+ * the admin scope). `reason` (NULL: none) goes to the server's log. *broken (may be NULL) is
+ * 1 if a lease was ended, 0 if the resource was free. */
+MUTEXD_API mutexd_result mutexd_break(mutexd_client *client, const char *resource,
+                                      const char *reason, int *broken, struct mutexd_error *error);
+
+/* ---- Reading state ------------------------------------------------------------------------ */
+
+/* The state of `resource` (a name never used is simply free). */
+MUTEXD_API mutexd_result mutexd_get(mutexd_client *client, const char *resource,
+                                    struct mutexd_state *state, struct mutexd_error *error);
+
+/*
+ * Waits until the index of `resource` differs from `index`, or `wait_ms` pass, and then fills
+ * *state (on a timeout, with the unchanged state: compare state->index with `index`). Give it
+ * the index of the last state seen, so that no change falls between two calls. wait_ms is at
+ * most the server's --max-wait-ms (default 300000).
+ */
+MUTEXD_API mutexd_result mutexd_watch(mutexd_client *client, const char *resource, uint64_t index,
+                                      int64_t wait_ms, struct mutexd_state *state,
+                                      struct mutexd_error *error);
+
+struct mutexd_list_options {
+    const char *prefix; /* only names starting with it; NULL: all */
+    int limit;          /* states per page, 1 to 1000; 0: the server's default (100) */
+    const char *cursor; /* NULL: the first page; else the previous page's next_cursor */
+};
+
+/*
+ * One page of the held resources, in name order. `options` may be NULL. To see them all,
+ * call again with cursor = page->next_cursor until it is NULL (a page may be empty). Copy
+ * the cursor first, or pass a second page struct: the call replaces *page only on success,
+ * so `o.cursor = page.next_cursor; mutexd_list(c, &o, &page, &e)` is also fine.
+ */
+MUTEXD_API mutexd_result mutexd_list(mutexd_client *client,
+                                     const struct mutexd_list_options *options,
+                                     struct mutexd_page *page, struct mutexd_error *error);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,890 @@
+/*
+ * mutexctl: the command-line client of mutexd, on libmutexd.
+ *
+ * Layout: the help texts; output (a lease, a state, a table, a watch line); one function per
+ * command; and main, which finds the command, parses its options (the global ones are
+ * accepted by every command, before or after its name) and runs it. `run` lives in
+ * mutexctl_run.c, the parsing helpers in mutexctl_cli.c.
+ */
+#include <cjson/cJSON.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mutexctl_cli.h"
+#include "mutexctl_run.h"
+#include <openssl/evp.h>
+#include "mutexd.h"
+
+#define DEFAULT_URL "http://127.0.0.1:8080"
+
+static const char main_usage[] =
+    "usage: mutexctl [OPTIONS] COMMAND [ARGS...]\n"
+    "\n"
+    "The command-line client of mutexd, the lease server.\n"
+    "\n"
+    "Commands:\n"
+    "  acquire RESOURCE             acquire a lease and print it\n"
+    "  renew RESOURCE LEASE_ID      renew a lease: same lease and fencing token, a fresh TTL\n"
+    "  release RESOURCE LEASE_ID    release a lease\n"
+    "  break RESOURCE               end whatever lease holds a resource (operators)\n"
+    "  status RESOURCE              print a resource's state\n"
+    "  list                         list the held resources\n"
+    "  watch RESOURCE               print a resource's state, then each change, until stopped\n"
+    "  run RESOURCE -- COMMAND...   run a command while holding a lease; stop it if the lease\n"
+    "                               is lost\n"
+    "  token hash TOKEN             print the line of the server's --auth-tokens file for TOKEN\n"
+    "\n"
+    "Options of every command (before or after its name):\n"
+    "  --server URL     the server (env MUTEXD_URL, default " DEFAULT_URL ")\n"
+    "  --token TOKEN    bearer token (env MUTEXD_TOKEN)\n"
+    "  --ca-file FILE   certificate authorities of an https server (env MUTEXD_CA_FILE)\n"
+    "  --timeout DUR    time for one request (default 30s; waits come on top)\n"
+    "  --json           print the API's JSON; an error answer's JSON goes to stdout too\n"
+    "  --quiet          say nothing on stderr when a resource is held (exit status 1)\n"
+    "  --help, -h       this help; `mutexctl COMMAND --help` for a command's\n"
+    "  --version        print the version\n"
+    "\n"
+    "Durations: 500ms, 15s, 2m, 1h, or plain milliseconds (1500).\n"
+    "\n"
+    "Exit status:\n"
+    "  0  done\n"
+    "  1  declined: the resource is held (acquire, run), or the lease is lost (renew,\n"
+    "     release, run)\n"
+    "  2  usage error, or input the server refuses as invalid (HTTP 400, 413)\n"
+    "  3  any other error: the server's (401, 403, 429, 503, ...), or no answer\n"
+    "  run exits with the command's own status (128+N when signal N ended it; 126 or 127\n"
+    "  when it could not be started), and 1 when the lease was lost while it ran.\n";
+
+static const char acquire_usage[] =
+    "usage: mutexctl acquire RESOURCE [--owner NAME] [--ttl DUR] [--wait DUR]\n"
+    "                        [--lease-id ID] [--metadata JSON]\n"
+    "\n"
+    "Acquires a lease on RESOURCE and prints it: the lease_id is the credential that renews\n"
+    "and releases it; pass the fencing_token to what the lease protects.\n"
+    "\n"
+    "  --owner NAME     who holds it, for people and tools (default: HOST:PID of the calling\n"
+    "                   process)\n"
+    "  --ttl DUR        how long the lease lasts unless renewed (default: the server's, 15s)\n"
+    "  --wait DUR       wait in line this long while it is held (default 0: answer at once)\n"
+    "  --lease-id ID    propose the lease id (a UUID): acquiring again with the same id gives\n"
+    "                   the same lease back\n"
+    "  --metadata JSON  a JSON object kept with the lease (for example the leader's address)\n"
+    "\n"
+    "Exit status: 0 acquired; 1 held by another lease (who holds it goes to stderr); 2 usage;\n"
+    "3 error. See mutexctl --help for the options of every command.\n";
+
+static const char renew_usage[] =
+    "usage: mutexctl renew RESOURCE LEASE_ID [--ttl DUR] [--metadata JSON]\n"
+    "\n"
+    "Renews a lease: the same lease and fencing token, expiring TTL from now. Prints it.\n"
+    "\n"
+    "  --ttl DUR        the new TTL (default: the lease's own)\n"
+    "  --metadata JSON  replaces the lease's metadata\n"
+    "\n"
+    "Exit status: 0 renewed; 1 the lease is lost (released, broken, or granted to another\n"
+    "after it expired): stop the work it guards; 2 usage; 3 error.\n";
+
+static const char release_usage[] =
+    "usage: mutexctl release RESOURCE LEASE_ID\n"
+    "\n"
+    "Releases a lease; the next waiter is granted at once. Prints \"released RESOURCE\".\n"
+    "\n"
+    "Exit status: 0 released; 1 the lease was already lost (whoever holds the resource keeps\n"
+    "it); 2 usage; 3 error.\n";
+
+static const char break_usage[] =
+    "usage: mutexctl break RESOURCE [--reason TEXT]\n"
+    "\n"
+    "Ends whatever lease holds RESOURCE, whoever holds it (an operator's tool; with\n"
+    "authorization on it needs the admin scope). Prints \"broken RESOURCE\", or \"RESOURCE\n"
+    "was not held\". The holder learns it at its next renewal.\n"
+    "\n"
+    "  --reason TEXT    why, for the server's log\n"
+    "\n"
+    "Exit status: 0 done (held or not); 2 usage; 3 error.\n";
+
+static const char status_usage[] =
+    "usage: mutexctl status RESOURCE\n"
+    "\n"
+    "Prints the state of RESOURCE: held or free, its index, the holder (never the lease id)\n"
+    "and the number of waiters. A name never used is free.\n"
+    "\n"
+    "Exit status: 0 (held or free); 2 usage; 3 error.\n";
+
+static const char list_usage[] =
+    "usage: mutexctl list [--prefix PREFIX] [--limit N] [--cursor CURSOR]\n"
+    "\n"
+    "Lists the held resources in name order: RESOURCE, OWNER, FENCING_TOKEN, EXPIRES_IN_MS,\n"
+    "WAITERS. Without --limit and --cursor, all of them, page after page; with either, one\n"
+    "page, and the cursor of the next one goes to stderr (with --json it is in the JSON).\n"
+    "\n"
+    "  --prefix PREFIX  only names that start with PREFIX (\"jobs/\")\n"
+    "  --limit N        at most N per page (1 to 1000; the server's default is 100)\n"
+    "  --cursor CURSOR  the page after CURSOR, as a previous page gave it\n"
+    "\n"
+    "Exit status: 0; 2 usage; 3 error.\n";
+
+static const char watch_usage[] =
+    "usage: mutexctl watch RESOURCE [--index N] [--wait DUR] [--count N]\n"
+    "\n"
+    "Prints the state of RESOURCE, then a line for each change, until stopped. A line:\n"
+    "  index=7 state=held owner=host-a:51635 fencing_token=3 ttl_ms=15000 expires_in_ms=14998 "
+    "waiters=0\n"
+    "  index=8 state=free waiters=0\n"
+    "With --json, each state is the API's JSON on one line. A failed request is tried again\n"
+    "every second while the server cannot be reached or is unavailable.\n"
+    "\n"
+    "  --index N        print nothing until the index differs from N (default: print the\n"
+    "                   current state first)\n"
+    "  --wait DUR       how long each request waits on the server (default 60s)\n"
+    "  --count N        stop after printing N states\n"
+    "\n"
+    "Exit status: 0 after --count states; 2 usage; 3 error.\n";
+
+static const char run_usage[] =
+    "usage: mutexctl run RESOURCE [--ttl DUR] [--wait DUR] [--owner NAME] [--grace DUR]\n"
+    "                    [--metadata JSON] -- COMMAND [ARGS...]\n"
+    "\n"
+    "Acquires a lease on RESOURCE and runs COMMAND while holding it:\n"
+    "  - COMMAND runs in its own process group, with MUTEXD_RESOURCE, MUTEXD_LEASE_ID and\n"
+    "    MUTEXD_FENCING_TOKEN in its environment (pass the token to what you protect);\n"
+    "  - the lease is renewed at a third of its TTL;\n"
+    "  - if the lease is lost (the server answers lease_lost, or renewals keep failing until\n"
+    "    the lease's deadline passes), the whole group gets SIGTERM, and SIGKILL after the\n"
+    "    grace period;\n"
+    "  - SIGTERM, SIGINT and SIGHUP sent to mutexctl are forwarded to the group;\n"
+    "  - when COMMAND exits, what it left running in its group is stopped the same way and\n"
+    "    the lease is released;\n"
+    "  - if mutexctl itself is killed (SIGKILL), COMMAND gets SIGTERM.\n"
+    "COMMAND is not in the terminal's foreground group: it should not read the terminal.\n"
+    "\n"
+    "  --ttl DUR        the lease's TTL (default 15s)\n"
+    "  --wait DUR       wait this long for the lease while it is held (default 0: give up at\n"
+    "                   once, exit status 1)\n"
+    "  --owner NAME     who holds it (default: HOST:PID of mutexctl)\n"
+    "  --grace DUR      from SIGTERM to SIGKILL (default 5s)\n"
+    "  --metadata JSON  a JSON object kept with the lease\n"
+    "\n"
+    "Exit status: COMMAND's (128+N when signal N ended it; 126 or 127 when it could not be\n"
+    "started); 1 when the resource was held or the lease was lost; 2 usage; 3 error before\n"
+    "COMMAND started.\n";
+
+static const char token_usage[] =
+    "usage: mutexctl token hash [--name NAME] [--scopes SCOPES] [--prefix PREFIX] TOKEN\n"
+    "\n"
+    "Prints the line of the server's --auth-tokens file for TOKEN: NAME sha256:HEX SCOPES\n"
+    "[PREFIX]. The file keeps only the token's SHA-256; give the token itself to the client\n"
+    "(--token, MUTEXD_TOKEN). TOKEN \"-\" reads it from the first line of stdin, so that it\n"
+    "does not show in the process list. Nothing is sent to any server.\n"
+    "\n"
+    "  --name NAME      the token's name in the server's log (default: token)\n"
+    "  --scopes SCOPES  a comma-separated list of read, write and admin (default: read)\n"
+    "  --prefix PREFIX  limit the token to resources whose names start with PREFIX\n"
+    "\n"
+    "Exit status: 0; 2 usage.\n";
+
+/* ---- Settings shared by every command ------------------------------------------------------ */
+
+struct ctl {
+    const char *server;
+    const char *token;
+    const char *ca_file;
+    int64_t timeout_ms;
+    int json;
+    int quiet;
+    mutexd_client *client;
+};
+
+#define GLOBAL_OPTS                                                                                \
+    {"--server", 1, NULL}, {"--token", 1, NULL}, {"--ca-file", 1, NULL}, {"--timeout", 1, NULL},   \
+        {"--json", 0, NULL}, {"--quiet", 0, NULL}, {"--help", 0, NULL},                            \
+    {                                                                                              \
+        "--version", 0, NULL                                                                       \
+    }
+
+__attribute__((format(printf, 2, 3))) static int usage_error(const char *command, const char *fmt,
+                                                             ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "mutexctl: ");
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\nTry 'mutexctl %s%s--help'.\n", command != NULL ? command : "",
+            command != NULL ? " " : "");
+    return MXCTL_EXIT_USAGE;
+}
+
+static int duration_opt(const struct mxctl_opt *opts, size_t n, const char *name, int64_t dflt,
+                        int64_t *out, const char *command)
+{
+    const char *v = mxctl_opt(opts, n, name);
+    *out = dflt;
+    if (v != NULL && mxctl_parse_duration(v, out) != 0)
+        return usage_error(command, "%s: not a duration: '%s' (500ms, 15s, 2m, 1h, or 1500)", name,
+                           v);
+    return 0;
+}
+
+static int setup(struct ctl *ctl, const struct mxctl_opt *opts, size_t n, const char *command)
+{
+    const char *env;
+    ctl->server = mxctl_opt(opts, n, "--server");
+    if (ctl->server == NULL)
+        ctl->server = (env = getenv("MUTEXD_URL")) != NULL && env[0] != '\0' ? env : DEFAULT_URL;
+    ctl->token = mxctl_opt(opts, n, "--token");
+    if (ctl->token == NULL && (env = getenv("MUTEXD_TOKEN")) != NULL && env[0] != '\0')
+        ctl->token = env;
+    ctl->ca_file = mxctl_opt(opts, n, "--ca-file");
+    if (ctl->ca_file == NULL && (env = getenv("MUTEXD_CA_FILE")) != NULL && env[0] != '\0')
+        ctl->ca_file = env;
+    ctl->json = mxctl_opt(opts, n, "--json") != NULL;
+    ctl->quiet = mxctl_opt(opts, n, "--quiet") != NULL;
+    int bad = duration_opt(opts, n, "--timeout", 30000, &ctl->timeout_ms, command);
+    if (bad)
+        return bad;
+    if (ctl->timeout_ms <= 0 || ctl->timeout_ms > 86400000)
+        return usage_error(command, "--timeout must be from 1ms to 24h");
+    struct mutexd_client_options o = {
+        .token = ctl->token,
+        .ca_file = ctl->ca_file,
+        .request_timeout_ms = (long)ctl->timeout_ms,
+    };
+    if (mutexd_client_new(&ctl->client, ctl->server, &o) != MUTEXD_OK)
+        return usage_error(command, "not a server URL (http:// or https://): '%s'", ctl->server);
+    return 0;
+}
+
+/* Reports a failed call; with --json, an error answer's JSON also goes to stdout. */
+static int fail(const struct ctl *ctl, const char *what, mutexd_result r,
+                const struct mutexd_error *err)
+{
+    if (ctl->json && err->status != 0 && err->body != NULL && err->body[0] != '\0') {
+        fputs(err->body, stdout);
+        if (err->body[strlen(err->body) - 1] != '\n')
+            putchar('\n');
+    }
+    return mxctl_report(what, r, err, ctl->quiet);
+}
+
+/* ---- Output ------------------------------------------------------------------------------- */
+
+static void field(const char *name, const char *value)
+{
+    char key[32];
+    snprintf(key, sizeof(key), "%s:", name);
+    printf("%-15s%s\n", key, value != NULL ? value : "null");
+}
+
+static void field_u64(const char *name, uint64_t v)
+{
+    char s[32];
+    snprintf(s, sizeof(s), "%" PRIu64, v);
+    field(name, s);
+}
+
+static void field_i64(const char *name, int64_t v)
+{
+    char s[32];
+    snprintf(s, sizeof(s), "%" PRId64, v);
+    field(name, s);
+}
+
+static void print_lease(const struct mutexd_lease *l)
+{
+    field("resource", l->resource);
+    field("lease_id", l->lease_id);
+    field("owner", l->owner);
+    field_u64("fencing_token", l->fencing_token);
+    field_i64("ttl_ms", l->ttl_ms);
+    field_i64("expires_in_ms", l->expires_in_ms);
+    field("acquired_at", l->acquired_at);
+    field("renewed_at", l->renewed_at);
+    field("metadata", l->metadata);
+}
+
+static void print_state(const struct mutexd_state *s)
+{
+    field("resource", s->resource);
+    field("state", s->held ? "held" : "free");
+    field_u64("index", s->index);
+    if (s->held) {
+        const struct mutexd_holder *h = &s->holder;
+        field("owner", h->owner);
+        field_u64("fencing_token", h->fencing_token);
+        field_i64("ttl_ms", h->ttl_ms);
+        field_i64("expires_in_ms", h->expires_in_ms);
+        field("acquired_at", h->acquired_at);
+        field("renewed_at", h->renewed_at);
+        field("metadata", h->metadata);
+    }
+    field_i64("waiters", s->waiters);
+}
+
+/* A value in a key=value line: quoted when it has spaces, quotes, '=' or is empty. */
+static void print_value(const char *v)
+{
+    if (v[0] != '\0' && strpbrk(v, " \t\"=\\") == NULL) {
+        fputs(v, stdout);
+        return;
+    }
+    putchar('"');
+    for (const char *p = v; *p != '\0'; p++) {
+        if (*p == '"' || *p == '\\')
+            putchar('\\');
+        putchar(*p);
+    }
+    putchar('"');
+}
+
+static void print_watch_line(const struct ctl *ctl, const struct mutexd_state *s)
+{
+    if (ctl->json) {
+        puts(s->json);
+    } else if (s->held) {
+        printf("index=%" PRIu64 " state=held owner=", s->index);
+        print_value(s->holder.owner);
+        printf(" fencing_token=%" PRIu64 " ttl_ms=%" PRId64 " expires_in_ms=%" PRId64
+               " waiters=%" PRId64 "\n",
+               s->holder.fencing_token, s->holder.ttl_ms, s->holder.expires_in_ms, s->waiters);
+    } else {
+        printf("index=%" PRIu64 " state=free waiters=%" PRId64 "\n", s->index, s->waiters);
+    }
+    fflush(stdout);
+}
+
+static void print_row(const char *const *cell, const int *width, int ncols)
+{
+    for (int c = 0; c < ncols - 1; c++)
+        printf("%-*s  ", width[c], cell[c]);
+    printf("%s\n", cell[ncols - 1]);
+}
+
+/* The table of `list`: every state of every page. */
+static void print_table(struct mutexd_page *pages, size_t npages)
+{
+    enum { COLS = 5 };
+    static const char *const head[COLS] = {"RESOURCE", "OWNER", "FENCING_TOKEN", "EXPIRES_IN_MS",
+                                           "WAITERS"};
+    int width[COLS];
+    for (int c = 0; c < COLS; c++)
+        width[c] = (int)strlen(head[c]);
+    char num[3][32];
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1)
+            print_row(head, width, COLS);
+        for (size_t p = 0; p < npages; p++) {
+            for (size_t i = 0; i < pages[p].count; i++) {
+                const struct mutexd_state *s = &pages[p].resources[i];
+                snprintf(num[0], sizeof(num[0]), "%" PRIu64, s->holder.fencing_token);
+                snprintf(num[1], sizeof(num[1]), "%" PRId64, s->holder.expires_in_ms);
+                snprintf(num[2], sizeof(num[2]), "%" PRId64, s->waiters);
+                const char *cell[COLS] = {s->resource, s->holder.owner ? s->holder.owner : "-",
+                                          num[0], num[1], num[2]};
+                for (int c = 0; pass == 0 && c < COLS; c++) {
+                    int w = (int)strlen(cell[c]);
+                    width[c] = w > width[c] ? w : width[c];
+                }
+                if (pass == 1)
+                    print_row(cell, width, COLS);
+            }
+        }
+    }
+}
+
+/* {"resource": ..., <flag>: true|false}, as the API answers release and break. */
+static void print_flag_json(const char *resource, const char *flag, int value)
+{
+    cJSON *o = cJSON_CreateObject();
+    char *text = NULL;
+    if (o != NULL && cJSON_AddStringToObject(o, "resource", resource) != NULL &&
+        cJSON_AddBoolToObject(o, flag, value) != NULL)
+        text = cJSON_PrintUnformatted(o);
+    puts(text != NULL ? text : "{}");
+    free(text);
+    cJSON_Delete(o);
+}
+
+/* ---- Commands ----------------------------------------------------------------------------- */
+
+#define NOPTS(a) (sizeof(a) / sizeof((a)[0]))
+
+static int cmd_acquire(struct ctl *ctl, struct mxctl_opt *opts, size_t n, struct mxctl_args *a)
+{
+    const char *resource = a->positional[0];
+    struct mutexd_lease lease = {0};
+    struct mutexd_error err = {0};
+    char owner[300];
+    int64_t ttl, wait;
+    int status = duration_opt(opts, n, "--ttl", 0, &ttl, "acquire");
+    if (status == 0)
+        status = duration_opt(opts, n, "--wait", 0, &wait, "acquire");
+    if (status != 0)
+        goto out;
+    struct mutexd_acquire_options o = {
+        .owner = mxctl_opt(opts, n, "--owner"),
+        .ttl_ms = ttl,
+        .wait_ms = wait,
+        .lease_id = mxctl_opt(opts, n, "--lease-id"),
+        .metadata = mxctl_opt(opts, n, "--metadata"),
+    };
+    if (o.owner == NULL) {
+        char host[256] = "";
+        if (gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0')
+            strcpy(host, "localhost");
+        snprintf(owner, sizeof(owner), "%s:%ld", host, (long)getppid());
+        o.owner = owner;
+    }
+    mutexd_result r = mutexd_acquire(ctl->client, resource, &o, &lease, &err);
+    if (r != MUTEXD_OK) {
+        status = fail(ctl, resource, r, &err);
+        goto out;
+    }
+    if (ctl->json)
+        puts(lease.json);
+    else
+        print_lease(&lease);
+out:
+    mutexd_lease_clear(&lease);
+    mutexd_error_clear(&err);
+    return status;
+}
+
+static int cmd_renew(struct ctl *ctl, struct mxctl_opt *opts, size_t n, struct mxctl_args *a)
+{
+    const char *resource = a->positional[0];
+    struct mutexd_lease lease = {0};
+    struct mutexd_error err = {0};
+    int64_t ttl;
+    int status = duration_opt(opts, n, "--ttl", 0, &ttl, "renew");
+    if (status != 0)
+        goto out;
+    struct mutexd_renew_options o = {.ttl_ms = ttl, .metadata = mxctl_opt(opts, n, "--metadata")};
+    mutexd_result r = mutexd_renew(ctl->client, resource, a->positional[1], &o, &lease, &err);
+    if (r != MUTEXD_OK) {
+        status = fail(ctl, resource, r, &err);
+        goto out;
+    }
+    if (ctl->json)
+        puts(lease.json);
+    else
+        print_lease(&lease);
+out:
+    mutexd_lease_clear(&lease);
+    mutexd_error_clear(&err);
+    return status;
+}
+
+static int cmd_release(struct ctl *ctl, struct mxctl_opt *opts, size_t n, struct mxctl_args *a)
+{
+    (void)opts;
+    (void)n;
+    const char *resource = a->positional[0];
+    struct mutexd_error err = {0};
+    int status = 0;
+    mutexd_result r = mutexd_release(ctl->client, resource, a->positional[1], &err);
+    if (r != MUTEXD_OK)
+        status = fail(ctl, resource, r, &err);
+    else if (ctl->json)
+        print_flag_json(resource, "released", 1);
+    else
+        printf("released %s\n", resource);
+    mutexd_error_clear(&err);
+    return status;
+}
+
+static int cmd_break(struct ctl *ctl, struct mxctl_opt *opts, size_t n, struct mxctl_args *a)
+{
+    const char *resource = a->positional[0];
+    struct mutexd_error err = {0};
+    int status = 0, broken = 0;
+    mutexd_result r =
+        mutexd_break(ctl->client, resource, mxctl_opt(opts, n, "--reason"), &broken, &err);
+    if (r != MUTEXD_OK)
+        status = fail(ctl, resource, r, &err);
+    else if (ctl->json)
+        print_flag_json(resource, "broken", broken);
+    else if (broken)
+        printf("broken %s\n", resource);
+    else
+        printf("%s was not held\n", resource);
+    mutexd_error_clear(&err);
+    return status;
+}
+
+static int cmd_status(struct ctl *ctl, struct mxctl_opt *opts, size_t n, struct mxctl_args *a)
+{
+    (void)opts;
+    (void)n;
+    const char *resource = a->positional[0];
+    struct mutexd_state state = {0};
+    struct mutexd_error err = {0};
+    int status = 0;
+    mutexd_result r = mutexd_get(ctl->client, resource, &state, &err);
+    if (r != MUTEXD_OK)
+        status = fail(ctl, resource, r, &err);
+    else if (ctl->json)
+        puts(state.json);
+    else
+        print_state(&state);
+    mutexd_state_clear(&state);
+    mutexd_error_clear(&err);
+    return status;
+}
+
+static int cmd_list(struct ctl *ctl, struct mxctl_opt *opts, size_t n, struct mxctl_args *a)
+{
+    (void)a;
+    struct mutexd_list_options o = {
+        .prefix = mxctl_opt(opts, n, "--prefix"),
+        .cursor = mxctl_opt(opts, n, "--cursor"),
+    };
+    const char *limit = mxctl_opt(opts, n, "--limit");
+    int64_t lim = 0;
+    if (limit != NULL && mxctl_parse_int(limit, 1, 1000, &lim) != 0)
+        return usage_error("list", "--limit must be a whole number from 1 to 1000, not '%s'",
+                           limit);
+    int one_page = limit != NULL || o.cursor != NULL;
+    o.limit = one_page ? (int)lim : 1000;
+
+    struct mutexd_page *pages = NULL;
+    size_t npages = 0;
+    struct mutexd_error err = {0};
+    int status = MXCTL_EXIT_FAILED;
+    for (;;) {
+        struct mutexd_page *grown = realloc(pages, (npages + 1) * sizeof(*pages));
+        if (grown == NULL) {
+            fprintf(stderr, "mutexctl: out of memory\n");
+            goto out;
+        }
+        pages = grown;
+        memset(&pages[npages], 0, sizeof(*pages));
+        mutexd_result r = mutexd_list(ctl->client, &o, &pages[npages], &err);
+        if (r != MUTEXD_OK) {
+            status = fail(ctl, NULL, r, &err);
+            goto out;
+        }
+        o.cursor = pages[npages].next_cursor;
+        npages++;
+        if (one_page || o.cursor == NULL)
+            break;
+    }
+    status = 0;
+    if (ctl->json && one_page) {
+        puts(pages[0].json);
+    } else if (ctl->json) {
+        fputs("{\"resources\":[", stdout);
+        const char *sep = "";
+        for (size_t p = 0; p < npages; p++) {
+            for (size_t i = 0; i < pages[p].count; i++) {
+                printf("%s%s", sep, pages[p].resources[i].json);
+                sep = ",";
+            }
+        }
+        puts("],\"next_cursor\":null}");
+    } else {
+        print_table(pages, npages);
+        if (one_page && pages[0].next_cursor != NULL)
+            fprintf(stderr, "next cursor: %s\n", pages[0].next_cursor);
+    }
+out:
+    for (size_t p = 0; p < npages; p++)
+        mutexd_page_clear(&pages[p]);
+    free(pages);
+    mutexd_error_clear(&err);
+    return status;
+}
+
+static int cmd_watch(struct ctl *ctl, struct mxctl_opt *opts, size_t n, struct mxctl_args *a)
+{
+    const char *resource = a->positional[0];
+    struct mutexd_state state = {0};
+    struct mutexd_error err = {0};
+    uint64_t index = 0;
+    int64_t wait, count = 0, printed = 0;
+    const char *v;
+    int status = duration_opt(opts, n, "--wait", 60000, &wait, "watch");
+    if (status != 0)
+        goto out;
+    if ((v = mxctl_opt(opts, n, "--count")) != NULL &&
+        mxctl_parse_int(v, 1, INT64_MAX, &count) != 0) {
+        status = usage_error("watch", "--count must be a whole number from 1, not '%s'", v);
+        goto out;
+    }
+    int have_index = (v = mxctl_opt(opts, n, "--index")) != NULL;
+    if (have_index && mxctl_parse_u64(v, &index) != 0) {
+        status = usage_error("watch", "--index must be a whole number, not '%s'", v);
+        goto out;
+    }
+    int first = !have_index;
+    for (;;) {
+        mutexd_result r = first ? mutexd_get(ctl->client, resource, &state, &err)
+                                : mutexd_watch(ctl->client, resource, index, wait, &state, &err);
+        if (r != MUTEXD_OK && mutexd_error_is_temporary(r, &err)) {
+            fprintf(stderr, "mutexctl: %s: %s; trying again\n", resource, err.message);
+            sleep(1);
+            continue;
+        }
+        if (r != MUTEXD_OK) {
+            status = fail(ctl, resource, r, &err);
+            goto out;
+        }
+        if (first || state.index != index) {
+            print_watch_line(ctl, &state);
+            index = state.index;
+            if (count > 0 && ++printed >= count)
+                break;
+        }
+        first = 0;
+    }
+    status = 0;
+out:
+    mutexd_state_clear(&state);
+    mutexd_error_clear(&err);
+    return status;
+}
+
+static int cmd_run(struct ctl *ctl, struct mxctl_opt *opts, size_t n, struct mxctl_args *a)
+{
+    if (a->nrest == 0)
+        return usage_error("run", "no command to run");
+    struct mxctl_run_config cfg = {
+        .resource = a->positional[0],
+        .owner = mxctl_opt(opts, n, "--owner"),
+        .metadata = mxctl_opt(opts, n, "--metadata"),
+        .request_timeout_ms = (long)ctl->timeout_ms,
+        .quiet = ctl->quiet,
+        .argv = a->rest,
+    };
+    int status = duration_opt(opts, n, "--ttl", 15000, &cfg.ttl_ms, "run");
+    if (status == 0)
+        status = duration_opt(opts, n, "--wait", 0, &cfg.wait_ms, "run");
+    if (status == 0)
+        status = duration_opt(opts, n, "--grace", 5000, &cfg.grace_ms, "run");
+    if (status != 0)
+        return status;
+    if (cfg.ttl_ms < 3)
+        return usage_error("run", "--ttl must be at least 3ms");
+    return mxctl_run(ctl->client, &cfg);
+}
+
+/* The token file splits lines at blanks and takes '#' for a comment. */
+static int is_file_word(const char *s, size_t max)
+{
+    size_t n = strlen(s);
+    return n > 0 && n <= max && s[0] != '#' && strpbrk(s, " \t\r\n") == NULL;
+}
+
+static int cmd_token(struct ctl *ctl, struct mxctl_opt *opts, size_t n, struct mxctl_args *a)
+{
+    (void)ctl;
+    char line[4096];
+    const char *token = a->positional[1];
+    const char *name = mxctl_opt(opts, n, "--name");
+    const char *scopes = mxctl_opt(opts, n, "--scopes");
+    const char *prefix = mxctl_opt(opts, n, "--prefix");
+    name = name != NULL ? name : "token";
+    scopes = scopes != NULL ? scopes : "read";
+    if (strcmp(a->positional[0], "hash") != 0)
+        return usage_error("token", "unknown token command '%s': use hash", a->positional[0]);
+    if (strcmp(token, "-") == 0) {
+        if (fgets(line, sizeof(line), stdin) == NULL)
+            return usage_error("token", "no token on stdin");
+        line[strcspn(line, "\r\n")] = '\0';
+        token = line;
+    }
+    if (token[0] == '\0')
+        return usage_error("token", "the token is empty");
+    if (!is_file_word(name, 63))
+        return usage_error("token", "--name must be 1 to 63 bytes without blanks, not '%s'", name);
+    if (prefix != NULL && !is_file_word(prefix, 256))
+        return usage_error("token", "--prefix must be 1 to 256 bytes without blanks");
+    char list[128];
+    if (!is_file_word(scopes, sizeof(list) - 1))
+        return usage_error("token", "--scopes: a comma-separated list of read, write, admin");
+    snprintf(list, sizeof(list), "%s", scopes);
+    for (char *save = NULL, *s = strtok_r(list, ",", &save); s != NULL;
+         s = strtok_r(NULL, ",", &save)) {
+        if (strcmp(s, "read") != 0 && strcmp(s, "write") != 0 && strcmp(s, "admin") != 0)
+            return usage_error("token", "unknown scope '%s': use read, write and admin", s);
+    }
+    if (strspn(scopes, ",") == strlen(scopes))
+        return usage_error("token", "--scopes: a comma-separated list of read, write, admin");
+
+    uint8_t digest[32];
+    unsigned int dlen = 0;
+    if (EVP_Digest(token, strlen(token), digest, &dlen, EVP_sha256(), NULL) != 1 || dlen != 32) {
+        fprintf(stderr, "mutexctl: token hash: SHA-256 failed\n");
+        return 3;
+    }
+    printf("%s sha256:", name);
+    for (unsigned i = 0; i < dlen; i++)
+        printf("%02x", digest[i]);
+    printf(" %s%s%s\n", scopes, prefix != NULL ? " " : "", prefix != NULL ? prefix : "");
+    return 0;
+}
+
+/* ---- main --------------------------------------------------------------------------------- */
+
+struct command {
+    const char *name;
+    const char *usage;
+    int min_positional, max_positional, with_rest;
+    int offline;              /* sends nothing: needs no server URL */
+    struct mxctl_opt opts[6]; /* beyond the global ones; the unused ones have no name */
+    int (*fn)(struct ctl *, struct mxctl_opt *, size_t, struct mxctl_args *);
+};
+
+#define OPT(name)                                                                                  \
+    {                                                                                              \
+        name, 1, NULL                                                                              \
+    }
+
+static const struct command commands[] = {
+    {.name = "acquire",
+     .usage = acquire_usage,
+     .min_positional = 1,
+     .max_positional = 1,
+     .opts = {OPT("--owner"), OPT("--ttl"), OPT("--wait"), OPT("--lease-id"), OPT("--metadata")},
+     .fn = cmd_acquire},
+    {.name = "renew",
+     .usage = renew_usage,
+     .min_positional = 2,
+     .max_positional = 2,
+     .opts = {OPT("--ttl"), OPT("--metadata")},
+     .fn = cmd_renew},
+    {.name = "release",
+     .usage = release_usage,
+     .min_positional = 2,
+     .max_positional = 2,
+     .fn = cmd_release},
+    {.name = "break",
+     .usage = break_usage,
+     .min_positional = 1,
+     .max_positional = 1,
+     .opts = {OPT("--reason")},
+     .fn = cmd_break},
+    {.name = "status",
+     .usage = status_usage,
+     .min_positional = 1,
+     .max_positional = 1,
+     .fn = cmd_status},
+    {.name = "list",
+     .usage = list_usage,
+     .opts = {OPT("--prefix"), OPT("--limit"), OPT("--cursor")},
+     .fn = cmd_list},
+    {.name = "watch",
+     .usage = watch_usage,
+     .min_positional = 1,
+     .max_positional = 1,
+     .opts = {OPT("--index"), OPT("--wait"), OPT("--count")},
+     .fn = cmd_watch},
+    {.name = "run",
+     .usage = run_usage,
+     .min_positional = 1,
+     .max_positional = 1,
+     .with_rest = 1,
+     .opts = {OPT("--ttl"), OPT("--wait"), OPT("--owner"), OPT("--grace"), OPT("--metadata")},
+     .fn = cmd_run},
+    {.name = "token",
+     .usage = token_usage,
+     .min_positional = 2,
+     .max_positional = 2,
+     .offline = 1,
+     .opts = {OPT("--name"), OPT("--scopes"), OPT("--prefix")},
+     .fn = cmd_token},
+};
+
+static const struct mxctl_opt global_opts[] = {GLOBAL_OPTS};
+
+/* Whether `word` is a global option that takes a value (so the next word is its value). */
+static int global_takes_value(const char *word)
+{
+    for (size_t i = 0; i < NOPTS(global_opts); i++) {
+        if (strcmp(word, global_opts[i].name) == 0)
+            return global_opts[i].has_value;
+    }
+    return 0;
+}
+
+static int run_command(const struct command *cmd, int argc, char **argv)
+{
+    struct mxctl_opt opts[NOPTS(global_opts) + 6];
+    size_t n = 0;
+    for (size_t i = 0; i < NOPTS(global_opts); i++)
+        opts[n++] = global_opts[i];
+    for (size_t i = 0; i < 6 && cmd->opts[i].name != NULL; i++)
+        opts[n++] = cmd->opts[i];
+
+    struct mxctl_args args;
+    char err[256];
+    if (mxctl_parse_args(argc, argv, opts, n, cmd->max_positional, cmd->with_rest, &args, err,
+                         sizeof(err)) != 0)
+        return usage_error(cmd->name, "%s", err);
+    if (mxctl_opt(opts, n, "--help") != NULL) {
+        fputs(cmd->usage, stdout);
+        return 0;
+    }
+    if (mxctl_opt(opts, n, "--version") != NULL) {
+        printf("mutexctl %s\n", MUTEXD_CLIENT_VERSION_STRING);
+        return 0;
+    }
+    if (args.npositional < cmd->min_positional)
+        return usage_error(cmd->name, "%s",
+                           cmd->offline               ? "missing arguments"
+                           : cmd->min_positional == 1 ? "missing RESOURCE"
+                                                      : "missing RESOURCE or LEASE_ID");
+    struct ctl ctl = {0};
+    int status = cmd->offline ? 0 : setup(&ctl, opts, n, cmd->name);
+    if (status == 0)
+        status = cmd->fn(&ctl, opts, n, &args);
+    mutexd_client_free(ctl.client);
+    return status;
+}
+
+int main(int argc, char **argv)
+{
+    /* The command is the first word that is neither a global option nor the value of one. */
+    int at = 1;
+    while (at < argc && argv[at][0] == '-' && strcmp(argv[at], "--") != 0) {
+        if (strcmp(argv[at], "--help") == 0 || strcmp(argv[at], "-h") == 0) {
+            fputs(main_usage, stdout);
+            return 0;
+        }
+        if (strcmp(argv[at], "--version") == 0) {
+            printf("mutexctl %s\n", MUTEXD_CLIENT_VERSION_STRING);
+            return 0;
+        }
+        at += global_takes_value(argv[at]) ? 2 : 1;
+    }
+    if (at >= argc) {
+        fputs(main_usage, stderr);
+        return MXCTL_EXIT_USAGE;
+    }
+    const struct command *cmd = NULL;
+    for (size_t i = 0; i < NOPTS(commands); i++) {
+        if (strcmp(argv[at], commands[i].name) == 0)
+            cmd = &commands[i];
+    }
+    if (cmd == NULL)
+        return usage_error(NULL, "unknown command '%s'", argv[at]);
+
+    /* The command's words: the global options before its name, then those after it. */
+    char **words = calloc((size_t)argc, sizeof(*words));
+    if (words == NULL) {
+        fprintf(stderr, "mutexctl: out of memory\n");
+        return MXCTL_EXIT_FAILED;
+    }
+    int nwords = 0;
+    for (int i = 1; i < argc; i++) {
+        if (i != at)
+            words[nwords++] = argv[i];
+    }
+    int status = run_command(cmd, nwords, words);
+    free(words);
+    return status;
+}

@@ -1,0 +1,417 @@
+/*
+ * `mutexctl run` (see mutexctl_run.h).
+ *
+ * Layout: the clock and the signal plumbing (handlers that forward to the command's group and
+ * wake the loop through a pipe); acquiring; starting the command; the supervision loop, which
+ * is a small state machine woken by the pipe or by its next deadline (renewal, lease deadline,
+ * SIGKILL after the grace); and the end: release and exit status.
+ */
+#include "mutexctl_run.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
+#include <time.h>
+#include <unistd.h>
+
+#include "mutexctl_cli.h"
+
+/* The signals forwarded to the command's group. */
+static const int forwarded[] = {SIGTERM, SIGINT, SIGHUP};
+
+/* Written by the main flow before the signals are unblocked, read by the handler. */
+static volatile sig_atomic_t group_id;
+static int wake_pipe[2] = {-1, -1};
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(int64_t ms)
+{
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+/* Forwards termination signals to the command's group at once (kill() is safe here), and
+ * wakes the loop for everything, SIGCHLD included. */
+static void on_signal(int sig)
+{
+    int saved = errno;
+    if (sig != SIGCHLD && group_id > 0)
+        kill(-(pid_t)group_id, sig);
+    if (wake_pipe[1] >= 0) {
+        ssize_t w = write(wake_pipe[1], "", 1);
+        (void)w; /* a full pipe already wakes the loop */
+    }
+    errno = saved;
+}
+
+static void drain(int fd)
+{
+    char b[64];
+    while (read(fd, b, sizeof(b)) > 0)
+        ;
+}
+
+static void handle_signals(sigset_t *mask, struct sigaction *saved)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+    sigemptyset(&sa.sa_mask);
+    sigemptyset(mask);
+    for (size_t i = 0; i < sizeof(forwarded) / sizeof(forwarded[0]); i++)
+        sigaddset(mask, forwarded[i]);
+    sigaddset(mask, SIGCHLD);
+    for (size_t i = 0; i < sizeof(forwarded) / sizeof(forwarded[0]); i++)
+        sigaction(forwarded[i], &sa, &saved[i]);
+    sigaction(SIGCHLD, &sa, &saved[sizeof(forwarded) / sizeof(forwarded[0])]);
+}
+
+static void restore_signals(const struct sigaction *saved)
+{
+    size_t n = sizeof(forwarded) / sizeof(forwarded[0]);
+    for (size_t i = 0; i < n; i++)
+        sigaction(forwarded[i], &saved[i], NULL);
+    sigaction(SIGCHLD, &saved[n], NULL);
+}
+
+/* ---- Acquiring ---------------------------------------------------------------------------- */
+
+/* Acquires, retrying with the same proposed lease id while the error is temporary and the
+ * wait allows it. *sent is when the successful request was sent. Returns an exit status. */
+static int acquire(mutexd_client *client, const struct mxctl_run_config *cfg,
+                   struct mutexd_lease *lease, int64_t *sent)
+{
+    char lease_id[MUTEXD_LEASE_ID_LEN + 1];
+    struct mutexd_error err = {0};
+    int status = 3;
+    if (mutexd_new_lease_id(lease_id) != MUTEXD_OK) {
+        fprintf(stderr, "mutexctl: no randomness for a lease id\n");
+        goto out;
+    }
+    char owner[300];
+    if (cfg->owner == NULL) {
+        char host[256] = "";
+        if (gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0')
+            strcpy(host, "localhost");
+        snprintf(owner, sizeof(owner), "%s:%ld", host, (long)getpid());
+    }
+    int64_t start = now_ms(), until = start + cfg->wait_ms;
+    for (;;) {
+        struct mutexd_acquire_options o = {
+            .owner = cfg->owner != NULL ? cfg->owner : owner,
+            .ttl_ms = cfg->ttl_ms,
+            .wait_ms = cfg->wait_ms > 0 ? until - now_ms() : 0,
+            .lease_id = lease_id,
+            .metadata = cfg->metadata,
+        };
+        if (cfg->wait_ms > 0 && o.wait_ms <= 0)
+            o.wait_ms = 1; /* the time is up: one last try that answers at once */
+        *sent = now_ms();
+        mutexd_result r = mutexd_acquire(client, cfg->resource, &o, lease, &err);
+        if (r == MUTEXD_OK) {
+            status = 0;
+            goto out;
+        }
+        int64_t left = until - now_ms();
+        if (!mutexd_error_is_temporary(r, &err) || left <= 0) {
+            status = mxctl_report(cfg->resource, r, &err, cfg->quiet);
+            goto out;
+        }
+        fprintf(stderr, "mutexctl: acquiring %s: %s; trying again\n", cfg->resource, err.message);
+        sleep_ms(left < 1000 ? left : 1000);
+    }
+out:
+    mutexd_error_clear(&err);
+    return status;
+}
+
+/* ---- Starting the command ----------------------------------------------------------------- */
+
+/* The child: its own process group, default signal handling, then the command. Only
+ * async-signal-safe calls from here on: libcurl's resolver threads may have existed. */
+static void exec_child(char **argv, const sigset_t *mask, pid_t parent)
+{
+#ifdef PR_SET_PDEATHSIG
+    /* Should mutexctl die without stopping the command (SIGKILL), nothing renews the lease
+     * any more: the command gets SIGTERM. */
+    prctl(PR_SET_PDEATHSIG, SIGTERM, 0L, 0L, 0L);
+    if (getppid() != parent)
+        _exit(128 + SIGTERM);
+#else
+    (void)parent;
+#endif
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof(dfl));
+    dfl.sa_handler = SIG_DFL;
+    for (size_t i = 0; i < sizeof(forwarded) / sizeof(forwarded[0]); i++)
+        sigaction(forwarded[i], &dfl, NULL);
+    sigaction(SIGCHLD, &dfl, NULL);
+    sigprocmask(SIG_UNBLOCK, mask, NULL);
+    setpgid(0, 0);
+    execvp(argv[0], argv);
+    int e = errno;
+    const char *why = strerror(e);
+    const char *parts[] = {"mutexctl: cannot run ", argv[0], ": ", why, "\n"};
+    for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
+        ssize_t w = write(STDERR_FILENO, parts[i], strlen(parts[i]));
+        (void)w;
+    }
+    _exit(e == ENOENT ? 127 : 126);
+}
+
+/* ---- Supervising -------------------------------------------------------------------------- */
+
+struct supervisor {
+    const struct mxctl_run_config *cfg;
+    mutexd_client *client;
+    struct mutexd_lease *lease;
+    pid_t pid;  /* the command, leader of its own group */
+    int reaped; /* the command has exited; `wstatus` says how */
+    int wstatus;
+    int lost;         /* the lease is lost: the group is being stopped */
+    int expired;      /* lost because no renewal succeeded before the deadline */
+    int64_t deadline; /* when the lease ends unless renewed (monotonic) */
+    int64_t next_renew;
+    int64_t term_at; /* when SIGTERM went to the group, or -1 */
+    int killed;      /* SIGKILL went to the group */
+    int64_t killed_at;
+};
+
+static int group_exists(pid_t pgid)
+{
+    return kill(-pgid, 0) == 0 || errno == EPERM;
+}
+
+static void stop_group(struct supervisor *s, int64_t now, const char *why)
+{
+    if (s->term_at >= 0)
+        return;
+    if (why != NULL)
+        fprintf(stderr,
+                "mutexctl: %s: stopping the command (SIGTERM, SIGKILL after %" PRId64 " ms)\n", why,
+                s->cfg->grace_ms);
+    kill(-s->pid, SIGTERM);
+    s->term_at = now;
+}
+
+static void renew(struct supervisor *s)
+{
+    const struct mxctl_run_config *cfg = s->cfg;
+    struct mutexd_error err = {0};
+    int64_t sent = now_ms();
+    int64_t budget = s->deadline - sent;
+    long timeout = cfg->request_timeout_ms;
+    if (budget < timeout)
+        timeout = budget > 1 ? (long)budget : 1;
+    struct mutexd_renew_options o = {.ttl_ms = cfg->ttl_ms, .timeout_ms = timeout};
+    mutexd_result r =
+        mutexd_renew(s->client, s->lease->resource, s->lease->lease_id, &o, s->lease, &err);
+    if (r == MUTEXD_OK) {
+        s->deadline = sent + s->lease->expires_in_ms;
+        s->next_renew = sent + cfg->ttl_ms / 3;
+    } else if (r == MUTEXD_LOST) {
+        s->lost = 1;
+        char why[512];
+        snprintf(why, sizeof(why), "the lease on %s is lost (%s)", cfg->resource,
+                 err.code != NULL ? err.code : "lease_lost");
+        stop_group(s, now_ms(), why);
+    } else {
+        int64_t retry = cfg->ttl_ms / 10;
+        retry = retry < 100 ? 100 : retry > 1000 ? 1000 : retry;
+        fprintf(stderr, "mutexctl: renewing %s failed: %s; %" PRId64 " ms of the lease left\n",
+                cfg->resource, err.message, s->deadline - now_ms());
+        s->next_renew = now_ms() + retry;
+    }
+    mutexd_error_clear(&err);
+}
+
+static int64_t min64(int64_t a, int64_t b)
+{
+    return a < b ? a : b;
+}
+
+/* Runs until the command has exited and its group is gone. */
+static void supervise(struct supervisor *s)
+{
+    const struct mxctl_run_config *cfg = s->cfg;
+    for (;;) {
+        drain(wake_pipe[0]);
+        /* Every child: the command, and (as a subreaper) what it left behind when it died,
+         * so that no zombie keeps the group alive. */
+        for (;;) {
+            int st;
+            pid_t w = waitpid(-1, &st, WNOHANG);
+            if (w <= 0)
+                break;
+            if (w == s->pid) {
+                s->reaped = 1;
+                s->wstatus = st;
+            }
+        }
+        int64_t now = now_ms();
+        int alive = group_exists(s->pid);
+        if (s->reaped && !alive)
+            return;
+        if (s->reaped && alive)
+            stop_group(s, now, "the command exited and left processes in its group");
+        if (!s->lost && now >= s->deadline) {
+            s->lost = s->expired = 1;
+            char why[512];
+            snprintf(why, sizeof(why), "no renewal of %s succeeded before the lease's deadline",
+                     cfg->resource);
+            stop_group(s, now, why);
+        }
+        if (s->term_at >= 0 && !s->killed && now >= s->term_at + cfg->grace_ms) {
+            kill(-s->pid, SIGKILL);
+            s->killed = 1;
+            s->killed_at = now;
+        }
+        if (s->killed && s->reaped && now >= s->killed_at + 5000) {
+            fprintf(stderr, "mutexctl: processes of the command's group outlived SIGKILL\n");
+            return;
+        }
+        if (!s->lost && now >= s->next_renew) {
+            renew(s);
+            continue;
+        }
+
+        int64_t wake = now + 60000;
+        if (!s->lost)
+            wake = min64(wake, min64(s->next_renew, s->deadline));
+        if (s->term_at >= 0 && !s->killed)
+            wake = min64(wake, s->term_at + cfg->grace_ms);
+        if (s->reaped || s->killed) /* no SIGCHLD tells when a grandchild is gone: look */
+            wake = min64(wake, now + 50);
+        int64_t t = wake - now;
+        struct pollfd p = {.fd = wake_pipe[0], .events = POLLIN};
+        poll(&p, 1, t < 0 ? 0 : t > INT_MAX ? INT_MAX : (int)t);
+    }
+}
+
+static int exit_status(int wstatus)
+{
+    if (WIFEXITED(wstatus))
+        return WEXITSTATUS(wstatus);
+    if (WIFSIGNALED(wstatus))
+        return 128 + WTERMSIG(wstatus);
+    return 1;
+}
+
+int mxctl_run(mutexd_client *client, const struct mxctl_run_config *cfg)
+{
+    int status = 3;
+    struct mutexd_lease lease = {0};
+    struct mutexd_error err = {0};
+    struct sigaction saved[sizeof(forwarded) / sizeof(forwarded[0]) + 1];
+    sigset_t mask, old;
+    int handling = 0;
+    int64_t sent;
+
+    status = acquire(client, cfg, &lease, &sent);
+    if (status != 0)
+        goto out;
+    status = 3;
+    int64_t deadline = sent + lease.expires_in_ms;
+    if (now_ms() - sent > 1000) {
+        /* The grant came some time during a long request: renew to know when it ends. */
+        int64_t again = now_ms();
+        struct mutexd_renew_options o = {.ttl_ms = cfg->ttl_ms};
+        mutexd_result r = mutexd_renew(client, lease.resource, lease.lease_id, &o, &lease, &err);
+        if (r == MUTEXD_OK) {
+            sent = again;
+            deadline = again + lease.expires_in_ms;
+        } else if (r == MUTEXD_LOST || now_ms() >= deadline) {
+            status = r == MUTEXD_LOST ? mxctl_report(cfg->resource, r, &err, 0) : 3;
+            goto out;
+        }
+    }
+
+    char token[32];
+    snprintf(token, sizeof(token), "%" PRIu64, lease.fencing_token);
+    if (setenv("MUTEXD_RESOURCE", lease.resource, 1) != 0 ||
+        setenv("MUTEXD_LEASE_ID", lease.lease_id, 1) != 0 ||
+        setenv("MUTEXD_FENCING_TOKEN", token, 1) != 0) {
+        fprintf(stderr, "mutexctl: cannot set the environment\n");
+        goto release;
+    }
+    if (pipe2(wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+        fprintf(stderr, "mutexctl: pipe: %s\n", strerror(errno));
+        goto release;
+    }
+    /* Blocked from before the fork until group_id is set, so that no signal meant for the
+     * command is lost in between; they are delivered (and forwarded) at the unblock. */
+#ifdef PR_SET_CHILD_SUBREAPER
+    /* Orphans of the command become our children: we reap them, so that the group is seen
+     * to be gone as soon as it is, whatever the system's init does with zombies. */
+    prctl(PR_SET_CHILD_SUBREAPER, 1L, 0L, 0L, 0L);
+#endif
+    handle_signals(&mask, saved);
+    handling = 1;
+    sigprocmask(SIG_BLOCK, &mask, &old);
+    fflush(NULL);
+    pid_t self = getpid();
+    pid_t pid = fork();
+    if (pid == 0)
+        exec_child(cfg->argv, &mask, self);
+    if (pid < 0) {
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        fprintf(stderr, "mutexctl: fork: %s\n", strerror(errno));
+        goto release;
+    }
+    setpgid(pid, pid); /* also here, so that the group exists before we signal it */
+    group_id = pid;
+    sigprocmask(SIG_SETMASK, &old, NULL);
+
+    struct supervisor s = {
+        .cfg = cfg,
+        .client = client,
+        .lease = &lease,
+        .pid = pid,
+        .deadline = deadline,
+        .next_renew = sent + cfg->ttl_ms / 3,
+        .term_at = -1,
+    };
+    supervise(&s);
+    group_id = 0;
+    status = s.lost ? 1 : exit_status(s.wstatus);
+    if (s.lost && !s.expired)
+        goto out; /* the lease is someone else's now, or nobody's */
+
+release:;
+    mutexd_result r = mutexd_release(client, lease.resource, lease.lease_id, &err);
+    if (r == MUTEXD_LOST && status != 1)
+        fprintf(stderr, "mutexctl: the lease on %s was lost before it was released\n",
+                cfg->resource);
+    else if (r != MUTEXD_OK && r != MUTEXD_LOST)
+        fprintf(stderr, "mutexctl: releasing %s: %s (it ends with its TTL)\n", cfg->resource,
+                err.message);
+out:
+    if (handling)
+        restore_signals(saved);
+    for (int i = 0; i < 2; i++) {
+        if (wake_pipe[i] >= 0)
+            close(wake_pipe[i]);
+        wake_pipe[i] = -1;
+    }
+    mutexd_lease_clear(&lease);
+    mutexd_error_clear(&err);
+    return status;
+}

@@ -1,0 +1,40 @@
+/*
+ * `mutexctl run`: runs a command while holding a lease, and stops it when the lease is lost.
+ *
+ * It acquires the lease (waiting if asked), starts the command in its own process group with
+ * MUTEXD_RESOURCE, MUTEXD_LEASE_ID and MUTEXD_FENCING_TOKEN in its environment, and renews at
+ * a third of the TTL. When the lease is lost (renew answers lease_lost, or no renewal
+ * succeeded before the lease's deadline, measured on the monotonic clock from the moment each
+ * successful renewal was sent) it sends SIGTERM to the whole group, and SIGKILL after the
+ * grace period. SIGTERM, SIGINT and SIGHUP sent to mutexctl are forwarded to the group. When
+ * the command exits, whatever it left running in its group is stopped the same way, and the
+ * lease is released. Should mutexctl itself be killed outright, the command gets SIGTERM
+ * (on Linux, through PR_SET_PDEATHSIG).
+ *
+ * Threads: single-threaded; it installs signal handlers for the time the command runs.
+ */
+#ifndef MUTEXCTL_RUN_H
+#define MUTEXCTL_RUN_H
+
+#include <stdint.h>
+
+#include "mutexd.h"
+
+struct mxctl_run_config {
+    const char *resource;
+    const char *owner;    /* NULL: "<hostname>:<pid of mutexctl>" */
+    const char *metadata; /* JSON object text, or NULL */
+    int64_t ttl_ms;       /* > 0 */
+    int64_t wait_ms;      /* how long to wait for the lease; 0: not at all */
+    int64_t grace_ms;     /* from SIGTERM to SIGKILL */
+    long request_timeout_ms;
+    int quiet;   /* no message when the resource is held */
+    char **argv; /* the command, NULL-terminated */
+};
+
+/* Runs it all; returns mutexctl's exit status: the command's own (128+N when signal N ended
+ * it; 126 or 127 when it could not be started), 1 when the resource was held or the lease
+ * was lost, 3 when the server could not be asked. */
+int mxctl_run(mutexd_client *client, const struct mxctl_run_config *cfg);
+
+#endif

@@ -1,0 +1,855 @@
+/*
+ * The client of mutexd.h: one libcurl easy handle per client (so its connection is kept and
+ * reused), one HTTP request per call.
+ *
+ * Layout: results and errors; the client; one request (URL, body, headers, answer); the
+ * answer into a result; then one function per API call. Every call has the same shape: check
+ * the arguments, build the path and the body, send, read the answer, and only then replace
+ * the caller's output, so that a failed call leaves it as it was.
+ */
+#include "mutexd.h"
+
+#include <curl/curl.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "decode.h"
+#include "json.h"
+
+#define ANSWER_MAX  ((size_t)16 << 20) /* a list page of 1000 states with metadata: ~5 MB */
+#define REQUEST_MAX ((size_t)4 << 20)  /* the server refuses more than 64 KiB; it says so */
+#define URL_MAX     ((size_t)16 << 10)
+
+#define DEFAULT_CONNECT_TIMEOUT_MS 5000L
+#define DEFAULT_REQUEST_TIMEOUT_MS 30000L
+
+/* ---- Results and errors ------------------------------------------------------------------- */
+
+const char *mutexd_result_name(mutexd_result result)
+{
+    switch (result) {
+    case MUTEXD_OK:
+        return "ok";
+    case MUTEXD_HELD:
+        return "held";
+    case MUTEXD_LOST:
+        return "lost";
+    case MUTEXD_ERR_API:
+        return "api_error";
+    case MUTEXD_ERR_TRANSPORT:
+        return "transport_error";
+    case MUTEXD_ERR_PROTOCOL:
+        return "protocol_error";
+    case MUTEXD_ERR_ARG:
+        return "invalid_argument";
+    case MUTEXD_ERR_NOMEM:
+        return "out_of_memory";
+    }
+    return "unknown";
+}
+
+int mutexd_error_is_temporary(mutexd_result result, const struct mutexd_error *error)
+{
+    if (result == MUTEXD_ERR_TRANSPORT)
+        return 1;
+    if (result != MUTEXD_ERR_API || error == NULL)
+        return 0;
+    return error->status == 503 || error->status == 429;
+}
+
+/* Sets the error's message (the library's own sentence) and returns `result`. */
+__attribute__((format(printf, 3, 4))) static mutexd_result
+fail(struct mutexd_error *err, mutexd_result result, const char *fmt, ...)
+{
+    char text[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    free(err->message);
+    err->message = strdup(text);
+    return result;
+}
+
+/* Every call reports into the caller's error, or into a scratch one when it passed NULL. */
+static struct mutexd_error *begin(struct mutexd_error *error, struct mutexd_error *scratch)
+{
+    memset(scratch, 0, sizeof(*scratch));
+    struct mutexd_error *err = error != NULL ? error : scratch;
+    mutexd_error_clear(err);
+    return err;
+}
+
+static mutexd_result end(mutexd_result result, struct mutexd_error *err,
+                         struct mutexd_error *scratch)
+{
+    if (result == MUTEXD_ERR_NOMEM && err->message == NULL)
+        err->message = strdup("out of memory");
+    if (err == scratch)
+        mutexd_error_clear(scratch);
+    return result;
+}
+
+/* ---- The client --------------------------------------------------------------------------- */
+
+struct mutexd_client {
+    CURL *curl;
+    struct curl_slist *headers;
+    char *base; /* the URL given, without trailing '/' */
+    long request_timeout_ms;
+    char errbuf[CURL_ERROR_SIZE];
+};
+
+/* libcurl asks for curl_global_init() once, before any other call. */
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static CURLcode curl_init_code;
+
+static void curl_init(void)
+{
+    curl_init_code = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+static size_t on_body(char *data, size_t size, size_t n, void *arg);
+static size_t on_header(char *data, size_t size, size_t n, void *arg);
+
+static int has_line_break(const char *s)
+{
+    return strpbrk(s, "\r\n") != NULL;
+}
+
+mutexd_result mutexd_client_new(mutexd_client **client, const char *url,
+                                const struct mutexd_client_options *options)
+{
+    mutexd_result result = MUTEXD_ERR_ARG;
+    mutexd_client *c = NULL;
+    char *auth = NULL;
+    struct mutexd_client_options none = {0};
+    const struct mutexd_client_options *o = options != NULL ? options : &none;
+
+    if (client == NULL)
+        goto out;
+    *client = NULL;
+    if (url == NULL ||
+        (strncasecmp(url, "http://", 7) != 0 && strncasecmp(url, "https://", 8) != 0))
+        goto out;
+    if (has_line_break(url) || (o->token != NULL && has_line_break(o->token)) ||
+        o->connect_timeout_ms < 0 || o->request_timeout_ms < 0)
+        goto out;
+
+    result = MUTEXD_ERR_NOMEM;
+    pthread_once(&curl_once, curl_init);
+    if (curl_init_code != CURLE_OK)
+        goto out;
+    c = calloc(1, sizeof(*c));
+    if (c == NULL)
+        goto out;
+    c->base = strdup(url);
+    if (c->base == NULL)
+        goto out;
+    for (size_t n = strlen(c->base); n > 0 && c->base[n - 1] == '/'; n--)
+        c->base[n - 1] = '\0';
+    c->request_timeout_ms =
+        o->request_timeout_ms > 0 ? o->request_timeout_ms : DEFAULT_REQUEST_TIMEOUT_MS;
+
+    struct curl_slist *h = NULL;
+    const char *fixed[] = {"Accept: application/json", "Content-Type: application/json", "Expect:"};
+    for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++) {
+        h = curl_slist_append(c->headers, fixed[i]);
+        if (h == NULL)
+            goto out;
+        c->headers = h;
+    }
+    if (o->token != NULL) {
+        if (asprintf(&auth, "Authorization: Bearer %s", o->token) < 0) {
+            auth = NULL;
+            goto out;
+        }
+        h = curl_slist_append(c->headers, auth);
+        if (h == NULL)
+            goto out;
+        c->headers = h;
+    }
+
+    c->curl = curl_easy_init();
+    if (c->curl == NULL)
+        goto out;
+    CURL *e = c->curl;
+    int bad = 0;
+    bad |= curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L) != CURLE_OK;
+    bad |= curl_easy_setopt(e, CURLOPT_ERRORBUFFER, c->errbuf) != CURLE_OK;
+    bad |= curl_easy_setopt(e, CURLOPT_HTTPHEADER, c->headers) != CURLE_OK;
+    bad |= curl_easy_setopt(e, CURLOPT_USERAGENT, "libmutexd/" MUTEXD_CLIENT_VERSION_STRING) !=
+           CURLE_OK;
+    bad |= curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
+                            o->connect_timeout_ms > 0 ? o->connect_timeout_ms
+                                                      : DEFAULT_CONNECT_TIMEOUT_MS) != CURLE_OK;
+    bad |= curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body) != CURLE_OK;
+    bad |= curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header) != CURLE_OK;
+    /* Names with "." or ".." segments must reach the server as they are, to be refused
+     * there, not be folded into another name on the way. */
+    bad |= curl_easy_setopt(e, CURLOPT_PATH_AS_IS, 1L) != CURLE_OK;
+    /* Long waits (acquire with wait_ms, watches) sit idle on the connection. */
+    bad |= curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L) != CURLE_OK;
+#if LIBCURL_VERSION_NUM >= 0x075500
+    bad |= curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https") != CURLE_OK;
+#endif
+    if (o->ca_file != NULL)
+        bad |= curl_easy_setopt(e, CURLOPT_CAINFO, o->ca_file) != CURLE_OK;
+    if (bad)
+        goto out;
+    *client = c;
+    c = NULL;
+    result = MUTEXD_OK;
+out:
+    free(auth);
+    mutexd_client_free(c);
+    return result;
+}
+
+void mutexd_client_free(mutexd_client *client)
+{
+    if (client == NULL)
+        return;
+    if (client->curl != NULL)
+        curl_easy_cleanup(client->curl);
+    curl_slist_free_all(client->headers);
+    free(client->base);
+    free(client);
+}
+
+/* ---- One request -------------------------------------------------------------------------- */
+
+struct answer {
+    long status;
+    struct mxc_buf body;
+    long retry_after_s;
+    char *request_id;
+};
+
+static void answer_init(struct answer *a)
+{
+    memset(a, 0, sizeof(*a));
+    mxc_buf_init(&a->body, ANSWER_MAX);
+    a->retry_after_s = -1;
+}
+
+static void answer_free(struct answer *a)
+{
+    mxc_buf_free(&a->body);
+    free(a->request_id);
+    a->request_id = NULL;
+}
+
+static size_t on_body(char *data, size_t size, size_t n, void *arg)
+{
+    struct answer *a = arg;
+    mxc_buf_add(&a->body, data, size * n);
+    return mxc_buf_ok(&a->body) == 0 ? size * n : 0; /* 0 stops the transfer */
+}
+
+/* When `line` is the header `name`, its value (trimmed) and 1; else 0. */
+static int header_value(const char *line, size_t len, const char *name, const char **value,
+                        size_t *vlen)
+{
+    size_t n = strlen(name);
+    if (len <= n || strncasecmp(line, name, n) != 0 || line[n] != ':')
+        return 0;
+    const char *p = line + n + 1, *end = line + len;
+    while (p < end && (*p == ' ' || *p == '\t'))
+        p++;
+    while (end > p && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' ' || end[-1] == '\t'))
+        end--;
+    *value = p;
+    *vlen = (size_t)(end - p);
+    return 1;
+}
+
+static size_t on_header(char *data, size_t size, size_t n, void *arg)
+{
+    struct answer *a = arg;
+    size_t len = size * n;
+    const char *v;
+    size_t vlen;
+    if (len >= 5 && strncmp(data, "HTTP/", 5) == 0) {
+        /* A new status line (after a 100 Continue, say): forget the headers before it. */
+        a->retry_after_s = -1;
+        free(a->request_id);
+        a->request_id = NULL;
+    } else if (header_value(data, len, "Retry-After", &v, &vlen)) {
+        /* The server sends whole seconds; an HTTP date is left as "not given". */
+        long s = 0;
+        size_t i = 0;
+        for (; i < vlen && i < 9 && v[i] >= '0' && v[i] <= '9'; i++)
+            s = s * 10 + (v[i] - '0');
+        a->retry_after_s = i > 0 && i == vlen ? s : -1;
+    } else if (header_value(data, len, "X-Request-Id", &v, &vlen)) {
+        free(a->request_id);
+        a->request_id = strndup(v, vlen); /* NULL if memory ran out: it is only for logs */
+    }
+    return len;
+}
+
+/* Sends one request: a POST when `body` is not NULL, else a GET. MUTEXD_OK once an answer
+ * (any status) is in *a. */
+static mutexd_result perform(mutexd_client *c, const char *path, const char *body, long timeout_ms,
+                             struct answer *a, struct mutexd_error *err)
+{
+    mutexd_result result = MUTEXD_ERR_NOMEM;
+    struct mxc_buf ub;
+    mxc_buf_init(&ub, URL_MAX);
+    mxc_buf_str(&ub, c->base);
+    mxc_buf_str(&ub, path);
+    char *url = mxc_buf_take(&ub);
+    if (url == NULL) {
+        result = ub.too_big ? fail(err, MUTEXD_ERR_ARG, "the URL is too long") : MUTEXD_ERR_NOMEM;
+        goto out;
+    }
+    CURL *e = c->curl;
+    int bad = 0;
+    bad |= curl_easy_setopt(e, CURLOPT_URL, url) != CURLE_OK;
+    if (body != NULL) {
+        bad |= curl_easy_setopt(e, CURLOPT_POST, 1L) != CURLE_OK;
+        bad |= curl_easy_setopt(e, CURLOPT_POSTFIELDS, body) != CURLE_OK;
+        bad |= curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE, (long)strlen(body)) != CURLE_OK;
+    } else {
+        bad |= curl_easy_setopt(e, CURLOPT_HTTPGET, 1L) != CURLE_OK;
+    }
+    bad |= curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout_ms) != CURLE_OK;
+    bad |= curl_easy_setopt(e, CURLOPT_WRITEDATA, a) != CURLE_OK;
+    bad |= curl_easy_setopt(e, CURLOPT_HEADERDATA, a) != CURLE_OK;
+    if (bad)
+        goto out;
+    c->errbuf[0] = '\0';
+    CURLcode rc = curl_easy_perform(e);
+    if (rc != CURLE_OK) {
+        if (a->body.too_big) {
+            result = fail(err, MUTEXD_ERR_PROTOCOL, "the answer is over %zu bytes", ANSWER_MAX);
+        } else if (a->body.nomem) {
+            result = MUTEXD_ERR_NOMEM;
+        } else {
+            err->transport = 1;
+            result = fail(err, MUTEXD_ERR_TRANSPORT, "%s",
+                          c->errbuf[0] != '\0' ? c->errbuf : curl_easy_strerror(rc));
+        }
+        goto out;
+    }
+    if (curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &a->status) != CURLE_OK)
+        goto out;
+    result = MUTEXD_OK;
+out:
+    free(url);
+    return result;
+}
+
+static const char *body_text(const struct answer *a)
+{
+    return a->body.data != NULL ? a->body.data : "";
+}
+
+/* Turns an answer into a result: a 2xx is parsed into *doc; anything else fills *err. */
+static mutexd_result read_answer(struct answer *a, struct mxc_doc *doc, struct mutexd_error *err)
+{
+    mutexd_result result;
+    if (a->status >= 200 && a->status < 300) {
+        result = mxc_doc_parse(doc, body_text(a), a->body.len);
+        if (result == MUTEXD_ERR_PROTOCOL)
+            goto protocol;
+        return result;
+    }
+
+    err->status = (int)a->status;
+    err->retry_after_s = a->retry_after_s;
+    err->request_id = a->request_id;
+    a->request_id = NULL;
+    err->body = strdup(body_text(a));
+    if (err->body == NULL)
+        return MUTEXD_ERR_NOMEM;
+    struct mxc_doc edoc;
+    result = mxc_doc_parse(&edoc, body_text(a), a->body.len);
+    if (result == MUTEXD_OK)
+        result = mxc_decode_error(&edoc, edoc.root, err);
+    mxc_doc_free(&edoc);
+    if (result == MUTEXD_ERR_NOMEM)
+        return result;
+    if (err->message == NULL)
+        fail(err, MUTEXD_ERR_API, "the server answered HTTP %ld", a->status);
+    if (a->status == 409 && err->code != NULL && strcmp(err->code, "lease_held") == 0)
+        return MUTEXD_HELD;
+    if (a->status == 409 && err->code != NULL && strcmp(err->code, "lease_lost") == 0)
+        return MUTEXD_LOST;
+    return MUTEXD_ERR_API;
+
+protocol:
+    err->status = (int)a->status;
+    err->request_id = a->request_id;
+    a->request_id = NULL;
+    err->body = strdup(body_text(a));
+    return fail(err, MUTEXD_ERR_PROTOCOL, "the server's answer (HTTP %ld) is not the API's JSON",
+                a->status);
+}
+
+/* Marks a successful answer whose JSON lacks what the API promises. */
+static mutexd_result bad_answer(mutexd_result decoded, struct answer *a, struct mutexd_error *err)
+{
+    if (decoded != MUTEXD_ERR_PROTOCOL)
+        return decoded;
+    err->status = (int)a->status;
+    err->request_id = a->request_id;
+    a->request_id = NULL;
+    free(err->body);
+    err->body = strdup(body_text(a));
+    return fail(err, MUTEXD_ERR_PROTOCOL,
+                "the server's answer (HTTP %ld) lacks what the API promises", a->status);
+}
+
+/* ---- Building requests -------------------------------------------------------------------- */
+
+/* The bytes a resource name may have (API.md); anything else is percent-encoded so that the
+ * request stays well formed and the server can refuse the name. */
+static int keep_in_path(unsigned char c)
+{
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+           strchr("._~:@/-", c) != NULL;
+}
+
+static int keep_in_query(unsigned char c)
+{
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+           strchr("._~-", c) != NULL;
+}
+
+/* "/v1/resources/<resource>[/<action>]" */
+static void add_resource_path(struct mxc_buf *b, const char *resource, const char *action)
+{
+    mxc_buf_str(b, "/v1/resources/");
+    mxc_buf_url_encode(b, resource, keep_in_path);
+    if (action != NULL) {
+        mxc_buf_add(b, "/", 1);
+        mxc_buf_str(b, action);
+    }
+}
+
+static mutexd_result check_client(mutexd_client *c, const char *resource, struct mutexd_error *err)
+{
+    if (c == NULL)
+        return fail(err, MUTEXD_ERR_ARG, "no client");
+    if (resource == NULL || resource[0] == '\0')
+        return fail(err, MUTEXD_ERR_ARG, "the resource name is empty");
+    return MUTEXD_OK;
+}
+
+/* MUTEXD_OK when `text` is NULL or the text of one JSON object. */
+static mutexd_result check_metadata(const char *text, struct mutexd_error *err)
+{
+    if (text == NULL)
+        return MUTEXD_OK;
+    cJSON *v = cJSON_ParseWithOpts(text, NULL, 1);
+    int ok = cJSON_IsObject(v);
+    cJSON_Delete(v);
+    return ok ? MUTEXD_OK : fail(err, MUTEXD_ERR_ARG, "metadata must be a JSON object");
+}
+
+/* Takes the text of a built path or body; MUTEXD_OK, or why it could not be built. */
+static mutexd_result take(struct mxc_buf *b, char **text, struct mutexd_error *err)
+{
+    int too_big = b->too_big;
+    *text = mxc_buf_take(b);
+    if (*text != NULL)
+        return MUTEXD_OK;
+    return too_big ? fail(err, MUTEXD_ERR_ARG, "the request is over %zu bytes", REQUEST_MAX)
+                   : MUTEXD_ERR_NOMEM;
+}
+
+/* Sends a POST (or a GET when body is NULL) and reads the answer into *doc. */
+static mutexd_result call(mutexd_client *c, const char *path, const char *body, long wait_ms,
+                          struct answer *a, struct mxc_doc *doc, struct mutexd_error *err)
+{
+    long timeout = c->request_timeout_ms + (wait_ms > 0 ? wait_ms : 0);
+    mutexd_result result = perform(c, path, body, timeout, a, err);
+    if (result != MUTEXD_OK)
+        return result;
+    return read_answer(a, doc, err);
+}
+
+/* ---- Leases ------------------------------------------------------------------------------- */
+
+mutexd_result mutexd_new_lease_id(char *out)
+{
+    unsigned char r[16];
+    ssize_t got = getrandom(r, sizeof(r), 0);
+    if (got != (ssize_t)sizeof(r)) {
+        int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+        got = fd >= 0 ? read(fd, r, sizeof(r)) : -1;
+        if (fd >= 0)
+            close(fd);
+        if (got != (ssize_t)sizeof(r))
+            return MUTEXD_ERR_ARG;
+    }
+    r[6] = (unsigned char)((r[6] & 0x0f) | 0x40); /* version 4 */
+    r[8] = (unsigned char)((r[8] & 0x3f) | 0x80); /* RFC 4122 variant */
+    snprintf(out, MUTEXD_LEASE_ID_LEN + 1,
+             "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", r[0], r[1],
+             r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12], r[13], r[14],
+             r[15]);
+    return MUTEXD_OK;
+}
+
+/* Reads the lease body of *doc into *lease (when not NULL), replacing what it held. */
+static mutexd_result give_lease(struct mxc_doc *doc, struct answer *a, struct mutexd_lease *lease,
+                                struct mutexd_error *err)
+{
+    struct mutexd_lease fresh;
+    mutexd_result result = mxc_decode_lease(doc, doc->root, &fresh);
+    if (result != MUTEXD_OK)
+        return bad_answer(result, a, err);
+    if (lease != NULL) {
+        mutexd_lease_clear(lease);
+        *lease = fresh;
+    } else {
+        mutexd_lease_clear(&fresh);
+    }
+    return MUTEXD_OK;
+}
+
+mutexd_result mutexd_acquire(mutexd_client *client, const char *resource,
+                             const struct mutexd_acquire_options *options,
+                             struct mutexd_lease *lease, struct mutexd_error *error)
+{
+    struct mutexd_error scratch;
+    struct mutexd_error *err = begin(error, &scratch);
+    struct mutexd_acquire_options none = {0};
+    const struct mutexd_acquire_options *o = options != NULL ? options : &none;
+    struct answer a;
+    answer_init(&a);
+    struct mxc_doc doc = {0};
+    struct mxc_buf b;
+    char *path = NULL, *body = NULL;
+    char owner[300], lease_id[MUTEXD_LEASE_ID_LEN + 1];
+
+    mutexd_result result = check_client(client, resource, err);
+    if (result != MUTEXD_OK)
+        goto out;
+    result = check_metadata(o->metadata, err);
+    if (result != MUTEXD_OK)
+        goto out;
+    if (o->owner == NULL) {
+        char host[256] = "";
+        if (gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0')
+            strcpy(host, "localhost");
+        snprintf(owner, sizeof(owner), "%s:%ld", host, (long)getpid());
+    }
+    if (o->lease_id == NULL) {
+        result = mutexd_new_lease_id(lease_id);
+        if (result != MUTEXD_OK) {
+            result = fail(err, result, "no randomness for a lease id");
+            goto out;
+        }
+    }
+
+    mxc_buf_init(&b, URL_MAX);
+    add_resource_path(&b, resource, "acquire");
+    result = take(&b, &path, err);
+    if (result != MUTEXD_OK)
+        goto out;
+    mxc_buf_init(&b, REQUEST_MAX);
+    mxc_buf_str(&b, "{\"owner\":");
+    mxc_buf_json_string(&b, o->owner != NULL ? o->owner : owner);
+    mxc_buf_str(&b, ",\"lease_id\":");
+    mxc_buf_json_string(&b, o->lease_id != NULL ? o->lease_id : lease_id);
+    if (o->ttl_ms != 0)
+        mxc_buf_printf(&b, ",\"ttl_ms\":%lld", (long long)o->ttl_ms);
+    if (o->wait_ms != 0)
+        mxc_buf_printf(&b, ",\"wait_ms\":%lld", (long long)o->wait_ms);
+    if (o->metadata != NULL) {
+        mxc_buf_str(&b, ",\"metadata\":");
+        mxc_buf_str(&b, o->metadata);
+    }
+    mxc_buf_str(&b, "}");
+    result = take(&b, &body, err);
+    if (result != MUTEXD_OK)
+        goto out;
+
+    long wait = o->wait_ms > 0 && o->wait_ms < 86400000 ? (long)o->wait_ms : 0;
+    result = call(client, path, body, wait, &a, &doc, err);
+    if (result != MUTEXD_OK)
+        goto out;
+    result = give_lease(&doc, &a, lease, err);
+out:
+    free(path);
+    free(body);
+    mxc_doc_free(&doc);
+    answer_free(&a);
+    return end(result, err, &scratch);
+}
+
+mutexd_result mutexd_renew(mutexd_client *client, const char *resource, const char *lease_id,
+                           const struct mutexd_renew_options *options, struct mutexd_lease *lease,
+                           struct mutexd_error *error)
+{
+    struct mutexd_error scratch;
+    struct mutexd_error *err = begin(error, &scratch);
+    struct mutexd_renew_options none = {0};
+    const struct mutexd_renew_options *o = options != NULL ? options : &none;
+    struct answer a;
+    answer_init(&a);
+    struct mxc_doc doc = {0};
+    struct mxc_buf b;
+    char *path = NULL, *body = NULL;
+
+    mutexd_result result = check_client(client, resource, err);
+    if (result != MUTEXD_OK)
+        goto out;
+    if (lease_id == NULL) {
+        result = fail(err, MUTEXD_ERR_ARG, "no lease id");
+        goto out;
+    }
+    result = check_metadata(o->metadata, err);
+    if (result != MUTEXD_OK)
+        goto out;
+
+    /* Path and body are built before anything else, as they may point into *lease. */
+    mxc_buf_init(&b, URL_MAX);
+    add_resource_path(&b, resource, "renew");
+    result = take(&b, &path, err);
+    if (result != MUTEXD_OK)
+        goto out;
+    mxc_buf_init(&b, REQUEST_MAX);
+    mxc_buf_str(&b, "{\"lease_id\":");
+    mxc_buf_json_string(&b, lease_id);
+    if (o->ttl_ms != 0)
+        mxc_buf_printf(&b, ",\"ttl_ms\":%lld", (long long)o->ttl_ms);
+    if (o->metadata != NULL) {
+        mxc_buf_str(&b, ",\"metadata\":");
+        mxc_buf_str(&b, o->metadata);
+    }
+    mxc_buf_str(&b, "}");
+    result = take(&b, &body, err);
+    if (result != MUTEXD_OK)
+        goto out;
+
+    long timeout = o->timeout_ms > 0 ? o->timeout_ms : client->request_timeout_ms;
+    result = perform(client, path, body, timeout, &a, err);
+    if (result != MUTEXD_OK)
+        goto out;
+    result = read_answer(&a, &doc, err);
+    if (result != MUTEXD_OK)
+        goto out;
+    result = give_lease(&doc, &a, lease, err);
+out:
+    free(path);
+    free(body);
+    mxc_doc_free(&doc);
+    answer_free(&a);
+    return end(result, err, &scratch);
+}
+
+/* release and break: a POST whose answer is {"resource", <flag>: true|false}. */
+static mutexd_result post_flag(mutexd_client *client, const char *resource, const char *action,
+                               const char *key, const char *value, const char *flag, int *out,
+                               struct mutexd_error *err)
+{
+    struct answer a;
+    answer_init(&a);
+    struct mxc_doc doc = {0};
+    struct mxc_buf b;
+    char *path = NULL, *body = NULL;
+
+    mutexd_result result = check_client(client, resource, err);
+    if (result != MUTEXD_OK)
+        goto out;
+    mxc_buf_init(&b, URL_MAX);
+    add_resource_path(&b, resource, action);
+    result = take(&b, &path, err);
+    if (result != MUTEXD_OK)
+        goto out;
+    mxc_buf_init(&b, REQUEST_MAX);
+    mxc_buf_str(&b, "{");
+    if (value != NULL) {
+        mxc_buf_json_string(&b, key);
+        mxc_buf_str(&b, ":");
+        mxc_buf_json_string(&b, value);
+    }
+    mxc_buf_str(&b, "}");
+    result = take(&b, &body, err);
+    if (result != MUTEXD_OK)
+        goto out;
+    result = call(client, path, body, 0, &a, &doc, err);
+    if (result != MUTEXD_OK)
+        goto out;
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(doc.root, flag);
+    if (!cJSON_IsBool(v)) {
+        result = bad_answer(MUTEXD_ERR_PROTOCOL, &a, err);
+        goto out;
+    }
+    *out = cJSON_IsTrue(v);
+out:
+    free(path);
+    free(body);
+    mxc_doc_free(&doc);
+    answer_free(&a);
+    return result;
+}
+
+mutexd_result mutexd_release(mutexd_client *client, const char *resource, const char *lease_id,
+                             struct mutexd_error *error)
+{
+    struct mutexd_error scratch;
+    struct mutexd_error *err = begin(error, &scratch);
+    int released = 0;
+    mutexd_result result;
+    if (lease_id == NULL) {
+        result = fail(err, MUTEXD_ERR_ARG, "no lease id");
+        goto out;
+    }
+    result =
+        post_flag(client, resource, "release", "lease_id", lease_id, "released", &released, err);
+    if (result == MUTEXD_OK && !released)
+        result = fail(err, MUTEXD_ERR_PROTOCOL, "the server answered released: false");
+out:
+    return end(result, err, &scratch);
+}
+
+mutexd_result mutexd_break(mutexd_client *client, const char *resource, const char *reason,
+                           int *broken, struct mutexd_error *error)
+{
+    struct mutexd_error scratch;
+    struct mutexd_error *err = begin(error, &scratch);
+    int flag = 0;
+    mutexd_result result =
+        post_flag(client, resource, "break", "reason", reason, "broken", &flag, err);
+    if (result == MUTEXD_OK && broken != NULL)
+        *broken = flag;
+    return end(result, err, &scratch);
+}
+
+/* ---- Reading state ------------------------------------------------------------------------ */
+
+/* GET of a resource, watching when wait_ms >= 0. */
+static mutexd_result get_state(mutexd_client *client, const char *resource, int watch,
+                               uint64_t index, int64_t wait_ms, struct mutexd_state *state,
+                               struct mutexd_error *err)
+{
+    struct answer a;
+    answer_init(&a);
+    struct mxc_doc doc = {0};
+    struct mxc_buf b;
+    char *path = NULL;
+    struct mutexd_state fresh;
+
+    mutexd_result result = check_client(client, resource, err);
+    if (result != MUTEXD_OK)
+        goto out;
+    mxc_buf_init(&b, URL_MAX);
+    add_resource_path(&b, resource, NULL);
+    if (watch)
+        mxc_buf_printf(&b, "?index=%llu&wait_ms=%lld", (unsigned long long)index,
+                       (long long)wait_ms);
+    result = take(&b, &path, err);
+    if (result != MUTEXD_OK)
+        goto out;
+    long wait = watch && wait_ms > 0 && wait_ms < 86400000 ? (long)wait_ms : 0;
+    result = call(client, path, NULL, wait, &a, &doc, err);
+    if (result != MUTEXD_OK)
+        goto out;
+    result = mxc_decode_state(&doc, doc.root, &fresh);
+    if (result != MUTEXD_OK) {
+        result = bad_answer(result, &a, err);
+        goto out;
+    }
+    if (state != NULL) {
+        mutexd_state_clear(state);
+        *state = fresh;
+    } else {
+        mutexd_state_clear(&fresh);
+    }
+out:
+    free(path);
+    mxc_doc_free(&doc);
+    answer_free(&a);
+    return result;
+}
+
+mutexd_result mutexd_get(mutexd_client *client, const char *resource, struct mutexd_state *state,
+                         struct mutexd_error *error)
+{
+    struct mutexd_error scratch;
+    struct mutexd_error *err = begin(error, &scratch);
+    mutexd_result result = get_state(client, resource, 0, 0, 0, state, err);
+    return end(result, err, &scratch);
+}
+
+mutexd_result mutexd_watch(mutexd_client *client, const char *resource, uint64_t index,
+                           int64_t wait_ms, struct mutexd_state *state, struct mutexd_error *error)
+{
+    struct mutexd_error scratch;
+    struct mutexd_error *err = begin(error, &scratch);
+    mutexd_result result = get_state(client, resource, 1, index, wait_ms, state, err);
+    return end(result, err, &scratch);
+}
+
+mutexd_result mutexd_list(mutexd_client *client, const struct mutexd_list_options *options,
+                          struct mutexd_page *page, struct mutexd_error *error)
+{
+    struct mutexd_error scratch;
+    struct mutexd_error *err = begin(error, &scratch);
+    struct mutexd_list_options none = {0};
+    const struct mutexd_list_options *o = options != NULL ? options : &none;
+    struct answer a;
+    answer_init(&a);
+    struct mxc_doc doc = {0};
+    struct mxc_buf b;
+    char *path = NULL;
+    struct mutexd_page fresh;
+    mutexd_result result = MUTEXD_ERR_ARG;
+
+    if (client == NULL) {
+        result = fail(err, MUTEXD_ERR_ARG, "no client");
+        goto out;
+    }
+    mxc_buf_init(&b, URL_MAX);
+    mxc_buf_str(&b, "/v1/resources");
+    char sep = '?';
+    if (o->prefix != NULL) {
+        mxc_buf_printf(&b, "%cprefix=", sep);
+        mxc_buf_url_encode(&b, o->prefix, keep_in_query);
+        sep = '&';
+    }
+    if (o->limit != 0) {
+        mxc_buf_printf(&b, "%climit=%d", sep, o->limit);
+        sep = '&';
+    }
+    if (o->cursor != NULL) {
+        mxc_buf_printf(&b, "%ccursor=", sep);
+        mxc_buf_url_encode(&b, o->cursor, keep_in_query);
+    }
+    result = take(&b, &path, err);
+    if (result != MUTEXD_OK)
+        goto out;
+    result = call(client, path, NULL, 0, &a, &doc, err);
+    if (result != MUTEXD_OK)
+        goto out;
+    result = mxc_decode_page(&doc, doc.root, &fresh);
+    if (result != MUTEXD_OK) {
+        result = bad_answer(result, &a, err);
+        goto out;
+    }
+    if (page != NULL) {
+        mutexd_page_clear(page);
+        *page = fresh;
+    } else {
+        mutexd_page_clear(&fresh);
+    }
+out:
+    free(path);
+    mxc_doc_free(&doc);
+    answer_free(&a);
+    return end(result, err, &scratch);
+}

@@ -1,0 +1,709 @@
+/*
+ * The library against a real mutexd: every call, and every error code a real server gives
+ * on demand. Run through with-server.sh, which starts a fresh server for each case
+ * (--min-ttl-ms 500) and exports MUTEXD_URL; the too_many_waiters case gets a server with
+ * --max-waiters 1, the auth_ cases one with the tokens of tests/auth-tokens.
+ */
+#include "testing.h"
+
+#include <pthread.h>
+#include <unistd.h>
+
+#include "mutexd.h"
+
+static mutexd_client *connect_with(const char *token)
+{
+    const char *url = getenv("MUTEXD_URL");
+    if (url == NULL)
+        fail_msg("MUTEXD_URL is not set: run this through with-server.sh");
+    mutexd_client *c = NULL;
+    struct mutexd_client_options o = {.token = token, .request_timeout_ms = 10000};
+    assert_int_equal(mutexd_client_new(&c, url, &o), MUTEXD_OK);
+    return c;
+}
+
+static mutexd_client *connect_server(void)
+{
+    return connect_with(NULL);
+}
+
+static int is_uuid(const char *s)
+{
+    if (s == NULL || strlen(s) != 36)
+        return 0;
+    for (int i = 0; i < 36; i++) {
+        int dash = i == 8 || i == 13 || i == 18 || i == 23;
+        if (dash ? s[i] != '-' : strchr("0123456789abcdef", s[i]) == NULL)
+            return 0;
+    }
+    return 1;
+}
+
+static void acquire_grants_a_lease_with_every_field(void **state)
+{
+    (void)state;
+    mutexd_client *c = connect_server();
+    struct mutexd_lease l = {0};
+    struct mutexd_error e = {0};
+    struct mutexd_acquire_options o = {
+        .owner = "worker-1", .ttl_ms = 5000, .metadata = "{\"addr\":\"10.0.0.1:8080\"}"};
+    assert_int_equal(mutexd_acquire(c, "jobs/nightly-report", &o, &l, &e), MUTEXD_OK);
+    assert_string_equal(l.resource, "jobs/nightly-report");
+    assert_true(is_uuid(l.lease_id));
+    assert_string_equal(l.owner, "worker-1");
+    assert_true(l.fencing_token >= 1);
+    assert_int_equal(l.ttl_ms, 5000);
+    assert_in_range(l.expires_in_ms, 4000, 5000);
+    assert_non_null(l.acquired_at);
+    assert_non_null(l.renewed_at);
+    assert_string_equal(l.metadata, "{\"addr\":\"10.0.0.1:8080\"}");
+    assert_non_null(strstr(l.json, l.lease_id));
+    /* A successful call leaves the error empty. */
+    assert_null(e.message);
+    assert_int_equal(e.status, 0);
+    mutexd_lease_clear(&l);
+    mutexd_client_free(c);
+}
+
+static void acquire_without_options_uses_the_defaults(void **state)
+{
+    (void)state;
+    mutexd_client *c = connect_server();
+    struct mutexd_lease l = {0};
+    assert_int_equal(mutexd_acquire(c, "defaults", NULL, &l, NULL), MUTEXD_OK);
+    assert_int_equal(l.ttl_ms, 15000);
+    assert_true(is_uuid(l.lease_id));
+    char want[64];
+    snprintf(want, sizeof(want), ":%ld", (long)getpid());
+    assert_non_null(strstr(l.owner, want));
+    assert_null(l.metadata);
+    /* The lease may also be left out (the caller then knows only what it proposed). */
+    assert_int_equal(mutexd_acquire(c, "defaults-2", NULL, NULL, NULL), MUTEXD_OK);
+    mutexd_lease_clear(&l);
+    mutexd_client_free(c);
+}
+
+static void acquire_held_names_the_holder_and_when_to_retry(void **state)
+{
+    (void)state;
+    mutexd_client *c = connect_server();
+    struct mutexd_lease l = {0}, other = {0};
+    struct mutexd_error e = {0};
+    struct mutexd_acquire_options o = {.owner = "first", .ttl_ms = 3000};
+    assert_int_equal(mutexd_acquire(c, "r", &o, &l, &e), MUTEXD_OK);
+    o.owner = "second";
+    assert_int_equal(mutexd_acquire(c, "r", &o, &other, &e), MUTEXD_HELD);
+    assert_int_equal(e.status, 409);
+    assert_string_equal(e.code, "lease_held");
+    assert_non_null(e.message);
+    assert_int_equal(e.has_holder, 1);
+    assert_string_equal(e.holder.owner, "first");
+    assert_true(e.holder.fencing_token == l.fencing_token);
+    assert_in_range(e.holder.expires_in_ms, 1, 3000);
+    assert_in_range(e.retry_after_s, 1, 3);
+    assert_non_null(e.request_id);
+    assert_non_null(strstr(e.body, "\"lease_held\""));
+    assert_false(mutexd_error_is_temporary(MUTEXD_HELD, &e));
+    assert_null(other.lease_id); /* a failed call leaves its output alone */
+    mutexd_error_clear(&e);
+    mutexd_lease_clear(&l);
+    mutexd_client_free(c);
+}
+
+static void acquire_again_with_the_same_lease_id_is_idempotent(void **state)
+{
+    (void)state;
+    mutexd_client *c = connect_server();
+    char id[MUTEXD_LEASE_ID_LEN + 1];
+    assert_int_equal(mutexd_new_lease_id(id), MUTEXD_OK);
+    assert_true(is_uuid(id));
+    assert_true(id[14] == '4');
+    struct mutexd_lease a = {0}, b = {0};
+    struct mutexd_acquire_options o = {.owner = "w", .ttl_ms = 2000, .lease_id = id};
+    assert_int_equal(mutexd_acquire(c, "idem", &o, &a, NULL), MUTEXD_OK);
+    o.ttl_ms = 4000;
+    assert_int_equal(mutexd_acquire(c, "idem", &o, &b, NULL), MUTEXD_OK);
+    assert_string_equal(a.lease_id, id);
+    assert_string_equal(b.lease_id, id);
+    assert_true(a.fencing_token == b.fencing_token);
+    assert_int_equal(b.ttl_ms, 4000);
+    mutexd_lease_clear(&a);
+    mutexd_lease_clear(&b);
+    mutexd_client_free(c);
+}
+
+struct waiter {
+    const char *resource;
+    int64_t wait_ms;
+    mutexd_result result;
+    struct mutexd_lease lease;
+    struct mutexd_error error;
+};
+
+/* On its own thread, with its own client: one client per thread. */
+static void *wait_for_lease(void *arg)
+{
+    struct waiter *w = arg;
+    mutexd_client *c = connect_server();
+    struct mutexd_acquire_options o = {.owner = "waiter", .ttl_ms = 5000, .wait_ms = w->wait_ms};
+    w->result = mutexd_acquire(c, w->resource, &o, &w->lease, &w->error);
+    mutexd_client_free(c);
+    return NULL;
+}
+
+/* Polls until `resource` has `n` waiters. */
+static void await_waiters(mutexd_client *c, const char *resource, int64_t n)
+{
+    struct mutexd_state s = {0};
+    for (int i = 0; i < 200; i++) {
+        assert_int_equal(mutexd_get(c, resource, &s, NULL), MUTEXD_OK);
+        if (s.waiters == n)
+            break;
+        test_sleep_ms(10);
+    }
+    assert_int_equal(s.waiters, n);
+    mutexd_state_clear(&s);
+}
+
+static void acquire_waits_in_line_until_released(void **state)
+{
+    (void)state;
+    mutexd_client *c = connect_server();
+    struct mutexd_lease l = {0};
+    struct mutexd_acquire_options o = {.owner = "holder", .ttl_ms = 10000};
+    assert_int_equal(mutexd_acquire(c, "line", &o, &l, NULL), MUTEXD_OK);
+    struct waiter w = {.resource = "line", .wait_ms = 10000};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, wait_for_lease, &w), 0);
+    await_waiters(c, "line", 1);
+    int64_t t0 = test_now_ms();
+    assert_int_equal(mutexd_release(c, "line", l.lease_id, NULL), MUTEXD_OK);
+    pthread_join(t, NULL);
+    assert_int_equal(w.result, MUTEXD_OK);
+    assert_true(test_now_ms() - t0 < 2000);
+    assert_string_equal(w.lease.owner, "waiter");
+    assert_true(w.lease.fencing_token > l.fencing_token);
+    mutexd_lease_clear(&w.lease);
+    mutexd_error_clear(&w.error);
+    mutexd_lease_clear(&l);
+    mutexd_client_free(c);
+}
+
+static void acquire_wait_that_runs_out_is_held(void **state)
+{
+    (void)state;
+    mutexd_client *c = connect_server();
+    struct mutexd_acquire_options o = {.owner = "holder", .ttl_ms = 10000};
+    assert_int_equal(mutexd_acquire(c, "busy", &o, NULL, NULL), MUTEXD_OK);
+    struct mutexd_error e = {0};
+    o.wait_ms = 400;
+    int64_t t0 = test_now_ms();
+    assert_int_equal(mutexd_acquire(c, "busy", &o, NULL, &e), MUTEXD_HELD);
+    assert_in_range(test_now_ms() - t0, 350, 3000);
+    assert_string_equal(e.holder.owner, "holder");
+    mutexd_error_clear(&e);
+    mutexd_client_free(c);
+}
+
+static void too_many_waiters(void **state)
+{
+    (void)state;
+    mutexd_client *c = connect_server();
+    struct mutexd_acquire_options o = {.owner = "holder", .ttl_ms = 10000};
+    assert_int_equal(mutexd_acquire(c, "crowded", &o, NULL, NULL), MUTEXD_OK);
+    struct waiter w = {.resource = "crowded", .wait_ms = 1500};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, wait_for_lease, &w), 0);
+    await_waiters(c, "crowded", 1);
+    struct mutexd_error e = {0};
+    o.wait_ms = 1000;
+    mutexd_result r = mutexd_acquire(c, "crowded", &o, NULL, &e);
+    assert_int_equal(r, MUTEXD_ERR_API);
+    assert_int_equal(e.status, 429);
+    assert_string_equal(e.code, "too_many_waiters");
+    assert_true(mutexd_error_is_temporary(r, &e));
+    pthread_join(t, NULL);
+    assert_int_equal(w.result, MUTEXD_HELD);
+    mutexd_error_clear(&w.error);
+    mutexd_error_clear(&e);
+    mutexd_client_free(c);
+}
+
+static void renew_extends_and_replaces_metadata_in_place(void **state)
+{
+    (void)state;
+    mutexd_client *c = connect_server();
+    struct mutexd_lease l = {0};
+    struct mutexd_acquire_options o = {.owner = "w", .ttl_ms = 1000, .metadata = "{\"v\":1}"};
+    assert_int_equal(mutexd_acquire(c, "renewed", &o, &l, NULL), MUTEXD_OK);
+    uint64_t token = l.fencing_token;
+    test_sleep_ms(300);
+    /* Resource and lease id point into the lease being replaced. */
+    struct mutexd_renew_options ro = {.ttl_ms = 3000, .metadata = "{\"v\":2}"};
+    assert_int_equal(mutexd_renew(c, l.resource, l.lease_id, &ro, &l, NULL), MUTEXD_OK);
+    assert_string_equal(l.resource, "renewed");
+    assert_true(l.fencing_token == token);
+    assert_int_equal(l.ttl_ms, 3000);
+    assert_in_range(l.expires_in_ms, 2500, 3000);
+    assert_string_equal(l.metadata, "{\"v\":2}");
+    /* Without options: the lease's own TTL, the metadata kept. */
+    assert_int_equal(mutexd_renew(c, l.resource, l.lease_id, NULL, &l, NULL), MUTEXD_OK);
+    assert_int_equal(l.ttl_ms, 3000);
+    assert_string_equal(l.metadata, "{\"v\":2}");
+    /* Past its TTL, with nothing granted since, the lease is still renewable. */
+    struct mutexd_renew_options shortest = {.ttl_ms = 500};
+    assert_int_equal(mutexd_renew(c, l.resource, l.lease_id, &shortest, &l, NULL), MUTEXD_OK);
+    test_sleep_ms(700);
+    assert_int_equal(mutexd_renew(c, l.resource, l.lease_id, NULL, &l, NULL), MUTEXD_OK);
+    assert_true(l.fencing_token == token);
+    mutexd_lease_clear(&l);
+    mutexd_client_free(c);
+}
+
+static void renew_after_a_break_is_lost(void **state)
+{
+    (void)state;
+    mutexd_client *c = connect_server();
+    struct mutexd_lease l = {0};
+    assert_int_equal(mutexd_acquire(c, "broken", NULL, &l, NULL), MUTEXD_OK);
+    int broken = -1;
+    assert_int_equal(mutexd_break(c, "broken", "test", &broken, NULL), MUTEXD_OK);
+    assert_int_equal(broken, 1);
+    struct mutexd_error e = {0};
+    struct mutexd_lease kept = l;
+    assert_int_equal(mutexd_renew(c, l.resource, l.lease_id, NULL, &l, &e), MUTEXD_LOST);
+    assert_int_equal(e.status, 409);
+    assert_string_equal(e.code, "lease_lost");
+    assert_ptr_equal(l.lease_id, kept.lease_id); /* untouched */
+    mutexd_error_clear(&e);
+    mutexd_lease_clear(&l);
+    mutexd_client_free(c);
+}
+
+static void release_frees_once_then_is_lost(void **state)
+{
+    (void)state;
+    mutexd_client *c = connect_server();
+    struct mutexd_lease l = {0};
+    assert_int_equal(mutexd_acquire(c, "released", NULL, &l, NULL), MUTEXD_OK);
+    assert_int_equal(mutexd_release(c, "released", l.lease_id, NULL), MUTEXD_OK);
+    struct mutexd_state s = {0};
+    assert_int_equal(mutexd_get(c, "released", &s, NULL), MUTEXD_OK);
+    assert_int_equal(s.held, 0);
+    struct mutexd_error e = {0};
+    assert_int_equal(mutexd_release(c, "released", l.lease_id, &e), MUTEXD_LOST);
+    assert_string_equal(e.code, "lease_lost");
+    /* A lost release leaves whoever holds it now in place. */
+    struct mutexd_lease next = {0};
+    assert_int_equal(mutexd_acquire(c, "released", NULL, &next, NULL), MUTEXD_OK);
+    assert_int_equal(mutexd_release(c, "released", l.lease_id, &e), MUTEXD_LOST);
+    assert_int_equal(mutexd_get(c, "released", &s, NULL), MUTEXD_OK);
+    assert_int_equal(s.held, 1);
+    assert_true(s.holder.fencing_token == next.fencing_token);
+    mutexd_state_clear(&s);
+    mutexd_error_clear(&e);
+    mutexd_lease_clear(&l);
+    mutexd_lease_clear(&next);
+    mutexd_client_free(c);
+}
+
+static void break_says_whether_it_ended_a_lease(void **state)
+{
+    (void)state;
+    mutexd_client *c = connect_server();
+    int broken = -1;
+    assert_int_equal(mutexd_break(c, "nothing-here", NULL, &broken, NULL), MUTEXD_OK);
+    assert_int_equal(broken, 0);
+    struct mutexd_lease l = {0};
+    assert_int_equal(mutexd_acquire(c, "b", NULL, &l, NULL), MUTEXD_OK);
+    assert_int_equal(mutexd_break(c, "b", "maintenance", &broken, NULL), MUTEXD_OK);
+    assert_int_equal(broken, 1);
+    assert_int_equal(mutexd_break(c, "b", NULL, NULL, NULL), MUTEXD_OK);
+    struct mutexd_lease after = {0};
+    assert_int_equal(mutexd_acquire(c, "b", NULL, &after, NULL), MUTEXD_OK);
+    assert_true(after.fencing_token > l.fencing_token);
+    mutexd_lease_clear(&l);
+    mutexd_lease_clear(&after);
+    mutexd_client_free(c);
+}
+
+static void get_shows_free_and_held_without_the_lease_id(void **state)
+{
+    (void)state;
+    mutexd_client *c = connect_server();
+    struct mutexd_state s = {0};
+    assert_int_equal(mutexd_get(c, "never/used", &s, NULL), MUTEXD_OK);
+    assert_string_equal(s.resource, "never/used");
+    assert_int_equal(s.held, 0);
+    assert_null(s.holder.owner);
+    assert_int_equal(s.waiters, 0);
+
+    struct mutexd_lease l = {0};
+    struct mutexd_acquire_options o = {.owner = "me", .ttl_ms = 4000, .metadata = "{\"a\":[1]}"};
+    assert_int_equal(mutexd_acquire(c, "shown", &o, &l, NULL), MUTEXD_OK);
+    assert_int_equal(mutexd_get(c, "shown", &s, NULL), MUTEXD_OK); /* reused: freed, refilled */
+    assert_int_equal(s.held, 1);
+    assert_string_equal(s.holder.owner, "me");
+    assert_true(s.holder.fencing_token == l.fencing_token);
+    assert_int_equal(s.holder.ttl_ms, 4000);
+    assert_in_range(s.holder.expires_in_ms, 1, 4000);
+    assert_non_null(s.holder.acquired_at);
+    assert_string_equal(s.holder.metadata, "{\"a\":[1]}");
+    assert_true(s.index > 0);
+    assert_null(strstr(s.json, l.lease_id));
+    assert_non_null(strstr(s.json, "\"state\":\"held\""));
+    mutexd_state_clear(&s);
+    mutexd_lease_clear(&l);
+    mutexd_client_free(c);
+}
+
+struct changer {
+    const char *resource;
+    const char *lease_id;
+};
+
+static void *release_later(void *arg)
+{
+    struct changer *ch = arg;
+    test_sleep_ms(300);
+    mutexd_client *c = connect_server();
+    assert_int_equal(mutexd_release(c, ch->resource, ch->lease_id, NULL), MUTEXD_OK);
+    mutexd_client_free(c);
+    return NULL;
+}
+
+static void watch_returns_at_the_next_change(void **state)
+{
+    (void)state;
+    mutexd_client *c = connect_server();
+    struct mutexd_lease l = {0};
+    assert_int_equal(mutexd_acquire(c, "watched", NULL, &l, NULL), MUTEXD_OK);
+    struct mutexd_state s = {0};
+    assert_int_equal(mutexd_get(c, "watched", &s, NULL), MUTEXD_OK);
+    uint64_t index = s.index;
+    struct changer ch = {"watched", l.lease_id};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, release_later, &ch), 0);
+    int64_t t0 = test_now_ms();
+    assert_int_equal(mutexd_watch(c, "watched", index, 10000, &s, NULL), MUTEXD_OK);
+    int64_t took = test_now_ms() - t0;
+    pthread_join(t, NULL);
+    assert_in_range(took, 200, 5000);
+    assert_true(s.index != index);
+    assert_int_equal(s.held, 0);
+    mutexd_state_clear(&s);
+    mutexd_lease_clear(&l);
+    mutexd_client_free(c);
+}
+
+static void watch_without_a_change_answers_after_the_wait(void **state)
+{
+    (void)state;
+    mutexd_client *c = connect_server();
+    struct mutexd_lease l = {0};
+    struct mutexd_acquire_options o = {.ttl_ms = 10000};
+    assert_int_equal(mutexd_acquire(c, "quiet", &o, &l, NULL), MUTEXD_OK);
+    struct mutexd_state s = {0};
+    assert_int_equal(mutexd_get(c, "quiet", &s, NULL), MUTEXD_OK);
+    uint64_t index = s.index;
+    int64_t t0 = test_now_ms();
+    assert_int_equal(mutexd_watch(c, "quiet", index, 600, &s, NULL), MUTEXD_OK);
+    assert_in_range(test_now_ms() - t0, 550, 5000);
+    assert_true(s.index == index);
+    assert_int_equal(s.held, 1);
+    /* An index that already differs answers at once. */
+    t0 = test_now_ms();
+    assert_int_equal(mutexd_watch(c, "quiet", index + 1000, 5000, &s, NULL), MUTEXD_OK);
+    assert_true(test_now_ms() - t0 < 1000);
+    mutexd_state_clear(&s);
+    mutexd_lease_clear(&l);
+    mutexd_client_free(c);
+}
+
+static void list_pages_through_a_prefix_with_cursors(void **state)
+{
+    (void)state;
+    mutexd_client *c = connect_server();
+    static const char *const names[] = {"jobs/e", "jobs/a", "jobs/c", "jobs/b", "jobs/d"};
+    for (size_t i = 0; i < 5; i++)
+        assert_int_equal(mutexd_acquire(c, names[i], NULL, NULL, NULL), MUTEXD_OK);
+    assert_int_equal(mutexd_acquire(c, "other/x", NULL, NULL, NULL), MUTEXD_OK);
+    assert_int_equal(mutexd_acquire(c, "jobsx", NULL, NULL, NULL), MUTEXD_OK);
+
+    struct mutexd_page page = {0};
+    struct mutexd_list_options o = {.prefix = "jobs/", .limit = 2};
+    char seen[64] = "";
+    int pages = 0;
+    do {
+        assert_int_equal(mutexd_list(c, &o, &page, NULL), MUTEXD_OK);
+        assert_true(page.count <= 2);
+        for (size_t i = 0; i < page.count; i++) {
+            assert_int_equal(page.resources[i].held, 1);
+            assert_non_null(page.resources[i].holder.owner);
+            assert_non_null(strstr(page.json, page.resources[i].resource));
+            strcat(seen, page.resources[i].resource);
+            strcat(seen, " ");
+        }
+        o.cursor = page.next_cursor; /* read before *page is replaced, as the header says */
+        pages++;
+    } while (o.cursor != NULL && pages < 10);
+    assert_string_equal(seen, "jobs/a jobs/b jobs/c jobs/d jobs/e ");
+    assert_in_range(pages, 3, 4);
+
+    /* Defaults: every held resource, in name order. */
+    struct mutexd_page all = {0};
+    assert_int_equal(mutexd_list(c, NULL, &all, NULL), MUTEXD_OK);
+    assert_int_equal(all.count, 7);
+    assert_string_equal(all.resources[0].resource, "jobs/a");
+    assert_string_equal(all.resources[6].resource, "other/x");
+    assert_null(all.next_cursor);
+    mutexd_page_clear(&all);
+    mutexd_page_clear(&page);
+    mutexd_client_free(c);
+}
+
+/* One request the server refuses, and what the error says. */
+static void expect_refusal(mutexd_result r, struct mutexd_error *e, int status, const char *code,
+                           const char *field)
+{
+    if (r != MUTEXD_ERR_API)
+        fail_msg("%s: got %s (%s)", code, mutexd_result_name(r), e->message);
+    assert_int_equal(e->status, status);
+    assert_string_equal(e->code, code);
+    if (field != NULL)
+        assert_string_equal(e->field, field);
+    else
+        assert_null(e->field);
+    assert_non_null(e->message);
+    assert_non_null(e->request_id);
+    assert_false(mutexd_error_is_temporary(r, e));
+}
+
+static void the_server_refuses_bad_input_with_its_codes(void **state)
+{
+    (void)state;
+    mutexd_client *c = connect_server();
+    struct mutexd_error e = {0};
+    struct mutexd_lease l = {0};
+    struct mutexd_acquire_options o = {0};
+
+    static const char *const bad_names[] = {"a//b",   "/a",  "a/",  "a/./b",
+                                            "a/../b", "a b", "a?b", "x%41"};
+    for (size_t i = 0; i < sizeof(bad_names) / sizeof(bad_names[0]); i++) {
+        expect_refusal(mutexd_acquire(c, bad_names[i], NULL, &l, &e), &e, 400, "invalid_resource",
+                       NULL);
+        expect_refusal(mutexd_get(c, bad_names[i], NULL, &e), &e, 400, "invalid_resource", NULL);
+    }
+    char long_name[300];
+    memset(long_name, 'n', 257);
+    long_name[257] = '\0';
+    expect_refusal(mutexd_get(c, long_name, NULL, &e), &e, 400, "invalid_resource", NULL);
+
+    o.ttl_ms = 100;
+    expect_refusal(mutexd_acquire(c, "r", &o, &l, &e), &e, 400, "invalid_ttl", "ttl_ms");
+    o.ttl_ms = -1;
+    expect_refusal(mutexd_acquire(c, "r", &o, &l, &e), &e, 400, "invalid_ttl", "ttl_ms");
+    o.ttl_ms = 0;
+    o.wait_ms = 400000;
+    expect_refusal(mutexd_acquire(c, "r", &o, &l, &e), &e, 400, "invalid_wait", "wait_ms");
+    o.wait_ms = 0;
+    expect_refusal(mutexd_watch(c, "r", 0, 400000, NULL, &e), &e, 400, "invalid_wait", "wait_ms");
+    o.lease_id = "not-a-uuid";
+    expect_refusal(mutexd_acquire(c, "r", &o, &l, &e), &e, 400, "invalid_lease_id", "lease_id");
+    o.lease_id = NULL;
+    expect_refusal(mutexd_renew(c, "r", "nope", NULL, &l, &e), &e, 400, "invalid_lease_id",
+                   "lease_id");
+    expect_refusal(mutexd_release(c, "r", "nope", &e), &e, 400, "invalid_lease_id", "lease_id");
+    o.owner = "bad\x01owner";
+    expect_refusal(mutexd_acquire(c, "r", &o, &l, &e), &e, 400, "invalid_field", "owner");
+    o.owner = "";
+    expect_refusal(mutexd_acquire(c, "r", &o, &l, &e), &e, 400, "invalid_field", "owner");
+    o.owner = NULL;
+    char meta[6000];
+    snprintf(meta, sizeof(meta), "{\"k\":\"%05000d\"}", 0);
+    o.metadata = meta;
+    expect_refusal(mutexd_acquire(c, "r", &o, &l, &e), &e, 400, "invalid_field", "metadata");
+    o.metadata = NULL;
+    struct mutexd_list_options lo = {.limit = 5000};
+    expect_refusal(mutexd_list(c, &lo, NULL, &e), &e, 400, "invalid_field", "limit");
+    lo.limit = -1;
+    expect_refusal(mutexd_list(c, &lo, NULL, &e), &e, 400, "invalid_field", "limit");
+
+    char *big = malloc(70001);
+    memset(big, 'o', 70000);
+    big[70000] = '\0';
+    o.owner = big;
+    expect_refusal(mutexd_acquire(c, "r", &o, &l, &e), &e, 413, "body_too_large", NULL);
+    free(big);
+    assert_null(l.lease_id);
+    mutexd_error_clear(&e);
+    mutexd_client_free(c);
+}
+
+static void a_wrong_base_path_is_not_found(void **state)
+{
+    (void)state;
+    char url[512];
+    snprintf(url, sizeof(url), "%s/not-mutexd/", getenv("MUTEXD_URL"));
+    mutexd_client *c = NULL;
+    assert_int_equal(mutexd_client_new(&c, url, NULL), MUTEXD_OK);
+    struct mutexd_error e = {0};
+    expect_refusal(mutexd_get(c, "r", NULL, &e), &e, 404, "not_found", NULL);
+    mutexd_error_clear(&e);
+    mutexd_client_free(c);
+}
+
+static void bad_arguments_are_caught_before_sending(void **state)
+{
+    (void)state;
+    mutexd_client *c = NULL;
+    struct mutexd_error e = {0};
+    assert_int_equal(mutexd_client_new(&c, "ftp://x", NULL), MUTEXD_ERR_ARG);
+    assert_null(c);
+    assert_int_equal(mutexd_client_new(&c, NULL, NULL), MUTEXD_ERR_ARG);
+    assert_int_equal(mutexd_client_new(NULL, "http://x", NULL), MUTEXD_ERR_ARG);
+    struct mutexd_client_options bad_token = {.token = "a\r\nX-Evil: 1"};
+    assert_int_equal(mutexd_client_new(&c, "http://x", &bad_token), MUTEXD_ERR_ARG);
+    struct mutexd_client_options bad_timeout = {.request_timeout_ms = -1};
+    assert_int_equal(mutexd_client_new(&c, "http://x", &bad_timeout), MUTEXD_ERR_ARG);
+
+    c = connect_server();
+    assert_int_equal(mutexd_acquire(NULL, "r", NULL, NULL, &e), MUTEXD_ERR_ARG);
+    assert_non_null(e.message);
+    assert_int_equal(mutexd_acquire(c, NULL, NULL, NULL, &e), MUTEXD_ERR_ARG);
+    assert_int_equal(mutexd_get(c, "", NULL, &e), MUTEXD_ERR_ARG);
+    assert_int_equal(mutexd_watch(c, "", 0, 10, NULL, &e), MUTEXD_ERR_ARG);
+    assert_int_equal(mutexd_break(c, "", NULL, NULL, &e), MUTEXD_ERR_ARG);
+    assert_int_equal(mutexd_list(NULL, NULL, NULL, &e), MUTEXD_ERR_ARG);
+    assert_int_equal(mutexd_renew(c, "r", NULL, NULL, NULL, &e), MUTEXD_ERR_ARG);
+    assert_int_equal(mutexd_release(c, "r", NULL, &e), MUTEXD_ERR_ARG);
+    struct mutexd_acquire_options o = {.metadata = "[1]"};
+    assert_int_equal(mutexd_acquire(c, "r", &o, NULL, &e), MUTEXD_ERR_ARG);
+    assert_string_equal(e.message, "metadata must be a JSON object");
+    o.metadata = "{\"a\":1} trailing";
+    assert_int_equal(mutexd_acquire(c, "r", &o, NULL, &e), MUTEXD_ERR_ARG);
+    struct mutexd_renew_options ro = {.metadata = "nope"};
+    assert_int_equal(mutexd_renew(c, "r", "6ccb3e43-0489-4885-ac1c-bf894cffbd13", &ro, NULL, &e),
+                     MUTEXD_ERR_ARG);
+    /* Nothing was sent: the resource was never touched. */
+    struct mutexd_state s = {0};
+    assert_int_equal(mutexd_get(c, "r", &s, &e), MUTEXD_OK);
+    assert_int_equal(s.held, 0);
+    assert_null(e.message);
+    mutexd_state_clear(&s);
+    mutexd_error_clear(&e);
+    mutexd_client_free(c);
+    mutexd_client_free(NULL);
+}
+
+static void result_names_and_empty_structs(void **state)
+{
+    (void)state;
+    assert_string_equal(mutexd_result_name(MUTEXD_OK), "ok");
+    assert_string_equal(mutexd_result_name(MUTEXD_HELD), "held");
+    assert_string_equal(mutexd_result_name(MUTEXD_LOST), "lost");
+    assert_string_equal(mutexd_result_name(MUTEXD_ERR_API), "api_error");
+    assert_string_equal(mutexd_result_name(MUTEXD_ERR_TRANSPORT), "transport_error");
+    assert_string_equal(mutexd_result_name(MUTEXD_ERR_PROTOCOL), "protocol_error");
+    assert_string_equal(mutexd_result_name(MUTEXD_ERR_ARG), "invalid_argument");
+    assert_string_equal(mutexd_result_name(MUTEXD_ERR_NOMEM), "out_of_memory");
+    struct mutexd_lease l = {0};
+    struct mutexd_state s = {0};
+    struct mutexd_page p = {0};
+    struct mutexd_error e = {0};
+    mutexd_lease_clear(&l);
+    mutexd_state_clear(&s);
+    mutexd_page_clear(&p);
+    mutexd_error_clear(&e);
+    mutexd_lease_clear(NULL);
+    mutexd_state_clear(NULL);
+    mutexd_page_clear(NULL);
+    mutexd_error_clear(NULL);
+}
+
+static void fencing_tokens_increase_with_every_grant(void **state)
+{
+    (void)state;
+    mutexd_client *c = connect_server();
+    uint64_t last = 0;
+    for (int i = 0; i < 10; i++) {
+        struct mutexd_lease l = {0};
+        assert_int_equal(mutexd_acquire(c, i % 2 ? "t/a" : "t/b", NULL, &l, NULL), MUTEXD_OK);
+        assert_true(l.fencing_token > last);
+        last = l.fencing_token;
+        assert_int_equal(mutexd_release(c, l.resource, l.lease_id, NULL), MUTEXD_OK);
+        mutexd_lease_clear(&l);
+    }
+    mutexd_client_free(c);
+}
+
+/* With the server's --auth-tokens tests/auth-tokens. */
+static void auth_without_a_valid_token_is_unauthorized(void **state)
+{
+    (void)state;
+    static const char *const tokens[] = {NULL, "not-a-token", ""};
+    for (size_t i = 0; i < sizeof(tokens) / sizeof(tokens[0]); i++) {
+        mutexd_client *c = connect_with(tokens[i]);
+        struct mutexd_error e = {0};
+        expect_refusal(mutexd_get(c, "jobs/a", NULL, &e), &e, 401, "unauthorized", NULL);
+        expect_refusal(mutexd_acquire(c, "jobs/a", NULL, NULL, &e), &e, 401, "unauthorized", NULL);
+        struct mutexd_list_options o = {.prefix = "jobs/"};
+        expect_refusal(mutexd_list(c, &o, NULL, &e), &e, 401, "unauthorized", NULL);
+        mutexd_error_clear(&e);
+        mutexd_client_free(c);
+    }
+}
+
+static void auth_scopes_and_prefixes_are_enforced(void **state)
+{
+    (void)state;
+    mutexd_client *reader = connect_with("test-reader-token");
+    mutexd_client *writer = connect_with("test-writer-token");
+    mutexd_client *admin = connect_with("test-admin-token");
+    struct mutexd_error e = {0};
+    struct mutexd_lease l = {0};
+
+    assert_int_equal(mutexd_get(reader, "jobs/a", NULL, &e), MUTEXD_OK);
+    expect_refusal(mutexd_acquire(reader, "jobs/a", NULL, NULL, &e), &e, 403, "forbidden", NULL);
+    assert_int_equal(mutexd_acquire(writer, "jobs/a", NULL, &l, &e), MUTEXD_OK);
+    expect_refusal(mutexd_acquire(writer, "other/a", NULL, NULL, &e), &e, 403, "forbidden", NULL);
+    expect_refusal(mutexd_get(writer, "other/a", NULL, &e), &e, 403, "forbidden", NULL);
+    expect_refusal(mutexd_break(writer, "jobs/a", NULL, NULL, &e), &e, 403, "forbidden", NULL);
+    assert_int_equal(mutexd_renew(writer, l.resource, l.lease_id, NULL, &l, &e), MUTEXD_OK);
+    int broken = 0;
+    assert_int_equal(mutexd_break(admin, "jobs/a", "test", &broken, &e), MUTEXD_OK);
+    assert_int_equal(broken, 1);
+    assert_int_equal(mutexd_renew(writer, l.resource, l.lease_id, NULL, &l, &e), MUTEXD_LOST);
+    mutexd_error_clear(&e);
+    mutexd_lease_clear(&l);
+    mutexd_client_free(reader);
+    mutexd_client_free(writer);
+    mutexd_client_free(admin);
+}
+
+int main(int argc, char **argv);
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(acquire_grants_a_lease_with_every_field),
+    cmocka_unit_test(acquire_without_options_uses_the_defaults),
+    cmocka_unit_test(acquire_held_names_the_holder_and_when_to_retry),
+    cmocka_unit_test(acquire_again_with_the_same_lease_id_is_idempotent),
+    cmocka_unit_test(acquire_waits_in_line_until_released),
+    cmocka_unit_test(acquire_wait_that_runs_out_is_held),
+    cmocka_unit_test(too_many_waiters),
+    cmocka_unit_test(renew_extends_and_replaces_metadata_in_place),
+    cmocka_unit_test(renew_after_a_break_is_lost),
+    cmocka_unit_test(release_frees_once_then_is_lost),
+    cmocka_unit_test(break_says_whether_it_ended_a_lease),
+    cmocka_unit_test(get_shows_free_and_held_without_the_lease_id),
+    cmocka_unit_test(watch_returns_at_the_next_change),
+    cmocka_unit_test(watch_without_a_change_answers_after_the_wait),
+    cmocka_unit_test(list_pages_through_a_prefix_with_cursors),
+    cmocka_unit_test(the_server_refuses_bad_input_with_its_codes),
+    cmocka_unit_test(a_wrong_base_path_is_not_found),
+    cmocka_unit_test(bad_arguments_are_caught_before_sending),
+    cmocka_unit_test(result_names_and_empty_structs),
+    cmocka_unit_test(fencing_tokens_increase_with_every_grant),
+    cmocka_unit_test(auth_without_a_valid_token_is_unauthorized),
+    cmocka_unit_test(auth_scopes_and_prefixes_are_enforced),
+};
+TEST_MAIN(tests)

@@ -1,0 +1,273 @@
+/*
+ * The library against a canned-answer server (fake_server.c): what it sends (headers, token,
+ * body, path encoding), and the answers a real mutexd does not give on demand: 401, 403,
+ * 503 with a reason and Retry-After, error codes of requests the library never makes, broken
+ * bodies, silence (timeouts), and nobody listening.
+ */
+#include "testing.h"
+
+#include "fake_server.h"
+#include "mutexd.h"
+
+static const char lease_json[] =
+    "{\"resource\":\"a\",\"lease_id\":\"6ccb3e43-0489-4885-ac1c-bf894cffbd13\",\"owner\":\"w\","
+    "\"fencing_token\":18446744073709551615,\"ttl_ms\":1000,\"expires_in_ms\":1000,"
+    "\"acquired_at\":\"t\",\"renewed_at\":\"t\",\"metadata\":{\"big\":123456789012345678901}}";
+
+static mutexd_client *client_for(const struct fake_server *f, const char *token)
+{
+    mutexd_client *c = NULL;
+    struct mutexd_client_options o = {.token = token, .request_timeout_ms = 2000};
+    assert_int_equal(mutexd_client_new(&c, fake_url(f), &o), MUTEXD_OK);
+    return c;
+}
+
+static void requests_carry_token_json_and_encoded_path(void **state)
+{
+    (void)state;
+    struct fake_server *f = fake_start("HTTP/1.1 200 OK", "", lease_json, 0);
+    assert_non_null(f);
+    mutexd_client *c = client_for(f, "s3cret-token");
+    struct mutexd_lease l = {0};
+    struct mutexd_acquire_options o = {.owner = "o \"q\"",
+                                       .ttl_ms = 1000,
+                                       .wait_ms = 5,
+                                       .lease_id = "6ccb3e43-0489-4885-ac1c-bf894cffbd13",
+                                       .metadata = "{\"k\": [1, 2]}"};
+    assert_int_equal(mutexd_acquire(c, "a b/../c?d", &o, &l, NULL), MUTEXD_OK);
+    char *req = fake_last_request(f);
+    assert_non_null(req);
+    assert_non_null(strstr(req, "POST /v1/resources/a%20b/../c%3Fd/acquire HTTP/1.1\r\n"));
+    assert_non_null(strstr(req, "\r\nAuthorization: Bearer s3cret-token\r\n"));
+    assert_non_null(strstr(req, "\r\nContent-Type: application/json\r\n"));
+    assert_non_null(strstr(req, "\r\n\r\n{\"owner\":\"o \\\"q\\\"\","
+                                "\"lease_id\":\"6ccb3e43-0489-4885-ac1c-bf894cffbd13\","
+                                "\"ttl_ms\":1000,\"wait_ms\":5,\"metadata\":{\"k\": [1, 2]}}"));
+    free(req);
+    /* The answer, exactly: a 64-bit token and metadata with an integer beyond doubles. */
+    assert_true(l.fencing_token == UINT64_MAX);
+    assert_string_equal(l.metadata, "{\"big\":123456789012345678901}");
+
+    struct mutexd_list_options lo = {.prefix = "jobs/a b", .limit = 7, .cursor = "jobs/x&y"};
+    struct mutexd_page p = {0};
+    mutexd_list(c, &lo, &p, NULL); /* the canned answer is no page; only the request counts */
+    req = fake_last_request(f);
+    assert_non_null(
+        strstr(req, "GET /v1/resources?prefix=jobs%2Fa%20b&limit=7&cursor=jobs%2Fx%26y "));
+    assert_null(strstr(req, "Authorization: Bearer s3cret-token\r\nAuthorization"));
+    free(req);
+    mutexd_watch(c, "r", 18446744073709551615ULL, 10, NULL, NULL);
+    req = fake_last_request(f);
+    assert_non_null(strstr(req, "GET /v1/resources/r?index=18446744073709551615&wait_ms=10 "));
+    free(req);
+    mutexd_lease_clear(&l);
+    mutexd_client_free(c);
+    fake_stop(f);
+}
+
+static void no_token_no_authorization_header(void **state)
+{
+    (void)state;
+    struct fake_server *f =
+        fake_start("HTTP/1.1 200 OK", "", "{\"resource\":\"a\",\"broken\":true}", 0);
+    mutexd_client *c = client_for(f, NULL);
+    int broken = 0;
+    assert_int_equal(mutexd_break(c, "a", NULL, &broken, NULL), MUTEXD_OK);
+    assert_int_equal(broken, 1);
+    char *req = fake_last_request(f);
+    assert_null(strstr(req, "Authorization"));
+    assert_non_null(strstr(req, "\r\n\r\n{}"));
+    free(req);
+    mutexd_client_free(c);
+    fake_stop(f);
+}
+
+/* One canned error answer and what the library makes of it. */
+static void expect_error(const char *status_line, const char *headers, const char *body,
+                         mutexd_result want, int status, const char *code, const char *field)
+{
+    struct fake_server *f = fake_start(status_line, headers, body, 0);
+    assert_non_null(f);
+    mutexd_client *c = client_for(f, "t");
+    struct mutexd_error e = {0};
+    struct mutexd_state s = {0};
+    mutexd_result r = mutexd_get(c, "a", &s, &e);
+    if (r != want)
+        fail_msg("%s: got %s, want %s", status_line, mutexd_result_name(r),
+                 mutexd_result_name(want));
+    assert_int_equal(e.status, status);
+    if (code != NULL)
+        assert_string_equal(e.code, code);
+    else
+        assert_null(e.code);
+    if (field != NULL)
+        assert_string_equal(e.field, field);
+    else
+        assert_null(e.field);
+    assert_non_null(e.message);
+    assert_string_equal(e.body, body);
+    assert_int_equal(e.transport, 0);
+    assert_null(s.resource); /* untouched */
+    mutexd_error_clear(&e);
+    mutexd_client_free(c);
+    fake_stop(f);
+}
+
+#define ERR(code, extra) "{\"error\":{\"code\":\"" code "\",\"message\":\"m\"" extra "}}"
+
+static void unauthorized_and_forbidden(void **state)
+{
+    (void)state;
+    expect_error("HTTP/1.1 401 Unauthorized", "", ERR("unauthorized", ""), MUTEXD_ERR_API, 401,
+                 "unauthorized", NULL);
+    expect_error("HTTP/1.1 403 Forbidden", "", ERR("forbidden", ""), MUTEXD_ERR_API, 403,
+                 "forbidden", NULL);
+}
+
+static void unavailable_carries_reason_and_retry_after(void **state)
+{
+    (void)state;
+    const char *body = ERR("unavailable", ",\"reason\":\"recovering\"");
+    struct fake_server *f = fake_start("HTTP/1.1 503 Service Unavailable",
+                                       "Retry-After: 7\r\nX-Request-Id: abc123\r\n", body, 0);
+    mutexd_client *c = client_for(f, NULL);
+    struct mutexd_error e = {0};
+    mutexd_result r = mutexd_acquire(c, "a", NULL, NULL, &e);
+    assert_int_equal(r, MUTEXD_ERR_API);
+    assert_int_equal(e.status, 503);
+    assert_string_equal(e.code, "unavailable");
+    assert_string_equal(e.reason, "recovering");
+    assert_int_equal(e.retry_after_s, 7);
+    assert_string_equal(e.request_id, "abc123");
+    assert_true(mutexd_error_is_temporary(r, &e));
+    mutexd_error_clear(&e);
+    assert_int_equal(e.retry_after_s, -1);
+    mutexd_client_free(c);
+    fake_stop(f);
+
+    expect_error("HTTP/1.1 429 Too Many Requests", "", ERR("too_many_waiters", ""), MUTEXD_ERR_API,
+                 429, "too_many_waiters", NULL);
+}
+
+/* Codes of requests the library never makes, decoded all the same. */
+static void every_other_error_code_is_decoded(void **state)
+{
+    (void)state;
+    expect_error("HTTP/1.1 400 Bad Request", "", ERR("invalid_json", ""), MUTEXD_ERR_API, 400,
+                 "invalid_json", NULL);
+    expect_error("HTTP/1.1 400 Bad Request", "", ERR("unknown_field", ",\"field\":\"ttl\""),
+                 MUTEXD_ERR_API, 400, "unknown_field", "ttl");
+    expect_error("HTTP/1.1 400 Bad Request", "", ERR("missing_field", ",\"field\":\"owner\""),
+                 MUTEXD_ERR_API, 400, "missing_field", "owner");
+    expect_error("HTTP/1.1 404 Not Found", "", ERR("not_found", ""), MUTEXD_ERR_API, 404,
+                 "not_found", NULL);
+    expect_error("HTTP/1.1 405 Method Not Allowed", "Allow: GET\r\n", ERR("method_not_allowed", ""),
+                 MUTEXD_ERR_API, 405, "method_not_allowed", NULL);
+    expect_error("HTTP/1.1 413 Payload Too Large", "", ERR("body_too_large", ""), MUTEXD_ERR_API,
+                 413, "body_too_large", NULL);
+    expect_error("HTTP/1.1 415 Unsupported Media Type", "", ERR("unsupported_media_type", ""),
+                 MUTEXD_ERR_API, 415, "unsupported_media_type", NULL);
+    /* The declined answers have results of their own. */
+    expect_error("HTTP/1.1 409 Conflict", "", ERR("lease_lost", ""), MUTEXD_LOST, 409, "lease_lost",
+                 NULL);
+    expect_error("HTTP/1.1 409 Conflict", "Retry-After: 3\r\n",
+                 ERR("lease_held", ",\"holder\":{\"owner\":\"x\",\"fencing_token\":1,"
+                                   "\"expires_in_ms\":2500}"),
+                 MUTEXD_HELD, 409, "lease_held", NULL);
+}
+
+static void bodies_that_are_not_the_api(void **state)
+{
+    (void)state;
+    /* An error status with a proxy's page: an API error without a code. */
+    expect_error("HTTP/1.1 502 Bad Gateway", "", "<html>bad gateway</html>", MUTEXD_ERR_API, 502,
+                 NULL, NULL);
+    expect_error("HTTP/1.1 500 Internal Server Error", "", "", MUTEXD_ERR_API, 500, NULL, NULL);
+    /* A success that is not JSON, or lacks what the API promises. */
+    expect_error("HTTP/1.1 200 OK", "", "not json", MUTEXD_ERR_PROTOCOL, 200, NULL, NULL);
+    expect_error("HTTP/1.1 200 OK", "", "{\"resource\":\"a\"}", MUTEXD_ERR_PROTOCOL, 200, NULL,
+                 NULL);
+
+    struct fake_server *f =
+        fake_start("HTTP/1.1 200 OK", "", "{\"resource\":\"a\",\"released\":false}", 0);
+    mutexd_client *c = client_for(f, NULL);
+    struct mutexd_error e = {0};
+    assert_int_equal(mutexd_release(c, "a", "6ccb3e43-0489-4885-ac1c-bf894cffbd13", &e),
+                     MUTEXD_ERR_PROTOCOL);
+    assert_non_null(e.message);
+    mutexd_error_clear(&e);
+    mutexd_client_free(c);
+    fake_stop(f);
+}
+
+static void silence_times_out(void **state)
+{
+    (void)state;
+    struct fake_server *f = fake_start("HTTP/1.1 200 OK", "", "{}", 1);
+    mutexd_client *c = NULL;
+    struct mutexd_client_options o = {.request_timeout_ms = 300};
+    assert_int_equal(mutexd_client_new(&c, fake_url(f), &o), MUTEXD_OK);
+    struct mutexd_error e = {0};
+    int64_t t0 = test_now_ms();
+    mutexd_result r = mutexd_get(c, "a", NULL, &e);
+    int64_t took = test_now_ms() - t0;
+    assert_int_equal(r, MUTEXD_ERR_TRANSPORT);
+    assert_int_equal(e.transport, 1);
+    assert_int_equal(e.status, 0);
+    assert_non_null(e.message);
+    assert_true(mutexd_error_is_temporary(r, &e));
+    assert_in_range(took, 250, 3000);
+
+    /* A renew's own timeout wins over the client's. */
+    t0 = test_now_ms();
+    struct mutexd_renew_options ro = {.timeout_ms = 100};
+    r = mutexd_renew(c, "a", "6ccb3e43-0489-4885-ac1c-bf894cffbd13", &ro, NULL, &e);
+    took = test_now_ms() - t0;
+    assert_int_equal(r, MUTEXD_ERR_TRANSPORT);
+    assert_in_range(took, 80, 280);
+
+    /* A watch waits on top of the request timeout. */
+    t0 = test_now_ms();
+    r = mutexd_watch(c, "a", 0, 500, NULL, &e);
+    took = test_now_ms() - t0;
+    assert_int_equal(r, MUTEXD_ERR_TRANSPORT);
+    assert_in_range(took, 750, 3000);
+    mutexd_error_clear(&e);
+    mutexd_client_free(c);
+    fake_stop(f);
+}
+
+static void nobody_listening_is_a_transport_error(void **state)
+{
+    (void)state;
+    char url[64];
+    fake_closed_url(url, sizeof(url));
+    mutexd_client *c = NULL;
+    assert_int_equal(mutexd_client_new(&c, url, NULL), MUTEXD_OK);
+    struct mutexd_error e = {0};
+    struct mutexd_lease l = {0};
+    assert_int_equal(mutexd_acquire(c, "a", NULL, &l, &e), MUTEXD_ERR_TRANSPORT);
+    assert_int_equal(e.transport, 1);
+    assert_int_equal(e.status, 0);
+    assert_null(e.code);
+    assert_non_null(e.message);
+    assert_null(l.lease_id);
+    /* The same error struct is reused: the next failure replaces the last. */
+    assert_int_equal(mutexd_get(c, "", NULL, &e), MUTEXD_ERR_ARG);
+    assert_int_equal(e.transport, 0);
+    mutexd_error_clear(&e);
+    mutexd_client_free(c);
+}
+
+int main(int argc, char **argv);
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(requests_carry_token_json_and_encoded_path),
+    cmocka_unit_test(no_token_no_authorization_header),
+    cmocka_unit_test(unauthorized_and_forbidden),
+    cmocka_unit_test(unavailable_carries_reason_and_retry_after),
+    cmocka_unit_test(every_other_error_code_is_decoded),
+    cmocka_unit_test(bodies_that_are_not_the_api),
+    cmocka_unit_test(silence_times_out),
+    cmocka_unit_test(nobody_listening_is_a_transport_error),
+};
+TEST_MAIN(tests)

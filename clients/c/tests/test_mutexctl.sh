@@ -1,0 +1,687 @@
+#!/usr/bin/env bash
+# mutexctl against a real server: each command's output and exit status, and `run`'s
+# contract (environment, exit status, stopping the command's whole group when the lease is
+# lost, forwarding signals, releasing on exit).
+#
+#   with-server.sh test_mutexctl.sh SECTION
+#
+# Each test_<section> function is one ctest test, next to its own server. MUTEXCTL is the
+# tool under test; with-server.sh exports MUTEXD_URL (and MUTEXD_SERVER_PID). A section fails
+# when any of its checks does; every failed check is printed with the command's output.
+#
+# The commands given to `sh -c` are single-quoted on purpose: their $ are the inner shell's.
+# shellcheck disable=SC2016
+set -uo pipefail
+
+M=${MUTEXCTL:?MUTEXCTL must name the mutexctl to test}
+: "${MUTEXD_URL:?run this through with-server.sh}"
+here=$(cd "$(dirname "$0")" && pwd)
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/mutexctl-test.XXXXXX") || exit 1
+bg_pids=()
+# shellcheck disable=SC2317 # run by the EXIT trap
+cleanup() {
+    local p
+    for p in "${bg_pids[@]}"; do
+        kill -KILL "$p" 2>/dev/null
+    done
+    [ -f "$tmp/stopped" ] && kill -CONT "$MUTEXD_SERVER_PID" 2>/dev/null
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+# A test runner's timeout sends SIGTERM: leave through the EXIT trap.
+trap 'exit 143' TERM INT HUP
+failures=0
+rc=0
+
+UUID='[0-9a-f]\{8\}-[0-9a-f]\{4\}-[0-9a-f]\{4\}-[0-9a-f]\{4\}-[0-9a-f]\{12\}'
+
+# m ARGS...: runs mutexctl; stdout in $tmp/out, stderr in $tmp/err, status in $rc.
+m() {
+    "$M" "$@" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    no_sanitizer_report "$tmp/err" "mutexctl $*"
+}
+
+# Sanitizer builds: any report fails the section.
+no_sanitizer_report() { # FILE WHAT
+    ! grep -q -e "Sanitizer" -e "runtime error:" "$1" 2>/dev/null ||
+        fail "$2: a sanitizer report: $(grep -m 3 -e Sanitizer -e 'runtime error:' "$1")"
+}
+
+fail() {
+    echo "FAIL: $*"
+    echo "  stdout: $(sed 's/^/    /' "$tmp/out" 2>/dev/null)"
+    echo "  stderr: $(sed 's/^/    /' "$tmp/err" 2>/dev/null)"
+    failures=$((failures + 1))
+}
+
+expect_rc() { # STATUS WHAT
+    [ "$rc" -eq "$1" ] || fail "$2: exit status $rc, want $1"
+}
+
+expect_out() { # BASIC-REGEX WHAT: some stdout line matches
+    grep -q -- "$1" "$tmp/out" || fail "$2: no stdout line matches '$1'"
+}
+
+expect_no_out() { # BASIC-REGEX WHAT
+    ! grep -q -- "$1" "$tmp/out" || fail "$2: stdout matches '$1'"
+}
+
+expect_err() { # BASIC-REGEX WHAT
+    grep -q -- "$1" "$tmp/err" || fail "$2: no stderr line matches '$1'"
+}
+
+expect_quiet_err() { # WHAT
+    [ ! -s "$tmp/err" ] || fail "$1: stderr is not empty"
+}
+
+field() { # NAME: the value of a "name: value" line of the last stdout
+    sed -n "s/^$1: *//p" "$tmp/out"
+}
+
+now_ms() {
+    local s
+    s=$(date +%s%N)
+    echo $((s / 1000000))
+}
+
+# wait_for COMMAND...: until it succeeds, at most 10 s.
+wait_for() {
+    for _ in $(seq 1 200); do
+        "$@" && return 0
+        sleep 0.05
+    done
+    return 1
+}
+
+gone() { # PID...: none of them runs (zombies count as gone)
+    local p st
+    for p in "$@"; do
+        st=$(ps -o stat= -p "$p" 2>/dev/null) || continue
+        case $st in Z*) ;; *) return 1 ;; esac
+    done
+    return 0
+}
+
+# ---- Sections ---------------------------------------------------------------------------------
+
+test_help() {
+    m --help
+    expect_rc 0 "--help"
+    for word in acquire renew release break status list watch run "Exit status:" MUTEXD_URL \
+        MUTEXD_TOKEN --ca-file --json "500ms, 15s, 2m"; do
+        expect_out "$word" "--help names $word"
+    done
+    local cmd
+    for cmd in acquire renew release break status list watch run; do
+        m "$cmd" --help
+        expect_rc 0 "$cmd --help"
+        expect_out "^usage: mutexctl $cmd" "$cmd --help"
+        expect_out "Exit status" "$cmd --help"
+        m "$cmd" -h
+        expect_out "^usage: mutexctl $cmd" "$cmd -h"
+    done
+    m --version
+    expect_rc 0 "--version"
+    expect_out "^mutexctl [0-9]" "--version"
+    m
+    expect_rc 2 "no command"
+    expect_err "^usage: mutexctl" "no command"
+}
+
+test_usage_errors() {
+    m frobnicate
+    expect_rc 2 "unknown command"
+    expect_err "unknown command 'frobnicate'" "unknown command"
+    m status
+    expect_rc 2 "status without a resource"
+    expect_err "missing RESOURCE" "status without a resource"
+    m status a b
+    expect_rc 2 "status with two resources"
+    m acquire r --nope
+    expect_rc 2 "unknown option"
+    expect_err "unknown option --nope" "unknown option"
+    m acquire r --ttl
+    expect_rc 2 "option without its value"
+    m acquire r --ttl 5x
+    expect_rc 2 "bad duration"
+    expect_err "not a duration" "bad duration"
+    m list --limit 0
+    expect_rc 2 "--limit 0"
+    m watch r --count 0
+    expect_rc 2 "--count 0"
+    m run r
+    expect_rc 2 "run without a command"
+    expect_err "no command to run" "run without a command"
+    m run r --ttl 1ms -- true
+    expect_rc 2 "run with a TTL too short to renew"
+    m --server ftp://example status r
+    expect_rc 2 "a URL that is not http"
+    m renew r
+    expect_rc 2 "renew without a lease id"
+    # Input only the server can judge: refused with 400, which is a usage error too.
+    m status 'a//b'
+    expect_rc 2 "invalid resource"
+    expect_err "invalid_resource, HTTP 400" "invalid resource"
+    m acquire r --ttl 100ms
+    expect_rc 2 "TTL under the server's minimum"
+    expect_err "invalid_ttl, field ttl_ms, HTTP 400" "TTL under the server's minimum"
+    m acquire r --metadata '[1]'
+    expect_rc 2 "metadata that is not an object"
+}
+
+test_server_and_transport() {
+    # MUTEXD_URL is the default server; --server wins over it.
+    m status r
+    expect_rc 0 "MUTEXD_URL"
+    m status r --server http://127.0.0.1:1
+    expect_rc 3 "--server wins over MUTEXD_URL"
+    expect_err "no answer from the server" "nobody listening"
+    local url=$MUTEXD_URL
+    MUTEXD_URL=http://127.0.0.1:1 "$M" status r --server "$url" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    expect_rc 0 "--server over a wrong MUTEXD_URL"
+    m --server "$MUTEXD_URL/" --token t0ken --timeout 5s status r
+    expect_rc 0 "global options before the command, a trailing /, a token"
+    MUTEXD_TOKEN=t0ken "$M" status r >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    expect_rc 0 "MUTEXD_TOKEN"
+    m status r --server "$MUTEXD_URL/elsewhere"
+    expect_rc 3 "a path with no API"
+    expect_err "not_found, HTTP 404" "a path with no API"
+}
+
+test_acquire() {
+    m acquire jobs/a --ttl 5s --owner worker-1 --metadata '{"addr":"10.0.0.1:80"}'
+    expect_rc 0 "acquire"
+    expect_out "^resource: *jobs/a$" "acquire prints the resource"
+    expect_out "^lease_id: *$UUID$" "acquire prints the lease id"
+    expect_out "^owner: *worker-1$" "acquire prints the owner"
+    expect_out "^fencing_token: *[1-9][0-9]*$" "acquire prints the token"
+    expect_out "^ttl_ms: *5000$" "acquire prints the TTL"
+    expect_out "^expires_in_ms: *[1-9][0-9]*$" "acquire prints the expiry"
+    expect_out "^acquired_at: *20" "acquire prints acquired_at"
+    expect_out '^metadata: *{"addr":"10.0.0.1:80"}$' "acquire prints the metadata"
+    local token
+    token=$(field fencing_token)
+
+    m acquire jobs/a --owner worker-2
+    expect_rc 1 "acquire while held"
+    expect_err "jobs/a is held by worker-1 (fencing token $token, expires in [0-9]* ms)" \
+        "acquire while held names the holder"
+    [ ! -s "$tmp/out" ] || fail "acquire while held prints nothing on stdout"
+    m acquire jobs/a --quiet
+    expect_rc 1 "acquire --quiet while held"
+    expect_quiet_err "acquire --quiet while held"
+    m acquire jobs/a --json
+    expect_rc 1 "acquire --json while held"
+    expect_out '^{"error":{"code":"lease_held".*"holder":{"owner":"worker-1"' \
+        "acquire --json while held prints the API's error"
+
+    m acquire jobs/b --json
+    expect_rc 0 "acquire --json"
+    expect_out '^{"resource":"jobs/b","lease_id":"'"$UUID"'","owner":"[^"]*:'"$$"'",' \
+        "acquire --json prints the lease; the default owner is HOST:PID of the caller"
+
+    local id=6ccb3e43-0489-4885-ac1c-bf894cffbd13
+    m acquire jobs/c --lease-id "$id" --ttl 2s
+    expect_rc 0 "acquire with a proposed lease id"
+    expect_out "^lease_id: *$id$" "the proposed lease id is the lease's"
+    token=$(field fencing_token)
+    m acquire jobs/c --lease-id "$id" --ttl 3s
+    expect_rc 0 "acquire again with the same lease id"
+    expect_out "^fencing_token: *$token$" "the same lease id gives the same lease"
+    expect_out "^ttl_ms: *3000$" "with the new TTL"
+
+    m acquire jobs/d --ttl 1s
+    local t0 t1
+    t0=$(now_ms)
+    m acquire jobs/d --wait 5s --owner patient
+    t1=$(now_ms)
+    expect_rc 0 "acquire --wait until the holder's lease expires"
+    expect_out "^owner: *patient$" "acquire --wait"
+    [ $((t1 - t0)) -ge 500 ] || fail "acquire --wait came back after $((t1 - t0)) ms, before the holder's TTL"
+    m acquire jobs/d --wait 300ms
+    expect_rc 1 "acquire --wait that runs out"
+}
+
+test_renew() {
+    m acquire r --ttl 2s --metadata '{"v":1}'
+    local id token
+    id=$(field lease_id)
+    token=$(field fencing_token)
+    m renew r "$id" --ttl 4s
+    expect_rc 0 "renew"
+    expect_out "^lease_id: *$id$" "renew keeps the lease"
+    expect_out "^fencing_token: *$token$" "renew keeps the token"
+    expect_out "^ttl_ms: *4000$" "renew sets the TTL"
+    expect_out '^metadata: *{"v":1}$' "renew keeps the metadata"
+    m renew r "$id" --metadata '{"v":2}' --json
+    expect_rc 0 "renew --json --metadata"
+    expect_out '^{"resource":"r","lease_id":"'"$id"'".*"ttl_ms":4000.*"metadata":{"v":2}}$' \
+        "renew --json prints the lease with the new metadata"
+    m renew r 00000000-0000-4000-8000-000000000000
+    expect_rc 1 "renew someone else's lease"
+    expect_err "the lease is lost" "renew a lost lease"
+    m renew r 00000000-0000-4000-8000-000000000000 --json
+    expect_rc 1 "renew --json a lost lease"
+    expect_out '"code":"lease_lost"' "renew --json a lost lease prints the API's error"
+    m renew r not-a-uuid
+    expect_rc 2 "renew with a malformed lease id"
+    expect_err "invalid_lease_id" "renew with a malformed lease id"
+}
+
+test_release() {
+    m acquire r
+    local id
+    id=$(field lease_id)
+    m release r "$id"
+    expect_rc 0 "release"
+    expect_out "^released r$" "release"
+    m status r
+    expect_out "^state: *free$" "released: free"
+    m release r "$id"
+    expect_rc 1 "release twice"
+    expect_err "the lease is lost" "release twice"
+    m acquire r
+    id=$(field lease_id)
+    m release r "$id" --json
+    expect_rc 0 "release --json"
+    expect_out '^{"resource":"r","released":true}$' "release --json"
+}
+
+test_break() {
+    m break r
+    expect_rc 0 "break a free resource"
+    expect_out "^r was not held$" "break a free resource"
+    m break r --json
+    expect_out '^{"resource":"r","broken":false}$' "break --json a free resource"
+    m acquire r
+    local id
+    id=$(field lease_id)
+    m break r --reason "maintenance window"
+    expect_rc 0 "break"
+    expect_out "^broken r$" "break"
+    m renew r "$id"
+    expect_rc 1 "renew after a break"
+    m acquire r
+    m break r --json
+    expect_out '^{"resource":"r","broken":true}$' "break --json"
+}
+
+test_status() {
+    m status never/used
+    expect_rc 0 "status of a free resource"
+    expect_out "^resource: *never/used$" "status"
+    expect_out "^state: *free$" "status free"
+    expect_out "^index: *[0-9][0-9]*$" "status index"
+    expect_out "^waiters: *0$" "status waiters"
+    expect_no_out "^owner:" "a free resource has no owner"
+    m acquire held/one --owner me --ttl 9s --metadata '{"k":"v"}'
+    local id token
+    id=$(field lease_id)
+    token=$(field fencing_token)
+    m status held/one
+    expect_out "^state: *held$" "status held"
+    expect_out "^owner: *me$" "status owner"
+    expect_out "^fencing_token: *$token$" "status token"
+    expect_out "^ttl_ms: *9000$" "status TTL"
+    expect_out '^metadata: *{"k":"v"}$' "status metadata"
+    expect_no_out "$id" "status never shows the lease id"
+    m status held/one --json
+    expect_out '^{"resource":"held/one","state":"held","index":[0-9]*,"holder":{"owner":"me",' \
+        "status --json"
+    expect_no_out "$id" "status --json never shows the lease id"
+}
+
+test_list() {
+    m acquire jobs/b --owner w-b
+    m acquire jobs/a --owner w-a --ttl 60s
+    m acquire other --owner w-o
+    m list
+    expect_rc 0 "list"
+    sed -n 1p "$tmp/out" | grep -q '^RESOURCE  *OWNER  *FENCING_TOKEN  *EXPIRES_IN_MS  *WAITERS$' ||
+        fail "list prints a header"
+    [ "$(awk 'NR>1 {print $1}' "$tmp/out" | tr '\n' ' ')" = "jobs/a jobs/b other " ] ||
+        fail "list prints every held resource in name order"
+    expect_out '^jobs/a  *w-a  *[0-9][0-9]*  *[0-9][0-9]*  *0$' "list prints a row"
+    m list --prefix jobs/
+    [ "$(awk 'NR>1 {print $1}' "$tmp/out" | tr '\n' ' ')" = "jobs/a jobs/b " ] ||
+        fail "list --prefix"
+    m list --prefix jobs/ --limit 1
+    expect_rc 0 "list --limit"
+    [ "$(awk 'NR>1 {print $1}' "$tmp/out" | tr '\n' ' ')" = "jobs/a " ] || fail "list --limit 1"
+    expect_err "^next cursor: jobs/a$" "list --limit gives the next cursor"
+    m list --prefix jobs/ --limit 1 --cursor jobs/a
+    [ "$(awk 'NR>1 {print $1}' "$tmp/out" | tr '\n' ' ')" = "jobs/b " ] || fail "list --cursor"
+    m list --json
+    expect_rc 0 "list --json"
+    expect_out '^{"resources":\[{"resource":"jobs/a".*{"resource":"jobs/b".*{"resource":"other".*\],"next_cursor":null}$' \
+        "list --json"
+    m list --json --limit 1
+    expect_out '^{"resources":\[{"resource":"jobs/a".*\],"next_cursor":"jobs/a"}$' \
+        "list --json --limit: one page, as the API answers it"
+    m list --prefix nothing/
+    expect_rc 0 "list of nothing"
+    [ "$(wc -l <"$tmp/out")" -eq 1 ] || fail "list of nothing prints the header alone"
+}
+
+test_watch() {
+    "$M" watch w --count 3 >"$tmp/watch" 2>"$tmp/watch.err" &
+    local watcher=$!
+    bg_pids+=("$watcher")
+    wait_for grep -q "state=free" "$tmp/watch" || fail "watch prints the state first"
+    m acquire w --owner "the leader" --ttl 5s
+    local id
+    id=$(field lease_id)
+    wait_for grep -q "state=held" "$tmp/watch" || fail "watch prints the grant"
+    m release w "$id"
+    wait_for sh -c "! kill -0 $watcher 2>/dev/null" || fail "watch --count 3 stops after 3 states"
+    wait "$watcher"
+    rc=$?
+    cp "$tmp/watch" "$tmp/out"
+    cp "$tmp/watch.err" "$tmp/err"
+    expect_rc 0 "watch --count"
+    [ "$(wc -l <"$tmp/out")" -eq 3 ] || fail "watch printed $(wc -l <"$tmp/out") lines, want 3"
+    sed -n 1p "$tmp/out" | grep -q '^index=[0-9]* state=free waiters=0$' || fail "watch line 1"
+    sed -n 2p "$tmp/out" | grep -q '^index=[0-9]* state=held owner="the leader" fencing_token=[0-9]* ttl_ms=5000 expires_in_ms=[0-9]* waiters=0$' ||
+        fail "watch line 2"
+    sed -n 3p "$tmp/out" | grep -q '^index=[0-9]* state=free waiters=0$' || fail "watch line 3"
+    local i1 i2 i3
+    i1=$(sed -n '1s/^index=\([0-9]*\).*/\1/p' "$tmp/out")
+    i2=$(sed -n '2s/^index=\([0-9]*\).*/\1/p' "$tmp/out")
+    i3=$(sed -n '3s/^index=\([0-9]*\).*/\1/p' "$tmp/out")
+    if ! [ "$i1" -lt "$i2" ] || ! [ "$i2" -lt "$i3" ]; then
+        fail "watch indexes increase: $i1 $i2 $i3"
+    fi
+
+    # --index: nothing until the index differs; a stale one answers at once.
+    "$M" watch w --index "$i3" --wait 700ms --count 1 >"$tmp/watch2" 2>&1 &
+    local w2=$!
+    bg_pids+=("$w2")
+    sleep 1.2
+    kill -0 "$w2" 2>/dev/null || fail "watch --index waits for a change"
+    [ ! -s "$tmp/watch2" ] || fail "watch --index prints nothing until a change"
+    m acquire w --owner second
+    wait "$w2"
+    grep -q '^index=[0-9]* state=held owner=second ' "$tmp/watch2" ||
+        fail "watch --index prints the change"
+    m watch w --index 0 --count 1 --json
+    expect_rc 0 "watch --index with a stale index"
+    expect_out '^{"resource":"w","state":"held",' "watch --json prints the API's state"
+    m watch 'a//b' --count 1
+    expect_rc 2 "watch an invalid name"
+}
+
+# The command's environment and exit status, and the release when it exits.
+test_run_environment_and_status() {
+    m run jobs/env --ttl 10s -- sh -c 'env | grep "^MUTEXD_" | sort > "$0"' "$tmp/env"
+    expect_rc 0 "run"
+    grep -q "^MUTEXD_RESOURCE=jobs/env$" "$tmp/env" || fail "run sets MUTEXD_RESOURCE"
+    grep -q "^MUTEXD_LEASE_ID=$UUID$" "$tmp/env" || fail "run sets MUTEXD_LEASE_ID"
+    grep -q "^MUTEXD_FENCING_TOKEN=[1-9][0-9]*$" "$tmp/env" || fail "run sets MUTEXD_FENCING_TOKEN"
+    m status jobs/env
+    expect_out "^state: *free$" "run releases the lease when the command exits"
+
+    # While it runs: held under mutexctl's HOST:PID, with the token the command was given.
+    "$M" run jobs/env --ttl 10s -- sh -c 'echo "$MUTEXD_FENCING_TOKEN" > "$0"; sleep 2' \
+        "$tmp/token" 2>"$tmp/err" &
+    local runner=$!
+    bg_pids+=("$runner")
+    wait_for test -s "$tmp/token" || fail "the command started"
+    m status jobs/env
+    expect_out "^state: *held$" "held while the command runs"
+    expect_out "^owner: *[^ ]*:$runner$" "the default owner is HOST:PID of mutexctl"
+    expect_out "^fencing_token: *$(cat "$tmp/token")$" "the command has the lease's token"
+    wait "$runner"
+
+    m run r -- sh -c 'exit 7'
+    expect_rc 7 "run exits with the command's status"
+    m run r -- sh -c 'kill -USR1 $$'
+    expect_rc 138 "run exits 128+N when signal N ended the command"
+    m run r -- "$tmp/no-such-command"
+    expect_rc 127 "run of a command that does not exist"
+    expect_err "cannot run" "run of a command that does not exist"
+    printf 'not executable\n' >"$tmp/plain"
+    m run r -- "$tmp/plain"
+    expect_rc 126 "run of a file that is not executable"
+    m status r
+    expect_out "^state: *free$" "released after each run"
+    # Without "--", the command starts at the first word after RESOURCE.
+    m run r --ttl 2s sh -c 'echo "$1"' sh --ttl
+    expect_rc 0 "run without --"
+    expect_out "^--ttl$" "the command's own words are left alone"
+}
+
+test_run_held_and_wait() {
+    m acquire busy --ttl 1500ms --owner holder
+    m run busy -- touch "$tmp/ran"
+    expect_rc 1 "run while held"
+    expect_err "busy is held by holder" "run while held"
+    [ ! -e "$tmp/ran" ] || fail "run while held must not start the command"
+    m run busy --quiet -- true
+    expect_rc 1 "run --quiet while held"
+    expect_quiet_err "run --quiet while held"
+    local t0 t1
+    t0=$(now_ms)
+    m run busy --wait 10s --ttl 1s -- sh -c 'sleep 1.5; touch "$0"' "$tmp/ran"
+    t1=$(now_ms)
+    expect_rc 0 "run --wait"
+    [ -e "$tmp/ran" ] || fail "run --wait runs the command once the lease is free"
+    # The command ran longer than its TTL: only renewals kept the lease.
+    [ $((t1 - t0)) -ge 1500 ] || fail "run --wait came back after $((t1 - t0)) ms"
+    m status busy
+    expect_out "^state: *free$" "run --wait releases"
+    m run busy --wait 1s --server http://127.0.0.1:1 -- true
+    expect_rc 3 "run with no server"
+}
+
+# A script that ignores SIGTERM and starts a grandchild that ignores it too: only the whole
+# group's SIGKILL stops them. They write their PIDs to $0.child and $0.grandchild once their
+# traps are set.
+stubborn='trap "echo term >> $0.log" TERM
+sh -c '\''trap "" TERM; echo $$ > "$1.grandchild"; exec sleep 300'\'' sh "$0" &
+echo $$ > $0.child
+while :; do sleep 0.05; done'
+
+# Waits for the stubborn script of prefix $1 to be ready.
+stubborn_ready() {
+    wait_for test -s "$1.grandchild" && wait_for test -s "$1.child"
+}
+
+test_run_stops_the_group_when_the_lease_is_broken() {
+    local ttl_ms=1500 grace_ms=1000
+    "$M" run lost --ttl "${ttl_ms}ms" --grace "${grace_ms}ms" -- sh -c "$stubborn" "$tmp/s" \
+        >"$tmp/out" 2>"$tmp/err" &
+    local runner=$!
+    bg_pids+=("$runner")
+    stubborn_ready "$tmp/s" || fail "the command started"
+    local child grandchild
+    child=$(cat "$tmp/s.child")
+    grandchild=$(cat "$tmp/s.grandchild")
+    sleep 0.3
+    "$M" break lost >/dev/null
+    local t0 t1
+    t0=$(now_ms)
+    wait_for gone "$child" "$grandchild" || fail "the command's group outlived the lease"
+    t1=$(now_ms)
+    wait "$runner"
+    rc=$?
+    expect_rc 1 "run whose lease was broken"
+    expect_err "the lease on lost is lost (lease_lost)" "run says the lease is lost"
+    grep -q term "$tmp/s.log" 2>/dev/null || fail "the group got SIGTERM before SIGKILL"
+    local took=$((t1 - t0)) most=$((ttl_ms / 3 + grace_ms + 1500))
+    echo "group stopped ${took} ms after the break (TTL/3 + grace = $((ttl_ms / 3 + grace_ms)) ms)"
+    [ "$took" -le "$most" ] || fail "the group was stopped ${took} ms after the break, over $most"
+    [ "$took" -ge "$grace_ms" ] || fail "SIGKILL came ${took} ms after the break, before the grace"
+}
+
+test_run_stops_the_group_when_renewals_fail() {
+    local ttl_ms=1500 grace_ms=500
+    "$M" run unreachable --ttl "${ttl_ms}ms" --grace "${grace_ms}ms" --timeout 1s -- \
+        sh -c "$stubborn" "$tmp/s" >"$tmp/out" 2>"$tmp/err" &
+    local runner=$!
+    bg_pids+=("$runner")
+    stubborn_ready "$tmp/s" || fail "the command started"
+    local child grandchild
+    child=$(cat "$tmp/s.child")
+    grandchild=$(cat "$tmp/s.grandchild")
+    # The server stops answering: every renewal times out.
+    touch "$tmp/stopped"
+    kill -STOP "$MUTEXD_SERVER_PID"
+    local t0 t1
+    t0=$(now_ms)
+    wait_for gone "$child" "$grandchild" || fail "the command's group outlived the lease's deadline"
+    t1=$(now_ms)
+    kill -CONT "$MUTEXD_SERVER_PID"
+    rm -f "$tmp/stopped"
+    wait "$runner"
+    rc=$?
+    expect_rc 1 "run whose renewals failed"
+    expect_err "renewing unreachable failed" "run reports failed renewals"
+    expect_err "no renewal of unreachable succeeded before the lease's deadline" \
+        "run says the lease ran out"
+    local took=$((t1 - t0)) most=$((ttl_ms + grace_ms + 1500))
+    echo "group stopped ${took} ms after the server stopped answering"
+    [ "$took" -le "$most" ] || fail "the group was stopped ${took} ms after the server stopped, over $most"
+    [ "$took" -ge $((ttl_ms * 2 / 3 + grace_ms - 200)) ] ||
+        fail "the group was stopped ${took} ms after the server stopped: before the lease ended"
+}
+
+test_run_forwards_signals() {
+    "$M" run sig --ttl 3s -- sh -c 'trap "echo got TERM > $0; exit 0" TERM; while :; do sleep 0.05; done' \
+        "$tmp/term" >"$tmp/out" 2>"$tmp/err" &
+    local runner=$!
+    bg_pids+=("$runner")
+    wait_for sh -c "'$M' status sig | grep -q 'state: *held'" || fail "the command started"
+    sleep 0.2
+    kill -TERM "$runner"
+    wait "$runner"
+    rc=$?
+    expect_rc 0 "SIGTERM forwarded: the command's status"
+    grep -q "got TERM" "$tmp/term" 2>/dev/null || fail "the command got SIGTERM"
+    m status sig
+    expect_out "^state: *free$" "released after a forwarded SIGTERM"
+
+    "$M" run sig --ttl 3s -- sh -c 'trap "exit 5" INT; while :; do sleep 0.05; done' \
+        >"$tmp/out" 2>"$tmp/err" &
+    runner=$!
+    bg_pids+=("$runner")
+    wait_for sh -c "'$M' status sig | grep -q 'state: *held'" || fail "the command started"
+    sleep 0.2
+    kill -INT "$runner"
+    wait "$runner"
+    rc=$?
+    expect_rc 5 "SIGINT forwarded"
+
+    # mutexctl killed outright: nothing renews the lease any more, the command gets SIGTERM.
+    "$M" run sig --ttl 3s -- sh -c 'trap "echo got TERM > $0; exit 0" TERM; while :; do sleep 0.05; done' \
+        "$tmp/orphan" >"$tmp/out" 2>"$tmp/err" &
+    runner=$!
+    bg_pids+=("$runner")
+    wait_for sh -c "'$M' status sig | grep -q 'state: *held'" || fail "the command started"
+    sleep 0.2
+    kill -KILL "$runner"
+    wait_for grep -q "got TERM" "$tmp/orphan" || fail "the command got SIGTERM when mutexctl died"
+}
+
+test_run_stops_what_the_command_leaves_behind() {
+    local t0 t1
+    t0=$(now_ms)
+    # It leaves a process that ignores SIGTERM, once that one has set its trap.
+    m run left --grace 500ms -- sh -c 'sh -c '\''trap "" TERM; echo $$ > "$1"; exec sleep 300'\'' sh "$0" &
+        while [ ! -s "$0" ]; do sleep 0.01; done' "$tmp/left"
+    t1=$(now_ms)
+    expect_rc 0 "run of a command that leaves a process behind"
+    gone "$(cat "$tmp/left")" || fail "what the command left in its group is stopped"
+    [ $((t1 - t0)) -ge 500 ] || fail "SIGKILL only after the grace"
+    expect_err "left processes in its group" "run says so"
+    m status left
+    expect_out "^state: *free$" "released after the group is gone"
+}
+
+test_tls() {
+    command -v openssl >/dev/null || {
+        echo "SKIP: no openssl to make a certificate"
+        exit 77
+    }
+    openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 \
+        -addext subjectAltName=IP:127.0.0.1 -keyout "$tmp/key.pem" -out "$tmp/cert.pem" \
+        >/dev/null 2>&1 || fail "openssl made no certificate"
+    # A second server, on HTTPS, for this section.
+    cat >"$tmp/tls-checks.sh" <<EOF
+set -u
+case "\$MUTEXD_URL" in https://*) ;; *) echo "not https: \$MUTEXD_URL"; exit 1 ;; esac
+"$M" acquire tls/r --ca-file "$tmp/cert.pem" > "$tmp/tls.out" 2>&1 || exit 2
+"$M" status tls/r > "$tmp/tls.out" 2>&1 && exit 3
+grep -qi certificate "$tmp/tls.out" || exit 4
+MUTEXD_CA_FILE="$tmp/cert.pem" "$M" status tls/r | grep -q "state: *held" || exit 5
+exit 0
+EOF
+    MUTEXD_SERVER_ARGS="--tls-cert $tmp/cert.pem --tls-key $tmp/key.pem" \
+        "$here/with-server.sh" bash "$tmp/tls-checks.sh" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    cp "$tmp/tls.out" "$tmp/err" 2>/dev/null
+    expect_rc 0 "https with --ca-file and MUTEXD_CA_FILE; refused without (step $rc failed)"
+}
+
+# Tokens made by `mutexctl token hash`, a second server that reads them, and --token and
+# MUTEXD_TOKEN against it: 401 without a token, 403 without the scope or outside the prefix.
+test_auth_and_token_hash() {
+    local admin=admin-$RANDOM$RANDOM reader=reader-$RANDOM$RANDOM
+    m token hash --name operator --scopes read,write,admin "$admin"
+    expect_rc 0 "token hash"
+    expect_out '^operator sha256:[0-9a-f]\{64\} read,write,admin$' "token hash prints a line"
+    local want
+    want=$(printf %s "$admin" | sha256sum | cut -d' ' -f1)
+    expect_out "sha256:$want " "token hash is the token's SHA-256"
+    cp "$tmp/out" "$tmp/tokens"
+    echo "$reader" | "$M" token hash --name dashboard --prefix jobs/ - >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    expect_rc 0 "token hash of a token on stdin"
+    expect_out '^dashboard sha256:[0-9a-f]\{64\} read jobs/$' "token hash with the defaults"
+    cat "$tmp/out" >>"$tmp/tokens"
+    m token hash --scopes read,root x
+    expect_rc 2 "token hash with an unknown scope"
+    m token hash --name "two words" x
+    expect_rc 2 "token hash with a name the file cannot hold"
+    MUTEXD_URL=not-a-url "$M" token hash x >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    expect_rc 0 "token hash needs no server"
+
+    cat >"$tmp/auth-checks.sh" <<EOF
+set -u
+unset MUTEXD_TOKEN
+"$M" status jobs/r > "$tmp/auth.out" 2>&1; [ \$? -eq 3 ] || exit 2
+grep -q "unauthorized, HTTP 401" "$tmp/auth.out" || exit 3
+"$M" --token "$reader" status jobs/r >/dev/null || exit 4
+MUTEXD_TOKEN="$reader" "$M" acquire jobs/r > "$tmp/auth.out" 2>&1; [ \$? -eq 3 ] || exit 5
+grep -q "forbidden, HTTP 403" "$tmp/auth.out" || exit 6
+"$M" --token "$reader" status other/r > "$tmp/auth.out" 2>&1; [ \$? -eq 3 ] || exit 7
+MUTEXD_TOKEN="$admin" "$M" run jobs/r -- true || exit 8
+MUTEXD_TOKEN="$admin" "$M" acquire jobs/r >/dev/null || exit 9
+"$M" --token "$admin" break jobs/r | grep -q "^broken jobs/r$" || exit 10
+exit 0
+EOF
+    MUTEXD_SERVER_ARGS="--auth-tokens $tmp/tokens" \
+        "$here/with-server.sh" bash "$tmp/auth-checks.sh" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    cp "$tmp/auth.out" "$tmp/err" 2>/dev/null
+    expect_rc 0 "401 without a token, the token's scopes and prefix (step $rc failed)"
+}
+
+# ---- main -------------------------------------------------------------------------------------
+
+if [ $# -ne 1 ] || ! declare -F "test_$1" >/dev/null; then
+    echo "usage: $0 SECTION; sections: $(declare -F | sed -n 's/^declare -f test_//p' | tr '\n' ' ')" >&2
+    exit 2
+fi
+"test_$1"
+for f in "$tmp"/*; do
+    no_sanitizer_report "$f" "$(basename "$f")"
+done
+if [ "$failures" -gt 0 ]; then
+    echo "$1: $failures check(s) failed"
+    exit 1
+fi
+echo "$1: passed"

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Leader election with mutexd and `mutexctl run`.
+#
+# Start this worker many times, on one machine or on many: each one tries to lead
+# $MUTEXD_RESOURCE. The one that holds the lease prints a line every second; the others print
+# that they could not acquire it and try again a few seconds later. When the leader stops
+# (SIGTERM, a crash, a lost network), its lease is released or runs out and another worker
+# takes over. mutexctl renews the lease at a third of its TTL, and stops the leader's work at
+# once if the lease is lost, so two leaders never work at the same time.
+#
+#   MUTEXD_URL=http://127.0.0.1:8080 clients/examples/shell/leader.sh
+#
+# Environment:
+#   MUTEXD_URL       the server (default http://127.0.0.1:8080)
+#   MUTEXD_RESOURCE  what to lead (default leader-election/demo)
+#   MUTEXD_TTL_MS    the lease's TTL in milliseconds (default 15000)
+#   MUTEXD_RETRY_S   seconds between two tries of a worker that does not lead (default 5)
+#   MUTEXD_TOKEN     bearer token, when the server asks for one
+#   MUTEXCTL         the mutexctl to use (default: mutexctl from PATH)
+#
+# SIGTERM or SIGINT ends a worker cleanly: a leader stops its work and releases the lease
+# first, so that another worker takes over at once. Exit status 0.
+set -u
+
+if [ "${1:-}" = --lead ]; then
+    # The leader's work, run by mutexctl while the lease is held. $2 is the worker's PID.
+    # MUTEXD_FENCING_TOKEN is in the environment: real work passes it to what it writes.
+    trap 'exit 0' TERM INT HUP
+    while :; do
+        printf '[%s] This process (%s) is currently the leader.\n' "$(date +%H:%M:%S)" "$2"
+        sleep 1 &
+        wait $!
+    done
+fi
+
+mutexctl=${MUTEXCTL:-mutexctl}
+resource=${MUTEXD_RESOURCE:-leader-election/demo}
+ttl_ms=${MUTEXD_TTL_MS:-15000}
+retry_s=${MUTEXD_RETRY_S:-5}
+self=$$
+
+command -v "$mutexctl" >/dev/null || {
+    echo "leader.sh: no mutexctl at '$mutexctl' (put it on PATH, or set MUTEXCTL)" >&2
+    exit 2
+}
+
+child=
+stopping=0
+# shellcheck disable=SC2317 # run by the traps
+stop() {
+    stopping=1
+    [ -n "$child" ] && kill -TERM "$child" 2>/dev/null
+}
+trap stop TERM INT HUP
+
+# Waits for $child to end (a trap interrupts `wait`; mutexctl may still be releasing).
+wait_child() {
+    local rc
+    wait "$child"
+    rc=$?
+    while kill -0 "$child" 2>/dev/null; do
+        wait "$child"
+        rc=$?
+    done
+    child=
+    return "$rc"
+}
+
+while [ "$stopping" -eq 0 ]; do
+    # --quiet: "held" is this script's to say. mutexctl exits 1 when the lease is held, or
+    # when it was lost while leading (it says that one on stderr).
+    "$mutexctl" --quiet run "$resource" --ttl "${ttl_ms}ms" --owner "$(uname -n):$self" \
+        -- "$BASH" "$0" --lead "$self" &
+    child=$!
+    wait_child
+    rc=$?
+    [ "$stopping" -eq 1 ] && break
+    why=
+    [ "$rc" -ne 1 ] && why=" (mutexctl exited $rc)"
+    printf '[%s] This process (%s) could not acquire lease%s. Retrying in %s seconds.\n' \
+        "$(date +%H:%M:%S)" "$self" "$why" "$retry_s"
+    sleep "$retry_s" &
+    child=$!
+    wait_child
+done
+exit 0
