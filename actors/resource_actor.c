@@ -345,15 +345,18 @@ struct ra_list *ra_list_start(struct rt *rt, struct store *store, const char *pr
                               const char *after, int limit, void (*done)(struct ra_list *l),
                               void *arg)
 {
-    struct ra_list *l = calloc(1, sizeof *l + (size_t)limit * sizeof l->items[0]);
+    struct ra_list *l = calloc(1, sizeof *l + ((size_t)limit + 1) * sizeof l->items[0]);
     if (!l)
         return NULL;
     l->done = done;
     l->arg = arg;
-    struct list_fill f = {l, (size_t)limit};
-    if (store_list_held(store, prefix, after, limit, list_row, &f) != STORE_OK)
+    /* One name more than asked for says whether another page follows. */
+    struct list_fill f = {l, (size_t)limit + 1};
+    if (store_list_held(store, prefix, after, limit + 1, list_row, &f) != STORE_OK)
         l->store_error = true;
-    l->full = l->n == (size_t)limit;
+    l->full = l->n > (size_t)limit;
+    if (l->full)
+        l->n = (size_t)limit;
     /* One extra count for this function, so `done` runs after the last send. */
     atomic_init(&l->pending, l->n + 1);
     for (size_t i = 0; i < l->n; i++) {

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common/json_span.h"
 #include "common/uuid.h"
 
 static const char *const route_names[ROUTE_COUNT] = {
@@ -110,13 +111,13 @@ bool api_route(const char *method, const char *path, enum api_route *route, cons
     if (strncmp(path, prefix, plen) != 0 || (path[plen] != '\0' && path[plen] != '/'))
         return api_fail(e, 404, "not_found", NULL, "no such path: %.100s", path);
 
-    const char *rest = path[plen] ? path + plen + 1 : path + plen;
-    if (*rest == '\0') {
+    if (path[plen] == '\0') {
         if (!is_get(method))
             return not_allowed(e, "GET, HEAD");
         *route = ROUTE_LIST;
         return true;
     }
+    const char *rest = path + plen + 1; /* "/v1/resources/": an empty name */
     size_t len = strlen(rest);
     if (is_get(method)) {
         /* In a GET the whole rest of the path is the resource. */
@@ -300,22 +301,20 @@ static bool decode_owner(const cJSON *v, struct res_req *rq, struct api_error *e
     return true;
 }
 
-static bool decode_metadata(const cJSON *v, struct res_req *rq, struct api_error *e)
+/* The client's own text of the object, compacted: never re-printed from cJSON's doubles,
+ * which would change numbers beyond 2^53 and their notation. */
+static bool decode_metadata(const cJSON *v, const char *raw, size_t raw_len, struct res_req *rq,
+                            struct api_error *e)
 {
     if (!cJSON_IsObject(v))
         return api_fail(e, 400, "invalid_field", "metadata", "metadata must be a JSON object");
-    char *text = cJSON_PrintUnformatted(v);
-    if (!text)
-        return api_fail(e, 503, "unavailable", NULL, "out of memory");
-    size_t len = strlen(text);
-    if (len > API_MAX_METADATA) {
-        cJSON_free(text);
+    char buf[API_MAX_BODY];
+    size_t len = json_compact(raw, raw_len, buf);
+    if (len > API_MAX_METADATA)
         return api_fail(e, 400, "invalid_field", "metadata",
                         "metadata is %zu bytes serialized; at most %d are allowed", len,
                         API_MAX_METADATA);
-    }
-    rq->metadata = mx_str_new(text, len);
-    cJSON_free(text);
+    rq->metadata = mx_str_new(buf, len);
     if (!rq->metadata)
         return api_fail(e, 503, "unavailable", NULL, "out of memory");
     rq->has_metadata = true;
@@ -383,8 +382,9 @@ static enum res_op route_op(enum api_route route)
     }
 }
 
-static bool decode_field(enum field f, const cJSON *v, const struct res_limits *lim,
-                         struct res_req *rq, char *reason, size_t reason_len, struct api_error *e)
+static bool decode_field(enum field f, const cJSON *v, const char *raw, size_t raw_len,
+                         const struct res_limits *lim, struct res_req *rq, char *reason,
+                         size_t reason_len, struct api_error *e)
 {
     switch (f) {
     case F_OWNER:
@@ -396,7 +396,7 @@ static bool decode_field(enum field f, const cJSON *v, const struct res_limits *
     case F_WAIT:
         return decode_wait(v, lim, rq, e);
     case F_METADATA:
-        return decode_metadata(v, rq, e);
+        return decode_metadata(v, raw, raw_len, rq, e);
     case F_REASON: {
         size_t len = cJSON_IsString(v) ? strlen(v->valuestring) : 0;
         if (!cJSON_IsString(v) || len > API_MAX_REASON)
@@ -474,7 +474,8 @@ parsed:
         goto out;
     }
     unsigned seen = 0;
-    for (const cJSON *v = root->child; v; v = v->next) {
+    size_t member = 0;
+    for (const cJSON *v = root->child; v; v = v->next, member++) {
         enum field f = 0;
         for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
             if (strcmp(v->string, fields[i].name) == 0)
@@ -493,7 +494,13 @@ parsed:
         seen |= f;
         if (cJSON_IsNull(v))
             continue; /* an optional field given as null is absent */
-        if (!decode_field(f, v, lim, rq, reason, reason_len, e))
+        const char *raw = NULL;
+        size_t raw_len = 0;
+        if (f == F_METADATA && !json_member_value(body, len, member, &raw, &raw_len)) {
+            api_fail(e, 400, "invalid_json", NULL, "the body is not valid JSON");
+            goto out;
+        }
+        if (!decode_field(f, v, raw, raw_len, lim, rq, reason, reason_len, e))
             goto out;
     }
     if ((required & F_OWNER) && !rq->owner) {

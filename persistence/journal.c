@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/json_span.h"
 #include "common/uuid.h"
 
 const char *jr_mode_name(enum jr_mode mode)
@@ -168,7 +169,8 @@ static bool get_mode(const cJSON *o, enum jr_mode *out)
     return true;
 }
 
-static bool decode_put(const cJSON *o, struct jr_line *out, char *err, size_t errlen)
+static bool decode_put(const cJSON *o, const char *line, size_t len, struct jr_line *out,
+                       char *err, size_t errlen)
 {
     struct store_row *r = &out->row;
     r->has_lease = true;
@@ -187,16 +189,27 @@ static bool decode_put(const cJSON *o, struct jr_line *out, char *err, size_t er
         !get_i64(o, "acquired_at", &r->acquired_at_ms) ||
         !get_i64(o, "renewed_at", &r->renewed_at_ms) || !get_i64(o, "deadline", &r->deadline_ms))
         return fail(err, errlen, "put: bad number");
-    const cJSON *md = cJSON_GetObjectItemCaseSensitive(o, "metadata");
+    /* Metadata is the client's own text, kept as written (see common/json_span.h). */
+    size_t member = 0;
+    const cJSON *md = o->child;
+    while (md && strcmp(md->string, "metadata") != 0) {
+        md = md->next;
+        member++;
+    }
     if (md && !cJSON_IsNull(md)) {
-        if (!cJSON_IsObject(md))
+        const char *raw;
+        size_t raw_len;
+        if (!cJSON_IsObject(md) || !json_member_value(line, len, member, &raw, &raw_len))
             return fail(err, errlen, "put: metadata is not an object");
-        char *text = cJSON_PrintUnformatted(md);
-        if (!text)
+        if (raw_len > 8192)
+            return fail(err, errlen, "put: metadata too large");
+        char *tmp = malloc(raw_len);
+        if (!tmp)
             return fail(err, errlen, "out of memory");
-        size_t mlen = strlen(text);
-        r->metadata = mlen <= 4096 ? mx_str_new(text, mlen) : NULL;
-        cJSON_free(text);
+        size_t mlen = json_compact(raw, raw_len, tmp);
+        if (mlen <= 4096)
+            r->metadata = mx_str_new(tmp, mlen);
+        free(tmp);
         if (!r->metadata)
             return fail(err, errlen, "put: metadata too large");
     }
@@ -237,7 +250,7 @@ bool jr_decode(const char *line, size_t len, struct jr_line *out, char *err, siz
             fail(err, errlen, "bad seq or index");
             goto out;
         }
-        if (out->op == JR_PUT && !decode_put(o, out, err, errlen)) {
+        if (out->op == JR_PUT && !decode_put(o, line, len, out, err, errlen)) {
             store_row_clear(&out->row);
             goto out;
         }

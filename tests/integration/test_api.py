@@ -55,6 +55,18 @@ def test_acquire_grants_a_free_resource(client):
     assert b["acquired_at"] == b["renewed_at"]
 
 
+def test_metadata_is_kept_as_written(server, client):
+    """Numbers beyond a double's precision and their notation come back as sent (white
+    space between tokens aside)."""
+    body = ('{"owner":"o","metadata":{"id": 9007199254740993, "big":123456789012345678901,'
+            '"f":1.10,"e":1e2,"s":"a  b","n":[1, 2.50]}}')
+    want = '{"id":9007199254740993,"big":123456789012345678901,"f":1.10,"e":1e2,"s":"a  b","n":[1,2.50]}'
+    r = client.post("md-exact", "acquire", body)
+    assert r.status == 200 and want in r.body, r.body
+    assert want in client.get("md-exact").body
+    assert want in client.request("GET", "/v1/resources?prefix=md-").body
+
+
 def test_acquire_defaults(client):
     b = check_lease_body(client.acquire("d", owner="o"), "d", "o", 15000)
     assert b["metadata"] is None
@@ -341,6 +353,15 @@ def test_list_in_name_order_with_paging(client):
     assert "lst/zz" not in [x["resource"] for x in r.json["resources"]]
 
 
+def test_exactly_full_last_page_has_no_next_cursor(client):
+    for i in range(3):
+        client.acquire("full/%d" % i, owner="o")
+    r = client.request("GET", "/v1/resources?prefix=full/&limit=3").json
+    assert len(r["resources"]) == 3 and r["next_cursor"] is None
+    r = client.request("GET", "/v1/resources?prefix=full/&limit=2").json
+    assert len(r["resources"]) == 2 and r["next_cursor"] == "full/1"
+
+
 def test_list_errors(client):
     check_error(client.request("GET", "/v1/resources?limit=0"), 400, "invalid_field", "limit")
     check_error(client.request("GET", "/v1/resources?limit=1001"), 400, "invalid_field", "limit")
@@ -393,6 +414,7 @@ def test_every_response_has_a_request_id(client):
 
 def test_routing_errors(client):
     check_error(client.request("GET", "/v2/resources/a"), 404, "not_found")
+    check_error(client.request("GET", "/v1/resources/"), 400, "invalid_resource")
     check_error(client.post("a", "frobnicate", {}), 404, "not_found")
     r = client.request("DELETE", "/v1/resources/a")
     check_error(r, 405, "method_not_allowed")

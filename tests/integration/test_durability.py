@@ -25,6 +25,8 @@ def test_leases_survive_restart_with_remaining_time(data_dir, crash):
     s = Server(data_dir=data_dir).start()
     c = s.client()
     a = c.acquire("keep", owner="a", ttl_ms=20000, metadata={"addr": "10.1.2.3:80"}).json
+    exact = '{"id":9007199254740993,"f":1.10}'
+    c.post("exact", "acquire", '{"owner":"x","ttl_ms":60000,"metadata":%s}' % exact)
     b = c.acquire("gone", owner="b", ttl_ms=1000).json
     rel = c.acquire("released", owner="r", ttl_ms=20000).json
     c.release("released", rel["lease_id"])
@@ -43,6 +45,7 @@ def test_leases_survive_restart_with_remaining_time(data_dir, crash):
     h = g["holder"]
     assert h["fencing_token"] == a["fencing_token"] and h["owner"] == "a"
     assert h["metadata"] == {"addr": "10.1.2.3:80"}
+    assert exact in c.get("exact").body  # as written, through SQLite
     # The wall clock counts while the server is down: no TTL comes back in full.
     assert 15000 < h["expires_in_ms"] <= 20000 - 2500, h
     assert g["index"] == index_before
@@ -57,7 +60,8 @@ def test_leases_survive_restart_with_remaining_time(data_dir, crash):
     # New grants get larger tokens than any before the restart.
     n = c.acquire("new", owner="n").json
     assert n["fencing_token"] > max(a["fencing_token"], b["fencing_token"], rel["fencing_token"])
-    assert c.request("GET", "/v1/resources").json["resources"][0]["resource"] in ("gone", "keep")
+    assert [x["resource"] for x in c.request("GET", "/v1/resources").json["resources"]] == [
+        "exact", "gone", "keep", "new"]
     c.close()
     s.stop()
 

@@ -180,6 +180,8 @@ def test_restore_on_a_wiped_disk(azurite, mode):
             c = s.client()
             leases = [c.acquire("keep/%d" % i, owner="o%d" % i, ttl_ms=60000,
                                 metadata={"i": i}).json for i in range(20)]
+            exact = '{"id":9007199254740993,"f":1.10}'
+            c.post("exact", "acquire", '{"owner":"x","ttl_ms":60000,"metadata":%s}' % exact)
             gone = c.acquire("gone", owner="x", ttl_ms=60000).json
             c.release("gone", gone["lease_id"])
             top = max(l["fencing_token"] for l in leases + [gone])
@@ -200,6 +202,7 @@ def test_restore_on_a_wiped_disk(azurite, mode):
                 # The time left came back, not the whole TTL.
                 assert h["expires_in_ms"] <= 60000 - elapsed_ms + 200, (h, elapsed_ms)
             assert c.get("gone").json["state"] == "free"
+            assert exact in c.get("exact").body  # as written, through blob storage
             # The holders still hold: renew works, even in the grace period.
             assert c.renew(leases[0]["resource"], leases[0]["lease_id"]).status == 200
             r = c.acquire("new", owner="n")

@@ -49,7 +49,7 @@ static void routing(void **st)
     route_ok("GET", "/v1/resources/jobs/acquire", ROUTE_GET, "jobs/acquire");
     route_ok("HEAD", "/v1/resources/a", ROUTE_GET, "a");
     route_ok("GET", "/v1/resources", ROUTE_LIST, NULL);
-    route_ok("GET", "/v1/resources/", ROUTE_LIST, NULL);
+    route_err("GET", "/v1/resources/", 400, "invalid_resource"); /* the rest is the name */
     route_ok("GET", "/healthz", ROUTE_HEALTHZ, NULL);
     route_ok("GET", "/readyz", ROUTE_READYZ, NULL);
     route_ok("GET", "/metrics", ROUTE_METRICS, NULL);

@@ -1,0 +1,22 @@
+/*
+ * The raw text of a value inside JSON that a parser has already accepted. cJSON keeps
+ * numbers as doubles, so re-printing a parsed object can change it (9007199254740993 comes
+ * back as 9007199254740992); where a client's JSON is stored and returned (lease
+ * metadata), the server keeps the client's own text instead, found with these.
+ */
+#ifndef MX_JSON_SPAN_H
+#define MX_JSON_SPAN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* The value of the `index`-th member (0-based) of the top-level object of `json`, which
+ * must be valid JSON. Returns false if there is no such member. */
+bool json_member_value(const char *json, size_t len, size_t index, const char **start,
+                       size_t *vlen);
+
+/* Copies `in` to `out` (room for `len` bytes) without the white space between tokens.
+ * Returns the length written. */
+size_t json_compact(const char *in, size_t len, char *out);
+
+#endif
