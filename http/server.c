@@ -76,6 +76,7 @@ struct hreq {
     bool watched;   /* registered for hang-up detection */
     bool close;     /* close the connection after the answer */
     bool too_large; /* the body went over the limit: 413 at its end */
+    bool counted;   /* counted in h->suspended until its answer is handled */
     bool oom;
     size_t discarded;
     int status; /* the status sent, for metrics */
@@ -199,12 +200,23 @@ static void on_hangup(void *ctx, uint64_t id, void *arg)
 static void suspend(struct hreq *q)
 {
     atomic_fetch_add(&q->h->suspended, 1);
+    q->counted = true;
     MHD_suspend_connection(q->conn);
+}
+
+/* A resumed connection whose client has gone is closed by libmicrohttpd without calling
+ * the handler again: the completion callback settles the count then. */
+static void uncount(struct hreq *q)
+{
+    if (q->counted) {
+        q->counted = false;
+        atomic_fetch_sub(&q->h->suspended, 1);
+    }
 }
 
 static enum MHD_Result answer_resumed(struct hreq *q)
 {
-    atomic_fetch_sub(&q->h->suspended, 1);
+    uncount(q);
     struct render rd;
     if (q->list) {
         struct ra_list *l = q->list;
@@ -581,6 +593,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         return;
     *con_cls = NULL;
     conns_request_ends(h->conns, conn_of(conn));
+    uncount(q);
     int status = q->status ? q->status : 499;
     atomic_fetch_add_explicit(&h->requests[q->route][code_slot(status)], 1, memory_order_relaxed);
     prom_hist_observe(&h->latency[q->route], mx_mono_ns() - q->start_ns);

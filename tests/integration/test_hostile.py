@@ -193,3 +193,29 @@ def test_slow_clients_are_closed_and_do_not_starve_others():
         assert max(closed_at.values()) < 3 + 2.5
         assert not probe.failures, probe.failures[:3]
         assert max(probe.latencies) < 1.0, max(probe.latencies)
+
+
+def test_clients_that_vanish_mid_request_leave_nothing_behind():
+    """Clients that close right after sending: their requests are answered into the void,
+    counted as done, and shutdown does not wait for them."""
+    with Server() as s:
+        body = b'{"owner":"gone","ttl_ms":5000}'
+        for k in range(300):
+            sk = socket.create_connection((s.host, s.port))
+            sk.sendall(b"POST /v1/resources/vanish/%d/acquire HTTP/1.1\r\nHost: x\r\n"
+                       b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                       % (k, len(body), body))
+            sk.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+            sk.close()  # an RST, at once
+        c = s.client()
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            m = c.request("GET", "/metrics").body
+            if re.search(r"^mutexd_http_requests_waiting 0$", m, re.M):
+                break
+            time.sleep(0.1)
+        assert re.search(r"^mutexd_http_requests_waiting 0$", m, re.M), m
+        c.close()
+        t0 = time.monotonic()
+    assert time.monotonic() - t0 < 1.5  # stopped without waiting for phantom requests
+    assert not any("still waiting" in line for line in s.lines)
