@@ -1,0 +1,499 @@
+#!/usr/bin/env bash
+# bench/compare.sh: mutexd against Redis and etcd used as lease/lock services, on this machine,
+# with the same load generator (bench/loadgen) and the same scenarios, back to back.
+#
+#   bench/compare.sh           full run: 15 s a scenario after 2 s of warm-up (about 7 minutes)
+#   bench/compare.sh --quick   3 s a scenario after 0.5 s: a smoke test (about 2 minutes)
+#
+# It starts, each on free loopback ports with its own temporary data directory:
+#   mutexd   durable, its default: every answered change is fsynced
+#   Redis    appendonly yes, appendfsync always, no RDB snapshots    ("Redis fsync")
+#   Redis    no persistence at all                                    ("Redis in memory")
+#   etcd     one member; its WAL is fsynced on every commit
+# runs every scenario against each in turn, and stops all of them on exit, on failure and on
+# Ctrl-C. Results: bench/results/compare-<date>.md (printed at the end), .png (bar chart) and
+# .json (every run's loadgen output).
+#
+# What is missing is installed from Debian: redis-server, etcd-server, gnuplot-nox, jq, curl.
+# BUILD (default: build) is where mutexd and loadgen are built; mutexd is built with
+# `make build` when missing, loadgen is compiled here when missing or older than its sources.
+set -euo pipefail
+
+usage() {
+    sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
+}
+
+QUICK=0
+for arg in "$@"; do
+    case $arg in
+    --quick) QUICK=1 ;;
+    -h | --help) usage; exit 0 ;;
+    *) echo "compare.sh: unknown argument $arg (see --help)" >&2; exit 2 ;;
+    esac
+done
+
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+BUILD=${BUILD:-build}
+if ((QUICK)); then DURATION=3 WARMUP=0.5 PING_DURATION=2; else DURATION=15 WARMUP=2 PING_DURATION=5; fi
+
+# ------------------------------------------------------------------ scenarios and systems
+
+# id | label | loadgen arguments
+SCENARIOS=(
+    "distinct64|distinct ×64|--scenario distinct --connections 64"
+    "distinct1|distinct ×1|--scenario distinct --connections 1"
+    "hotkey64|hot key ×64|--scenario hotkey --connections 64"
+    "renew64|renew ×64|--scenario renew --connections 64 --renews 3"
+    "mixed|mixed ×256|--scenario mixed --connections 256 --holders 192 --hot-keys 4 --ttl-ms 3000"
+)
+# The ceiling of the load generator itself against each server: requests that do nothing
+# (GET /healthz, PING, GET /health). The lease runs should stay well below it.
+PING="ping|no-op ×64|--scenario ping --connections 64"
+# id | label | loadgen target
+SYSTEMS=(
+    "mutexd|mutexd (fsync)|mutexd"
+    "redis-fsync|Redis, AOF fsync always|redis"
+    "redis-mem|Redis, in memory|redis"
+    "etcd|etcd, one member|etcd"
+)
+
+# ------------------------------------------------------------------ cleanup
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/mutexd-compare.XXXXXX")
+declare -a PIDS=()
+declare -A PORT=() PID_OF=()
+LG_PID=
+FAILED=0
+STAMP=$(date -u +%Y-%m-%d-%H%M%S)
+RESULTS=$ROOT/bench/results
+OUT=$RESULTS/compare-$STAMP
+
+stop_pid() {
+    local pid=$1 i
+    kill -TERM "$pid" 2>/dev/null || return 0
+    for ((i = 0; i < 100; i++)); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+}
+
+cleanup() {
+    local rc=$?
+    trap - EXIT INT TERM
+    [[ -n $LG_PID ]] && stop_pid "$LG_PID"
+    for pid in "${PIDS[@]}"; do stop_pid "$pid"; done
+    if ((rc != 0 || FAILED)) && [[ -d $WORK ]]; then
+        mkdir -p "$OUT-logs"
+        cp "$WORK"/*.log "$WORK"/runs/*.err "$OUT-logs/" 2>/dev/null || true
+        echo "compare.sh: logs kept in ${OUT#"$ROOT"/}-logs/" >&2
+    fi
+    rm -rf "$WORK"
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+die() {
+    echo "compare.sh: $*" >&2
+    exit 1
+}
+
+# ------------------------------------------------------------------ tools
+
+install_missing() {
+    local need=()
+    command -v redis-server >/dev/null || need+=(redis-server)
+    command -v redis-cli >/dev/null || need+=(redis-tools)
+    command -v etcd >/dev/null || need+=(etcd-server)
+    command -v gnuplot >/dev/null || need+=(gnuplot-nox)
+    command -v jq >/dev/null || need+=(jq)
+    command -v curl >/dev/null || need+=(curl)
+    command -v cc >/dev/null || need+=(gcc)
+    ((${#need[@]})) || return 0
+    local sudo=()
+    [[ $(id -u) -eq 0 ]] || sudo=(sudo -n)
+    echo "installing: ${need[*]}"
+    "${sudo[@]}" apt-get update -qq
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+        "${need[@]}" >/dev/null
+}
+
+build_tools() {
+    MUTEXD=$BUILD/mutexd
+    [[ -x $MUTEXD ]] || make build
+    [[ -x $MUTEXD ]] || die "no $MUTEXD after make build"
+    LOADGEN=$BUILD/loadgen
+    local f stale=0
+    [[ -x $LOADGEN ]] || stale=1
+    for f in bench/loadgen.c bench/lg_*.[ch]; do
+        [[ $f -nt $LOADGEN ]] && stale=1
+    done
+    if ((stale)); then
+        LOADGEN=$WORK/loadgen
+        cc -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wvla \
+            bench/loadgen.c bench/lg_wire.c bench/lg_hist.c -o "$LOADGEN"
+    fi
+}
+
+# ------------------------------------------------------------------ servers
+
+# Sets the variable named $1 to a port below the ephemeral range that nothing listens on.
+declare -a TAKEN=()
+free_port() {
+    local p i
+    for ((i = 0; i < 200; i++)); do
+        p=$((20000 + RANDOM % 12000))
+        [[ " ${TAKEN[*]} " == *" $p "* ]] && continue
+        if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+            TAKEN+=("$p")
+            printf -v "$1" %s "$p"
+            return 0
+        fi
+    done
+    die "no free port found"
+}
+
+wait_for() { # description, seconds, command...
+    local what=$1 secs=$2 i
+    shift 2
+    for ((i = 0; i < secs * 10; i++)); do
+        "$@" >/dev/null 2>&1 && return 0
+        sleep 0.1
+    done
+    die "$what did not come up; see its log"
+}
+
+start_mutexd() {
+    mkdir -p "$WORK/mutexd"
+    "$MUTEXD" --listen 127.0.0.1:0 --data-dir "$WORK/mutexd" 2>"$WORK/mutexd.log" &
+    PIDS+=($!)
+    PID_OF[mutexd]=$!
+    wait_for mutexd 20 grep -q 'msg="started"' "$WORK/mutexd.log"
+    PORT[mutexd]=$(grep -m1 'msg="started"' "$WORK/mutexd.log" |
+        sed -n 's/.* address=127\.0\.0\.1:\([0-9]*\).*/\1/p')
+    [[ -n ${PORT[mutexd]} ]] || die "mutexd: no address in its log"
+}
+
+start_redis() { # id, then extra redis-server arguments
+    local id=$1 port
+    shift
+    free_port port
+    mkdir -p "$WORK/$id"
+    redis-server --port "$port" --bind 127.0.0.1 --protected-mode yes --dir "$WORK/$id" \
+        --save '' --daemonize no --logfile "$WORK/$id.log" "$@" &
+    PIDS+=($!)
+    PID_OF[$id]=$!
+    PORT[$id]=$port
+    wait_for "$id" 20 redis-cli -h 127.0.0.1 -p "$port" ping
+}
+
+etcd_healthy() {
+    curl -sf --noproxy '*' "http://127.0.0.1:$1/health" | grep -q '"health":"true"'
+}
+
+start_etcd() {
+    local client peer
+    free_port client
+    free_port peer
+    etcd --name compare --data-dir "$WORK/etcd" \
+        --listen-client-urls "http://127.0.0.1:$client" \
+        --advertise-client-urls "http://127.0.0.1:$client" \
+        --listen-peer-urls "http://127.0.0.1:$peer" \
+        --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
+        --initial-cluster "compare=http://127.0.0.1:$peer" --initial-cluster-state new \
+        --logger zap --log-outputs stderr 2>"$WORK/etcd.log" &
+    PIDS+=($!)
+    PID_OF[etcd]=$!
+    PORT[etcd]=$client
+    wait_for etcd 30 etcd_healthy "$client"
+}
+
+# ------------------------------------------------------------------ runs
+
+# run_one scenario system-index duration: writes runs/<scenario>.<system>.json
+run_one() {
+    local sid slabel sargs yid ylabel ytarget duration=$3
+    IFS='|' read -r sid slabel sargs <<<"$1"
+    IFS='|' read -r yid ylabel ytarget <<<"${SYSTEMS[$2]}"
+    local base=$WORK/runs/$sid.$yid rc=0
+    local limit
+    limit=$(awk -v d="$duration" -v w="$WARMUP" 'BEGIN { printf "%d", d + w + 30 }')
+    printf '  %-12s %-26s ' "$sid" "$ylabel"
+    # shellcheck disable=SC2086 # sargs is a list of arguments
+    timeout -k 5 "$limit" "$LOADGEN" --target "$ytarget" --port "${PORT[$yid]}" $sargs \
+        --duration "$duration" --warmup "$WARMUP" --json >"$base.json" 2>"$base.err" &
+    LG_PID=$!
+    wait "$LG_PID" || rc=$?
+    LG_PID=
+    if ((rc != 0)) || ! jq -e .cycles_per_s "$base.json" >/dev/null 2>&1; then
+        echo "FAILED (exit $rc; $(head -c 200 "$base.err"))"
+        rm -f "$base.json"
+        FAILED=1
+    else
+        jq -r '"\(.cycles_per_s) cycles/s  \(.requests_per_s) req/s  cycle p99 \(.latency.cycle.p99_ms) ms  errors \([.errors[]] | add)  loadgen cpu \(.loadgen_cpu_pct)%"' "$base.json"
+    fi
+    if ! kill -0 "${PID_OF[$yid]}" 2>/dev/null; then
+        FAILED=1
+        echo "compare.sh: $yid died during the run; the end of its log:" >&2
+        tail -20 "$WORK/${yid}.log" >&2 || true
+        exit 1
+    fi
+}
+
+# ------------------------------------------------------------------ report
+
+get() { # scenario system jq-path: the value, or empty when the run failed
+    local f=$WORK/runs/$1.$2.json
+    if [[ -f $f ]]; then jq -r "$3 // empty" "$f"; fi
+}
+
+# Text for a gnuplot title in enhanced mode, where ^ _ @ & ~ { } are markup.
+gp_text() {
+    printf '%s' "$1" | sed 's/[\\^_@&~{}]/\\\\&/g'
+}
+
+num() { # 12345.6 -> 12,346
+    [[ -n $1 ]] || { printf 'failed'; return; }
+    LC_ALL=C printf '%.0f' "$1" | sed ':a;s/\B[0-9]\{3\}\>/,&/;ta'
+}
+
+ratio() {
+    [[ -n $1 && -n $2 ]] || { printf 'n/a'; return; }
+    awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f×", a / b; else printf "n/a" }'
+}
+
+lat() { # scenario system hist: "p50 / p99 / p999"
+    local v
+    v=$(get "$1" "$2" "[.latency.$3 | .p50_ms, .p99_ms, .p999_ms] | map(tostring) | join(\" / \")")
+    [[ -n $v ]] && printf '%s' "$v" || printf 'failed'
+}
+
+# The cpu line of /proc/stat: user nice system idle iowait irq softirq steal.
+cpu_ticks() {
+    awk '/^cpu / { print $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9, $9 }' /proc/stat
+}
+
+# Percent of CPU time a hypervisor took away between two cpu_ticks samples.
+steal_pct() {
+    awk -v a="$1" -v b="$2" 'BEGIN { split(a, x, " "); split(b, y, " ");
+        t = y[1] - x[1]; printf "%.1f", (t > 0 ? 100 * (y[2] - x[2]) / t : 0) }'
+}
+
+machine() {
+    local cpu mem
+    cpu=$(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2 | sed 's/^ *//')
+    mem=$(awk '/MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo)
+    printf '%s cores, %s, %s, %s' "$(nproc)" "$mem" "$(uname -sr)" "${cpu:-unknown CPU}"
+}
+
+write_report() {
+    local md=$OUT.md commit date mach s y sid slabel sargs yid ylabel ytarget row
+    commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+    date=$(date -u '+%Y-%m-%d %H:%M UTC')
+    mach=$(machine)
+    {
+        echo "# mutexd, Redis and etcd as lease servers on one machine"
+        echo
+        echo "commit \`$commit\` · $date · $mach"
+        echo
+        echo "CPU steal during the runs: $STEAL% (time a hypervisor gave to other machines;"
+        echo "more than a few percent makes these numbers noisy, distinct ×1 above all)."
+        echo
+        echo "mutexd $("$MUTEXD" --version 2>/dev/null | head -1 | awk '{print $NF}') ·" \
+            "Redis $(redis-server --version | sed -n 's/.* v=\([^ ]*\).*/\1/p') ·" \
+            "etcd $(etcd --version | sed -n 's/^etcd Version: //p') ·" \
+            "$DURATION s measured per run after $WARMUP s of warm-up$( ((QUICK)) && echo ' (--quick: a smoke test, not a measurement)')"
+        echo
+        echo "## Lease cycles per second (higher is better)"
+        echo
+        row="| |"
+        for s in "${SCENARIOS[@]}"; do IFS='|' read -r sid slabel sargs <<<"$s"; row+=" $slabel |"; done
+        echo "$row"
+        row="|---|"
+        for s in "${SCENARIOS[@]}"; do row+="---:|"; done
+        echo "$row"
+        for y in "${SYSTEMS[@]}"; do
+            IFS='|' read -r yid ylabel ytarget <<<"$y"
+            row="| $ylabel |"
+            for s in "${SCENARIOS[@]}"; do
+                IFS='|' read -r sid slabel sargs <<<"$s"
+                row+=" $(num "$(get "$sid" "$yid" .cycles_per_s)") |"
+            done
+            echo "$row"
+        done
+        for y in redis-fsync etcd; do
+            [[ $y == etcd ]] && row="| **mutexd / etcd** |" || row="| **mutexd / Redis fsync** |"
+            for s in "${SCENARIOS[@]}"; do
+                IFS='|' read -r sid slabel sargs <<<"$s"
+                row+=" $(ratio "$(get "$sid" mutexd .cycles_per_s)" "$(get "$sid" "$y" .cycles_per_s)") |"
+            done
+            echo "$row"
+        done
+        echo
+        echo "## Cycle latency, ms: p50 / p99 / p999 (mixed: the contenders' cycles)"
+        echo
+        row="| |"
+        for s in "${SCENARIOS[@]}"; do IFS='|' read -r sid slabel sargs <<<"$s"; row+=" $slabel |"; done
+        echo "$row mixed: holders' renew |"
+        row="|---|"
+        for s in "${SCENARIOS[@]}"; do row+="---|"; done
+        echo "$row---|"
+        for y in "${SYSTEMS[@]}"; do
+            IFS='|' read -r yid ylabel ytarget <<<"$y"
+            row="| $ylabel |"
+            for s in "${SCENARIOS[@]}"; do
+                IFS='|' read -r sid slabel sargs <<<"$s"
+                row+=" $(lat "$sid" "$yid" cycle) |"
+            done
+            echo "$row $(lat mixed "$yid" renew) |"
+        done
+        echo
+        echo "## Every run: requests, errors, the load generator's own CPU"
+        echo
+        echo "| scenario | system | requests/s | cycles | errors: non-2xx / conflicts / timeouts / io | wait expired | Redis retries | loadgen CPU |"
+        echo "|---|---|---:|---:|---|---:|---:|---:|"
+        for s in "${SCENARIOS[@]}"; do
+            IFS='|' read -r sid slabel sargs <<<"$s"
+            for y in "${SYSTEMS[@]}"; do
+                IFS='|' read -r yid ylabel ytarget <<<"$y"
+                if [[ ! -f $WORK/runs/$sid.$yid.json ]]; then
+                    echo "| $slabel | $ylabel | failed | | | | | |"
+                    continue
+                fi
+                echo "| $slabel | $ylabel | $(num "$(get "$sid" "$yid" .requests_per_s)")" \
+                    "| $(num "$(get "$sid" "$yid" '.cycles + .holder_cycles')")" \
+                    "| $(get "$sid" "$yid" '[.errors | .non2xx, .conflicts, .timeouts, .io] | map(tostring) | join(" / ")')" \
+                    "| $(get "$sid" "$yid" .errors.wait_expired)" \
+                    "| $(get "$sid" "$yid" .spins)" \
+                    "| $(get "$sid" "$yid" .loadgen_cpu_pct)% |"
+            done
+        done
+        echo
+        echo "## The load generator's ceiling"
+        echo
+        echo "Requests that do nothing (GET /healthz, PING, GET /health; \`$(cut -d'|' -f3 <<<"$PING")\`,"
+        echo "$PING_DURATION s): what one loadgen thread reaches against each server on this machine."
+        echo
+        echo "| system | requests/s | p50 / p99 ms | loadgen CPU |"
+        echo "|---|---:|---|---:|"
+        for y in "${SYSTEMS[@]}"; do
+            IFS='|' read -r yid ylabel ytarget <<<"$y"
+            echo "| $ylabel | $(num "$(get ping "$yid" .requests_per_s)")" \
+                "| $(get ping "$yid" '[.latency.request | .p50_ms, .p99_ms] | map(tostring) | join(" / ")')" \
+                "| $(get ping "$yid" .loadgen_cpu_pct)% |"
+        done
+        echo
+        echo "## How each system is driven"
+        echo
+        echo "One loadgen thread (epoll, keep-alive connections, closed loop: a connection sends its"
+        echo "next request when the answer to the last one has come) on the same $(nproc) cores as"
+        echo "the server. A cycle is acquire → release; in renew, acquire → 3 renewals → release."
+        echo
+        echo "- **mutexd**: \`POST /v1/resources/{key}/acquire|renew|release\`; contenders wait in"
+        echo "  the server's FIFO queue with \`wait_ms\` (5000)."
+        echo "- **Redis**: \`SET key token NX PX ttl\`; release and renew are compare-and-delete and"
+        echo "  compare-and-\`PEXPIRE\` Lua scripts run with \`EVALSHA\`. Redis has no queue: a"
+        echo "  contender that finds the key held sleeps 1 ms and tries again (\"Redis retries\")."
+        echo "- **etcd** (v3 JSON gateway): \`lease/grant\` → \`lock/lock\` with the lease (blocks:"
+        echo "  FIFO waiting) → \`lock/unlock\` → \`lease/revoke\`, four requests a cycle;"
+        echo "  renew is \`lease/keepalive\`. Lease TTLs are whole seconds."
+        echo
+        echo "Scenarios (loadgen arguments, plus \`--duration $DURATION --warmup $WARMUP\`):"
+        echo
+        for s in "${SCENARIOS[@]}"; do
+            IFS='|' read -r sid slabel sargs <<<"$s"
+            echo "- $slabel: \`$sargs\`"
+        done
+        echo
+        echo "![cycles per second]($(basename "$OUT").png)"
+    } >"$md"
+
+    # Bar chart: one cluster per scenario, one bar per system, log scale.
+    local tsv=$WORK/chart.tsv v runs=()
+    for v in "$WORK"/runs/*.json; do [[ -f $v ]] && runs+=("$v"); done
+    : >"$tsv"
+    for s in "${SCENARIOS[@]}"; do
+        IFS='|' read -r sid slabel sargs <<<"$s"
+        row="\"$slabel\""
+        for y in "${SYSTEMS[@]}"; do
+            IFS='|' read -r yid ylabel ytarget <<<"$y"
+            v=$(get "$sid" "$yid" .cycles_per_s)
+            row+=$'\t'${v:-?}
+        done
+        echo "$row" >>"$tsv"
+    done
+    local ymin
+    ymin=$(awk -F'\t' '{ for (i = 2; i <= NF; i++) if ($i != "?" && $i > 0 && (m == "" || $i < m)) m = $i }
+        END { e = 1; while (m != "" && e * 10 <= m) e *= 10; print e }' "$tsv")
+    gnuplot <<EOF
+set terminal pngcairo size 1200,650 font "DejaVu Sans,10"
+set output "$OUT.png"
+set title "Lease cycles per second (log scale; higher is better)\n{/*0.85 $(gp_text "commit $commit · $date · $mach")}"
+set datafile missing "?"
+set datafile separator "\t"
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.85 border -1
+set boxwidth 0.9
+set logscale y
+set yrange [$ymin:*]
+set ylabel "cycles/s"
+set grid ytics
+set key outside bottom center horizontal
+plot "$tsv" using 2:xtic(1) title "mutexd" lc rgb "#1f77b4", \
+     "" using 3 title "Redis, AOF fsync always" lc rgb "#d62728", \
+     "" using 4 title "Redis, in memory" lc rgb "#ff9896", \
+     "" using 5 title "etcd" lc rgb "#2ca02c", \
+     "" using (\$0-0.3):2:(sprintf("%.0f",\$2)) with labels offset 0,0.6 font ",8" notitle, \
+     "" using (\$0-0.1):3:(sprintf("%.0f",\$3)) with labels offset 0,0.6 font ",8" notitle, \
+     "" using (\$0+0.1):4:(sprintf("%.0f",\$4)) with labels offset 0,0.6 font ",8" notitle, \
+     "" using (\$0+0.3):5:(sprintf("%.0f",\$5)) with labels offset 0,0.6 font ",8" notitle
+EOF
+
+    jq -n --arg commit "$commit" --arg date "$date" --arg machine "$mach" \
+        --argjson duration "$DURATION" --argjson warmup "$WARMUP" \
+        '{commit: $commit, date: $date, machine: $machine, duration_s: $duration,
+          warmup_s: $warmup, runs: [inputs]}' "${runs[@]}" </dev/null >"$OUT.json"
+}
+
+# ------------------------------------------------------------------ main
+
+install_missing
+build_tools
+mkdir -p "$WORK/runs" "$RESULTS"
+
+echo "starting servers (data in $WORK)"
+start_mutexd
+start_redis redis-fsync --appendonly yes --appendfsync always
+start_redis redis-mem --appendonly no
+start_etcd
+echo "  mutexd :${PORT[mutexd]}  redis-fsync :${PORT[redis-fsync]}  redis-mem :${PORT[redis-mem]}  etcd :${PORT[etcd]}"
+
+TICKS_START=$(cpu_ticks)
+for s in "${SCENARIOS[@]}"; do
+    for ((y = 0; y < ${#SYSTEMS[@]}; y++)); do
+        run_one "$s" "$y" "$DURATION"
+    done
+done
+for ((y = 0; y < ${#SYSTEMS[@]}; y++)); do
+    run_one "$PING" "$y" "$PING_DURATION"
+done
+STEAL=$(steal_pct "$TICKS_START" "$(cpu_ticks)")
+# Tag every run with its scenario and system for the JSON file.
+for f in "$WORK"/runs/*.json; do
+    [[ -f $f ]] || continue
+    b=$(basename "$f" .json)
+    jq --arg case "${b%%.*}" --arg system "${b#*.}" '{case: $case, system: $system} + .' "$f" >"$f.t"
+    mv "$f.t" "$f"
+done
+
+write_report
+echo
+cat "$OUT.md"
+echo
+echo "written: ${OUT#"$ROOT"/}.md, .png, .json"
+((FAILED == 0)) || die "some runs failed (see above)"
