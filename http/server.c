@@ -832,6 +832,7 @@ int http_start(struct http **out, const struct http_config *cfg, char *err, size
                  tls ? " (check the TLS certificate and key)" : "");
         goto fail;
     }
+    h->listen_fd = -1; /* libmicrohttpd's now: MHD_stop_daemon() closes it */
     mx_info("listening", "address=%s threads=%u tls=%s max_connections=%u", h->address, threads,
             tls ? "on" : "off", max_conn);
     *out = h;
@@ -861,9 +862,9 @@ void http_quiesce(struct http *h)
     while (atomic_load(&h->dispatching) > 0)
         sched_yield();
     hangup_mute(h->hangup); /* on_hangup sends to the runtime, which stops next */
-    /* The pool threads may still be taking the listen socket out of their epoll sets:
-     * it is closed in http_stop(), after they have stopped. */
-    MHD_quiesce_daemon(h->daemon);
+    /* No MHD_quiesce_daemon(): it takes the listen socket out of the pool threads' epoll
+     * sets from this thread, racing with those threads' own handling of it. Connections
+     * still arrive until http_stop(); dispatch() answers them 503 with Connection: close. */
 }
 
 void http_stop(struct http *h)

@@ -42,7 +42,8 @@ struct http_config {
 int http_start(struct http **out, const struct http_config *cfg, char *err, size_t errlen);
 /* The address actually bound, as HOST:PORT. */
 const char *http_address(const struct http *h);
-/* Stops accepting connections; requests that arrive on open ones get 503 and close. */
+/* From here on every request is answered 503 (Connection: close); returns once no request
+ * is still being handed to the runtime or the store. */
 void http_quiesce(struct http *h);
 /* Waits (a little) for answers in flight to be sent, stops serving, frees everything.
  * Every suspended request must have been answered: the runtime and the store shut down
