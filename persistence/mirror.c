@@ -322,6 +322,7 @@ static int new_journal(struct mirror *m, uint64_t first_seq)
         m->journal_off = 0;
         m->journal_blocks = 0;
         m->uncertain = false;
+        mx_buf_free(&m->unsure);
     }
     blob_result_free(&r);
     if (rc == 0) {
@@ -334,9 +335,42 @@ static int new_journal(struct mirror *m, uint64_t first_seq)
     return rc;
 }
 
+/* After an append that got no answer: read the blob to learn whether that block landed.
+ * 0: settled (the journal's position is known again); -1: could not tell yet. A blob that
+ * is neither as we left it nor with our block at its end was written by someone else. */
+static int settle_unsure(struct mirror *m)
+{
+    struct blob_result g = {0};
+    int rc = -1;
+    if (blob_get(m->bulk, m->journal, NULL, &g) != 0) {
+        mirror_note_error(m, "read journal", &g);
+        backoff(m);
+    } else if (g.body_len == (size_t)m->journal_off) {
+        rc = 0; /* it did not land */
+    } else if (g.body_len == (size_t)m->journal_off + m->unsure.len &&
+               memcmp(g.body + m->journal_off, m->unsure.p, m->unsure.len) == 0) {
+        /* It landed. Whoever sent it will send its lines again: a restore skips the
+         * lines it has seen (by sequence number). */
+        m->journal_off += (int64_t)m->unsure.len;
+        m->journal_blocks++;
+        rc = 0;
+    } else {
+        fence(m, "the journal was appended to by another writer");
+    }
+    if (rc == 0) {
+        snprintf(m->journal_etag, sizeof m->journal_etag, "%s", g.etag);
+        m->uncertain = false;
+        mx_buf_free(&m->unsure);
+    }
+    blob_result_free(&g);
+    return rc;
+}
+
 /* One block at the position we expect. 0: appended; -1: failed (backing off). */
 static int append_block(struct mirror *m, const char *data, size_t len)
 {
+    if (m->uncertain && settle_unsure(m) != 0)
+        return -1;
     if (!lease_trusted(m)) {
         if (!atomic_load(&m->fenced))
             renew_lease(m);
@@ -356,32 +390,17 @@ static int append_block(struct mirror *m, const char *data, size_t len)
         m->uncertain = false;
         recovered(m);
         rc = 0;
-    } else if (r.status == 412 && m->uncertain) {
-        /* Did our previous, unanswered attempt land? Then the blob ends with it. */
-        struct blob_result g = {0};
-        if (blob_get(m->bulk, m->journal, NULL, &g) == 0 &&
-            g.body_len == (size_t)m->journal_off + len &&
-            memcmp(g.body + m->journal_off, data, len) == 0) {
-            m->journal_off += (int64_t)len;
-            m->journal_blocks++;
-            snprintf(m->journal_etag, sizeof m->journal_etag, "%s", g.etag);
-            m->uncertain = false;
-            recovered(m);
-            rc = 0;
-        } else if (g.status == 200) {
-            fence(m, "the journal was appended to by another writer");
-        } else {
-            mirror_note_error(m, "read journal", &g);
-            backoff(m);
-        }
-        blob_result_free(&g);
     } else if (r.status == 412 || r.status == 404) {
         fence(m, r.status == 404 ? "the journal blob was deleted by someone else"
                                  : "the journal was appended to by another writer");
     } else {
         mirror_note_error(m, "append", &r);
-        if (r.status == 0 || r.status >= 500)
+        if (r.status == 0 || r.status >= 500) {
+            /* It may have landed: keep what was sent, to compare before the next append. */
             m->uncertain = true;
+            mx_buf_free(&m->unsure);
+            mx_buf_append(&m->unsure, data, len);
+        }
         backoff(m);
     }
     blob_result_free(&r);
@@ -569,7 +588,8 @@ static void pop_batch(struct mirror *m, int status)
     atomic_store(&m->lag_changes, m->queued);
     atomic_store(&m->oldest_ns, m->head ? m->head->at_ns : 0);
     pthread_mutex_unlock(&m->lock);
-    atomic_fetch_add(&m->appended_changes, b->nrec);
+    if (status == STORE_OK)
+        atomic_fetch_add(&m->appended_changes, b->nrec);
     free_recs(b->recs);
     complete_waits(b->waits, status);
     free(b);
@@ -696,6 +716,9 @@ static void *mirror_main(void *arg)
 
         if (atomic_load(&m->fenced)) {
             while (!empty) { /* never shipped: sync clients were not told success */
+                pthread_mutex_lock(&m->lock);
+                atomic_fetch_add(&m->dropped, m->head->nrec);
+                pthread_mutex_unlock(&m->lock);
                 pop_batch(m, STORE_EFAIL);
                 pthread_mutex_lock(&m->lock);
                 empty = !m->head;
@@ -914,6 +937,7 @@ void mirror_close(struct mirror *m)
     blob_client_free(m->c);
     blob_client_free(m->bulk);
     blob_account_wipe(&m->account);
+    mx_buf_free(&m->unsure);
     pthread_mutex_destroy(&m->lock);
     pthread_cond_destroy(&m->cond);
     pthread_mutex_destroy(&m->err_lock);
@@ -994,6 +1018,10 @@ void mirror_metrics(struct mirror *m, struct mx_buf *b)
                 "Times sync answers were given up (503) waiting for blob storage.");
     mx_buf_printf(b, "mutexd_mirror_sync_timeouts_total %lu\n",
                   (unsigned long)atomic_load(&m->sync_timeouts));
+    prom_header(b, "mutexd_mirror_changes_dropped_total", "counter",
+                "Changes never shipped because another server took the container.");
+    mx_buf_printf(b, "mutexd_mirror_changes_dropped_total %lu\n",
+                  (unsigned long)atomic_load(&m->dropped));
     prom_header(b, "mutexd_mirror_up", "gauge",
                 "1 while the last blob request succeeded and the container is ours.");
     mx_buf_printf(b, "mutexd_mirror_up %d\n",

@@ -46,6 +46,7 @@ struct mirror {
     char journal_etag[BLOB_ETAG_MAX];
     uint64_t journal_blocks;
     bool uncertain;            /* the last append may have landed though it failed */
+    struct mx_buf unsure;      /* then: exactly what it sent */
     uint64_t shipped_seq;      /* every change up to here is in the container */
     uint64_t snapshot_seq;     /* the newest snapshot covers up to here */
     uint64_t snapshot_ns;      /* when it was taken */
@@ -67,7 +68,7 @@ struct mirror {
     _Atomic uint64_t lag_changes, oldest_ns, snapshot_wall_ms;
 
     struct prom_hist append_seconds;
-    _Atomic uint64_t appends, appended_changes, snapshots, reservations, sync_timeouts;
+    _Atomic uint64_t appends, appended_changes, snapshots, reservations, sync_timeouts, dropped;
     pthread_mutex_t err_lock;
     struct {
         char code[48];

@@ -248,6 +248,8 @@ def test_async_keeps_answering_through_a_blob_outage_and_catches_up(azurite):
             t.join(60)
             assert result["n"] > 1000  # writes went on during the outage
             assert wait_caught_up(c, timeout=60)
+            assert readyz(c).status == 200  # still the container's owner, not fenced
+            assert "mutexd_mirror_changes_dropped_total 0" in c.request("GET", "/metrics").body
             rows, seq = store_rows(data)
             cont, last, _, _ = container_rows(azurite, name)
             assert last == seq
