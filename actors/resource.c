@@ -261,6 +261,13 @@ static void notify_watchers(struct res *r, struct res_domain *d, const struct re
 static void acquire(struct res *r, struct res_domain *d, struct res_req *q,
                     const struct res_now *now, struct res_out *out)
 {
+    /* A client that has gone is never granted, whether it waited or not: it may already
+     * have sent the release of the lease id it proposed, on another connection, and that
+     * release may have been handled before this acquire. */
+    if (q->alive && !q->alive(q)) {
+        answer(out, q, RES_GONE);
+        return;
+    }
     if (r->row.has_lease && r->row.held) {
         if (same_lease(r, q)) {
             extend(r, d, q, q->ttl_ms, now, out); /* a retry: the same lease back */

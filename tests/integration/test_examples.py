@@ -140,5 +140,7 @@ def test_three_workers_of_each_kind_elect_one_leader_and_take_over(tmp_path):
                 if w.proc.poll() is None:
                     w.kill()
         c = s.client()
-        assert c.get("leader-election/demo").json["state"] == "free"
+        g = c.get("leader-election/demo").json
+        pids = {w.proc.pid: w.kind for w in workers}
+        assert g["state"] == "free", (g, pids)  # every worker released on its way out
         c.close()

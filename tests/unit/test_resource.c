@@ -303,6 +303,23 @@ static void waiter_gone_is_never_granted(void **st)
     res_free(&r, &D);
 }
 
+static void a_gone_client_is_not_granted_even_at_once(void **st)
+{
+    (void)st;
+    setup_domain();
+    struct res r;
+    res_init(&r, 0);
+    struct res_req *q = acquire_req("gone", 5000, 0);
+    gone_flag[q->id] = true;
+    handle(&r, q);
+    expect(q, RES_GONE);
+    assert_false(r.row.has_lease);
+    assert_false(r.changed);
+    gone_flag[q->id] = false;
+    done(q);
+    res_free(&r, &D);
+}
+
 static void renew_keeps_token_and_works_after_expiry(void **st)
 {
     (void)st;
@@ -722,6 +739,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(waiter_times_out_with_lease_held),
     cmocka_unit_test(expiry_at_deadline_never_before_and_grants_waiter),
     cmocka_unit_test(waiter_gone_is_never_granted),
+    cmocka_unit_test(a_gone_client_is_not_granted_even_at_once),
     cmocka_unit_test(renew_keeps_token_and_works_after_expiry),
     cmocka_unit_test(renew_after_another_grant_is_lost),
     cmocka_unit_test(release_after_expiry_and_twice),

@@ -173,8 +173,9 @@ export class Client {
     }
   }
 
+  /** Releases, ignoring failures; resolves when done (bounded by the client's timeout). */
   #releaseQuietly(resource, leaseId) {
-    this.release({ resource, leaseId }).catch(() => {});
+    return this.release({ resource, leaseId }).catch(() => {});
   }
 
   /** Renew a lease: a fresh TTL (`ttlMs`, default the lease's own), the same fencing token. */
@@ -267,8 +268,9 @@ export class Client {
         lock = await this.lock(resource, { ttlMs, waitMs, owner, metadata, onLost, leaseId, signal, timeoutMs });
       } catch (err) {
         if (signal?.aborted) {
-          // As in acquire(): end a grant the cancelled request may have got.
-          this.#releaseQuietly(resource, leaseId);
+          // As in acquire(): end a grant the cancelled request may have got. Awaited: a
+          // caller that stops on this (a worker shutting down) may exit right after.
+          await this.#releaseQuietly(resource, leaseId);
           throw signal.reason;
         }
         if (!(err instanceof LeaseHeldError) && !isRetryable(err)) throw err;
