@@ -689,6 +689,33 @@ static bool snapshot_due(struct mirror *m, uint64_t now)
            (uint64_t)m->journal_off >= ROLL_BYTES || m->journal_blocks >= ROLL_BLOCKS;
 }
 
+/* The store may be read only between these, and not once mirror_detach() began. */
+static bool begin_snapshot(struct mirror *m)
+{
+    pthread_mutex_lock(&m->lock);
+    bool ok = !m->detached;
+    m->snapshotting = ok;
+    pthread_mutex_unlock(&m->lock);
+    return ok;
+}
+
+static void end_snapshot(struct mirror *m)
+{
+    pthread_mutex_lock(&m->lock);
+    m->snapshotting = false;
+    pthread_cond_broadcast(&m->cond);
+    pthread_mutex_unlock(&m->lock);
+}
+
+void mirror_detach(struct mirror *m)
+{
+    pthread_mutex_lock(&m->lock);
+    m->detached = true;
+    while (m->snapshotting)
+        pthread_cond_wait(&m->cond, &m->lock);
+    pthread_mutex_unlock(&m->lock);
+}
+
 static void *mirror_main(void *arg)
 {
     struct mirror *m = arg;
@@ -743,8 +770,11 @@ static void *mirror_main(void *arg)
         if (reserve_tokens(m, false) != 0)
             continue;
         int shipped = ship_queued(m);
-        if (shipped == 0 && !stopping && snapshot_due(m, now))
-            take_snapshot(m);
+        if (shipped == 0 && !stopping && begin_snapshot(m)) {
+            if (snapshot_due(m, now))
+                take_snapshot(m);
+            end_snapshot(m);
+        }
         if (stopping && (shipped == 0 || mx_mono_ns() > stop_deadline))
             break;
     }

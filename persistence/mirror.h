@@ -73,6 +73,10 @@ int mirror_restore(struct mirror *m, struct mirror_restored *out, char *err, siz
  * directory last wrote, so that a stale directory never erases another server's mirror. */
 int mirror_start(struct mirror *m, bool restored, char *err, size_t errlen);
 
+/* Before store_close(): the mirror stops reading the store (no more snapshots; one in
+ * progress is finished first). It still takes the batches the store's writer hands it. */
+void mirror_detach(struct mirror *m);
+
 /* Ships what is queued (for a few seconds at most), releases the owner lease, frees. Call
  * after store_close(). */
 void mirror_close(struct mirror *m);

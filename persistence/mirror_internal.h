@@ -61,6 +61,8 @@ struct mirror {
     struct batch *head, *tail; /* lock */
     uint64_t queued;           /* lock: changes queued */
     bool stop;                 /* lock */
+    bool detached;             /* lock: the store is closing; do not read it */
+    bool snapshotting;         /* lock: a snapshot reads the store now */
     char reason[256];          /* lock: why not healthy, "" when healthy */
 
     _Atomic bool down;   /* the last request to the blob store failed */

@@ -316,6 +316,8 @@ int main(int argc, char **argv)
     mx_info("shutting down", "signal=%s", sig == SIGTERM ? "TERM" : "INT");
     http_quiesce(s.http);
     rt_shutdown(s.rt);
+    if (s.mirror)
+        mirror_detach(s.mirror); /* stops reading the store, which closes next */
     store_close(s.store);
     if (s.mirror)
         mirror_close(s.mirror); /* ships what the store committed last */
