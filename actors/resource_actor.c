@@ -267,7 +267,9 @@ int ra_send(struct rt *rt, const char *name, size_t len, struct ra_request *r)
     r->msg.type = MSG_REQ;
     r->msg.cancel = cancel_request;
     r->rq.status = RES_PENDING;
-    return rt_send(rt, name, len, &r->msg, 0);
+    /* The turn usually runs right here on the HTTP thread: a lease change is a few
+     * microseconds of work, less than waking a worker for it. */
+    return rt_send(rt, name, len, &r->msg, RT_SEND_RUN_HERE);
 }
 
 static void free_msg(struct rt_msg *m)

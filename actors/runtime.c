@@ -392,9 +392,13 @@ int rt_send(struct rt *rt, const char *name, size_t len, struct rt_msg *m, int f
     m->_timer = false;
     mbox_push(&a->mbox, &m->_node);
     pthread_mutex_unlock(&s->lock);
-    /* Our message keeps the count above 0, so `a` cannot be freed under us. */
-    if (before == 0)
+    /* Our message keeps the count above 0, so `a` cannot be freed under us. The sender that
+     * took the count from 0 owns the next turn: a worker's, or its own. */
+    if (before == 0) {
+        if ((flags & RT_SEND_RUN_HERE) && !run_turn(rt, a))
+            return RT_OK;
         schedule(rt, a);
+    }
     return RT_OK;
 out:
     pthread_mutex_unlock(&s->lock);

@@ -86,7 +86,13 @@ struct rt_config {
 /* Starts the workers and the timer thread. Returns 0 or an errno value. */
 int rt_start(struct rt **out, const struct rt_config *cfg);
 
-enum { RT_SEND_IF_ACTIVE = 1 };
+enum {
+    RT_SEND_IF_ACTIVE = 1, /* do not activate: RT_ENOENT if the actor is not active */
+    /* When the actor was idle, run its turn on the calling thread instead of handing it to a
+     * worker: one thread hop less. The caller must hold no lock and be able to wait for a
+     * turn (the behavior's callbacks run here), and must not be inside a turn itself. */
+    RT_SEND_RUN_HERE = 2,
+};
 
 /*
  * Sends `m` to the actor named `name` (`len` bytes, 1 to 65535), activating it if

@@ -84,8 +84,9 @@ struct hreq {
     bool unauthorized; /* 401: add WWW-Authenticate */
     struct auth_grant grant;
     struct api_error err;
-    char *body;
-    size_t body_len;
+    char *body; /* `small`, or a 64 KiB buffer for a large body */
+    size_t body_len, body_cap;
+    char small[512];
     struct ra_list *list;
     char name[API_MAX_NAME + 1];
     size_t name_len;
@@ -406,6 +407,8 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
     q->start_ns = mx_mono_ns();
     q->id = atomic_fetch_add(&h->next_id, 1) + 1;
     q->fd = -1;
+    q->body = q->small;
+    q->body_cap = sizeof q->small;
     atomic_fetch_add(&h->in_flight, 1);
     return q;
 }
@@ -540,13 +543,19 @@ static enum MHD_Result on_body(struct hreq *q, const char *data, size_t len)
         q->discarded += len;
         return q->discarded > DISCARD_MAX ? MHD_NO : MHD_YES;
     }
-    if (!q->body) {
-        q->body = malloc(API_MAX_BODY);
-        if (!q->body) {
+    if (q->body_len + len > q->body_cap) {
+        /* Most bodies fit the request's own buffer; a larger one gets room for the most
+         * a body may be. */
+        char *big = q->body == q->small ? malloc(API_MAX_BODY) : q->body;
+        if (!big) {
             q->too_large = true; /* answered 503 at the end */
             q->oom = true;
             return MHD_YES;
         }
+        if (q->body == q->small)
+            memcpy(big, q->small, q->body_len);
+        q->body = big;
+        q->body_cap = API_MAX_BODY;
     }
     memcpy(q->body + q->body_len, data, len);
     q->body_len += len;
@@ -602,7 +611,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     res_req_clear(&q->ra.rq);
     if (q->list)
         ra_list_free(q->list);
-    free(q->body);
+    if (q->body != q->small)
+        free(q->body);
     free(q);
     atomic_fetch_sub(&h->in_flight, 1);
 }
@@ -816,7 +826,9 @@ int http_start(struct http **out, const struct http_config *cfg, char *err, size
         {MHD_OPTION_THREAD_POOL_SIZE, threads, NULL},
         {MHD_OPTION_CONNECTION_LIMIT, max_conn, NULL},
         {MHD_OPTION_CONNECTION_TIMEOUT, idle, NULL},
-        {MHD_OPTION_CONNECTION_MEMORY_LIMIT, 32 * 1024, NULL},
+        /* Headers (and the read buffer) of one request. libmicrohttpd zeroes it between
+         * requests, so it is kept small: 8 KiB of headers is what proxies allow too. */
+        {MHD_OPTION_CONNECTION_MEMORY_LIMIT, 8 * 1024, NULL},
         {MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)on_uri, h},
         {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, h},
         {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, h},

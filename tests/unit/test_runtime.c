@@ -217,11 +217,15 @@ static int send_to(struct rt *rt, int actor, struct tmsg *t)
     return rt_send(rt, name, (size_t)n, &t->m, 0);
 }
 
+static int send_flags; /* RT_SEND_RUN_HERE in the tests of turns run by senders */
+
 /* Sends, retrying while the mailbox is full (that keeps the sender's order). */
 static void send_retry(struct rt *rt, int actor, struct tmsg *t)
 {
     int rc;
-    while ((rc = send_to(rt, actor, t)) == RT_EFULL)
+    char name[16];
+    int n = snprintf(name, sizeof name, "a%d", actor);
+    while ((rc = rt_send(rt, name, (size_t)n, &t->m, send_flags)) == RT_EFULL)
         sched_yield();
     assert_int_equal(rc, RT_OK);
 }
@@ -297,6 +301,23 @@ static void stress_turn_exclusivity(void **st)
     assert_int_equal(stats.messages, 1000000);
     rt_shutdown(rt);
     assert_int_equal(atomic_load(&T.shutdown_deactivations), NACT);
+    assert_int_equal(atomic_load(&T.cancelled), 0);
+}
+
+/* The same, with senders running idle actors' turns themselves (RT_SEND_RUN_HERE) while
+ * workers run the rest: still one turn at a time per actor, and every count exact. */
+static void stress_turns_run_by_senders(void **st)
+{
+    (void)st;
+    reset();
+    unsigned seed = mx_test_seed();
+    struct rt *rt;
+    struct rt_config cfg = {.behavior = &tb, .workers = 2, .idle_ms = 60000};
+    assert_int_equal(rt_start(&rt, &cfg), 0);
+    send_flags = RT_SEND_RUN_HERE;
+    run_senders(rt, NSEND, NACT, 1000000, seed);
+    send_flags = 0;
+    rt_shutdown(rt);
     assert_int_equal(atomic_load(&T.cancelled), 0);
 }
 
@@ -522,6 +543,7 @@ static void shutdown_cancels_every_pending_message(void **st)
 int main(int argc, char **argv);
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(stress_turn_exclusivity),
+    cmocka_unit_test(stress_turns_run_by_senders),
     cmocka_unit_test(fifo_per_sender_small_mailbox),
     cmocka_unit_test(timers_fire_in_order_never_early_cancel_works),
     cmocka_unit_test(timer_keeps_actor_active_until_it_fires),
