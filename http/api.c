@@ -409,25 +409,30 @@ static bool decode_field(enum field f, const cJSON *v, const char *raw, size_t r
     return false;
 }
 
-/* Whether a JSON text has a \u0000 escape in a string. cJSON decodes strings into C
- * strings, which would silently end at it ("a\u0000b" would read as "a"). */
-static bool has_escaped_nul(const char *s, size_t len)
+/* What makes a JSON text unfit that cJSON lets through, or NULL: a raw NUL or control
+ * character (JSON allows none in a string, and only tab, CR and LF between tokens, where
+ * cJSON takes any byte below 0x20 for white space), or a \u0000 escape, at which cJSON's
+ * C strings would silently end ("a\u0000b" would read as "a"). */
+static const char *json_text_flaw(const char *s, size_t len)
 {
     bool in_string = false;
     for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '\0')
+            return "the body has a NUL character";
+        if (c < 0x20 && (in_string || (c != '\t' && c != '\r' && c != '\n')))
+            return "the body has a raw control character";
         if (!in_string) {
-            in_string = s[i] == '"';
-            continue;
-        }
-        if (s[i] == '"') {
+            in_string = c == '"';
+        } else if (c == '"') {
             in_string = false;
-        } else if (s[i] == '\\' && i + 1 < len) {
+        } else if (c == '\\' && i + 1 < len) {
             if (s[i + 1] == 'u' && i + 5 < len && memcmp(s + i + 2, "0000", 4) == 0)
-                return true;
+                return "the body has a NUL character";
             i++; /* skip the escaped character, a backslash included */
         }
     }
-    return false;
+    return NULL;
 }
 
 bool api_decode_body(enum api_route route, const char *body, size_t len,
@@ -447,8 +452,9 @@ bool api_decode_body(enum api_route route, const char *body, size_t len,
         return true;
     }
 
-    if (memchr(body, '\0', len) || has_escaped_nul(body, len))
-        return api_fail(e, 400, "invalid_json", NULL, "the body has a NUL character");
+    const char *flaw = json_text_flaw(body, len);
+    if (flaw)
+        return api_fail(e, 400, "invalid_json", NULL, "%s", flaw);
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, false);
     bool ok = false;

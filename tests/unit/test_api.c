@@ -225,6 +225,13 @@ static void bad_json(void **st)
     decode_fails(ROUTE_ACQUIRE, "{\"owner\":\"a\",\"metadata\":{\"k\":\"\xed\xa0\x80\"}}",
                  "invalid_json", NULL);
     decode_fails(ROUTE_ACQUIRE, "{\"owner\":\"\xc0\xaf\"}", "invalid_json", NULL); /* overlong */
+    /* Raw control characters: cJSON takes them for white space, JSON allows none in a
+     * string and only tab, CR and LF between tokens. */
+    decode_fails(ROUTE_ACQUIRE, "{\"owner\":\"o\",\"metadata\":\x1d{\"a\":1}}", "invalid_json",
+                 NULL);
+    decode_fails(ROUTE_ACQUIRE, "{\"owner\":\"o\",\"metadata\":{\"a\":\"x\ty\"}}", "invalid_json",
+                 NULL);
+    decode_fails(ROUTE_ACQUIRE, "\x01{\"owner\":\"o\"}", "invalid_json", NULL);
     /* NUL, escaped (cJSON would cut the string there) anywhere, or raw. */
     decode_fails(ROUTE_ACQUIRE, "{\"owner\":\"a\\u0000b\"}", "invalid_json", NULL);
     decode_fails(ROUTE_ACQUIRE, "{\"owner\":\"o\",\"metadata\":{\"k\\u0000\":1}}", "invalid_json",
