@@ -4,6 +4,8 @@
  */
 #include "json_span.h"
 
+#include <string.h>
+
 static bool ws(char c)
 {
     return c == ' ' || c == '\t' || c == '\r' || c == '\n';
@@ -52,8 +54,7 @@ static size_t skip_value(const char *s, size_t len, size_t i)
     return i;
 }
 
-bool json_member_value(const char *json, size_t len, size_t index, const char **start,
-                       size_t *vlen)
+bool json_member_value(const char *json, size_t len, size_t index, const char **start, size_t *vlen)
 {
     size_t i = skip_ws(json, len, 0);
     if (i >= len || json[i] != '{')
@@ -95,4 +96,26 @@ size_t json_compact(const char *in, size_t len, char *out)
         }
     }
     return o;
+}
+
+const char *json_text_flaw(const char *s, size_t len)
+{
+    bool in_string = false;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '\0')
+            return "a NUL character";
+        if (c < 0x20 && (in_string || (c != '\t' && c != '\r' && c != '\n')))
+            return "a raw control character";
+        if (!in_string) {
+            in_string = c == '"';
+        } else if (c == '"') {
+            in_string = false;
+        } else if (c == '\\' && i + 1 < len) {
+            if (s[i + 1] == 'u' && i + 5 < len && memcmp(s + i + 2, "0000", 4) == 0)
+                return "a NUL character";
+            i++; /* skip the escaped character, a backslash included */
+        }
+    }
+    return NULL;
 }

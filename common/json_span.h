@@ -19,4 +19,11 @@ bool json_member_value(const char *json, size_t len, size_t index, const char **
  * Returns the length written. */
 size_t json_compact(const char *in, size_t len, char *out);
 
+/* What makes a JSON text unfit that cJSON lets through, or NULL when nothing does: a raw
+ * NUL or control character (JSON allows none in a string, and only tab, CR and LF between
+ * tokens, where cJSON takes any byte below 0x20 for white space), or a \u0000 escape, at
+ * which cJSON's C strings would silently end ("a\u0000b" would read as "a"). The answer
+ * names the flaw ("a raw control character"). Check before parsing. */
+const char *json_text_flaw(const char *json, size_t len);
+
 #endif

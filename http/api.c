@@ -409,32 +409,6 @@ static bool decode_field(enum field f, const cJSON *v, const char *raw, size_t r
     return false;
 }
 
-/* What makes a JSON text unfit that cJSON lets through, or NULL: a raw NUL or control
- * character (JSON allows none in a string, and only tab, CR and LF between tokens, where
- * cJSON takes any byte below 0x20 for white space), or a \u0000 escape, at which cJSON's
- * C strings would silently end ("a\u0000b" would read as "a"). */
-static const char *json_text_flaw(const char *s, size_t len)
-{
-    bool in_string = false;
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == '\0')
-            return "the body has a NUL character";
-        if (c < 0x20 && (in_string || (c != '\t' && c != '\r' && c != '\n')))
-            return "the body has a raw control character";
-        if (!in_string) {
-            in_string = c == '"';
-        } else if (c == '"') {
-            in_string = false;
-        } else if (c == '\\' && i + 1 < len) {
-            if (s[i + 1] == 'u' && i + 5 < len && memcmp(s + i + 2, "0000", 4) == 0)
-                return "the body has a NUL character";
-            i++; /* skip the escaped character, a backslash included */
-        }
-    }
-    return NULL;
-}
-
 bool api_decode_body(enum api_route route, const char *body, size_t len,
                      const struct res_limits *lim, struct res_req *rq, char *reason,
                      size_t reason_len, struct api_error *e)
@@ -454,7 +428,7 @@ bool api_decode_body(enum api_route route, const char *body, size_t len,
 
     const char *flaw = json_text_flaw(body, len);
     if (flaw)
-        return api_fail(e, 400, "invalid_json", NULL, "%s", flaw);
+        return api_fail(e, 400, "invalid_json", NULL, "the body has %s", flaw);
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, false);
     bool ok = false;

@@ -169,8 +169,8 @@ static bool get_mode(const cJSON *o, enum jr_mode *out)
     return true;
 }
 
-static bool decode_put(const cJSON *o, const char *line, size_t len, struct jr_line *out,
-                       char *err, size_t errlen)
+static bool decode_put(const cJSON *o, const char *line, size_t len, struct jr_line *out, char *err,
+                       size_t errlen)
 {
     struct store_row *r = &out->row;
     r->has_lease = true;
@@ -222,8 +222,9 @@ static bool decode_put(const cJSON *o, const char *line, size_t len, struct jr_l
 bool jr_decode(const char *line, size_t len, struct jr_line *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
-    if (memchr(line, '\0', len))
-        return fail(err, errlen, "a NUL byte in the line");
+    const char *flaw = json_text_flaw(line, len);
+    if (flaw)
+        return fail(err, errlen, flaw);
     cJSON *o = cJSON_ParseWithLength(line, len);
     bool ok = false;
     if (!cJSON_IsObject(o)) {

@@ -8,8 +8,9 @@
 static void member_values(void **st)
 {
     (void)st;
-    const char *j = " { \"a\" : 1 , \"m\\\"x\":{\"k\":[1,{\"q\":\"}]\\\"\"}],\"n\":9007199254740993},"
-                    "\"s\":\"x,y}\",\"t\":true,\"e\":1e2 } ";
+    const char *j =
+        " { \"a\" : 1 , \"m\\\"x\":{\"k\":[1,{\"q\":\"}]\\\"\"}],\"n\":9007199254740993},"
+        "\"s\":\"x,y}\",\"t\":true,\"e\":1e2 } ";
     const char *v;
     size_t n;
     assert_true(json_member_value(j, strlen(j), 0, &v, &n));
@@ -38,9 +39,28 @@ static void compaction_keeps_strings(void **st)
     assert_string_equal(out, "{\"a b\":[1,2.50,\" x \\\" y \"],\"c\":1E+2}");
 }
 
+static const char *flaw(const char *s)
+{
+    return json_text_flaw(s, strlen(s));
+}
+
+static void flaws_cjson_would_let_through(void **st)
+{
+    (void)st;
+    assert_null(flaw("{ \"a\" :\t[1,\r\n2] }"));
+    assert_null(flaw("{\"a\":\"\\u0001 \\\\u0000\"}")); /* escapes, and a plain backslash */
+    assert_string_equal(flaw("{\"a\":\x1d{}}"), "a raw control character");
+    assert_string_equal(flaw("\x01{}"), "a raw control character");
+    assert_string_equal(flaw("{\"a\":\"x\ty\"}"), "a raw control character"); /* in a string */
+    assert_string_equal(flaw("{\"a\":\"x\ny\"}"), "a raw control character");
+    assert_string_equal(flaw("{\"a\":\"x\\u0000\"}"), "a NUL character");
+    assert_string_equal(json_text_flaw("{\"a\":\"\0\"}", 7), "a NUL character");
+}
+
 int main(int argc, char **argv);
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(member_values),
     cmocka_unit_test(compaction_keeps_strings),
+    cmocka_unit_test(flaws_cjson_would_let_through),
 };
 MX_TEST_MAIN(tests)
