@@ -384,10 +384,8 @@ void res_load(struct res *r, struct store_row *row, const struct res_now *now)
     }
 }
 
-void res_free(struct res *r, struct res_domain *d)
+void res_free(struct res *r)
 {
-    if (r->row.has_lease && r->row.held)
-        atomic_fetch_sub(&d->held, 1);
     store_row_clear(&r->row);
 }
 
@@ -486,11 +484,14 @@ void res_cancel_all(struct res *r, struct res_domain *d, const char *reason, str
     }
 }
 
-uint64_t res_next_deadline(const struct res *r)
+uint64_t res_lease_deadline(const struct res *r)
+{
+    return r->row.has_lease && r->row.held ? r->deadline_ns : UINT64_MAX;
+}
+
+uint64_t res_queue_deadline(const struct res *r)
 {
     uint64_t next = UINT64_MAX;
-    if (r->row.has_lease && r->row.held)
-        next = r->deadline_ns;
     for (const struct res_req *q = r->waiters; q; q = q->_next)
         if (q->_deadline_ns < next)
             next = q->_deadline_ns;
@@ -500,7 +501,13 @@ uint64_t res_next_deadline(const struct res *r)
     return next;
 }
 
+uint64_t res_next_deadline(const struct res *r)
+{
+    uint64_t lease = res_lease_deadline(r), queue = res_queue_deadline(r);
+    return lease < queue ? lease : queue;
+}
+
 bool res_idle(const struct res *r)
 {
-    return !(r->row.has_lease && r->row.held) && !r->waiters && !r->watchers;
+    return !r->waiters && !r->watchers;
 }

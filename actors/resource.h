@@ -40,7 +40,8 @@ struct res_domain {
     /* After a restore from a mirror that may lag, no new lease is granted before this
      * (mono ns; 0: none). */
     _Atomic uint64_t grace_until_ns;
-    /* metrics */
+    /* metrics. `held` counts rows with a lease in force, whether their resource is in
+     * memory or not: it starts from the store and moves with grants and their ends only. */
     _Atomic int64_t held, waiters, watchers;
     _Atomic uint64_t grants, renewals, releases, breaks, expiries, conflicts, timeouts;
 };
@@ -119,8 +120,9 @@ void res_init(struct res *r, uint64_t index);
 /* Replaces the lease state with `row` (moved in) read from the store, keeping waiters and
  * watchers. A lease whose wall-clock deadline has passed expires at the next res_tick(). */
 void res_load(struct res *r, struct store_row *row, const struct res_now *now);
-/* Releases everything; waiters and watchers must have been answered (res_cancel_all). */
-void res_free(struct res *r, struct res_domain *d);
+/* Releases the memory; waiters and watchers must have been answered (res_cancel_all). The
+ * lease, if any, stays counted in res_domain.held: it is still in force in the store. */
+void res_free(struct res *r);
 
 /* Handles one request (after applying what is due at `now`). */
 void res_handle(struct res *r, struct res_domain *d, struct res_req *q, const struct res_now *now,
@@ -133,9 +135,13 @@ void res_drop(struct res *r, struct res_domain *d, uint64_t id, struct res_out *
 /* Answers every waiter and watcher RES_ERR_UNAVAILABLE with `reason`. */
 void res_cancel_all(struct res *r, struct res_domain *d, const char *reason, struct res_out *out);
 
-/* The earliest mono deadline that needs a res_tick(), or UINT64_MAX. */
+/* Mono deadlines that need a res_tick(), or UINT64_MAX: the expiry of the lease in force;
+ * the earliest deadline of a waiter or watcher; the earlier of the two. */
+uint64_t res_lease_deadline(const struct res *r);
+uint64_t res_queue_deadline(const struct res *r);
 uint64_t res_next_deadline(const struct res *r);
-/* True when no lease is in force and nobody waits or watches. */
+/* True when nobody waits or watches: the resource needs no memory but its row, and a lease
+ * in force needs only something to call res_tick() at res_lease_deadline(). */
 bool res_idle(const struct res *r);
 
 /* Pops the first answered request, or NULL. */

@@ -16,24 +16,20 @@
 #include "common/clock.h"
 #include "common/log.h"
 
-enum { MSG_REQ = 1, MSG_DROP, MSG_PRELOAD, MSG_TIMER };
+enum { MSG_REQ = 1, MSG_DROP, MSG_ALARM = RA_MSG_ALARM, MSG_TIMER };
 
 struct drop_msg {
     struct rt_msg msg;
     uint64_t id;
 };
 
-struct preload_msg {
-    struct rt_msg msg;
-    struct store_row row;
-};
-
 struct ra_state {
     struct res res;
-    struct rt_timer timer;
-    uint64_t timer_at; /* the deadline the timer is set for; 0: none */
-    uint64_t epoch;    /* the store epoch the state was read in */
-    uint64_t last_seq; /* the last record submitted */
+    struct rt_timer timer; /* deadlines of waiters and watchers */
+    uint64_t timer_at;     /* the deadline the timer is set for; 0: none */
+    uint64_t alarm_at;     /* the lease's expiry in the alarms; UINT64_MAX: none, 0: unknown */
+    uint64_t epoch;        /* the store epoch the state was read in */
+    uint64_t last_seq;     /* the last record submitted */
     bool loaded;
 };
 
@@ -101,9 +97,29 @@ static void flush(struct rt_actor *self, struct ra_state *st, struct ra_ctx *ctx
     }
 }
 
-static void set_timer(struct rt_actor *self, struct ra_state *st)
+/*
+ * Arms what the resource waits for. The deadlines of waiters and watchers go on the actor's
+ * own timer, which keeps it active (they are requests in its memory). The lease's expiry
+ * goes in the alarms, which do not: a resource with a lease and nothing else rests, its
+ * actor deactivated, and the alarm activates it again to expire the lease. Without alarms
+ * (or when one cannot be set) the own timer keeps the expiry too.
+ */
+static void set_timer(struct rt_actor *self, struct ra_state *st, struct ra_ctx *ctx)
 {
-    uint64_t next = res_next_deadline(&st->res);
+    uint64_t lease_at = res_lease_deadline(&st->res);
+    uint64_t next = res_queue_deadline(&st->res);
+    if (ctx->alarms && lease_at != st->alarm_at) {
+        size_t len;
+        const char *name = rt_name(self, &len);
+        if (lease_at == UINT64_MAX)
+            rt_alarm_cancel(ctx->alarms, name, len);
+        bool set =
+            lease_at == UINT64_MAX || rt_alarm_set(ctx->alarms, name, len, lease_at) == RT_OK;
+        st->alarm_at = set ? lease_at : UINT64_MAX;
+    }
+    if (lease_at != st->alarm_at && lease_at < next)
+        next = lease_at; /* no alarm: the own timer keeps the expiry (and the actor active) */
+
     if (next == UINT64_MAX) {
         if (st->timer_at) {
             rt_timer_cancel(self, &st->timer);
@@ -121,28 +137,24 @@ static void set_timer(struct rt_actor *self, struct ra_state *st)
 
 /* Reads the row (again). Returns false when the store could not be read. */
 static bool load(struct rt_actor *self, struct ra_state *st, struct ra_ctx *ctx,
-                 struct store_row *preloaded, const struct res_now *now)
+                 const struct res_now *now)
 {
     uint64_t epoch = store_epoch(ctx->store);
     struct store_row row;
-    if (preloaded) {
-        row = *preloaded;
-        memset(preloaded, 0, sizeof *preloaded);
-    } else {
-        size_t len;
-        const char *name = rt_name(self, &len);
-        memset(&row, 0, sizeof row);
-        int rc = store_get(ctx->store, name, len, &row);
-        if (rc == STORE_NOTFOUND) {
-            row.index = store_index_floor(ctx->store);
-        } else if (rc != STORE_OK) {
-            return false;
-        }
-    }
-    if (st->loaded && st->res.row.has_lease && st->res.row.held)
-        atomic_fetch_sub(&ctx->domain->held, 1); /* res_load replaces the lease */
+    size_t len;
+    const char *name = rt_name(self, &len);
+    memset(&row, 0, sizeof row);
+    int rc = store_get(ctx->store, name, len, &row);
+    if (rc == STORE_NOTFOUND)
+        row.index = store_index_floor(ctx->store);
+    else if (rc != STORE_OK)
+        return false;
+    /* `held` counts the store's rows until a change moves it. A reload replaces a state
+     * that may hold changes the store lost: count the difference. */
+    if (st->loaded && res_lease_deadline(&st->res) != UINT64_MAX)
+        atomic_fetch_sub(&ctx->domain->held, 1);
     res_load(&st->res, &row, now);
-    if (st->res.row.has_lease && st->res.row.held)
+    if (st->loaded && res_lease_deadline(&st->res) != UINT64_MAX)
         atomic_fetch_add(&ctx->domain->held, 1);
     st->epoch = epoch;
     st->loaded = true;
@@ -155,6 +167,7 @@ static void ra_activate(struct rt_actor *self, void *state)
     struct ra_state *st = state;
     res_init(&st->res, 0);
     rt_timer_init(&st->timer, MSG_TIMER);
+    st->alarm_at = 0; /* unknown (a rested lease has one): the first turn sets or cancels it */
 }
 
 static void ra_receive(struct rt_actor *self, void *state, struct rt_msg *m)
@@ -165,17 +178,20 @@ static void ra_receive(struct rt_actor *self, void *state, struct rt_msg *m)
     struct res_now now = now_clock();
     struct res_out out = {0};
 
-    struct store_row *pre = m->type == MSG_PRELOAD ? &((struct preload_msg *)m)->row : NULL;
     bool stale = st->loaded && st->epoch != store_epoch(ctx->store);
-    if ((!st->loaded || stale) && !load(self, st, ctx, st->loaded ? NULL : pre, &now)) {
+    if ((!st->loaded || stale) && !load(self, st, ctx, &now)) {
         if (m->type == MSG_REQ) {
             struct ra_request *r = (struct ra_request *)m;
             r->rq.status = RES_ERR_UNAVAILABLE;
             r->rq.reason = "the store could not be read";
             r->reply(r);
-        } else if (m->type != MSG_TIMER) {
-            if (pre)
-                store_row_clear(pre);
+        } else if (m->type == MSG_ALARM) {
+            /* The expiry must still happen: look again in a second. */
+            size_t len;
+            const char *name = rt_name(self, &len);
+            rt_alarm_free(m);
+            rt_alarm_set(ctx->alarms, name, len, now.mono_ns + 1000 * MX_NS_PER_MS);
+        } else if (m->type == MSG_DROP) {
             free(m);
         }
         return;
@@ -200,9 +216,9 @@ static void ra_receive(struct rt_actor *self, void *state, struct rt_msg *m)
         res_drop(&st->res, d, ((struct drop_msg *)m)->id, &out);
         free(m);
         break;
-    case MSG_PRELOAD:
-        store_row_clear(&((struct preload_msg *)m)->row); /* unused when loaded already */
-        free(m);
+    case MSG_ALARM:
+        rt_alarm_free(m);
+        st->alarm_at = UINT64_MAX; /* it fired: set anew below if still needed */
         res_tick(&st->res, d, &now, &out);
         break;
     case MSG_TIMER:
@@ -211,9 +227,10 @@ static void ra_receive(struct rt_actor *self, void *state, struct rt_msg *m)
         break;
     }
     flush(self, st, ctx, &out);
-    set_timer(self, st);
+    set_timer(self, st, ctx);
 }
 
+/* Idle when nobody waits or watches: a lease in force needs only its alarm. */
 static bool ra_idle(struct rt_actor *self, void *state, uint64_t *barrier)
 {
     (void)self;
@@ -233,10 +250,19 @@ static void ra_deactivate(struct rt_actor *self, void *state, bool shutdown)
         struct ra_request *r = CONTAINER(q, struct ra_request, rq);
         r->reply(r);
     }
-    if (st->loaded)
-        res_free(&st->res, ctx->domain);
-    else
-        store_row_clear(&st->res.row);
+    if (!shutdown && st->loaded && st->epoch != store_epoch(ctx->store)) {
+        /* A commit failed since the state was read: what memory holds may never have
+         * reached the store. Leave with the store's view, counted and with its alarm. */
+        struct res_now now = now_clock();
+        uint64_t lease_at;
+        if (load(self, st, ctx, &now) && ctx->alarms &&
+            (lease_at = res_lease_deadline(&st->res)) != UINT64_MAX) {
+            size_t len;
+            const char *name = rt_name(self, &len);
+            rt_alarm_set(ctx->alarms, name, len, lease_at);
+        }
+    }
+    res_free(&st->res);
 }
 
 const struct rt_behavior ra_behavior = {
@@ -290,26 +316,31 @@ void ra_send_drop(struct rt *rt, const char *name, size_t len, uint64_t id)
         free(m);
 }
 
-static void cancel_preload(struct rt_msg *m)
+struct restore {
+    struct ra_ctx *ctx;
+    struct res_now now;
+    size_t n, unset;
+};
+
+static void restore_row(void *arg, const char *name, size_t len, int64_t deadline_ms)
 {
-    store_row_clear(&((struct preload_msg *)m)->row);
-    free(m);
+    struct restore *r = arg;
+    int64_t left = deadline_ms - r->now.wall_ms;
+    uint64_t at = r->now.mono_ns + (left > 0 ? (uint64_t)left * MX_NS_PER_MS : 0);
+    if (rt_alarm_set(r->ctx->alarms, name, len, at) != RT_OK)
+        r->unset++;
+    r->n++;
 }
 
-int ra_send_preload(struct rt *rt, const char *name, size_t len, struct store_row *row)
+int ra_restore(struct ra_ctx *ctx, size_t *count, size_t *unset)
 {
-    struct preload_msg *m = calloc(1, sizeof *m);
-    if (!m)
-        return RT_ENOMEM;
-    m->msg.type = MSG_PRELOAD;
-    m->msg.cancel = cancel_preload;
-    m->row = *row;
-    memset(row, 0, sizeof *row);
-    int rc;
-    while ((rc = rt_send(rt, name, len, &m->msg, 0)) == RT_EFULL)
-        ; /* a fresh actor's mailbox: only a flood of requests fills it */
-    if (rc != RT_OK)
-        cancel_preload(&m->msg);
+    struct restore r = {.ctx = ctx, .now = now_clock()};
+    rt_alarms_hold(ctx->alarms, true); /* the scan first: what ran out meanwhile fires after */
+    int rc = store_each_held(ctx->store, restore_row, &r);
+    rt_alarms_hold(ctx->alarms, false);
+    atomic_fetch_add(&ctx->domain->held, (int64_t)r.n);
+    *count = r.n;
+    *unset = r.unset;
     return rc;
 }
 

@@ -9,6 +9,7 @@
 #ifndef MX_RESOURCE_ACTOR_H
 #define MX_RESOURCE_ACTOR_H
 
+#include "actors/alarms.h"
 #include "actors/resource.h"
 #include "actors/runtime.h"
 #include "persistence/store.h"
@@ -21,6 +22,9 @@ struct ra_ctx {
      * refused with 503 (a sync mirror that cannot reach blob storage). Any thread. */
     const char *(*write_gate)(void *arg);
     void *gate_arg;
+    /* Lease expiries of resting resources (may be NULL: each actor keeps its own timer and
+     * stays active while it holds a lease). Started with type RA_MSG_ALARM. */
+    struct rt_alarms *alarms;
 };
 
 extern const struct rt_behavior ra_behavior;
@@ -44,8 +48,17 @@ int ra_send(struct rt *rt, const char *name, size_t len, struct ra_request *r);
 /* Tells resource `name` that the client of request `id` has gone. Any thread. */
 void ra_send_drop(struct rt *rt, const char *name, size_t len, uint64_t id);
 
-/* Activates the actor of a resource whose row the caller has read (moves `row`). */
-int ra_send_preload(struct rt *rt, const char *name, size_t len, struct store_row *row);
+/* The message type to start the behavior's alarms with (rt_alarms_start). */
+enum { RA_MSG_ALARM = 3 };
+
+/*
+ * At start, before the first request: counts the store's leases in force into
+ * domain->held, and sets each one's expiry as an alarm, so that they expire on time with
+ * none of their resources in memory. *count: leases found; *unset: alarms that could not
+ * be set (out of memory; those leases expire when next touched). Returns STORE_OK or
+ * STORE_EIO.
+ */
+int ra_restore(struct ra_ctx *ctx, size_t *count, size_t *unset);
 
 /*
  * The list of held resources: names and order come from the store, and each entry is then

@@ -62,10 +62,11 @@
 /* ---------------------------------------------------------------- options */
 
 enum target { T_MUTEXD, T_REDIS, T_ETCD };
-enum scenario { S_DISTINCT, S_RENEW, S_HOTKEY, S_MIXED, S_PING };
+enum scenario { S_DISTINCT, S_RENEW, S_HOTKEY, S_MIXED, S_PING, S_FILL };
 
 static const char *const target_names[] = {"mutexd", "redis", "etcd"};
-static const char *const scenario_names[] = {"distinct", "renew", "hotkey", "mixed", "ping"};
+static const char *const scenario_names[] = {"distinct", "renew", "hotkey",
+                                             "mixed",    "ping",  "fill"};
 
 struct opts {
     enum target target;
@@ -85,7 +86,8 @@ struct opts {
 
 static void usage(FILE *f)
 {
-    fputs("usage: loadgen --target mutexd|redis|etcd --scenario distinct|renew|hotkey|mixed|ping "
+    fputs("usage: loadgen --target mutexd|redis|etcd --scenario "
+          "distinct|renew|hotkey|mixed|ping|fill "
           "[OPTION]...\n"
           "\n"
           "Closed-loop load on N keep-alive connections against one lease server on loopback.\n"
@@ -102,6 +104,9 @@ static void usage(FILE *f)
           "                                the others contend on --hot-keys keys as in hotkey\n"
           "                      ping:     no lease: GET /healthz (mutexd), PING (redis), GET\n"
           "                                /health (etcd); the ceiling of loadgen and transport\n"
+          "                      fill:     acquire a never-used key and keep the lease (no\n"
+          "                                release): fills the server with held leases, up\n"
+          "                                to --max-requests of them\n"
           "  --host ADDR         loopback address only (127.0.0.0/8, ::1, localhost);\n"
           "                      default 127.0.0.1\n"
           "  --port N            default 8080 (mutexd), 6379 (redis), 2379 (etcd)\n"
@@ -217,7 +222,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
                 }
         } else if (strcmp(a, "--scenario") == 0) {
             ok = false;
-            for (int s = 0; v && s < 5; s++)
+            for (int s = 0; v && s < 6; s++)
                 if (strcmp(v, scenario_names[s]) == 0) {
                     o->scenario = (enum scenario)s;
                     ok = have_scenario = true;
@@ -286,6 +291,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         fprintf(stderr, "loadgen: --target and --scenario are required (see --help)\n");
         return 2;
     }
+    if (o->scenario == S_FILL)
+        o->fresh_keys = true;
     if (!o->port)
         o->port = o->target == T_MUTEXD ? 8080 : o->target == T_REDIS ? 6379 : 2379;
     if (o->scenario == S_MIXED) {
@@ -788,10 +795,14 @@ static uint64_t renew_every_ns(const struct lg *g)
     return (uint64_t)g->o.ttl_ms * NS_PER_MS / 3;
 }
 
-/* The lease is held: renew, hold, or release. */
+static void cycle_done(struct lg *g, struct conn *c, uint64_t now);
+
+/* The lease is held: renew, hold, or release (fill: keep it). */
 static void holding(struct lg *g, struct conn *c, uint64_t now)
 {
-    if (g->draining) {
+    if (g->o.scenario == S_FILL) {
+        cycle_done(g, c, now); /* the lease stays held */
+    } else if (g->draining) {
         send_op(g, c, OP_RELEASE, now);
     } else if (c->renews_left > 0) {
         if (c->role == R_HOLDER)

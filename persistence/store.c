@@ -289,6 +289,26 @@ int store_list_held(struct store *s, const char *prefix, const char *after, int 
     return status;
 }
 
+int store_each_held(struct store *s,
+                    void (*fn)(void *arg, const char *name, size_t len, int64_t deadline_ms),
+                    void *arg)
+{
+    struct reader *r = reader_get(s);
+    if (!r)
+        return STORE_EIO;
+    sqlite3_stmt *st = NULL;
+    int rc = prepare(r->db, "SELECT resource, deadline FROM leases WHERE held = 1", &st);
+    while (st && (rc = sqlite3_step(st)) == SQLITE_ROW)
+        fn(arg, (const char *)sqlite3_column_text(st, 0), (size_t)sqlite3_column_bytes(st, 0),
+           sqlite3_column_int64(st, 1));
+    int status = rc == SQLITE_DONE ? STORE_OK : STORE_EIO;
+    if (status != STORE_OK)
+        mx_error("store: reading the held leases failed", "error=\"%s\"", sqlite3_errmsg(r->db));
+    sqlite3_finalize(st);
+    reader_put(s, r);
+    return status;
+}
+
 /* ---- the writer ------------------------------------------------------------------ */
 
 static void set_health(struct store *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -619,6 +639,15 @@ void store_wait(struct store *s, struct store_wait *w, uint64_t epoch)
     }
     enqueue(s, &w->_item);
     pthread_mutex_unlock(&s->lock);
+}
+
+uint64_t store_backlog(struct store *s)
+{
+    pthread_mutex_lock(&s->lock);
+    uint64_t last = s->last_seq;
+    pthread_mutex_unlock(&s->lock);
+    uint64_t done = atomic_load(&s->done_seq);
+    return last > done ? last - done : 0;
 }
 
 uint64_t store_epoch(struct store *s)

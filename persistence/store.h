@@ -15,8 +15,8 @@
  * moved. The store keeps trying: the next batch is a new commit; store_health() says why
  * the last one failed until one succeeds.
  *
- * Reads: store_get() and store_list_held() use a pool of read connections that never
- * wait for the writer (WAL readers see the last commit).
+ * Reads: store_get(), store_list_held() and store_each_held() use a pool of read
+ * connections that never wait for the writer (WAL readers see the last commit).
  *
  * Threads: every function may be called from any thread, except store_close().
  */
@@ -127,6 +127,9 @@ void store_wait(struct store *s, struct store_wait *w, uint64_t epoch);
 /* The current epoch (see above). */
 uint64_t store_epoch(struct store *s);
 
+/* Records submitted and not yet committed (or refused): how far the writer is behind. */
+uint64_t store_backlog(struct store *s);
+
 /* True when record `seq` has been processed (committed, or refused). */
 bool store_seq_done(struct store *s, uint64_t seq);
 
@@ -139,6 +142,13 @@ int store_get(struct store *s, const char *name, size_t len, struct store_row *o
  * must drop (store_row_clear). Returns STORE_OK or STORE_EIO. */
 int store_list_held(struct store *s, const char *prefix, const char *after, int limit,
                     void (*fn)(void *arg, const char *name, size_t len, struct store_row *row),
+                    void *arg);
+
+/* Calls `fn` with the name and wall-clock deadline of every row whose lease is in force
+ * (including those whose deadline has passed but that were not yet expired), in no
+ * particular order. Returns STORE_OK or STORE_EIO. */
+int store_each_held(struct store *s,
+                    void (*fn)(void *arg, const char *name, size_t len, int64_t deadline_ms),
                     void *arg);
 
 /* The highest fencing token and change index ever committed (at open: on disk). */

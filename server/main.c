@@ -105,6 +105,10 @@ static void server_metrics(void *ctx, struct mx_buf *b)
 
     prom_header(b, "mutexd_actors_active", "gauge", "Resource actors in memory.");
     mx_buf_printf(b, "mutexd_actors_active %zu\n", st.active);
+    prom_header(
+        b, "mutexd_lease_alarms", "gauge",
+        "Lease expiries set as alarms (every lease in force, its resource in memory or not).");
+    mx_buf_printf(b, "mutexd_lease_alarms %zu\n", rt_alarms_count(s->actx.alarms));
     prom_header(b, "mutexd_actor_activations_total", "counter", "Actors activated.");
     mx_buf_printf(b, "mutexd_actor_activations_total %lu\n", (unsigned long)st.activations);
     prom_header(b, "mutexd_actor_deactivations_total", "counter", "Idle actors deactivated.");
@@ -171,18 +175,33 @@ static int open_mirror(struct server *s, char *err, size_t errlen)
     return 0;
 }
 
-struct preload {
-    struct rt *rt;
-    size_t n, failed;
-};
+/* Stops what runs behind HTTP, in order: alarms, actors, the mirror's reads, the store,
+ * the mirror (which ships what the store committed last). Any of them may not have started. */
+/* Alarms (lease expiries) wait while this many changes wait for the disk: a storm of
+ * expiries (a million leases that ran out while the server was down) then goes at the
+ * disk's pace, and other requests wait behind one batch of it, not all of it. */
+#define ALARM_STORE_BACKLOG 4096
 
-static void preload_row(void *arg, const char *name, size_t len, struct store_row *row)
+static bool store_behind(void *store)
 {
-    struct preload *p = arg;
-    if (ra_send_preload(p->rt, name, len, row) == RT_OK)
-        p->n++;
-    else
-        p->failed++;
+    return store_backlog(store) > ALARM_STORE_BACKLOG;
+}
+
+static void close_core(struct server *s)
+{
+    if (s->actx.alarms)
+        rt_alarms_stop(s->actx.alarms); /* no alarm is sent to a stopping runtime */
+    if (s->rt)
+        rt_shutdown(s->rt);
+    if (s->actx.alarms)
+        rt_alarms_free(s->actx.alarms);
+    if (s->mirror)
+        mirror_detach(s->mirror);
+    store_close(s->store);
+    if (s->mirror) {
+        mirror_close(s->mirror);
+        blob_global_cleanup();
+    }
 }
 
 int main(int argc, char **argv)
@@ -251,17 +270,32 @@ int main(int argc, char **argv)
     };
     if ((rc = rt_start(&s.rt, &rc_cfg)) != 0) {
         mx_error("cannot start the actor runtime", "errno=%d", rc);
-        store_close(s.store);
+        close_core(&s);
         return 1;
     }
+    if ((rc = rt_alarms_start(&s.actx.alarms, s.rt, RA_MSG_ALARM)) != 0) {
+        mx_error("cannot start the alarm thread", "errno=%d", rc);
+        close_core(&s);
+        return 1;
+    }
+    rt_alarms_pace(s.actx.alarms, store_behind, s.store);
+
+    /* Leases in force at the last stop are counted and their expiries set again, each with
+     * the time it had left; their resources stay on disk until something asks for them. */
+    size_t leases = 0, unset = 0;
+    if (ra_restore(&s.actx, &leases, &unset) != STORE_OK) {
+        mx_error("cannot read the leases in force from the store", NULL);
+        close_core(&s);
+        return 1;
+    }
+    if (unset)
+        mx_warn("out of memory setting lease expiries; those leases expire when next used",
+                "count=%zu", unset);
 
     if (s.opt.auth_tokens && auth_open(&s.auth, s.opt.auth_tokens, err, sizeof err) != 0) {
         mx_error("cannot read the tokens file", "error=\"%s\"", err);
         fprintf(stderr, "mutexd: %s\n", err);
-        rt_shutdown(s.rt);
-        store_close(s.store);
-        if (s.mirror)
-            mirror_close(s.mirror);
+        close_core(&s);
         return 1;
     }
     struct http_config hc = {
@@ -282,24 +316,13 @@ int main(int argc, char **argv)
     if (http_start(&s.http, &hc, err, sizeof err) != 0) {
         mx_error("cannot start the HTTP server", "error=\"%s\"", err);
         fprintf(stderr, "mutexd: %s\n", err);
-        rt_shutdown(s.rt);
-        store_close(s.store);
-        if (s.mirror)
-            mirror_close(s.mirror);
+        auth_free(s.auth);
+        close_core(&s);
         return 1;
     }
-
-    /* Leases held at the last stop come back now, each with the time it had left, so that
-     * their expiry runs and they are counted and listed. */
-    struct preload p = {.rt = s.rt};
-    if (store_list_held(s.store, NULL, NULL, INT_MAX, preload_row, &p) != STORE_OK)
-        mx_error("cannot read the held leases; they are loaded on first use instead", NULL);
     atomic_store(&s.recovered, true);
     mx_info("started", "version=%s address=%s data_dir=%s leases=%zu", MUTEXD_VERSION,
-            http_address(s.http), s.opt.data_dir, p.n);
-    if (p.failed)
-        mx_warn("some held leases could not be loaded now; they load on first use", "count=%zu",
-                p.failed);
+            http_address(s.http), s.opt.data_dir, leases);
 
     int sig = 0;
     for (;;) {
@@ -315,16 +338,9 @@ int main(int argc, char **argv)
     }
     mx_info("shutting down", "signal=%s", sig == SIGTERM ? "TERM" : "INT");
     http_quiesce(s.http);
-    rt_shutdown(s.rt);
-    if (s.mirror)
-        mirror_detach(s.mirror); /* stops reading the store, which closes next */
-    store_close(s.store);
-    if (s.mirror)
-        mirror_close(s.mirror); /* ships what the store committed last */
+    close_core(&s);
     http_stop(s.http);
     auth_free(s.auth);
-    if (s.mirror)
-        blob_global_cleanup();
     mx_info("stopped", NULL);
     return 0;
 }

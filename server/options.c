@@ -49,7 +49,7 @@ static const struct def defs[] = {
     {"idle-timeout-ms", "MUTEXD_IDLE_TIMEOUT_MS", "MS", T_U64, OFF(idle_timeout_ms), "60000", 1000,
      3600000, "a connection is closed after this long idle or sending one request's headers"},
     {"max-actors", "MUTEXD_MAX_ACTORS", "N", T_U64, OFF(max_actors), "4000000", 1000, 100000000,
-     "resources in memory at most (held, waited on, watched, or recently used)"},
+     "resources in memory at most (waited on, watched, or used in the last seconds)"},
     {"auth-tokens", "MUTEXD_AUTH_TOKENS_FILE", "FILE", T_STR, OFF(auth_tokens), NULL, 0, 0,
      "bearer tokens (SHA-256 hashes, scopes, prefixes): authorization on; reread on SIGHUP"},
     {"tls-cert", "MUTEXD_TLS_CERT", "FILE", T_STR, OFF(tls_cert), NULL, 0, 0,

@@ -2,6 +2,7 @@
 data directory that outlives the server, stopped cleanly or killed with SIGKILL."""
 
 import os
+import re
 import sqlite3
 import tempfile
 import time
@@ -157,5 +158,79 @@ def test_acquire_with_own_lease_id_is_safe_to_retry_across_a_crash(data_dir):
     c = s.client()
     again = c.acquire("retry", owner="o", ttl_ms=30000, lease_id=lid)
     assert again.status == 200 and again.json["fencing_token"] == first["fencing_token"]
+    c.close()
+    s.stop()
+
+
+def metric(client, name):
+    m = re.search(r"^%s (\d+)$" % name, client.request("GET", "/metrics").body, re.M)
+    assert m, name
+    return int(m.group(1))
+
+
+def wait_metric(client, name, want, timeout):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if metric(client, name) == want:
+            return time.monotonic()
+        time.sleep(0.05)
+    raise AssertionError("%s never became %d (is %d)" % (name, want, metric(client, name)))
+
+
+def test_a_held_lease_rests_without_its_actor_and_still_runs_out(data_dir):
+    """A lease nobody waits for or watches keeps no actor in memory: its expiry is an alarm
+    that wakes the resource when the TTL is up. GET, renew and expiry all still work."""
+    s = Server(data_dir=data_dir).start()
+    c = s.client()
+    a = c.acquire("rest", owner="a", ttl_ms=5000).json
+    wait_metric(c, "mutexd_actors_active", 0, 4.5)  # idle after ~2 s, lease still in force
+    assert metric(c, "mutexd_leases_held") == 1
+    assert metric(c, "mutexd_lease_alarms") == 1
+    g = c.get("rest").json  # wakes the actor from the store, which rests again
+    assert g["state"] == "held" and g["holder"]["fencing_token"] == a["fencing_token"]
+    assert c.renew("rest", a["lease_id"], ttl_ms=3000).status == 200
+    t0 = time.monotonic()
+    wait_metric(c, "mutexd_actors_active", 0, 4.5)
+    assert metric(c, "mutexd_expiries_total") == 0  # not before its (renewed) TTL
+    t = wait_metric(c, "mutexd_expiries_total", 1, 5)
+    assert 3.0 - 0.2 <= t - t0 <= 3.0 + 1.0, t - t0
+    assert metric(c, "mutexd_leases_held") == 0
+    assert metric(c, "mutexd_lease_alarms") == 0
+    assert c.get("rest").json["state"] == "free"
+    # And the next holder gets a larger token at once; its release, after it rested,
+    # takes its alarm away too.
+    b = c.acquire("rest", owner="b").json
+    assert b["fencing_token"] > a["fencing_token"]
+    wait_metric(c, "mutexd_actors_active", 0, 4.5)
+    assert metric(c, "mutexd_lease_alarms") == 1
+    assert c.release("rest", b["lease_id"]).status == 200
+    wait_metric(c, "mutexd_lease_alarms", 0, 1)
+    assert metric(c, "mutexd_leases_held") == 0
+    c.close()
+    s.stop()
+
+
+def test_leases_rest_after_sigkill_and_run_out_on_time(data_dir):
+    """A restart wakes no actor for the leases it finds: it counts them and sets their
+    alarms; each runs out at its own time, and a blocked acquire still gets it."""
+    s = Server(data_dir=data_dir).start()
+    c = s.client()
+    short = c.acquire("short", owner="a", ttl_ms=4000).json
+    c.acquire("long", owner="b", ttl_ms=60000)
+    for i in range(50):
+        c.acquire("many-%d" % i, owner="m", ttl_ms=60000)
+    c.close()
+    s.kill()
+    s = Server(data_dir=data_dir).start()
+    c = s.client()
+    assert metric(c, "mutexd_leases_held") == 52
+    assert metric(c, "mutexd_lease_alarms") == 52
+    assert metric(c, "mutexd_actors_active") == 0
+    # A blocked acquire on "short" is served when the rested lease runs out.
+    r = c.acquire("short", owner="w", wait_ms=10000).json
+    assert r["fencing_token"] > short["fencing_token"] and r["owner"] == "w"
+    assert metric(c, "mutexd_expiries_total") == 1
+    assert metric(c, "mutexd_leases_held") == 52
+    assert c.get("long").json["holder"]["owner"] == "b"
     c.close()
     s.stop()

@@ -131,7 +131,7 @@ static void grant_on_free_then_conflict(void **st)
     assert_int_equal(atomic_load(&D.conflicts), 1);
     done(a);
     done(b);
-    res_free(&r, &D);
+    res_free(&r);
 }
 
 static void reacquire_with_same_lease_id_is_idempotent(void **st)
@@ -171,7 +171,7 @@ static void reacquire_with_same_lease_id_is_idempotent(void **st)
     done(a);
     done(again);
     done(late);
-    res_free(&r, &D);
+    res_free(&r);
 }
 
 static void waiters_are_granted_in_fifo_order(void **st)
@@ -215,7 +215,7 @@ static void waiters_are_granted_in_fifo_order(void **st)
     done(over);
     for (int i = 0; i < 3; i++)
         done(w[i]);
-    res_free(&r, &D);
+    res_free(&r);
 }
 
 static void waiter_times_out_with_lease_held(void **st)
@@ -239,7 +239,7 @@ static void waiter_times_out_with_lease_held(void **st)
     assert_int_equal(w->view.expires_in_ms, 8000);
     done(h);
     done(w);
-    res_free(&r, &D);
+    res_free(&r);
 }
 
 static void expiry_at_deadline_never_before_and_grants_waiter(void **st)
@@ -267,7 +267,7 @@ static void expiry_at_deadline_never_before_and_grants_waiter(void **st)
     assert_int_equal(atomic_load(&D.held), 1);
     done(h);
     done(w);
-    res_free(&r, &D);
+    res_free(&r);
 }
 
 static void waiter_gone_is_never_granted(void **st)
@@ -300,7 +300,7 @@ static void waiter_gone_is_never_granted(void **st)
     done(w1);
     done(w2);
     done(w3);
-    res_free(&r, &D);
+    res_free(&r);
 }
 
 static void a_gone_client_is_not_granted_even_at_once(void **st)
@@ -317,7 +317,7 @@ static void a_gone_client_is_not_granted_even_at_once(void **st)
     assert_false(r.changed);
     gone_flag[q->id] = false;
     done(q);
-    res_free(&r, &D);
+    res_free(&r);
 }
 
 static void renew_keeps_token_and_works_after_expiry(void **st)
@@ -358,7 +358,7 @@ static void renew_keeps_token_and_works_after_expiry(void **st)
     done(rn);
     done(late);
     done(wrong);
-    res_free(&r, &D);
+    res_free(&r);
 }
 
 static void renew_after_another_grant_is_lost(void **st)
@@ -382,7 +382,7 @@ static void renew_after_another_grant_is_lost(void **st)
     done(b);
     done(rn);
     done(rel);
-    res_free(&r, &D);
+    res_free(&r);
 }
 
 static void release_after_expiry_and_twice(void **st)
@@ -407,7 +407,7 @@ static void release_after_expiry_and_twice(void **st)
     done(rel);
     done(again);
     done(rn);
-    res_free(&r, &D);
+    res_free(&r);
 }
 
 static void break_ends_any_lease_and_grants_next(void **st)
@@ -437,7 +437,7 @@ static void break_ends_any_lease_and_grants_next(void **st)
     done(h);
     done(w);
     done(rn);
-    res_free(&r, &D);
+    res_free(&r);
 }
 
 static void watch_waits_for_a_change_or_its_deadline(void **st)
@@ -496,7 +496,7 @@ static void watch_waits_for_a_change_or_its_deadline(void **st)
     done(wt);
     done(a);
     done(w2);
-    res_free(&r, &D);
+    res_free(&r);
 }
 
 static void watchers_see_the_state_after_release_and_grant(void **st)
@@ -527,7 +527,7 @@ static void watchers_see_the_state_after_release_and_grant(void **st)
     done(w);
     done(wt);
     done(rel);
-    res_free(&r, &D);
+    res_free(&r);
 }
 
 static void watcher_can_be_dropped_and_cancelled(void **st)
@@ -562,7 +562,7 @@ static void watcher_can_be_dropped_and_cancelled(void **st)
     done(h);
     done(w);
     done(wt2);
-    res_free(&r, &D);
+    res_free(&r);
 }
 
 static void fencing_tokens_increase_across_resources(void **st)
@@ -586,8 +586,8 @@ static void fencing_tokens_increase_across_resources(void **st)
         done(rel);
     }
     assert_int_equal(last, 51);
-    res_free(&r1, &D);
-    res_free(&r2, &D);
+    res_free(&r1);
+    res_free(&r2);
 }
 
 static void load_keeps_remaining_wall_time(void **st)
@@ -633,8 +633,8 @@ static void load_keeps_remaining_wall_time(void **st)
     assert_int_equal(r2.row.index, 21);
     assert_true(r2.changed);
     done(g);
-    res_free(&r, &D);
-    res_free(&r2, &D);
+    res_free(&r);
+    res_free(&r2);
 }
 
 static void next_deadline_and_idle(void **st)
@@ -644,23 +644,32 @@ static void next_deadline_and_idle(void **st)
     struct res r;
     res_init(&r, 0);
     assert_int_equal(res_next_deadline(&r), UINT64_MAX);
+    assert_int_equal(res_lease_deadline(&r), UINT64_MAX);
     assert_true(res_idle(&r));
+    /* A lease alone: idle (it needs only its expiry), with the lease's deadline. */
     struct res_req *h = grant(&r, "h", 8000);
-    assert_false(res_idle(&r));
+    assert_true(res_idle(&r));
+    assert_int_equal(res_lease_deadline(&r), NOW.mono_ns + 8000 * MS);
+    assert_int_equal(res_queue_deadline(&r), UINT64_MAX);
     assert_int_equal(res_next_deadline(&r), NOW.mono_ns + 8000 * MS);
+    /* A waiter: busy, and its deadline comes first. */
     struct res_req *w = acquire_req("w", 5000, 3000);
     handle(&r, w);
+    assert_false(res_idle(&r));
+    assert_int_equal(res_queue_deadline(&r), NOW.mono_ns + 3000 * MS);
     assert_int_equal(res_next_deadline(&r), NOW.mono_ns + 3000 * MS);
     advance(3000);
     tick(&r);
     expect(w, RES_ERR_HELD);
+    assert_true(res_idle(&r));
     advance(5000);
     tick(&r); /* expired; the latest lease is remembered but nothing is held */
     assert_true(res_idle(&r));
+    assert_int_equal(res_next_deadline(&r), UINT64_MAX);
     assert_int_equal(atomic_load(&D.held), 0);
     done(h);
     done(w);
-    res_free(&r, &D);
+    res_free(&r);
 }
 
 static void no_token_above_the_reserved_ceiling(void **st)
@@ -694,7 +703,7 @@ static void no_token_above_the_reserved_ceiling(void **st)
     done(d);
     done(rel);
     done(rel2);
-    res_free(&r, &D);
+    res_free(&r);
 }
 
 static void restore_grace_refuses_new_grants_only(void **st)
@@ -726,8 +735,8 @@ static void restore_grace_refuses_new_grants_only(void **st)
     done(rn);
     done(again);
     done(b2);
-    res_free(&r, &D);
-    res_free(&r2, &D);
+    res_free(&r);
+    res_free(&r2);
 }
 
 static const struct CMUnitTest tests[] = {
