@@ -217,8 +217,6 @@ static void exit_statuses_follow_the_documented_table(void **state)
     assert_int_equal(mxctl_exit_status(MUTEXD_ERR_NOMEM, &e), 3);
 }
 
-
-
 int main(int argc, char **argv);
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(durations_accept_units_and_plain_milliseconds),
