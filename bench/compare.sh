@@ -2,8 +2,11 @@
 # bench/compare.sh: mutexd against Redis and etcd used as lease/lock services, on this machine,
 # with the same load generator (bench/loadgen) and the same scenarios, back to back.
 #
-#   bench/compare.sh           full run: 15 s a scenario after 2 s of warm-up (about 7 minutes)
-#   bench/compare.sh --quick   3 s a scenario after 0.5 s: a smoke test (about 2 minutes)
+#   bench/compare.sh           full run: 15 s a scenario after 2 s of warm-up, then a million
+#                              held leases (about 12 minutes); writes docs/benchmarks.md's
+#                              generated section and docs/benchmarks-compare.png
+#   bench/compare.sh --quick   3 s a scenario after 0.5 s, 100,000 leases: a smoke test
+#                              (about 3 minutes); writes only bench/results
 #
 # It starts, each on free loopback ports with its own temporary data directory:
 #   mutexd   durable, its default: every answered change is fsynced
@@ -11,8 +14,12 @@
 #   Redis    no persistence at all                                    ("Redis in memory")
 #   etcd     one member; its WAL is fsynced on every commit
 # runs every scenario against each in turn, and stops all of them on exit, on failure and on
-# Ctrl-C. Results: bench/results/compare-<date>.md (printed at the end), .png (bar chart) and
-# .json (every run's loadgen output).
+# Ctrl-C. Then, on mutexd alone: how late a waiter is granted after the holder's TTL (idle,
+# and under the distinct ×64 load), and a server filled with held leases (memory per lease,
+# and the time a SIGKILLed server takes to be ready again with all of them). Results:
+# bench/results/compare-<date>.md (printed at the end), .png (bar chart) and .json (every
+# run's loadgen output); a full run also puts the report between the markers in
+# docs/benchmarks.md and the chart in docs/benchmarks-compare.png.
 #
 # What is missing is installed from Debian: redis-server, etcd-server, gnuplot-nox, jq, curl.
 # BUILD (default: build) is where mutexd and loadgen are built; mutexd is built with
@@ -35,7 +42,11 @@ done
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 BUILD=${BUILD:-build}
-if ((QUICK)); then DURATION=3 WARMUP=0.5 PING_DURATION=2; else DURATION=15 WARMUP=2 PING_DURATION=5; fi
+if ((QUICK)); then
+    DURATION=3 WARMUP=0.5 PING_DURATION=2 LEASES=100000
+else
+    DURATION=15 WARMUP=2 PING_DURATION=5 LEASES=1000000
+fi
 
 # ------------------------------------------------------------------ scenarios and systems
 
@@ -244,6 +255,76 @@ run_one() {
     fi
 }
 
+# ------------------------------------------------------------------ mutexd alone
+
+# Expiry lateness (bench/expiry.py), on the compare run's mutexd: idle, then with the
+# distinct ×64 load running beside it.
+measure_expiry() {
+    printf '  %-12s %-26s ' expiry idle
+    /usr/bin/python3 bench/expiry.py --port "${PORT[mutexd]}" --keys 20 --rounds 3 \
+        >"$WORK/expiry-idle.json"
+    cat "$WORK/expiry-idle.json"
+    "$LOADGEN" --target mutexd --port "${PORT[mutexd]}" --scenario distinct --connections 64 \
+        --duration 30 --warmup 0 >/dev/null 2>&1 &
+    LG_PID=$!
+    sleep 1
+    printf '  %-12s %-26s ' expiry "under distinct ×64"
+    /usr/bin/python3 bench/expiry.py --port "${PORT[mutexd]}" --keys 20 --rounds 3 \
+        >"$WORK/expiry-load.json"
+    cat "$WORK/expiry-load.json"
+    stop_pid "$LG_PID"
+    LG_PID=
+}
+
+rss_kib() { awk '/^VmRSS/ { print $2 }' "/proc/$1/status"; }
+
+metric() { # port name
+    curl -sf --noproxy '*' "http://127.0.0.1:$1/metrics" | awk -v m="$2" '$1 == m { print $2 }'
+}
+
+# LEASES held leases in a fresh server: resident memory per lease once their actors have
+# gone idle, then SIGKILL and the time until the new server's /readyz answers 200.
+measure_leases() {
+    local dir=$WORK/leases port pid empty full t0 t1 i
+    mkdir -p "$dir"
+    "$MUTEXD" --listen 127.0.0.1:0 --data-dir "$dir" 2>"$WORK/leases.log" &
+    pid=$!
+    PIDS+=("$pid")
+    wait_for "mutexd (leases)" 20 grep -q 'msg="started"' "$WORK/leases.log"
+    port=$(grep -m1 'msg="started"' "$WORK/leases.log" | sed -n 's/.* address=127\.0\.0\.1:\([0-9]*\).*/\1/p')
+    sleep 1
+    empty=$(rss_kib "$pid")
+    printf '  %-12s %-26s ' leases "fill $(num "$LEASES")"
+    "$LOADGEN" --target mutexd --port "$port" --scenario fill --connections 64 \
+        --ttl-ms 3600000 --max-requests "$LEASES" --duration 900 --warmup 0 --json \
+        >"$WORK/fill.json" 2>"$WORK/fill.err"
+    for ((i = 0; i < 100; i++)); do # the actors go idle 2 s after their last turn
+        [[ $(metric "$port" mutexd_actors_active) == 0 ]] && break
+        sleep 0.1
+    done
+    full=$(rss_kib "$pid")
+    LEASES_HELD=$(metric "$port" mutexd_leases_held)
+    FILL_RATE=$(jq -r .cycles_per_s "$WORK/fill.json")
+    BYTES_PER_LEASE=$(( (full - empty) * 1024 / LEASES_HELD ))
+    RSS_EMPTY=$empty RSS_FULL=$full
+    kill -KILL "$pid"
+    wait "$pid" 2>/dev/null || true
+    t0=$(date +%s%N)
+    "$MUTEXD" --listen "127.0.0.1:$port" --data-dir "$dir" 2>>"$WORK/leases.log" &
+    pid=$!
+    PIDS+=("$pid")
+    until curl -sf --noproxy '*' -o /dev/null "http://127.0.0.1:$port/readyz"; do
+        kill -0 "$pid" 2>/dev/null || die "mutexd (leases) did not restart; see its log"
+        sleep 0.01
+    done
+    t1=$(date +%s%N)
+    RESTART_S=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", (b - a) / 1e9 }')
+    RESTORED=$(metric "$port" mutexd_leases_held)
+    RSS_RESTARTED=$(rss_kib "$pid")
+    echo "$FILL_RATE acquires/s; $BYTES_PER_LEASE B/lease; restart ${RESTART_S} s, $RESTORED leases"
+    stop_pid "$pid"
+}
+
 # ------------------------------------------------------------------ report
 
 get() { # scenario system jq-path: the value, or empty when the run failed
@@ -288,6 +369,10 @@ machine() {
     cpu=$(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2 | sed 's/^ *//')
     mem=$(awk '/MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo)
     printf '%s cores, %s, %s, %s' "$(nproc)" "$mem" "$(uname -sr)" "${cpu:-unknown CPU}"
+}
+
+target() { # what measured met(1|0)
+    echo "| $1 | $2 | $([[ $3 == 1 ]] && echo met || echo '**missed**') |"
 }
 
 write_report() {
@@ -351,6 +436,48 @@ write_report() {
             done
             echo "$row $(lat mixed "$yid" renew) |"
         done
+        echo
+        echo "## Expiry: a waiter granted after the holder's TTL ran out"
+        echo
+        echo "\`bench/expiry.py\`: 20 resources at once, 3 rounds each, TTL 1 s; lateness ="
+        echo "waiter's answer received − (holder's acquire sent + TTL), an upper bound (round"
+        echo "trips and the grant's fsync included); the server's own figure is the difference"
+        echo "of the two leases' \`acquired_at\` (whole milliseconds)."
+        echo
+        echo "| load | hand-offs | p50 ms | p99 ms | max ms | server's p50 / max ms |"
+        echo "|---|---:|---:|---:|---:|---|"
+        for y in idle load; do
+            jq -r --arg l "$([[ $y == idle ]] && echo idle || echo 'distinct ×64 running')" \
+                '"| \($l) | \(.count) | \(.p50_ms) | \(.p99_ms) | \(.max_ms) | \(.server_p50_ms) / \(.server_max_ms) |"' \
+                "$WORK/expiry-$y.json"
+        done
+        echo
+        echo "## $(num "$LEASES") held leases"
+        echo
+        echo "Filled by \`loadgen --scenario fill\` (64 connections, TTL 1 h) at $(num "$FILL_RATE")"
+        echo "acquires/s. Resident memory: $(num "$RSS_EMPTY") KiB empty, $(num "$RSS_FULL") KiB with"
+        echo "$(num "$LEASES_HELD") leases held: **$BYTES_PER_LEASE bytes per lease**. Killed with"
+        echo "SIGKILL and started again: **/readyz answered 200 after $RESTART_S s** with"
+        echo "$(num "$RESTORED") leases restored ($(num "$RSS_RESTARTED") KiB resident)."
+        echo
+        echo "## Targets"
+        echo
+        echo "| target | measured | |"
+        echo "|---|---|---|"
+        target "distinct ×64 ≥ 1.0× Redis fsync" \
+            "$(ratio "$(get distinct64 mutexd .cycles_per_s)" "$(get distinct64 redis-fsync .cycles_per_s)")" \
+            "$(awk -v a="$(get distinct64 mutexd .cycles_per_s)" -v b="$(get distinct64 redis-fsync .cycles_per_s)" 'BEGIN { print (b > 0 && a >= b) }')"
+        target "hot key ×64 ≥ 2× Redis fsync" \
+            "$(ratio "$(get hotkey64 mutexd .cycles_per_s)" "$(get hotkey64 redis-fsync .cycles_per_s)")" \
+            "$(awk -v a="$(get hotkey64 mutexd .cycles_per_s)" -v b="$(get hotkey64 redis-fsync .cycles_per_s)" 'BEGIN { print (b > 0 && a >= 2 * b) }')"
+        target "1 connection: cycle p50 < 0.150 ms" "$(get distinct1 mutexd .latency.cycle.p50_ms) ms" \
+            "$(awk -v a="$(get distinct1 mutexd .latency.cycle.p50_ms)" 'BEGIN { print (a != "" && a < 0.150) }')"
+        target "held leases: < 300 B each" "$BYTES_PER_LEASE B" "$((BYTES_PER_LEASE < 300))"
+        target "restart with them: < 3 s" "$RESTART_S s" \
+            "$(awk -v a="$RESTART_S" -v n="$RESTORED" -v l="$LEASES_HELD" 'BEGIN { print (a < 3 && n == l) }')"
+        target "expiry: waiter granted < 10 ms after the TTL" \
+            "max $(jq -r .max_ms "$WORK/expiry-idle.json") ms idle, $(jq -r .max_ms "$WORK/expiry-load.json") ms under load" \
+            "$(jq -s '[.[].max_ms] | max < 10 | if . then 1 else 0 end' "$WORK/expiry-idle.json" "$WORK/expiry-load.json")"
         echo
         echo "## Every run: requests, errors, the load generator's own CPU"
         echo
@@ -482,7 +609,13 @@ done
 for ((y = 0; y < ${#SYSTEMS[@]}; y++)); do
     run_one "$PING" "$y" "$PING_DURATION"
 done
+measure_expiry
 STEAL=$(steal_pct "$TICKS_START" "$(cpu_ticks)")
+stop_pid "${PID_OF[redis-fsync]}"
+stop_pid "${PID_OF[redis-mem]}"
+stop_pid "${PID_OF[etcd]}"
+stop_pid "${PID_OF[mutexd]}"
+measure_leases
 # Tag every run with its scenario and system for the JSON file.
 for f in "$WORK"/runs/*.json; do
     [[ -f $f ]] || continue
@@ -496,4 +629,18 @@ echo
 cat "$OUT.md"
 echo
 echo "written: ${OUT#"$ROOT"/}.md, .png, .json"
+if ((!QUICK)); then # the report goes into docs/benchmarks.md between its markers
+    doc=docs/benchmarks.md
+    begin='<!-- compare.sh: begin -->' end='<!-- compare.sh: end -->'
+    grep -qF "$begin" "$doc" && grep -qF "$end" "$doc" || die "$doc has no compare.sh markers"
+    cp "$OUT.png" docs/benchmarks-compare.png
+    sed -e '1d' -e 's/^## /### /' -e "s|($(basename "$OUT").png)|(benchmarks-compare.png)|" \
+        "$OUT.md" >"$WORK/section.md"
+    awk -v b="$begin" -v e="$end" -v f="$WORK/section.md" '
+        $0 == b { print; while ((getline l < f) > 0) print l; skip = 1; next }
+        $0 == e { skip = 0 }
+        !skip' "$doc" >"$WORK/doc.md"
+    mv "$WORK/doc.md" "$doc"
+    echo "written: $doc (between its markers), docs/benchmarks-compare.png"
+fi
 ((FAILED == 0)) || die "some runs failed (see above)"
