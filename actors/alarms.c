@@ -263,13 +263,7 @@ static void *alarm_thread(void *arg)
             continue;
         }
         uint64_t until = al->hold ? UINT64_MAX : mx_heap_next(&al->heap);
-        if (until == UINT64_MAX) {
-            pthread_cond_wait(&al->wake, &al->lock);
-        } else {
-            struct timespec abs = {.tv_sec = (time_t)(until / 1000000000u),
-                                   .tv_nsec = (long)(until % 1000000000u)};
-            pthread_cond_timedwait(&al->wake, &al->lock, &abs);
-        }
+        mx_cond_wait_until(&al->wake, &al->lock, until);
     }
     pthread_mutex_unlock(&al->lock);
     return NULL;
@@ -294,11 +288,7 @@ int rt_alarms_start(struct rt_alarms **out, struct rt *rt, uint32_t type)
     }
     mx_heap_init(&al->heap);
     pthread_mutex_init(&al->lock, NULL);
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&al->wake, &attr);
-    pthread_condattr_destroy(&attr);
+    mx_cond_init_mono(&al->wake);
     rc = pthread_create(&al->thread, NULL, alarm_thread, al);
     if (rc != 0) {
         pthread_cond_destroy(&al->wake);

@@ -129,12 +129,6 @@ struct mx_timers {
     struct mx_timers_config cfg;
 };
 
-static void abs_deadline(struct timespec *ts, uint64_t ns)
-{
-    ts->tv_sec = (time_t)(ns / 1000000000u);
-    ts->tv_nsec = (long)(ns % 1000000000u);
-}
-
 static void *timer_thread(void *arg)
 {
     struct mx_timers *ts = arg;
@@ -156,13 +150,7 @@ static void *timer_thread(void *arg)
         uint64_t until = mx_heap_next(&ts->heap);
         if (next_tick < until)
             until = next_tick;
-        if (until == UINT64_MAX) {
-            pthread_cond_wait(&ts->wake, &ts->lock);
-        } else {
-            struct timespec abs;
-            abs_deadline(&abs, until);
-            pthread_cond_timedwait(&ts->wake, &ts->lock, &abs);
-        }
+        mx_cond_wait_until(&ts->wake, &ts->lock, until);
     }
     pthread_mutex_unlock(&ts->lock);
     return NULL;
@@ -171,17 +159,13 @@ static void *timer_thread(void *arg)
 int mx_timers_start(struct mx_timers **out, const struct mx_timers_config *cfg)
 {
     struct mx_timers *ts = calloc(1, sizeof *ts);
-    pthread_condattr_t attr;
     int rc = ENOMEM;
     if (!ts)
         return rc;
     ts->cfg = *cfg;
     mx_heap_init(&ts->heap);
     pthread_mutex_init(&ts->lock, NULL);
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&ts->wake, &attr);
-    pthread_condattr_destroy(&attr);
+    mx_cond_init_mono(&ts->wake);
     rc = pthread_create(&ts->thread, NULL, timer_thread, ts);
     if (rc != 0) {
         pthread_cond_destroy(&ts->wake);

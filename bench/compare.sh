@@ -276,6 +276,25 @@ measure_expiry() {
     LG_PID=
 }
 
+# The disk's fdatasync latency where the data directories are (4 KiB overwrites, 300 of
+# them): every durable figure here rests on it.
+fsync_latency() {
+    /usr/bin/python3 - "$WORK/fsync-probe" <<'PY'
+import os, sys, time
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT, 0o600)
+os.write(fd, b"x" * 4096)
+os.fsync(fd)
+t = []
+for _ in range(300):
+    os.pwrite(fd, b"y" * 4096, 0)
+    s = time.perf_counter()
+    os.fdatasync(fd)
+    t.append((time.perf_counter() - s) * 1e6)
+t.sort()
+print("p50 %.0f µs, p90 %.0f µs, p99 %.0f µs" % (t[150], t[270], t[297]))
+PY
+}
+
 rss_kib() { awk '/^VmRSS/ { print $2 }' "/proc/$1/status"; }
 
 metric() { # port name
@@ -387,6 +406,10 @@ write_report() {
         echo
         echo "CPU steal during the runs: $STEAL% (time a hypervisor gave to other machines;"
         echo "more than a few percent makes these numbers noisy, distinct ×1 above all)."
+        echo
+        echo "The disk's \`fdatasync\` (4 KiB overwrites, where the data directories are): before"
+        echo "the runs $FSYNC_BEFORE; after them $FSYNC_AFTER. Every durable"
+        echo "figure rests on it: a durable answer waits for one."
         echo
         echo "mutexd $("$MUTEXD" --version 2>/dev/null | head -1 | awk '{print $NF}') ·" \
             "Redis $(redis-server --version | sed -n 's/.* v=\([^ ]*\).*/\1/p') ·" \
@@ -600,6 +623,8 @@ start_redis redis-mem --appendonly no
 start_etcd
 echo "  mutexd :${PORT[mutexd]}  redis-fsync :${PORT[redis-fsync]}  redis-mem :${PORT[redis-mem]}  etcd :${PORT[etcd]}"
 
+FSYNC_BEFORE=$(fsync_latency)
+echo "  fdatasync: $FSYNC_BEFORE"
 TICKS_START=$(cpu_ticks)
 for s in "${SCENARIOS[@]}"; do
     for ((y = 0; y < ${#SYSTEMS[@]}; y++)); do
@@ -611,6 +636,8 @@ for ((y = 0; y < ${#SYSTEMS[@]}; y++)); do
 done
 measure_expiry
 STEAL=$(steal_pct "$TICKS_START" "$(cpu_ticks)")
+FSYNC_AFTER=$(fsync_latency)
+echo "  fdatasync: $FSYNC_AFTER"
 stop_pid "${PID_OF[redis-fsync]}"
 stop_pid "${PID_OF[redis-mem]}"
 stop_pid "${PID_OF[etcd]}"

@@ -5,6 +5,7 @@
 #ifndef MX_CLOCK_H
 #define MX_CLOCK_H
 
+#include <pthread.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -25,5 +26,27 @@ static inline int64_t mx_wall_ms(void)
 }
 
 #define MX_NS_PER_MS 1000000ull
+
+/* Initializes a condition variable whose timed waits count on CLOCK_MONOTONIC. */
+static inline void mx_cond_init_mono(pthread_cond_t *c)
+{
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(c, &attr);
+    pthread_condattr_destroy(&attr);
+}
+
+/* Waits on `c` (made by mx_cond_init_mono) until signalled or until `deadline_ns` on
+ * CLOCK_MONOTONIC; UINT64_MAX waits without a deadline. Returns what pthread returns
+ * (ETIMEDOUT when the deadline passed). */
+static inline int mx_cond_wait_until(pthread_cond_t *c, pthread_mutex_t *m, uint64_t deadline_ns)
+{
+    if (deadline_ns == UINT64_MAX)
+        return pthread_cond_wait(c, m);
+    struct timespec ts = {.tv_sec = (time_t)(deadline_ns / 1000000000u),
+                          .tv_nsec = (long)(deadline_ns % 1000000000u)};
+    return pthread_cond_timedwait(c, m, &ts);
+}
 
 #endif

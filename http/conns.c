@@ -95,14 +95,8 @@ static void *reaper_main(void *arg)
                 mx_warn("http: near the connection limit; closed idle connections",
                         "closed=%u open=%u limit=%u", n, c->count, c->max);
         }
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_nsec += 100 * 1000 * 1000; /* look ten times a second */
-        if (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
-        }
-        pthread_cond_timedwait(&c->cond, &c->lock, &ts);
+        /* look ten times a second */
+        mx_cond_wait_until(&c->cond, &c->lock, mx_mono_ns() + 100 * MX_NS_PER_MS);
     }
     pthread_mutex_unlock(&c->lock);
     return NULL;
@@ -116,11 +110,7 @@ int conns_start(struct conns **out, unsigned max_connections, uint64_t idle_time
     c->max = max_connections;
     c->idle_timeout_ns = idle_timeout_ms * MX_NS_PER_MS;
     pthread_mutex_init(&c->lock, NULL);
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&c->cond, &attr);
-    pthread_condattr_destroy(&attr);
+    mx_cond_init_mono(&c->cond);
     if (pthread_create(&c->thread, NULL, reaper_main, c) != 0) {
         pthread_cond_destroy(&c->cond);
         pthread_mutex_destroy(&c->lock);

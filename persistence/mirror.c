@@ -725,14 +725,7 @@ static void *mirror_main(void *arg)
         pthread_mutex_lock(&m->lock);
         bool stopping = m->stop;
         if (!stopping && !m->head) {
-            struct timespec ts;
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            ts.tv_nsec += 200 * 1000 * 1000;
-            if (ts.tv_nsec >= 1000000000) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000;
-            }
-            pthread_cond_timedwait(&m->cond, &m->lock, &ts);
+            mx_cond_wait_until(&m->cond, &m->lock, mx_mono_ns() + 200 * MX_NS_PER_MS);
             stopping = m->stop;
         }
         bool empty = !m->head;
@@ -826,11 +819,7 @@ int mirror_open(struct mirror **out, const struct mirror_config *cfg, struct sto
         m->cfg.request_timeout_ms = 5000;
     m->store = store;
     pthread_mutex_init(&m->lock, NULL);
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&m->cond, &attr);
-    pthread_condattr_destroy(&attr);
+    mx_cond_init_mono(&m->cond);
     pthread_mutex_init(&m->err_lock, NULL);
     prom_hist_init(&m->append_seconds, prom_latency_bounds, prom_latency_nbounds, 1e9);
 

@@ -560,11 +560,9 @@ static void *writer_main(void *arg)
                 pthread_cond_wait(&s->cond, &s->lock);
                 continue;
             }
-            struct timespec ts;
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            ts.tv_sec += 1;
-            if (pthread_cond_timedwait(&s->cond, &s->lock, &ts) == ETIMEDOUT && !s->head &&
-                !s->closing) {
+            if (mx_cond_wait_until(&s->cond, &s->lock, mx_mono_ns() + 1000 * MX_NS_PER_MS) ==
+                    ETIMEDOUT &&
+                !s->head && !s->closing) {
                 s->busy = true;
                 pthread_mutex_unlock(&s->lock);
                 probe(s);
@@ -772,11 +770,7 @@ int store_open(struct store **out, const struct store_config *cfg, char *err, si
     s->cfg = *cfg;
     s->lock_fd = -1;
     pthread_mutex_init(&s->lock, NULL);
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&s->cond, &attr);
-    pthread_condattr_destroy(&attr);
+    mx_cond_init_mono(&s->cond);
     pthread_mutex_init(&s->rlock, NULL);
     prom_hist_init(&s->batch_sizes, batch_bounds, sizeof batch_bounds / sizeof batch_bounds[0], 1);
     prom_hist_init(&s->commit_seconds, prom_latency_bounds, prom_latency_nbounds, 1e9);
