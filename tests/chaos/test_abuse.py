@@ -13,6 +13,10 @@ import pytest
 
 from harness import BIN, Client, Server
 
+# A probe starved by hostile clients waits until they are cut off (seconds) or forever; a
+# shared 2-core machine pauses a process for a second now and then. Between the two:
+NOT_STARVED_S = 2.0
+
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
@@ -91,7 +95,7 @@ def test_10000_idle_connections_do_not_starve_normal_clients():
         # Near the limit the idle ones were closed, oldest first, to keep room.
         assert refused + closed >= 1000
         assert open_now <= 9100
-        assert worst < 1.0
+        assert worst < NOT_STARVED_S
 
 
 def test_10000_waiters_on_one_resource():
@@ -133,7 +137,7 @@ def test_10000_waiters_on_one_resource():
         assert statuses.get(429) == 10000 - 1024
         assert statuses.get("waiting") == 1024 and waiting == 1024
         worst = probe.finish()
-        assert worst < 1.0
+        assert worst < NOT_STARVED_S
         # One waiter, the first in line, gets it when the holder lets go; nobody else does.
         # (Which socket is first is the server's order of reading them, not the order they
         # were opened in: FIFO itself is tested in test_contention.py.)

@@ -10,6 +10,10 @@ import time
 
 from harness import Server, raw_request, status_of
 
+# A probe starved by hostile clients waits until they are cut off (seconds) or forever; a
+# shared 2-core machine pauses a process for a second now and then. Between the two:
+NOT_STARVED_S = 2.0
+
 
 def post(path, body, ctype=b"application/json", extra=b""):
     if isinstance(body, str):
@@ -152,7 +156,7 @@ def test_thousand_malformed_requests_get_4xx_or_are_closed():
         assert sum(statuses.values()) == 1000
         assert not probe.failures, probe.failures[:3]
         assert len(probe.latencies) > 20
-        assert max(probe.latencies) < 1.0, max(probe.latencies)
+        assert max(probe.latencies) < NOT_STARVED_S, max(probe.latencies)
         # Most were refused by the API itself, with its JSON errors.
         assert statuses.get(400, 0) > 500
 
@@ -192,7 +196,7 @@ def test_slow_clients_are_closed_and_do_not_starve_others():
             100 - len(closed_at))
         assert max(closed_at.values()) < 3 + 2.5
         assert not probe.failures, probe.failures[:3]
-        assert max(probe.latencies) < 1.0, max(probe.latencies)
+        assert max(probe.latencies) < NOT_STARVED_S, max(probe.latencies)
 
 
 def test_clients_that_vanish_mid_request_leave_nothing_behind():
