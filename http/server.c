@@ -662,8 +662,12 @@ static enum MHD_Result serve_metrics(struct hreq *q)
     prom_header(&b, "mutexd_http_requests_waiting", "gauge",
                 "Requests whose connection is suspended: queued, watching, or committing.");
     mx_buf_printf(&b, "mutexd_http_requests_waiting %ld\n", atomic_load(&h->suspended));
+    /* The connection's own daemon: h->daemon is written by http_start() after the
+     * threads that serve this are running, with nothing ordering the two. */
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(q->conn, MHD_CONNECTION_INFO_DAEMON);
     const union MHD_DaemonInfo *di =
-        MHD_get_daemon_info(h->daemon, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+        ci ? MHD_get_daemon_info(ci->daemon, MHD_DAEMON_INFO_CURRENT_CONNECTIONS) : NULL;
     prom_header(&b, "mutexd_http_connections", "gauge", "Open HTTP connections.");
     mx_buf_printf(&b, "mutexd_http_connections %u\n", di ? di->num_connections : 0);
     prom_header(&b, "mutexd_http_connections_reaped_total", "counter",
