@@ -413,6 +413,23 @@ static void print_flag_json(const char *resource, const char *flag, int value)
 
 #define NOPTS(a) (sizeof(a) / sizeof((a)[0]))
 
+/* The answer of acquire and renew: the lease (as JSON with --json) or the error; frees
+ * both. Returns the exit status. */
+static int show_lease(const struct ctl *ctl, const char *resource, mutexd_result r,
+                      struct mutexd_lease *lease, struct mutexd_error *err)
+{
+    int status = 0;
+    if (r != MUTEXD_OK)
+        status = fail(ctl, resource, r, err);
+    else if (ctl->json)
+        puts(lease->json);
+    else
+        print_lease(lease);
+    mutexd_lease_clear(lease);
+    mutexd_error_clear(err);
+    return status;
+}
+
 static int cmd_acquire(struct ctl *ctl, struct mxctl_opt *opts, size_t n, struct mxctl_args *a)
 {
     const char *resource = a->positional[0];
@@ -440,14 +457,7 @@ static int cmd_acquire(struct ctl *ctl, struct mxctl_opt *opts, size_t n, struct
         o.owner = owner;
     }
     mutexd_result r = mutexd_acquire(ctl->client, resource, &o, &lease, &err);
-    if (r != MUTEXD_OK) {
-        status = fail(ctl, resource, r, &err);
-        goto out;
-    }
-    if (ctl->json)
-        puts(lease.json);
-    else
-        print_lease(&lease);
+    return show_lease(ctl, resource, r, &lease, &err);
 out:
     mutexd_lease_clear(&lease);
     mutexd_error_clear(&err);
@@ -465,14 +475,7 @@ static int cmd_renew(struct ctl *ctl, struct mxctl_opt *opts, size_t n, struct m
         goto out;
     struct mutexd_renew_options o = {.ttl_ms = ttl, .metadata = mxctl_opt(opts, n, "--metadata")};
     mutexd_result r = mutexd_renew(ctl->client, resource, a->positional[1], &o, &lease, &err);
-    if (r != MUTEXD_OK) {
-        status = fail(ctl, resource, r, &err);
-        goto out;
-    }
-    if (ctl->json)
-        puts(lease.json);
-    else
-        print_lease(&lease);
+    return show_lease(ctl, resource, r, &lease, &err);
 out:
     mutexd_lease_clear(&lease);
     mutexd_error_clear(&err);

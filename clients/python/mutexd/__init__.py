@@ -14,26 +14,8 @@ the standard library is used. A :class:`Client` is safe to share between threads
 import logging as _logging
 
 from ._client import Client, __version__, default_owner
-from ._errors import (
-    APIError,
-    BodyTooLarge,
-    Conflict,
-    Forbidden,
-    InvalidRequest,
-    LeaseExpired,
-    LeaseHeld,
-    LeaseLost,
-    MethodNotAllowed,
-    MutexdError,
-    NotFound,
-    ProtocolError,
-    ServerError,
-    TooManyWaiters,
-    TransportError,
-    Unauthorized,
-    Unavailable,
-    UnsupportedMediaType,
-)
+from . import _errors
+from ._errors import *  # noqa: F401,F403 (the names in _errors.__all__)
 from ._leader import LeaderStop, run_when_leader
 from ._lock import HeldLease, Lock
 from ._types import Duration, Holder, Lease, LeaseHolder, ResourcePage, ResourceState
@@ -54,22 +36,4 @@ __all__ = [
     "LeaseHolder",
     "ResourceState",
     "ResourcePage",
-    "MutexdError",
-    "TransportError",
-    "ProtocolError",
-    "LeaseExpired",
-    "APIError",
-    "InvalidRequest",
-    "Unauthorized",
-    "Forbidden",
-    "NotFound",
-    "MethodNotAllowed",
-    "Conflict",
-    "LeaseHeld",
-    "LeaseLost",
-    "BodyTooLarge",
-    "UnsupportedMediaType",
-    "TooManyWaiters",
-    "Unavailable",
-    "ServerError",
-]
+] + _errors.__all__
