@@ -109,14 +109,16 @@ static void thread_fires_in_order_never_early_and_disarms(void **st)
 
     struct mx_timer t[10];
     uint64_t base = mx_mono_ns();
-    /* Armed out of order: 90 ms, 80 ms, ..., 0 ms; the odd ones are disarmed. */
+    /* Armed out of order: 290 ms, 280 ms, ..., 200 ms; the odd ones are disarmed (well
+     * before the first is due, even on a slow machine or under TSan). */
     for (int i = 0; i < 10; i++) {
         mx_timer_init(&t[i]);
-        assert_int_equal(mx_timers_arm(ts, &t[i], base + (uint64_t)(9 - i) * 10 * MX_NS_PER_MS), 0);
+        uint64_t at = base + (uint64_t)(200 + (9 - i) * 10) * MX_NS_PER_MS;
+        assert_int_equal(mx_timers_arm(ts, &t[i], at), 0);
     }
     for (int i = 1; i < 10; i += 2)
         assert_true(mx_timers_disarm(ts, &t[i]));
-    mx_sleep_ms(200);
+    mx_sleep_ms(400);
     for (int i = 0; i < 10; i += 2)
         assert_false(mx_timers_disarm(ts, &t[i])); /* fired already */
     mx_timers_stop(ts, NULL);
