@@ -93,7 +93,7 @@ static void flush(struct rt_actor *self, struct ra_state *st, struct ra_ctx *ctx
             continue;
         }
         r->_wait.done = on_durable;
-        store_wait(ctx->store, &r->_wait, st->epoch);
+        store_wait(ctx->store, &r->_wait, st->epoch, st->last_seq);
     }
 }
 

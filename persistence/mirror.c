@@ -468,6 +468,7 @@ static int take_snapshot(struct mirror *m)
     struct mx_buf rows = {0}, all = {0};
     struct store_marks marks;
     int rc = -1;
+    uint64_t done = store_done_seq(m->store); /* every record up to it is in the snapshot */
     if (store_snapshot(m->store, snap_row, &rows, &marks) != STORE_OK || rows.oom) {
         mx_error("mirror: cannot read the store for a snapshot", NULL);
         goto out;
@@ -496,6 +497,10 @@ static int take_snapshot(struct mirror *m)
     atomic_fetch_add(&m->snapshots, 1);
     if (marks.commit_seq > m->shipped_seq)
         m->shipped_seq = marks.commit_seq;
+    pthread_mutex_lock(&m->lock);
+    if (done > m->shipped_sub)
+        m->shipped_sub = done;
+    pthread_mutex_unlock(&m->lock);
     mx_info("mirror: snapshot written", "name=%s bytes=%zu", name, all.len);
 
     /* Everything shipped so far is in it: a fresh journal blob from here. */
@@ -540,39 +545,88 @@ static void complete_waits(struct store_wait *w, int status)
     }
 }
 
-/* Store's writer thread: takes a committed batch. */
+/* lock held. The queued batch holding record `sub`, or NULL. */
+static struct batch *batch_holding(struct mirror *m, uint64_t sub)
+{
+    if (m->tail && m->tail->first_sub <= sub) /* usually: the batch just queued */
+        return sub <= m->tail->last_sub ? m->tail : NULL;
+    for (struct batch *b = m->head; b; b = b->next)
+        if (b->first_sub <= sub && sub <= b->last_sub)
+            return b;
+    return NULL;
+}
+
+/* lock held. Adds `w` to the end of b's waits. */
+static void add_wait(struct batch *b, struct store_wait *w)
+{
+    store_link_wait(w, NULL);
+    if (b->waits_last)
+        store_link_wait(b->waits_last, w);
+    else
+        b->waits = w;
+    b->waits_last = w;
+}
+
+/* Pushes `w` on a list to complete outside the lock. */
+static void push_wait(struct store_wait **list, struct store_wait *w)
+{
+    store_link_wait(w, *list);
+    *list = w;
+}
+
+/*
+ * The store's writer thread (or store_wait): takes a committed batch, if any, and in sync
+ * mode the waits. A wait is answered once the record it depends on is in the container:
+ * at once when it already is, when its batch is appended (or covered by a snapshot)
+ * otherwise, and failed when it never will be (dropped, or the mirror fenced).
+ */
 static bool ship(void *ctx, struct store_rec *recs, struct store_wait *waits)
 {
     struct mirror *m = ctx;
     bool sync = m->cfg.mode == MIRROR_SYNC;
-    struct batch *b = calloc(1, sizeof *b);
-    if (!b) {
-        /* Cannot queue it: the next snapshot covers it. A sync client is told it failed. */
-        free_recs(recs);
-        if (sync)
-            complete_waits(waits, STORE_EFAIL);
-        return sync;
+    struct batch *b = recs ? calloc(1, sizeof *b) : NULL;
+    if (recs && !b) {
+        free_recs(recs); /* cannot queue it: the next snapshot covers it */
+        mx_warn("mirror: out of memory; changes left to the next snapshot", NULL);
+    } else if (b) {
+        b->recs = recs;
+        b->at_ns = mx_mono_ns();
+        b->first_seq = recs->commit_seq;
+        b->first_sub = store_rec_seq(recs);
+        for (struct store_rec *r = recs; r; r = store_next_rec(r)) {
+            b->last_seq = r->commit_seq;
+            b->last_sub = store_rec_seq(r);
+            b->nrec++;
+        }
     }
-    b->recs = recs;
-    b->waits = sync ? waits : NULL;
-    b->at_ns = mx_mono_ns();
-    b->first_seq = recs->commit_seq;
-    for (struct store_rec *r = recs; r; r = store_next_rec(r)) {
-        b->last_seq = r->commit_seq;
-        b->nrec++;
-    }
+    struct store_wait *ok = NULL, *failed = NULL, *next;
     pthread_mutex_lock(&m->lock);
-    if (m->tail)
-        m->tail->next = b;
-    else
-        m->head = b;
-    m->tail = b;
-    m->queued += b->nrec;
-    atomic_store(&m->lag_changes, m->queued);
-    if (m->head == b)
-        atomic_store(&m->oldest_ns, b->at_ns);
-    pthread_cond_signal(&m->cond);
+    if (b) {
+        if (m->tail)
+            m->tail->next = b;
+        else
+            m->head = b;
+        m->tail = b;
+        m->queued += b->nrec;
+        atomic_store(&m->lag_changes, m->queued);
+        if (m->head == b)
+            atomic_store(&m->oldest_ns, b->at_ns);
+        pthread_cond_signal(&m->cond);
+    }
+    for (struct store_wait *w = sync ? waits : NULL; w; w = next) {
+        next = store_next_wait(w);
+        uint64_t sub = store_wait_seq(w);
+        struct batch *into = sub > m->shipped_sub ? batch_holding(m, sub) : NULL;
+        if (sub <= m->shipped_sub)
+            push_wait(&ok, w);
+        else if (into)
+            add_wait(into, w);
+        else
+            push_wait(&failed, w);
+    }
     pthread_mutex_unlock(&m->lock);
+    complete_waits(ok, STORE_OK);
+    complete_waits(failed, STORE_EFAIL);
     return sync;
 }
 
@@ -585,13 +639,16 @@ static void pop_batch(struct mirror *m, int status)
     if (!m->head)
         m->tail = NULL;
     m->queued -= b->nrec;
+    if (status == STORE_OK && b->last_sub > m->shipped_sub)
+        m->shipped_sub = b->last_sub;
     atomic_store(&m->lag_changes, m->queued);
     atomic_store(&m->oldest_ns, m->head ? m->head->at_ns : 0);
+    struct store_wait *waits = b->waits;
     pthread_mutex_unlock(&m->lock);
     if (status == STORE_OK)
         atomic_fetch_add(&m->appended_changes, b->nrec);
     free_recs(b->recs);
-    complete_waits(b->waits, status);
+    complete_waits(waits, status);
     free(b);
 }
 
@@ -605,7 +662,7 @@ static void expire_waits(struct mirror *m, uint64_t now)
     for (struct batch *b = m->head; b && n < 64; b = b->next)
         if (b->waits && now - b->at_ns > limit) {
             lists[n++] = b->waits;
-            b->waits = NULL;
+            b->waits = b->waits_last = NULL;
         }
     pthread_mutex_unlock(&m->lock);
     if (n)

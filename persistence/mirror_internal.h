@@ -24,9 +24,11 @@
 struct batch {
     struct batch *next;
     struct store_rec *recs;   /* in commit order; freed once shipped */
-    struct store_wait *waits; /* sync mode: completed once shipped (or timed out) */
-    uint64_t first_seq, last_seq, nrec;
-    uint64_t at_ns; /* when it was committed */
+    struct store_wait *waits; /* lock; sync mode: completed once shipped (or timed out) */
+    struct store_wait *waits_last;
+    uint64_t first_seq, last_seq, nrec; /* commit_seq */
+    uint64_t first_sub, last_sub;       /* submission numbers (store_rec_seq) */
+    uint64_t at_ns;                     /* when it was committed */
 };
 
 struct mirror {
@@ -60,6 +62,7 @@ struct mirror {
     pthread_cond_t cond;
     struct batch *head, *tail; /* lock */
     uint64_t queued;           /* lock: changes queued */
+    uint64_t shipped_sub;      /* lock: every record submitted up to here is in the container */
     bool stop;                 /* lock */
     bool detached;             /* lock: the store is closing; do not read it */
     bool snapshotting;         /* lock: a snapshot reads the store now */

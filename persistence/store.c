@@ -468,6 +468,17 @@ static void probe(struct store *s)
     set_health(s, "store commit failed: %s", sqlite3_errstr(rc));
 }
 
+/* Completes a list of waits. */
+static void complete(struct store_item *waits, int status)
+{
+    struct store_item *next;
+    for (struct store_item *it = waits; it; it = next) {
+        next = it->_next;
+        struct store_wait *w = (struct store_wait *)it;
+        w->done(w, status);
+    }
+}
+
 static void process_batch(struct store *s, struct store_item *batch, uint64_t last_seq)
 {
     uint64_t epoch = atomic_load(&s->epoch);
@@ -505,13 +516,17 @@ static void process_batch(struct store *s, struct store_item *batch, uint64_t la
     atomic_fetch_add(&s->records_refused, refused);
     atomic_store_explicit(&s->done_seq, last_seq, memory_order_release);
 
-    /* Split the batch: committed records (to ship, or free) and waits, each in order. */
+    /* Split the batch: committed records (to ship, or free) and waits, each in order.
+     * A wait whose records were refused, or whose batch failed, is told so now. */
     struct store_item *recs = NULL, **rtail = &recs, *waits = NULL, **wtail = &waits;
     struct store_item *next;
     for (struct store_item *it = batch; it; it = next) {
         next = it->_next;
         it->_next = NULL;
-        if (it->_kind == ITEM_WAIT) {
+        if (it->_kind == ITEM_WAIT && (!ok || it->_epoch != epoch)) {
+            struct store_wait *w = (struct store_wait *)it;
+            w->done(w, STORE_EFAIL);
+        } else if (it->_kind == ITEM_WAIT) {
             *wtail = it;
             wtail = &it->_next;
         } else if (ok && it->_epoch == epoch) {
@@ -521,23 +536,31 @@ static void process_batch(struct store *s, struct store_item *batch, uint64_t la
             store_rec_free((struct store_rec *)it);
         }
     }
-    bool shipped_waits = false;
-    if (ok && s->cfg.ship && recs) {
-        shipped_waits =
-            s->cfg.ship(s->cfg.ship_ctx, (struct store_rec *)recs, (struct store_wait *)waits);
-    } else {
+    if (s->cfg.ship && (recs || waits) &&
+        s->cfg.ship(s->cfg.ship_ctx, (struct store_rec *)recs, (struct store_wait *)waits))
+        return;
+    if (!s->cfg.ship) {
         for (struct store_item *it = recs; it; it = next) {
             next = it->_next;
             store_rec_free((struct store_rec *)it);
         }
     }
-    if (shipped_waits)
-        return;
-    for (struct store_item *it = waits; it; it = next) {
-        next = it->_next;
-        struct store_wait *w = (struct store_wait *)it;
-        w->done(w, ok && it->_epoch == epoch ? STORE_OK : STORE_EFAIL);
-    }
+    complete(waits, STORE_OK);
+}
+
+void store_link_wait(struct store_wait *w, struct store_wait *next)
+{
+    w->_item._next = next ? &next->_item : NULL;
+}
+
+uint64_t store_rec_seq(const struct store_rec *r)
+{
+    return r->_item._seq;
+}
+
+uint64_t store_wait_seq(const struct store_wait *w)
+{
+    return w->_item._seq;
 }
 
 struct store_rec *store_next_rec(const struct store_rec *r)
@@ -617,10 +640,11 @@ uint64_t store_submit(struct store *s, struct store_rec *rec, uint64_t epoch)
     return seq;
 }
 
-void store_wait(struct store *s, struct store_wait *w, uint64_t epoch)
+void store_wait(struct store *s, struct store_wait *w, uint64_t epoch, uint64_t seq)
 {
     w->_item._kind = ITEM_WAIT;
     w->_item._epoch = epoch;
+    w->_item._seq = seq;
     pthread_mutex_lock(&s->lock);
     if (s->closing && !s->head && !s->busy) {
         pthread_mutex_unlock(&s->lock);
@@ -632,6 +656,9 @@ void store_wait(struct store *s, struct store_wait *w, uint64_t epoch)
          * and in that case the epoch has moved. */
         bool ok = epoch == atomic_load(&s->epoch);
         pthread_mutex_unlock(&s->lock);
+        w->_item._next = NULL;
+        if (ok && s->cfg.ship && s->cfg.ship(s->cfg.ship_ctx, NULL, w))
+            return; /* the mirror has it */
         w->done(w, ok ? STORE_OK : STORE_EFAIL);
         return;
     }
@@ -651,6 +678,11 @@ uint64_t store_backlog(struct store *s)
 uint64_t store_epoch(struct store *s)
 {
     return atomic_load(&s->epoch);
+}
+
+uint64_t store_done_seq(struct store *s)
+{
+    return atomic_load_explicit(&s->done_seq, memory_order_acquire);
 }
 
 bool store_seq_done(struct store *s, uint64_t seq)

@@ -82,8 +82,10 @@ void store_rec_free(struct store_rec *rec);
 
 struct store_wait {
     struct store_item _item; /* private */
-    /* Called once, on the writer thread or inside store_wait(): STORE_OK when everything
-     * submitted before the wait is durable, else STORE_EFAIL or STORE_ECLOSED. */
+    /* Called once, on the writer thread, inside store_wait() or (sync mirroring) on the
+     * mirror's thread: STORE_OK when everything submitted before the wait is durable, and
+     * with sync mirroring the record it depends on is in the mirror too; else STORE_EFAIL
+     * or STORE_ECLOSED. */
     void (*done)(struct store_wait *w, int status);
 };
 
@@ -93,11 +95,18 @@ struct store_wait {
  * (commit_seq), linked through store_next_rec(); it takes them and must free each with
  * store_rec_free(). `waits` is the batch's waits, linked through store_next_wait(): when
  * `ship` returns true it has taken them and completes each itself (sync mirroring); when
- * false the store completes them at once.
+ * false the store completes them at once. It is also called with no records, for waits
+ * alone (from the writer, or inside store_wait() when the writer is idle): every record
+ * a wait depends on (store_wait_seq) was handed to an earlier call.
  */
 typedef bool (*store_ship_fn)(void *ctx, struct store_rec *recs, struct store_wait *waits);
 struct store_rec *store_next_rec(const struct store_rec *r);
 struct store_wait *store_next_wait(const struct store_wait *w);
+/* Sets the wait after `w` in a list the shipping hook keeps. */
+void store_link_wait(struct store_wait *w, struct store_wait *next);
+/* The record's submission number (store_submit's result), and the one a wait depends on. */
+uint64_t store_rec_seq(const struct store_rec *r);
+uint64_t store_wait_seq(const struct store_wait *w);
 
 struct store_config {
     const char *dir;    /* created if missing; locked while open */
@@ -121,8 +130,9 @@ void store_close(struct store *s);
 uint64_t store_submit(struct store *s, struct store_rec *rec, uint64_t epoch);
 
 /* Completes `w` once everything submitted so far is durable, in this call when it
- * already is. `epoch`: as for store_submit. */
-void store_wait(struct store *s, struct store_wait *w, uint64_t epoch);
+ * already is. `epoch`: as for store_submit. `seq`: the last record the answer shows (a
+ * store_submit result; 0 for none), which a sync mirror must hold before `w` completes. */
+void store_wait(struct store *s, struct store_wait *w, uint64_t epoch, uint64_t seq);
 
 /* The current epoch (see above). */
 uint64_t store_epoch(struct store *s);
@@ -132,6 +142,8 @@ uint64_t store_backlog(struct store *s);
 
 /* True when record `seq` has been processed (committed, or refused). */
 bool store_seq_done(struct store *s, uint64_t seq);
+/* The last record processed: every one up to it was committed (or refused). */
+uint64_t store_done_seq(struct store *s);
 
 /* Reads the row of `name`. STORE_OK (fills `out`, which the caller clears),
  * STORE_NOTFOUND, or STORE_EIO. */

@@ -260,9 +260,6 @@ def test_async_keeps_answering_through_a_blob_outage_and_catches_up(azurite):
         shutil.rmtree(data, ignore_errors=True)
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "open defect: about one run in ten, an acquire sent after Azurite is frozen is "
-    "answered 200 in sync mode; not yet explained"))
 def test_sync_refuses_writes_during_a_blob_outage(azurite):
     name = container()
     data = tempfile.mkdtemp(prefix="mutexd-sync-")
@@ -272,9 +269,23 @@ def test_sync_refuses_writes_during_a_blob_outage(azurite):
             a = c.acquire("s", owner="a", ttl_ms=60000).json
             azurite.pause()
             try:
-                # The first write finds out (within the sync timeout); then the gate is shut.
+                # The first writes find out (within the sync timeout); then the gate is shut.
+                # Several at once, so that some answers land in a commit batch after their
+                # record's: each must still wait for the blob, and none may be answered 200.
+                answers = [None] * 16
+
+                def write(i):
+                    ci = s.client(timeout=60)
+                    answers[i] = ci.acquire("s2-%d" % i, owner="b", ttl_ms=60000).status
+                    ci.close()
+                threads = [threading.Thread(target=write, args=(i,)) for i in range(16)]
+                for t in threads:
+                    t.start()
                 r = c.acquire("s2", owner="b", ttl_ms=60000)
+                for t in threads:
+                    t.join()
                 assert r.status == 503, r
+                assert answers == [503] * 16, answers
                 t0 = time.monotonic()
                 r = c.acquire("s3", owner="b")
                 assert r.status == 503 and "unreachable" in r.json["error"]["reason"], r

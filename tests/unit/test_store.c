@@ -1,0 +1,195 @@
+/*
+ * The store's hand-over to the shipping hook (the blob mirror): which waits reach it, and
+ * with which record they depend on. A sync mirror answers a wait only once that record is
+ * in the container, so every wait that may depend on a shipped record must reach the hook,
+ * in whichever batch it lands. Against a real SQLite file in a temporary directory.
+ */
+#include "testutil.h"
+
+#include <pthread.h>
+#include <semaphore.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "persistence/store.h"
+
+struct hook {
+    sem_t entered, go;
+    bool block_first;           /* the first call waits for `go`: the writer is busy meanwhile */
+    atomic_int calls, finished; /* hook calls begun and ended */
+    size_t recs[8], waits[8];
+    uint64_t wait_seq[8];
+    struct store_wait *held[8]; /* waits the hook took */
+    size_t nheld;
+};
+
+static bool ship(void *ctx, struct store_rec *recs, struct store_wait *waits)
+{
+    struct hook *h = ctx;
+    int call = atomic_fetch_add(&h->calls, 1);
+    if (call == 0 && h->block_first) {
+        sem_post(&h->entered);
+        sem_wait(&h->go);
+    }
+    size_t nr = 0, nw = 0;
+    while (recs) {
+        struct store_rec *next = store_next_rec(recs);
+        store_rec_free(recs);
+        recs = next;
+        nr++;
+    }
+    for (struct store_wait *w = waits; w; w = store_next_wait(w)) {
+        if (call < 8 && nw == 0)
+            h->wait_seq[call] = store_wait_seq(w);
+        if (h->nheld < 8)
+            h->held[h->nheld++] = w;
+        nw++;
+    }
+    if (call < 8) {
+        h->recs[call] = nr;
+        h->waits[call] = nw;
+    }
+    atomic_fetch_add(&h->finished, 1);
+    return true; /* as a sync mirror: the hook completes the waits */
+}
+
+struct waiter {
+    struct store_wait w;
+    atomic_int status; /* -1 until done */
+};
+
+static void on_done(struct store_wait *w, int status)
+{
+    atomic_store(&((struct waiter *)w)->status, status);
+}
+
+static struct store_rec *rec(const char *name)
+{
+    struct store_row row;
+    memset(&row, 0, sizeof row);
+    row.index = 1;
+    row.has_lease = row.held = true;
+    row.token = 1;
+    row.ttl_ms = 10000;
+    row.deadline_ms = 1;
+    struct store_rec *r = store_rec_new(name, strlen(name), &row);
+    assert_non_null(r);
+    return r;
+}
+
+static struct store *open_store(char *dir, struct hook *h, uint64_t fail_first)
+{
+    strcpy(dir, "/tmp/mutexd-store-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    struct store_config cfg = {.dir = dir,
+                               .ship = ship,
+                               .ship_ctx = h,
+                               .fault_commit_first = fail_first,
+                               .fault_commit_count = fail_first ? 1 : 0};
+    struct store *s = NULL;
+    char err[256];
+    assert_int_equal(store_open(&s, &cfg, err, sizeof err), 0);
+    return s;
+}
+
+static void close_store(struct store *s, char *dir)
+{
+    store_close(s);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+static void wait_calls(struct hook *h, int n)
+{
+    for (int i = 0; i < 5000 && atomic_load(&h->finished) < n; i++)
+        mx_sleep_ms(1);
+    assert_int_equal(atomic_load(&h->finished), n);
+    assert_int_equal(atomic_load(&h->calls), n);
+}
+
+/* The record was committed and shipped before the wait came: the writer is idle, and the
+ * wait goes to the hook alone, with the record it depends on. */
+static void an_idle_wait_goes_to_the_hook(void **state)
+{
+    (void)state;
+    struct hook h = {0};
+    char dir[64];
+    struct store *s = open_store(dir, &h, 0);
+    uint64_t seq = store_submit(s, rec("a"), store_epoch(s));
+    assert_true(seq > 0);
+    wait_calls(&h, 1);
+    for (int i = 0; i < 5000 && !store_seq_done(s, seq); i++)
+        mx_sleep_ms(1);
+    struct waiter w = {.w.done = on_done, .status = -1};
+    store_wait(s, &w.w, store_epoch(s), seq);
+    wait_calls(&h, 2);
+    assert_int_equal(h.recs[1], 0);
+    assert_int_equal(h.waits[1], 1);
+    assert_int_equal(h.wait_seq[1], seq);
+    assert_int_equal(atomic_load(&w.status), -1); /* the hook has it, not answered */
+    h.held[0]->done(h.held[0], STORE_OK);
+    assert_int_equal(atomic_load(&w.status), STORE_OK);
+    close_store(s, dir);
+}
+
+/* The wait came while the writer was busy with its record: it lands in the next batch,
+ * which has no records, and still goes to the hook. */
+static void a_wait_behind_its_record_goes_to_the_hook(void **state)
+{
+    (void)state;
+    struct hook h = {.block_first = true};
+    sem_init(&h.entered, 0, 0);
+    sem_init(&h.go, 0, 0);
+    char dir[64];
+    struct store *s = open_store(dir, &h, 0);
+    uint64_t seq = store_submit(s, rec("a"), store_epoch(s));
+    sem_wait(&h.entered); /* the writer is in the hook with the record's batch */
+    struct waiter w = {.w.done = on_done, .status = -1};
+    store_wait(s, &w.w, store_epoch(s), seq);
+    sem_post(&h.go);
+    wait_calls(&h, 2);
+    assert_int_equal(h.recs[0], 1);
+    assert_int_equal(h.waits[0], 0);
+    assert_int_equal(h.recs[1], 0);
+    assert_int_equal(h.waits[1], 1);
+    assert_int_equal(h.wait_seq[1], seq);
+    assert_int_equal(atomic_load(&w.status), -1);
+    h.held[0]->done(h.held[0], STORE_OK);
+    close_store(s, dir);
+    sem_destroy(&h.entered);
+    sem_destroy(&h.go);
+}
+
+/* A wait whose batch failed to commit, or whose author's state is older than a failure,
+ * fails at once and never reaches the hook. */
+static void a_failed_wait_does_not_reach_the_hook(void **state)
+{
+    (void)state;
+    struct hook h = {0};
+    char dir[64];
+    struct store *s = open_store(dir, &h, 1); /* the first commit fails */
+    uint64_t epoch = store_epoch(s);
+    struct waiter w1 = {.w.done = on_done, .status = -1};
+    uint64_t seq = store_submit(s, rec("a"), epoch);
+    store_wait(s, &w1.w, epoch, seq);
+    for (int i = 0; i < 5000 && atomic_load(&w1.status) == -1; i++)
+        mx_sleep_ms(1);
+    assert_int_equal(atomic_load(&w1.status), STORE_EFAIL);
+    assert_true(store_epoch(s) != epoch);
+    /* Idle now: an answer computed in the old epoch fails too. */
+    struct waiter w2 = {.w.done = on_done, .status = -1};
+    store_wait(s, &w2.w, epoch, seq);
+    assert_int_equal(atomic_load(&w2.status), STORE_EFAIL);
+    assert_int_equal(atomic_load(&h.calls), 0);
+    close_store(s, dir);
+}
+
+int main(int argc, char **argv);
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(an_idle_wait_goes_to_the_hook),
+    cmocka_unit_test(a_wait_behind_its_record_goes_to_the_hook),
+    cmocka_unit_test(a_failed_wait_does_not_reach_the_hook),
+};
+MX_TEST_MAIN(tests)
