@@ -577,15 +577,19 @@ static void push_wait(struct store_wait **list, struct store_wait *w)
 /*
  * The store's writer thread (or store_wait): takes a committed batch, if any, and in sync
  * mode the waits. A wait is answered once the record it depends on is in the container:
- * at once when it already is, when its batch is appended (or covered by a snapshot)
- * otherwise, and failed when it never will be (dropped, or the mirror fenced).
+ * at once when it already is (or was never committed: refused, or its commit failed),
+ * when its batch is appended (or covered by a snapshot) otherwise, and failed when it was
+ * dropped unshipped (out of memory, or the mirror fenced) and no snapshot has covered it.
  */
 static bool ship(void *ctx, struct store_rec *recs, struct store_wait *waits)
 {
     struct mirror *m = ctx;
     bool sync = m->cfg.mode == MIRROR_SYNC;
     struct batch *b = recs ? calloc(1, sizeof *b) : NULL;
+    uint64_t dropped = 0;
     if (recs && !b) {
+        for (struct store_rec *r = recs; r; r = store_next_rec(r))
+            dropped = store_rec_seq(r);
         free_recs(recs); /* cannot queue it: the next snapshot covers it */
         mx_warn("mirror: out of memory; changes left to the next snapshot", NULL);
     } else if (b) {
@@ -601,6 +605,8 @@ static bool ship(void *ctx, struct store_rec *recs, struct store_wait *waits)
     }
     struct store_wait *ok = NULL, *failed = NULL, *next;
     pthread_mutex_lock(&m->lock);
+    if (dropped > m->dropped_sub)
+        m->dropped_sub = dropped;
     if (b) {
         if (m->tail)
             m->tail->next = b;
@@ -617,12 +623,12 @@ static bool ship(void *ctx, struct store_rec *recs, struct store_wait *waits)
         next = store_next_wait(w);
         uint64_t sub = store_wait_seq(w);
         struct batch *into = sub > m->shipped_sub ? batch_holding(m, sub) : NULL;
-        if (sub <= m->shipped_sub)
-            push_wait(&ok, w);
-        else if (into)
+        if (into)
             add_wait(into, w);
-        else
+        else if (sub > m->shipped_sub && sub <= m->dropped_sub)
             push_wait(&failed, w);
+        else
+            push_wait(&ok, w); /* in the container, or never committed: nothing to ship */
     }
     pthread_mutex_unlock(&m->lock);
     complete_waits(ok, STORE_OK);
@@ -641,6 +647,8 @@ static void pop_batch(struct mirror *m, int status)
     m->queued -= b->nrec;
     if (status == STORE_OK && b->last_sub > m->shipped_sub)
         m->shipped_sub = b->last_sub;
+    else if (status != STORE_OK && b->last_sub > m->dropped_sub)
+        m->dropped_sub = b->last_sub;
     atomic_store(&m->lag_changes, m->queued);
     atomic_store(&m->oldest_ns, m->head ? m->head->at_ns : 0);
     struct store_wait *waits = b->waits;

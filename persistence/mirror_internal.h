@@ -63,6 +63,7 @@ struct mirror {
     struct batch *head, *tail; /* lock */
     uint64_t queued;           /* lock: changes queued */
     uint64_t shipped_sub;      /* lock: every record submitted up to here is in the container */
+    uint64_t dropped_sub;      /* lock: the last record dropped unshipped (until a snapshot) */
     bool stop;                 /* lock */
     bool detached;             /* lock: the store is closing; do not read it */
     bool snapshotting;         /* lock: a snapshot reads the store now */

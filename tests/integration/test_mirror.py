@@ -311,6 +311,27 @@ def test_sync_refuses_writes_during_a_blob_outage(azurite):
         shutil.rmtree(data, ignore_errors=True)
 
 
+def test_sync_answers_do_not_wait_for_a_change_whose_commit_failed(azurite):
+    """A change whose local commit failed is in neither the store nor the mirror: the
+    answers that follow on that resource have nothing to wait for."""
+    name = container()
+    with Server(args=mirror_args(azurite, name, "sync"),
+                env={"MUTEXD_FAULT_COMMIT": "1"}) as s:
+        c = s.client()
+        assert c.acquire("x", owner="o").status == 503  # commit 1 fails
+        r = c.get("x")
+        assert r.status == 200 and r.json["state"] == "free", r
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and c.acquire("x", owner="o").status != 200:
+            time.sleep(0.1)
+        r = c.get("x")
+        assert r.status == 200 and r.json["holder"]["owner"] == "o", r
+        assert wait_caught_up(c)
+        c.close()
+    _, last, _, _ = container_rows(azurite, name)
+    assert last >= 1
+
+
 def test_a_second_server_on_the_container_is_refused(azurite):
     name = container()
     with Server(args=mirror_args(azurite, name)) as a:
