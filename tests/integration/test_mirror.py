@@ -311,6 +311,74 @@ def test_sync_refuses_writes_during_a_blob_outage(azurite):
         shutil.rmtree(data, ignore_errors=True)
 
 
+def test_sync_crash_during_a_blob_outage_loses_no_answered_change(azurite):
+    """Writers run; Azurite freezes; the server is killed with SIGKILL and its disk lost
+    while Azurite is still frozen. Whatever was not appended before the freeze is gone,
+    so a server rebuilt from the container must still hold every lease answered 200."""
+    name = container()
+    data = tempfile.mkdtemp(prefix="mutexd-sync-crash-")
+    granted, lock, stop = [], threading.Lock(), threading.Event()
+    try:
+        s = Server(data_dir=data, args=mirror_args(azurite, name, "sync")).start()
+
+        def record(c, resource, owner):
+            """One acquire; a lease answered 200 goes into `granted`. False once the
+            server is gone (killed mid-request)."""
+            try:
+                r = c.acquire(resource, owner=owner, ttl_ms=120000)
+            except Exception:
+                return False
+            if r.status == 200:
+                with lock:
+                    granted.append(r.json)
+            return True
+
+        def writer(k):
+            c, i = s.client(timeout=30), 0
+            while not stop.is_set() and record(c, "w%d/%d" % (k, i), "w%d" % k):
+                i += 1
+        threads = [threading.Thread(target=writer, args=(k,)) for k in range(8)]
+        for t in threads:
+            t.start()
+        time.sleep(1.5)
+        azurite.pause()
+        # Answers in flight meet the freeze; then, the writers all waiting on it, a burst
+        # of new changes at once reaches an idle store.
+        time.sleep(0.1)
+        burst = [threading.Thread(target=record,
+                                  args=(s.client(timeout=30), "burst/%d" % k, "b"))
+                 for k in range(16)]
+        for t in burst:
+            t.start()
+        time.sleep(random.uniform(0.2, 0.5))
+        with lock:
+            before_kill = len(granted)
+        s.kill()
+        stop.set()
+        for t in threads + burst:
+            t.join(30)
+        shutil.rmtree(data)  # the disk is lost
+        azurite.resume()
+        assert before_kill >= 20, before_kill  # the load did run
+        azurite.break_lease(name, "owner")  # the dead server's lease on the container
+
+        with Server(data_dir=data, args=mirror_args(azurite, name, "sync")) as s2:
+            c = s2.client()
+            missing = []
+            for g in granted:
+                r = c.get(g["resource"])
+                assert r.status == 200, r
+                if (r.json.get("holder") or {}).get("fencing_token") != g["fencing_token"]:
+                    missing.append(g["resource"])
+            assert not missing, "%d of %d answered leases lost: %s" % (
+                len(missing), len(granted), missing[:5])
+            c.close()
+    finally:
+        stop.set()
+        azurite.resume()
+        shutil.rmtree(data, ignore_errors=True)
+
+
 def test_sync_answers_do_not_wait_for_a_change_whose_commit_failed(azurite):
     """A change whose local commit failed is in neither the store nor the mirror: the
     answers that follow on that resource have nothing to wait for."""
