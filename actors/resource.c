@@ -396,6 +396,7 @@ void res_tick(struct res *r, struct res_domain *d, const struct res_now *now, st
         r->row.held = false; /* kept: its holder may still renew it */
         atomic_fetch_sub(&d->held, 1);
         atomic_fetch_add(&d->expiries, 1);
+        prom_hist_observe(&d->expiry_lateness, now->mono_ns - r->deadline_ns);
         change(r, d);
     }
     grant_next(r, d, now, out);

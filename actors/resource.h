@@ -20,6 +20,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/prom.h"
 #include "common/str.h"
 #include "persistence/store.h"
 
@@ -44,6 +45,9 @@ struct res_domain {
      * memory or not: it starts from the store and moves with grants and their ends only. */
     _Atomic int64_t held, waiters, watchers;
     _Atomic uint64_t grants, renewals, releases, breaks, expiries, conflicts, timeouts;
+    /* How late each lease was expired, in ns past its deadline (for a lease that ran out
+     * while the server was down: past its loading). prom_hist_init() it before use. */
+    struct prom_hist expiry_lateness;
 };
 
 struct res_now {

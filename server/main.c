@@ -96,6 +96,10 @@ static void server_metrics(void *ctx, struct mx_buf *b)
     mx_buf_printf(b, "mutexd_breaks_total %lu\n", (unsigned long)atomic_load(&d->breaks));
     prom_header(b, "mutexd_expiries_total", "counter", "Leases that ran out.");
     mx_buf_printf(b, "mutexd_expiries_total %lu\n", (unsigned long)atomic_load(&d->expiries));
+    prom_header(b, "mutexd_expiry_lateness_seconds", "histogram",
+                "How long after its deadline each lease was expired (for a lease that ran out "
+                "while the server was down: after the restart).");
+    prom_hist_write(b, "mutexd_expiry_lateness_seconds", "", &d->expiry_lateness);
     prom_header(b, "mutexd_conflicts_total", "counter", "Acquires answered lease_held at once.");
     mx_buf_printf(b, "mutexd_conflicts_total %lu\n", (unsigned long)atomic_load(&d->conflicts));
     prom_header(b, "mutexd_wait_timeouts_total", "counter", "Waiters whose wait_ms ran out.");
@@ -248,6 +252,7 @@ int main(int argc, char **argv)
         .max_wait_ms = s.opt.max_wait_ms,
         .max_waiters = (uint32_t)s.opt.max_waiters,
     };
+    prom_hist_init(&s.domain.expiry_lateness, prom_latency_bounds, prom_latency_nbounds, 1e9);
     atomic_init(&s.domain.last_token, store_token_hwm(s.store));
     uint64_t idx = store_index_hwm(s.store), floor = store_index_floor(s.store);
     atomic_init(&s.domain.last_index, idx > floor ? idx : floor);

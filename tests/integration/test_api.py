@@ -384,7 +384,8 @@ def test_health_ready_metrics(client):
     text = r.body
     for name in ["mutexd_http_requests_total", "mutexd_http_request_duration_seconds_bucket",
                  "mutexd_leases_held", "mutexd_waiters", "mutexd_grants_total",
-                 "mutexd_expiries_total", "mutexd_actors_active",
+                 "mutexd_expiries_total", "mutexd_expiry_lateness_seconds_bucket",
+                 "mutexd_actors_active",
                  "mutexd_store_commit_batch_size_bucket", "mutexd_store_commit_seconds_bucket",
                  "mutexd_store_errors_total"]:
         assert re.search(r"^%s[ {]" % name, text, re.M), name

@@ -196,6 +196,10 @@ def test_a_held_lease_rests_without_its_actor_and_still_runs_out(data_dir):
     assert metric(c, "mutexd_expiries_total") == 0  # not before its (renewed) TTL
     t = wait_metric(c, "mutexd_expiries_total", 1, 5)
     assert 4.0 - 0.2 <= t - t0 <= 4.0 + 1.0, t - t0
+    # The server's own account of it: one expiry, less than a second late.
+    text = c.request("GET", "/metrics").body
+    assert re.search(r"^mutexd_expiry_lateness_seconds_count 1$", text, re.M)
+    assert re.search(r'^mutexd_expiry_lateness_seconds_bucket\{le="1"\} 1$', text, re.M)
     assert metric(c, "mutexd_leases_held") == 0
     assert metric(c, "mutexd_lease_alarms") == 0
     assert c.get("rest").json["state"] == "free"

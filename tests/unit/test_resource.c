@@ -18,6 +18,7 @@ static struct res_out OUT;
 static void setup_domain(void)
 {
     memset(&D, 0, sizeof D);
+    prom_hist_init(&D.expiry_lateness, prom_latency_bounds, prom_latency_nbounds, 1e9);
     D.lim = (struct res_limits){
         .min_ttl_ms = 1000, .max_ttl_ms = 3600000, .max_wait_ms = 300000, .max_waiters = 3};
     atomic_store(&D.token_ceiling, UINT64_MAX);
@@ -263,6 +264,8 @@ static void expiry_at_deadline_never_before_and_grants_waiter(void **st)
     expect(w, RES_OK_LEASE); /* at once, in the same tick as the expiry */
     assert_true(r.changed);
     assert_int_equal(atomic_load(&D.expiries), 1);
+    assert_int_equal(atomic_load(&D.expiry_lateness.counts[0]), 1); /* on time: 0 ns late */
+    assert_int_equal(atomic_load(&D.expiry_lateness.sum), 0);
     assert_int_equal(w->view.token, 2);
     assert_int_equal(atomic_load(&D.held), 1);
     done(h);
@@ -317,6 +320,27 @@ static void a_gone_client_is_not_granted_even_at_once(void **st)
     assert_false(r.changed);
     gone_flag[q->id] = false;
     done(q);
+    res_free(&r);
+}
+
+/* The expiry's lateness goes into the histogram: 30 ms late is in the (25 ms, 50 ms]
+ * bucket, and the sum is exact. */
+static void expiry_lateness_is_measured(void **st)
+{
+    (void)st;
+    setup_domain();
+    struct res r;
+    res_init(&r, 0);
+    struct res_req *h = grant(&r, "holder", 5000);
+    NOW.mono_ns += 5030 * MS;
+    tick(&r);
+    assert_false(r.row.held);
+    for (int i = 0; i <= prom_latency_nbounds; i++) {
+        bool here = i < prom_latency_nbounds && prom_latency_bounds[i] == 0.05;
+        assert_int_equal(atomic_load(&D.expiry_lateness.counts[i]), here ? 1 : 0);
+    }
+    assert_int_equal(atomic_load(&D.expiry_lateness.sum), 30 * MS);
+    done(h);
     res_free(&r);
 }
 
@@ -747,6 +771,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(waiters_are_granted_in_fifo_order),
     cmocka_unit_test(waiter_times_out_with_lease_held),
     cmocka_unit_test(expiry_at_deadline_never_before_and_grants_waiter),
+    cmocka_unit_test(expiry_lateness_is_measured),
     cmocka_unit_test(waiter_gone_is_never_granted),
     cmocka_unit_test(a_gone_client_is_not_granted_even_at_once),
     cmocka_unit_test(renew_keeps_token_and_works_after_expiry),
