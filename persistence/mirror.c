@@ -536,15 +536,6 @@ static void free_recs(struct store_rec *r)
     }
 }
 
-static void complete_waits(struct store_wait *w, int status)
-{
-    while (w) {
-        struct store_wait *next = store_next_wait(w);
-        w->done(w, status);
-        w = next;
-    }
-}
-
 /* lock held. The queued batch holding record `sub`, or NULL. */
 static struct batch *batch_holding(struct mirror *m, uint64_t sub)
 {
@@ -585,6 +576,8 @@ static bool ship(void *ctx, struct store_rec *recs, struct store_wait *waits)
 {
     struct mirror *m = ctx;
     bool sync = m->cfg.mode == MIRROR_SYNC;
+    if (!recs && !sync)
+        return false; /* async: nothing to queue, and answers do not wait for the mirror */
     struct batch *b = recs ? calloc(1, sizeof *b) : NULL;
     uint64_t dropped = 0;
     if (recs && !b) {
@@ -631,8 +624,8 @@ static bool ship(void *ctx, struct store_rec *recs, struct store_wait *waits)
             push_wait(&ok, w); /* in the container, or never committed: nothing to ship */
     }
     pthread_mutex_unlock(&m->lock);
-    complete_waits(ok, STORE_OK);
-    complete_waits(failed, STORE_EFAIL);
+    store_complete_waits(ok, STORE_OK);
+    store_complete_waits(failed, STORE_EFAIL);
     return sync;
 }
 
@@ -656,7 +649,7 @@ static void pop_batch(struct mirror *m, int status)
     if (status == STORE_OK)
         atomic_fetch_add(&m->appended_changes, b->nrec);
     free_recs(b->recs);
-    complete_waits(waits, status);
+    store_complete_waits(waits, status);
     free(b);
 }
 
@@ -676,7 +669,7 @@ static void expire_waits(struct mirror *m, uint64_t now)
     if (n)
         atomic_fetch_add(&m->sync_timeouts, 1);
     for (size_t i = 0; i < n; i++)
-        complete_waits(lists[i], STORE_EFAIL);
+        store_complete_waits(lists[i], STORE_EFAIL);
 }
 
 /* Appends the queued batches, 4 MiB at a time. Returns 0 when the queue is empty. */

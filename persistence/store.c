@@ -468,17 +468,6 @@ static void probe(struct store *s)
     set_health(s, "store commit failed: %s", sqlite3_errstr(rc));
 }
 
-/* Completes a list of waits. */
-static void complete(struct store_item *waits, int status)
-{
-    struct store_item *next;
-    for (struct store_item *it = waits; it; it = next) {
-        next = it->_next;
-        struct store_wait *w = (struct store_wait *)it;
-        w->done(w, status);
-    }
-}
-
 static void process_batch(struct store *s, struct store_item *batch, uint64_t last_seq)
 {
     uint64_t epoch = atomic_load(&s->epoch);
@@ -545,7 +534,16 @@ static void process_batch(struct store *s, struct store_item *batch, uint64_t la
             store_rec_free((struct store_rec *)it);
         }
     }
-    complete(waits, STORE_OK);
+    store_complete_waits((struct store_wait *)waits, STORE_OK);
+}
+
+void store_complete_waits(struct store_wait *w, int status)
+{
+    while (w) {
+        struct store_wait *next = store_next_wait(w);
+        w->done(w, status);
+        w = next;
+    }
 }
 
 void store_link_wait(struct store_wait *w, struct store_wait *next)

@@ -102,6 +102,8 @@ struct store_wait {
 typedef bool (*store_ship_fn)(void *ctx, struct store_rec *recs, struct store_wait *waits);
 struct store_rec *store_next_rec(const struct store_rec *r);
 struct store_wait *store_next_wait(const struct store_wait *w);
+/* Completes each wait of the list that starts at `w`, in order. */
+void store_complete_waits(struct store_wait *w, int status);
 /* Sets the wait after `w` in a list the shipping hook keeps. */
 void store_link_wait(struct store_wait *w, struct store_wait *next);
 /* The record's submission number (store_submit's result), and the one a wait depends on. */
