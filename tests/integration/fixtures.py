@@ -2,7 +2,14 @@
 
 import pytest
 
-from harness import Server
+from harness import Server, kill_leftovers
+
+
+@pytest.fixture(autouse=True)
+def no_leftover_servers():
+    """After each test, whatever it did: no server it started is left running."""
+    yield
+    kill_leftovers()
 
 
 @pytest.fixture

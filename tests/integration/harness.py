@@ -22,6 +22,20 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BIN = os.environ.get("MUTEXD_BIN", os.path.join(ROOT, "build", "mutexd"))
 
 
+# Every server started and not yet stopped or killed: a test that fails before it stops
+# its servers leaves them here, and the `no_leftover_servers` fixture kills them.
+RUNNING = set()
+
+
+def kill_leftovers():
+    """SIGKILL every server a test left running; returns how many there were."""
+    left = list(RUNNING)
+    for s in left:
+        s.kill()
+        s._cleanup()
+    return len(left)
+
+
 class Server:
     """One mutexd process. Use as a context manager, or call start() and stop()."""
 
@@ -41,6 +55,7 @@ class Server:
         cmd = [BIN, "--listen", self.listen, "--data-dir", self.data_dir] + self.args
         self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.PIPE,
                                      env=self.env, text=True, errors="replace")
+        RUNNING.add(self)
         threading.Thread(target=self._read, daemon=True).start()
         if not self._started.wait(timeout) or self.address is None:
             self.kill()
@@ -70,8 +85,10 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+                RUNNING.discard(self)
                 raise AssertionError("mutexd did not stop within %ss:\n%s"
                                      % (timeout, self.log()))
+        RUNNING.discard(self)
         self._cleanup()
         assert rc == 0, "mutexd exited %s:\n%s" % (rc, self.log())
 
@@ -80,6 +97,7 @@ class Server:
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait()
+        RUNNING.discard(self)
         self.address = None
         self._started.clear()
 
