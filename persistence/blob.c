@@ -547,8 +547,12 @@ void blob_format_date(time_t t, char *out)
         memcpy(out, "Thu, 01 Jan 1970 00:00:00 GMT", BLOB_DATE_LEN);
         return;
     }
-    snprintf(out, BLOB_DATE_LEN, "%s, %02d %s %04d %02d:%02d:%02d GMT", days[tm.tm_wday],
-             tm.tm_mday, months[tm.tm_mon], tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
+    /* Each field is in range (gmtime_r's contract, the year checked above), so the text is
+     * exactly 29 characters; gcc's -Wformat-truncation cannot see that at -O0, and the
+     * unsigned casts with modulo bound each field for it. */
+    snprintf(out, BLOB_DATE_LEN, "%s, %02u %s %04u %02u:%02u:%02u GMT", days[tm.tm_wday],
+             (unsigned)tm.tm_mday % 100u, months[tm.tm_mon], (unsigned)(tm.tm_year + 1900) % 10000u,
+             (unsigned)tm.tm_hour % 100u, (unsigned)tm.tm_min % 100u, (unsigned)tm.tm_sec % 100u);
 }
 
 int blob_hmac_base64(const unsigned char *key, size_t key_len, const char *msg, size_t len,

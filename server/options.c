@@ -151,6 +151,7 @@ static int parse_faults(struct options *o)
     if (!f || !*f)
         return 0;
 #ifndef MUTEXD_FAULT_INJECTION
+    (void)o;
     fprintf(stderr, "mutexd: MUTEXD_FAULT_COMMIT is set but this build has no fault injection\n");
     return -1;
 #else
