@@ -22,6 +22,10 @@ configure() { # dir, cmake options...
 stage "build (RelWithDebInfo)"
 configure build
 
+stage "checks: C formatting, unit-test registration follows the sources"
+scripts/check-format.sh
+tests/meta/registration.sh
+
 stage "unit tests"
 ctest --test-dir build --output-on-failure -j "$JOBS"
 

@@ -13,15 +13,31 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
+/* A case named on the command line must exist: cmocka's filter is a pattern, and one that
+ * matches nothing runs zero cases and exits 0, so a renamed case would pass unseen. */
 #define MX_TEST_MAIN(tests)                                                                        \
     int main(int argc, char **argv)                                                                \
     {                                                                                              \
-        if (argc > 1)                                                                              \
+        if (argc > 1) {                                                                            \
+            if (!mx_test_has_case(tests, sizeof tests / sizeof tests[0], argv[1])) {               \
+                fprintf(stderr, "no test case named '%s' in %s\n", argv[1], argv[0]);              \
+                return 2;                                                                          \
+            }                                                                                      \
             cmocka_set_test_filter(argv[1]);                                                       \
+        }                                                                                          \
         return cmocka_run_group_tests(tests, NULL, NULL);                                          \
     }
+
+static inline int mx_test_has_case(const struct CMUnitTest *tests, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (tests[i].name && strcmp(tests[i].name, name) == 0)
+            return 1;
+    return 0;
+}
 
 /* A seed for randomized tests: MX_SEED from the environment, else the clock. Printed, so
  * that a failing interleaving can be replayed. */
