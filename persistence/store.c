@@ -746,16 +746,25 @@ static int migrate(sqlite3 *db, bool *created, char *err, size_t errlen)
     return 0;
 }
 
-static uint64_t read_u64(sqlite3 *db, const char *sql)
+/* One number from a one-row query: a missing row or a NULL is 0 (a new store). Any SQLite
+ * error is an error: these numbers are the floors of fencing tokens and indexes, and a
+ * floor read as 0 by mistake would hand out tokens again. */
+static int read_u64(sqlite3 *db, const char *sql, uint64_t *out)
 {
     sqlite3_stmt *st;
-    uint64_t v = 0;
-    if (prepare(db, sql, &st) == SQLITE_OK) {
-        if (sqlite3_step(st) == SQLITE_ROW)
-            v = (uint64_t)sqlite3_column_int64(st, 0);
-        sqlite3_finalize(st);
+    int rc = prepare(db, sql, &st);
+    *out = 0;
+    if (rc != SQLITE_OK)
+        return rc;
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        *out = (uint64_t)sqlite3_column_int64(st, 0);
+        rc = SQLITE_OK;
+    } else if (rc == SQLITE_DONE) {
+        rc = SQLITE_OK;
     }
-    return v;
+    sqlite3_finalize(st);
+    return rc;
 }
 
 static int lock_dir(struct store *s, const char *dir, char *err, size_t errlen)
@@ -848,16 +857,29 @@ int store_open(struct store **out, const struct store_config *cfg, char *err, si
         rc = EIO;
         goto fail;
     }
-    uint64_t t1 = read_u64(s->wdb, "SELECT value FROM meta WHERE key = 'token_hwm'");
-    uint64_t t2 = read_u64(s->wdb, "SELECT max(token) FROM leases");
-    uint64_t i1 = read_u64(s->wdb, "SELECT value FROM meta WHERE key = 'index_hwm'");
-    uint64_t i2 = read_u64(s->wdb, "SELECT max(idx) FROM leases");
-    atomic_init(&s->token_hwm, t1 > t2 ? t1 : t2);
-    atomic_init(&s->index_hwm, i1 > i2 ? i1 : i2);
-    atomic_init(&s->index_floor,
-                read_u64(s->wdb, "SELECT value FROM meta WHERE key = 'index_floor'"));
-    atomic_init(&s->commit_seq,
-                read_u64(s->wdb, "SELECT value FROM meta WHERE key = 'commit_seq'"));
+    static const char *const hwm_sql[] = {
+        "SELECT value FROM meta WHERE key = 'token_hwm'",
+        "SELECT max(token) FROM leases",
+        "SELECT value FROM meta WHERE key = 'index_hwm'",
+        "SELECT max(idx) FROM leases",
+        "SELECT value FROM meta WHERE key = 'index_floor'",
+        "SELECT value FROM meta WHERE key = 'commit_seq'",
+    };
+    uint64_t hwm[sizeof hwm_sql / sizeof hwm_sql[0]];
+    for (size_t i = 0; i < sizeof hwm / sizeof hwm[0]; i++) {
+        store_faults_arm_read(cfg, i + 1);
+        rc = read_u64(s->wdb, hwm_sql[i], &hwm[i]);
+        store_faults_disarm();
+        if (rc != SQLITE_OK) {
+            snprintf(err, errlen, "cannot read %s: %s", hwm_sql[i], sqlite3_errstr(rc));
+            rc = EIO;
+            goto fail;
+        }
+    }
+    atomic_init(&s->token_hwm, hwm[0] > hwm[1] ? hwm[0] : hwm[1]);
+    atomic_init(&s->index_hwm, hwm[2] > hwm[3] ? hwm[2] : hwm[3]);
+    atomic_init(&s->index_floor, hwm[4]);
+    atomic_init(&s->commit_seq, hwm[5]);
     atomic_init(&s->epoch, 1);
 
     if ((rc = pthread_create(&s->writer, NULL, writer_main, s)) != 0) {

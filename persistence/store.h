@@ -117,6 +117,8 @@ struct store_config {
     uint64_t fault_commit_every; /* testing: fail every Nth commit (0: never) */
     uint64_t fault_commit_first; /* testing: the first commit to fail (1-based; 0: none) */
     uint64_t fault_commit_count; /* testing: how many in a row from there */
+    uint64_t fault_open_read;    /* testing: the Nth of store_open's high-water reads fails
+                                    (1-based; 0: none) */
 };
 
 /* Opens (creating and migrating) DIR/mutexd.db and starts the writer. On failure returns

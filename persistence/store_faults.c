@@ -13,7 +13,8 @@
 
 #define VFS_NAME "mutexd-faults"
 
-static _Thread_local bool armed; /* only the writer thread ever arms */
+static _Thread_local bool armed;      /* only the writer thread ever arms */
+static _Thread_local bool read_armed; /* only the opening thread, during store_open */
 static sqlite3_vfs vfs;
 static sqlite3_vfs *real_vfs;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -32,6 +33,8 @@ static int f_close(sqlite3_file *f)
 }
 static int f_read(sqlite3_file *f, void *p, int n, sqlite3_int64 off)
 {
+    if (read_armed)
+        return SQLITE_IOERR_READ;
     return REAL(f)->pMethods->xRead(REAL(f), p, n, off);
 }
 static int f_write(sqlite3_file *f, const void *p, int n, sqlite3_int64 off)
@@ -82,6 +85,10 @@ static int f_shm_map(sqlite3_file *f, int pg, int sz, int extend, void volatile 
 }
 static int f_shm_lock(sqlite3_file *f, int off, int n, int flags)
 {
+    /* A read transaction in WAL mode starts by locking the shared index, also when every
+     * page it needs is cached: fail there, so that the read fails whatever is cached. */
+    if (read_armed && (flags & SQLITE_SHM_LOCK))
+        return SQLITE_IOERR_READ;
     return REAL(f)->pMethods->xShmLock(REAL(f), off, n, flags);
 }
 static void f_shm_barrier(sqlite3_file *f)
@@ -208,6 +215,12 @@ void store_faults_arm(const struct store_config *cfg, uint64_t n)
 void store_faults_disarm(void)
 {
     armed = false;
+    read_armed = false;
+}
+
+void store_faults_arm_read(const struct store_config *cfg, uint64_t n)
+{
+    read_armed = cfg->fault_open_read == n;
 }
 
 #else /* !MUTEXD_FAULT_INJECTION */
@@ -230,6 +243,12 @@ void store_faults_arm(const struct store_config *cfg, uint64_t n)
 
 void store_faults_disarm(void)
 {
+}
+
+void store_faults_arm_read(const struct store_config *cfg, uint64_t n)
+{
+    (void)cfg;
+    (void)n;
 }
 
 #endif

@@ -64,18 +64,23 @@ static void on_done(struct store_wait *w, int status)
     atomic_store(&((struct waiter *)w)->status, status);
 }
 
-static struct store_rec *rec(const char *name)
+static struct store_rec *rec_token(const char *name, uint64_t token)
 {
     struct store_row row;
     memset(&row, 0, sizeof row);
     row.index = 1;
     row.has_lease = row.held = true;
-    row.token = 1;
+    row.token = token;
     row.ttl_ms = 10000;
     row.deadline_ms = 1;
     struct store_rec *r = store_rec_new(name, strlen(name), &row);
     assert_non_null(r);
     return r;
+}
+
+static struct store_rec *rec(const char *name)
+{
+    return rec_token(name, 1);
 }
 
 static struct store *open_store(char *dir, struct hook *h, uint64_t fail_first)
@@ -186,10 +191,42 @@ static void a_failed_wait_does_not_reach_the_hook(void **state)
     close_store(s, dir);
 }
 
+/* The high-water marks read at open are the floors of fencing tokens and indexes: a read
+ * that fails must fail the open, never leave a floor at 0 (tokens would be handed out
+ * again). Each of the reads is failed in turn through the fault seam. */
+static void a_failed_high_water_read_fails_the_open(void **state)
+{
+    (void)state;
+    char dir[64] = "/tmp/mutexd-store-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    struct store_config cfg = {.dir = dir};
+    struct store *s = NULL;
+    char err[256];
+    assert_int_equal(store_open(&s, &cfg, err, sizeof err), 0);
+    uint64_t seq = store_submit(s, rec_token("a", 7), store_epoch(s));
+    for (int i = 0; i < 5000 && !store_seq_done(s, seq); i++)
+        mx_sleep_ms(1);
+    assert_true(store_seq_done(s, seq));
+    store_close(s);
+
+    for (uint64_t k = 1; k <= 6; k++) {
+        struct store_config bad = {.dir = dir, .fault_open_read = k};
+        s = NULL;
+        err[0] = '\0';
+        assert_int_not_equal(store_open(&s, &bad, err, sizeof err), 0);
+        assert_null(s);
+        assert_non_null(strstr(err, "cannot read"));
+    }
+    assert_int_equal(store_open(&s, &cfg, err, sizeof err), 0);
+    assert_int_equal(store_token_hwm(s), 7);
+    close_store(s, dir);
+}
+
 int main(int argc, char **argv);
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(an_idle_wait_goes_to_the_hook),
     cmocka_unit_test(a_wait_behind_its_record_goes_to_the_hook),
     cmocka_unit_test(a_failed_wait_does_not_reach_the_hook),
+    cmocka_unit_test(a_failed_high_water_read_fails_the_open),
 };
 MX_TEST_MAIN(tests)
