@@ -203,6 +203,33 @@ static void recovered(struct mirror *m)
 
 /* ---- the owner lease ------------------------------------------------------------- */
 
+/* Replaces the small file at `path` with `text`, readable by its owner only: written to
+ * path.tmp, fsynced and renamed over it, so a crash leaves the old file or the new one.
+ * On failure nothing is left behind but the old file, and err says why. */
+static int write_file_durably(const char *path, const char *text, char *err, size_t errlen)
+{
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    size_t len = strlen(text);
+    if (fd < 0 || write(fd, text, len) != (ssize_t)len || fsync(fd) != 0) {
+        int e = errno;
+        if (fd >= 0) {
+            close(fd);
+            unlink(tmp);
+        }
+        snprintf(err, errlen, "cannot write %s: %s", path, strerror(e));
+        return -1;
+    }
+    if (close(fd) != 0 || rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        snprintf(err, errlen, "cannot write %s: %s", path, strerror(e));
+        return -1;
+    }
+    return 0;
+}
+
 static int load_lease_id(struct mirror *m, char *err, size_t errlen)
 {
     char path[4096];
@@ -223,12 +250,9 @@ static int load_lease_id(struct mirror *m, char *err, size_t errlen)
         return -1;
     }
     mx_uuid_format(id, m->lease_id);
-    f = fopen(path, "w");
-    if (!f || fprintf(f, "%s\n", m->lease_id) < 0 || fclose(f) != 0) {
-        snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
-        return -1;
-    }
-    return 0;
+    char text[64];
+    snprintf(text, sizeof text, "%s\n", m->lease_id);
+    return write_file_durably(path, text, err, errlen);
 }
 
 static int take_lease(struct mirror *m, char *err, size_t errlen)
@@ -934,16 +958,10 @@ static uint64_t read_generation_file(struct mirror *m)
 
 static int write_generation_file(struct mirror *m, char *err, size_t errlen)
 {
-    char path[4096], tmp[4200];
+    char path[4096], text[32];
     snprintf(path, sizeof path, "%s/mirror-generation", m->cfg.data_dir);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f || fprintf(f, "%lu\n", (unsigned long)m->generation) < 0 || fflush(f) != 0 ||
-        fsync(fileno(f)) != 0 || fclose(f) != 0 || rename(tmp, path) != 0) {
-        snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
-        return -1;
-    }
-    return 0;
+    snprintf(text, sizeof text, "%lu\n", (unsigned long)m->generation);
+    return write_file_durably(path, text, err, errlen);
 }
 
 int mirror_start(struct mirror *m, bool restored, char *err, size_t errlen)

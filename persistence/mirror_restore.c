@@ -244,7 +244,12 @@ int mirror_restore(struct mirror *m, struct mirror_restored *out, char *err, siz
         goto out;
     }
     if (!f.name[0]) {
-        if (mirror_list(m, "journal/", any_journal, &f, &r) != 0 || f.any_journal) {
+        if (mirror_list(m, "journal/", any_journal, &f, &r) != 0) {
+            snprintf(err, errlen, "cannot list the journal: %s",
+                     r.message[0] ? r.message : r.error_code);
+            goto out;
+        }
+        if (f.any_journal) {
             snprintf(err, errlen,
                      "the container has a journal but no snapshot: refusing to "
                      "start on an incomplete mirror");
