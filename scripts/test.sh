@@ -22,8 +22,9 @@ configure() { # dir, cmake options...
 stage "build (RelWithDebInfo)"
 configure build
 
-stage "checks: C formatting, unit-test registration follows the sources"
+stage "checks: C formatting, include direction, unit-test registration follows the sources"
 scripts/check-format.sh
+scripts/check-layers.sh
 tests/meta/registration.sh
 
 stage "unit tests"
