@@ -62,16 +62,23 @@ static char *finish(cJSON *o)
     return s;
 }
 
+/* The lease's public fields, in the contract's order: a grant's answer and a state's
+ * holder show the same ones (the lease id only in the grant, before these). */
+static void add_lease(cJSON *o, const struct res_view *v)
+{
+    cJSON_AddStringToObject(o, "owner", v->owner ? v->owner->s : "");
+    add_u64(o, "fencing_token", v->token);
+    add_u64(o, "ttl_ms", v->ttl_ms);
+    add_u64(o, "expires_in_ms", v->expires_in_ms);
+    add_time(o, "acquired_at", v->acquired_at_ms);
+    add_time(o, "renewed_at", v->renewed_at_ms);
+    add_metadata(o, v->metadata);
+}
+
 static cJSON *holder_object(const struct res_view *v)
 {
     cJSON *h = cJSON_CreateObject();
-    cJSON_AddStringToObject(h, "owner", v->owner ? v->owner->s : "");
-    add_u64(h, "fencing_token", v->token);
-    add_u64(h, "ttl_ms", v->ttl_ms);
-    add_u64(h, "expires_in_ms", v->expires_in_ms);
-    add_time(h, "acquired_at", v->acquired_at_ms);
-    add_time(h, "renewed_at", v->renewed_at_ms);
-    add_metadata(h, v->metadata);
+    add_lease(h, v);
     return h;
 }
 
@@ -135,13 +142,7 @@ void render_answer(const char *name, size_t len, const struct res_req *rq, struc
         add_name(o, name, len);
         mx_uuid_format(v->lease_id, id);
         cJSON_AddStringToObject(o, "lease_id", id);
-        cJSON_AddStringToObject(o, "owner", v->owner ? v->owner->s : "");
-        add_u64(o, "fencing_token", v->token);
-        add_u64(o, "ttl_ms", v->ttl_ms);
-        add_u64(o, "expires_in_ms", v->expires_in_ms);
-        add_time(o, "acquired_at", v->acquired_at_ms);
-        add_time(o, "renewed_at", v->renewed_at_ms);
-        add_metadata(o, v->metadata);
+        add_lease(o, v);
         break;
     case RES_OK_RELEASED:
         o = cJSON_CreateObject();

@@ -1,7 +1,8 @@
 /*
  * The HTTP API's output side: JSON bodies for answers and errors (API.md). Pure
- * functions; each returns a string the caller frees with free(), or NULL when out of
- * memory.
+ * functions; each fills a struct render: the status, the Retry-After to send (0: none),
+ * and a body the caller frees with free(), which is NULL when memory ran out (the caller
+ * then answers 503 without one).
  */
 #ifndef MX_HTTP_RENDER_H
 #define MX_HTTP_RENDER_H
