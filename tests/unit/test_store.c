@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/str.h"
 #include "persistence/store.h"
 
 struct hook {
@@ -222,11 +223,159 @@ static void a_failed_high_water_read_fails_the_open(void **state)
     close_store(s, dir);
 }
 
+static struct store_rec *rec_full(const char *name, uint64_t index, uint64_t token, bool lease)
+{
+    struct store_row row;
+    memset(&row, 0, sizeof row);
+    row.index = index;
+    row.has_lease = row.held = lease;
+    row.token = token;
+    row.ttl_ms = 15000;
+    row.acquired_at_ms = 1795000000000;
+    row.renewed_at_ms = 1795000001000;
+    row.deadline_ms = 1795000016000;
+    for (int i = 0; i < 16; i++)
+        row.lease_id[i] = (uint8_t)(index + (uint64_t)i);
+    row.owner = mx_str_new("host-a:1", 8);
+    row.metadata = lease ? mx_str_new("{\"a\":1}", 7) : NULL;
+    struct store_rec *r = store_rec_new(name, strlen(name), &row);
+    store_row_clear(&row);
+    assert_non_null(r);
+    return r;
+}
+
+static void wait_done(struct store *s, uint64_t seq)
+{
+    for (int i = 0; i < 5000 && !store_seq_done(s, seq); i++)
+        mx_sleep_ms(1);
+    assert_true(store_seq_done(s, seq));
+}
+
+/* Group commit: what is submitted while the writer is busy is committed as one batch, in
+ * submission order, numbered consecutively. */
+static void records_submitted_meanwhile_commit_as_one_batch(void **state)
+{
+    (void)state;
+    struct hook h = {.block_first = true};
+    sem_init(&h.entered, 0, 0);
+    sem_init(&h.go, 0, 0);
+    char dir[64];
+    struct store *s = open_store(dir, &h, 0);
+    uint64_t epoch = store_epoch(s);
+    uint64_t first = store_submit(s, rec("first"), epoch);
+    sem_wait(&h.entered); /* the writer ships the first batch and waits */
+    uint64_t last = 0;
+    char name[16];
+    for (int i = 0; i < 5; i++) {
+        snprintf(name, sizeof name, "r%d", i);
+        last = store_submit(s, rec(name), epoch);
+    }
+    assert_int_equal(last, first + 5);
+    assert_int_equal(store_backlog(s), 5);
+    sem_post(&h.go);
+    wait_calls(&h, 2);
+    assert_int_equal(h.recs[0], 1);
+    assert_int_equal(h.recs[1], 5);
+    wait_done(s, last);
+    assert_int_equal(store_backlog(s), 0);
+    assert_int_equal(store_commit_seq(s), 6);
+    struct store_row row;
+    assert_int_equal(store_get(s, "r4", 2, &row), STORE_OK);
+    store_row_clear(&row);
+    close_store(s, dir);
+    sem_destroy(&h.entered);
+    sem_destroy(&h.go);
+}
+
+/* A commit that fails is rolled back whole: none of its rows is there, its waits fail, the
+ * store says why, and the next commit succeeds. */
+static void a_failed_commit_rolls_back_and_the_next_succeeds(void **state)
+{
+    (void)state;
+    char dir[64] = "/tmp/mutexd-store-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    struct store_config cfg = {.dir = dir, .fault_commit_first = 1, .fault_commit_count = 1};
+    struct store *s = NULL;
+    char err[256], why[128];
+    assert_int_equal(store_open(&s, &cfg, err, sizeof err), 0);
+    uint64_t epoch = store_epoch(s);
+    struct waiter w = {.w.done = on_done, .status = -1};
+    uint64_t seq = store_submit(s, rec_full("a", 1, 5, true), epoch);
+    store_wait(s, &w.w, epoch, seq);
+    for (int i = 0; i < 5000 && atomic_load(&w.status) == -1; i++)
+        mx_sleep_ms(1);
+    assert_int_equal(atomic_load(&w.status), STORE_EFAIL);
+    assert_false(store_healthy(s, why, sizeof why));
+    assert_true(why[0] != '\0');
+    struct store_row row;
+    assert_int_equal(store_get(s, "a", 1, &row), STORE_NOTFOUND);
+
+    epoch = store_epoch(s);
+    struct waiter w2 = {.w.done = on_done, .status = -1};
+    seq = store_submit(s, rec_full("b", 2, 6, true), epoch);
+    store_wait(s, &w2.w, epoch, seq);
+    for (int i = 0; i < 5000 && atomic_load(&w2.status) == -1; i++)
+        mx_sleep_ms(1);
+    assert_int_equal(atomic_load(&w2.status), STORE_OK);
+    assert_true(store_healthy(s, why, sizeof why));
+    assert_int_equal(store_get(s, "b", 1, &row), STORE_OK);
+    assert_int_equal(row.token, 6);
+    store_row_clear(&row);
+    assert_int_equal(store_get(s, "a", 1, &row), STORE_NOTFOUND);
+    close_store(s, dir);
+}
+
+/* What was committed is what a reopened store reads: rows with every field, deleted rows
+ * gone, and the high-water marks that keep tokens and indexes from going back. */
+static void a_reopened_store_has_every_committed_row_and_mark(void **state)
+{
+    (void)state;
+    char dir[64] = "/tmp/mutexd-store-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    struct store_config cfg = {.dir = dir};
+    struct store *s = NULL;
+    char err[256];
+    assert_int_equal(store_open(&s, &cfg, err, sizeof err), 0);
+    assert_true(store_created(s));
+    uint64_t epoch = store_epoch(s);
+    store_submit(s, rec_full("jobs/a", 1, 3, true), epoch);
+    store_submit(s, rec_full("jobs/b", 2, 4, true), epoch);
+    wait_done(s, store_submit(s, rec_full("jobs/b", 3, 0, false), epoch)); /* deleted */
+    uint64_t commits = store_commit_seq(s);
+    store_close(s);
+
+    s = NULL;
+    assert_int_equal(store_open(&s, &cfg, err, sizeof err), 0);
+    assert_false(store_created(s));
+    assert_int_equal(store_token_hwm(s), 4);
+    assert_int_equal(store_index_hwm(s), 3);
+    assert_true(store_index_floor(s) >= 2);
+    assert_int_equal(store_commit_seq(s), commits);
+    struct store_row row;
+    assert_int_equal(store_get(s, "jobs/a", 6, &row), STORE_OK);
+    assert_int_equal(row.index, 1);
+    assert_true(row.has_lease && row.held);
+    assert_int_equal(row.token, 3);
+    assert_int_equal(row.ttl_ms, 15000);
+    assert_int_equal(row.acquired_at_ms, 1795000000000);
+    assert_int_equal(row.renewed_at_ms, 1795000001000);
+    assert_int_equal(row.deadline_ms, 1795000016000);
+    assert_int_equal(row.lease_id[15], 16);
+    assert_string_equal(row.owner->s, "host-a:1");
+    assert_string_equal(row.metadata->s, "{\"a\":1}");
+    store_row_clear(&row);
+    assert_int_equal(store_get(s, "jobs/b", 6, &row), STORE_NOTFOUND);
+    close_store(s, dir);
+}
+
 int main(int argc, char **argv);
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(an_idle_wait_goes_to_the_hook),
     cmocka_unit_test(a_wait_behind_its_record_goes_to_the_hook),
     cmocka_unit_test(a_failed_wait_does_not_reach_the_hook),
     cmocka_unit_test(a_failed_high_water_read_fails_the_open),
+    cmocka_unit_test(records_submitted_meanwhile_commit_as_one_batch),
+    cmocka_unit_test(a_failed_commit_rolls_back_and_the_next_succeeds),
+    cmocka_unit_test(a_reopened_store_has_every_committed_row_and_mark),
 };
 MX_TEST_MAIN(tests)
