@@ -1,12 +1,16 @@
 /*
  * Authorization with bearer tokens (--auth-tokens FILE). The file holds no token, only
- * each token's SHA-256, its scopes and, optionally, the resource prefix it is limited to:
- *
- *     # name      hash                                                                  scopes
- * prefix deployer    sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
- * read,write       jobs/ operator
- * sha256:60303ae22b998861bce3b28f33eec1be758a213c86c93c076dbe9f558c11c752 read,write,admin
- *
+ * each token's SHA-256, its scopes and, optionally, the resource prefix it is limited to
+ * (the sample's lines are wider than the code's, so the formatter leaves them alone):
+ */
+/* clang-format off */
+/*
+ *     # name    hash                                                                     scopes           prefix
+ *     deployer  sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08  read,write       jobs/
+ *     operator  sha256:60303ae22b998861bce3b28f33eec1be758a213c86c93c076dbe9f558c11c752  read,write,admin
+ */
+/* clang-format on */
+/*
  * Scopes: `read` (GET a resource, list, /metrics), `write` (acquire, renew, release),
  * `admin` (break). The file is read again on SIGHUP; a file that does not parse leaves the
  * tokens in force as they were.
@@ -46,8 +50,8 @@ int auth_check(struct auth *a, const char *authorization, unsigned scope, struct
 /* Whether a grant limited to a prefix covers `name` (`len` bytes). */
 bool auth_prefix_allows(const struct auth_grant *g, const char *name, size_t len);
 
-/* Parses one line of the file (for the fuzzer and the tests). Returns 1 for an entry, 0 for
- * a blank or comment line, -1 (err) for a bad one. */
+/* Parses one line of the file (tests/fuzz/fuzz_auth.c and tests/unit/test_auth.c reach it
+ * directly). Returns 1 for an entry, 0 for a blank or comment line, -1 (err) for a bad one. */
 struct auth_entry {
     char name[64];
     uint8_t digest[32];
