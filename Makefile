@@ -58,5 +58,7 @@ fuzz:
 fmt:
 	clang-format -i $$(git ls-files '*.c' '*.h')
 
+# Every build folder (.gitignore: /build*/): build/, build-run/, and the sanitizer, fuzz
+# and configuration builds of make test.
 clean:
-	rm -rf build build-tsan build-asan build-fuzz $(RUN_BUILD)
+	rm -rf $(BUILD) build-*/ $(RUN_BUILD)
