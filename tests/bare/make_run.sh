@@ -14,11 +14,10 @@
 # Environment: MUTEXD_BARE_TIMEOUT, seconds `make run` may take to be healthy (1800).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-SRC=$(pwd)
 
 if [ "$(id -u)" -ne 0 ]; then
     command -v sudo >/dev/null || { echo "bare: needs root (chroot, mounts)" >&2; exit 1; }
-    exec sudo --preserve-env=MUTEXD_CACHE,MUTEXD_BARE_TIMEOUT "$0" "$@"
+    exec sudo --preserve-env=MUTEXD_CACHE,MUTEXD_BARE_TIMEOUT "$PWD/tests/bare/make_run.sh" "$@"
 fi
 TIMEOUT=${MUTEXD_BARE_TIMEOUT:-1800}
 
@@ -43,9 +42,9 @@ cleanup() {
     set +e # every step runs, whatever the one before it did
     if [ -n "$ns_pid" ] && kill -0 "$ns_pid" 2>/dev/null; then
         # The namespace's first process: when it dies the kernel kills the rest.
-        local init
-        init=$(cat "/proc/$ns_pid/task/$ns_pid/children" 2>/dev/null)
-        [ -z "$init" ] || kill -KILL $init 2>/dev/null
+        local init=
+        read -r init _ <"/proc/$ns_pid/task/$ns_pid/children" 2>/dev/null
+        [ -z "$init" ] || kill -KILL "$init" 2>/dev/null
         kill -KILL "$ns_pid" 2>/dev/null
     fi
     [ -z "$ns_pid" ] || wait "$ns_pid" 2>/dev/null
@@ -63,10 +62,20 @@ trap 'exit 130' INT TERM
 mkdir "$root"
 tar -C "$root" --numeric-owner -xpf "$tarball"
 # The repository as a clone has it: the files git knows, without build folders or data.
+# A copy without git: all but what .gitignore names first.
+sources() {
+    if command -v git >/dev/null && git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+        git ls-files -z -co --exclude-standard | while IFS= read -r -d '' f; do
+            [ -e "$f" ] && printf '%s\0' "$f"
+        done
+    else
+        find . -mindepth 1 \( -path './build*' -o -path ./data -o -name node_modules \
+            -o -name __pycache__ -o -name .pytest_cache -o -path ./bench/results \) -prune \
+            -o \( -type f -o -type l \) -print0
+    fi
+}
 mkdir -p "$root/root/mutexd"
-git ls-files -z -co --exclude-standard | while IFS= read -r -d '' f; do
-    [ -e "$f" ] && printf '%s\0' "$f"
-done | tar --null -T - -cf - | tar -C "$root/root/mutexd" -xf -
+sources | tar --null --no-recursion -T - -cf - | tar -C "$root/root/mutexd" -xf -
 cp -L /etc/resolv.conf "$root/etc/resolv.conf"
 
 # Inside: the mounts, then the new user's commands in the chroot. `make run` is the
