@@ -1,23 +1,46 @@
 # mutexd: the two commands a new user needs are `make run` and `make test`.
 # Both install what is missing (Debian packages) and build with CMake.
 
-BUILD    ?= build
-JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
-ARGS     ?=
+BUILD     ?= build
+# `make run` builds the server alone, as shipped (no unit tests, no fault seam), in its
+# own folder so that it never reconfigures the test build in $(BUILD).
+RUN_BUILD ?= build-run
+JOBS      ?= $(shell nproc 2>/dev/null || echo 2)
+ARGS      ?=
+# cmake --build runs make again: without this, each level prints its folder.
+MAKEFLAGS += --no-print-directory
 
-.PHONY: all build run test bench fuzz fmt clean
+# cmake with its output kept in a log, shown only when configuring fails: a missing
+# package is then named, not hidden. $(1): build folder, $(2): options.
+define configure
+	@mkdir -p $(1)
+	@cmake -S . -B $(1) $(2) >$(1)/configure.log 2>&1 || { \
+	    cat $(1)/configure.log >&2; \
+	    echo "make: configuring $(1) failed (the log above is in $(1)/configure.log)" >&2; \
+	    exit 1; }
+endef
+
+.PHONY: all build server run test bench fuzz fmt clean
 
 all: build
 
+# Everything in the default configuration (the server, mutexctl, the unit tests).
 build:
 	@scripts/deps.sh build
-	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	$(call configure,$(BUILD),-DCMAKE_BUILD_TYPE=RelWithDebInfo)
 	@cmake --build $(BUILD) -j $(JOBS)
+
+# The server `make run` starts, and nothing else.
+server:
+	@scripts/deps.sh build
+	$(call configure,$(RUN_BUILD),-DCMAKE_BUILD_TYPE=RelWithDebInfo -DMUTEXD_TESTS=OFF \
+	    -DMUTEXD_FAULT_INJECTION=OFF)
+	@cmake --build $(RUN_BUILD) -j $(JOBS) --target mutexd
 
 # Starts the server in the foreground on 127.0.0.1:8080 with its data in ./data.
 # Pass flags with ARGS, for example: make run ARGS="--listen 127.0.0.1:9000"
-run: build
-	exec $(BUILD)/mutexd $(ARGS)
+run: server
+	exec $(RUN_BUILD)/mutexd $(ARGS)
 
 # Every test: unit tests, the sanitizer builds, integration, chaos and client tests.
 test:
@@ -35,5 +58,7 @@ fuzz:
 fmt:
 	clang-format -i $$(git ls-files '*.c' '*.h')
 
+# Every build folder (.gitignore: /build*/): build/, build-run/, and the sanitizer, fuzz
+# and configuration builds of make test.
 clean:
-	rm -rf build build-tsan build-asan build-fuzz
+	rm -rf $(BUILD) build-*/ $(RUN_BUILD)

@@ -797,7 +797,7 @@ void blob_global_cleanup(void)
     curl_global_cleanup();
 }
 
-static bool container_name_ok(const char *s)
+bool blob_container_name_ok(const char *s)
 {
     size_t n = strlen(s);
     if (n < 3 || n > 63 || s[0] == '-' || s[n - 1] == '-')
@@ -816,7 +816,7 @@ int blob_client_new(const struct blob_account *account, const char *container,
                     size_t errlen)
 {
     *out = NULL;
-    if (!container || !container_name_ok(container)) {
+    if (!container || !blob_container_name_ok(container)) {
         set_err(err, errlen,
                 "a container name is 3 to 63 characters of a-z, 0-9 and single '-' inside");
         return -1;

@@ -73,6 +73,10 @@ int blob_account_init(struct blob_account *out, const char *endpoint, const char
 /* Overwrites the key in memory. */
 void blob_account_wipe(struct blob_account *a);
 
+/* Whether s is a valid container name: 3 to 63 characters of a-z, 0-9 and single '-'
+ * inside. blob_client_new() refuses any other. */
+bool blob_container_name_ok(const char *s);
+
 /* ---- Results ------------------------------------------------------------------------------- */
 
 /* What one request came back with. Owned by the caller: start it zeroed ({0}); each operation

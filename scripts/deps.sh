@@ -6,10 +6,11 @@
 #   scripts/deps.sh test    the above, plus what the test suites run
 set -euo pipefail
 
+# libcmocka-dev: the default CMake configuration (MUTEXD_TESTS=ON, `make build`) compiles
+# the unit tests; `make run` builds the server alone and would do without it.
 build_pkgs=(build-essential cmake pkg-config
-    libmicrohttpd-dev libcjson-dev libsqlite3-dev libcurl4-openssl-dev libssl-dev)
-test_pkgs=(libcmocka-dev python3 python3-pytest python3-yaml curl openssl docker-compose
-    clang-format)
+    libmicrohttpd-dev libcjson-dev libsqlite3-dev libcurl4-openssl-dev libssl-dev libcmocka-dev)
+test_pkgs=(python3 python3-pytest python3-yaml curl openssl docker-compose clang-format)
 # Node.js and npm run Azurite, the OpenAPI check and the Node client's tests. A machine
 # that has a node already (from any source) keeps it.
 if [ "${1:-build}" = test ] && ! command -v node >/dev/null; then

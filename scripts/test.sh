@@ -30,6 +30,9 @@ tests/meta/registration.sh
 stage "unit tests"
 ctest --test-dir build --output-on-failure -j "$JOBS"
 
+stage "the shipped build configurations: Release as in the Dockerfile, gcc Debug"
+tests/bare/build_configs.sh
+
 stage "OpenAPI document"
 scripts/check-openapi.sh
 
@@ -71,6 +74,9 @@ ctest --test-dir build-tsan --output-on-failure -L "runtime|store"
 stage "integration tests under TSan"
 MUTEXD_BIN=build-tsan/mutexd "${PYTEST[@]}" tests/integration
 unset TSAN_OPTIONS
+
+stage "make run on a bare Debian 12, as the README's quick start says"
+tests/bare/make_run.sh
 
 stage "fuzzers, 30 s each"
 scripts/fuzz.sh 30

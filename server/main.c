@@ -234,6 +234,13 @@ int main(int argc, char **argv)
     }
 
     char err[512];
+    /* The tokens file is read before the store is opened: a bad one leaves no data
+     * directory behind. */
+    if (s.opt.auth_tokens && auth_open(&s.auth, s.opt.auth_tokens, err, sizeof err) != 0) {
+        mx_error("cannot read the tokens file", "error=\"%s\"", err);
+        fprintf(stderr, "mutexd: %s\n", err);
+        return 1;
+    }
     struct store_config sc = {
         .dir = s.opt.data_dir,
         .fault_commit_every = s.opt.fault_commit_every,
@@ -243,6 +250,7 @@ int main(int argc, char **argv)
     if (store_open(&s.store, &sc, err, sizeof err) != 0) {
         mx_error("cannot open the store", "error=\"%s\"", err);
         fprintf(stderr, "mutexd: %s\n", err);
+        auth_free(s.auth);
         return 1;
     }
 
@@ -263,6 +271,7 @@ int main(int argc, char **argv)
         if (s.mirror)
             mirror_close(s.mirror);
         store_close(s.store);
+        auth_free(s.auth);
         return 1;
     }
 
@@ -276,11 +285,13 @@ int main(int argc, char **argv)
     if ((rc = rt_start(&s.rt, &rc_cfg)) != 0) {
         mx_error("cannot start the actor runtime", "errno=%d", rc);
         close_core(&s);
+        auth_free(s.auth);
         return 1;
     }
     if ((rc = rt_alarms_start(&s.actx.alarms, s.rt, RA_MSG_ALARM)) != 0) {
         mx_error("cannot start the alarm thread", "errno=%d", rc);
         close_core(&s);
+        auth_free(s.auth);
         return 1;
     }
     rt_alarms_pace(s.actx.alarms, store_behind, s.store);
@@ -291,18 +302,13 @@ int main(int argc, char **argv)
     if (ra_restore(&s.actx, &leases, &unset) != STORE_OK) {
         mx_error("cannot read the leases in force from the store", NULL);
         close_core(&s);
+        auth_free(s.auth);
         return 1;
     }
     if (unset)
         mx_warn("out of memory setting lease expiries; those leases expire when next used",
                 "count=%zu", unset);
 
-    if (s.opt.auth_tokens && auth_open(&s.auth, s.opt.auth_tokens, err, sizeof err) != 0) {
-        mx_error("cannot read the tokens file", "error=\"%s\"", err);
-        fprintf(stderr, "mutexd: %s\n", err);
-        close_core(&s);
-        return 1;
-    }
     struct http_config hc = {
         .auth = s.auth,
         .listen = s.opt.listen,

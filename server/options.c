@@ -1,22 +1,31 @@
 /*
  * Option parsing (see options.h). Defaults are written as text and parsed like any
- * value, so they pass the same bounds checks.
+ * value, so they pass the same bounds checks. Everything that can be checked without
+ * the data directory is checked here (addresses, files, the blob connection string), so
+ * that a bad option is refused before the disk is touched.
  */
 #include "options.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
+#include <netdb.h>
+#include <openssl/pem.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/log.h"
+#include "persistence/blob.h"
 #include "persistence/mirror.h"
 
-enum type { T_STR, T_U64, T_LEVEL };
+/* T_ADDR: HOST:PORT; T_FILE: a file that must be readable now. */
+enum type { T_STR, T_U64, T_LEVEL, T_ADDR, T_FILE };
 
 struct def {
     const char *flag, *env, *metavar;
@@ -30,7 +39,7 @@ struct def {
 #define OFF(f) offsetof(struct options, f)
 
 static const struct def defs[] = {
-    {"listen", "MUTEXD_LISTEN", "HOST:PORT", T_STR, OFF(listen), "127.0.0.1:8080", 0, 0,
+    {"listen", "MUTEXD_LISTEN", "HOST:PORT", T_ADDR, OFF(listen), "127.0.0.1:8080", 0, 0,
      "address to serve HTTP on (PORT 0: any free port, logged at start)"},
     {"data-dir", "MUTEXD_DATA_DIR", "DIR", T_STR, OFF(data_dir), "./data", 0, 0,
      "directory of the SQLite store; created if missing, locked while running"},
@@ -50,11 +59,11 @@ static const struct def defs[] = {
      3600000, "a connection is closed after this long idle or sending one request's headers"},
     {"max-actors", "MUTEXD_MAX_ACTORS", "N", T_U64, OFF(max_actors), "4000000", 1000, 100000000,
      "resources in memory at most (waited on, watched, or used in the last seconds)"},
-    {"auth-tokens", "MUTEXD_AUTH_TOKENS_FILE", "FILE", T_STR, OFF(auth_tokens), NULL, 0, 0,
+    {"auth-tokens", "MUTEXD_AUTH_TOKENS_FILE", "FILE", T_FILE, OFF(auth_tokens), NULL, 0, 0,
      "bearer tokens (SHA-256 hashes, scopes, prefixes): authorization on; reread on SIGHUP"},
-    {"tls-cert", "MUTEXD_TLS_CERT", "FILE", T_STR, OFF(tls_cert), NULL, 0, 0,
+    {"tls-cert", "MUTEXD_TLS_CERT", "FILE", T_FILE, OFF(tls_cert), NULL, 0, 0,
      "PEM certificate: serve HTTPS (with --tls-key)"},
-    {"tls-key", "MUTEXD_TLS_KEY", "FILE", T_STR, OFF(tls_key), NULL, 0, 0,
+    {"tls-key", "MUTEXD_TLS_KEY", "FILE", T_FILE, OFF(tls_key), NULL, 0, 0,
      "PEM private key for --tls-cert"},
     {"blob-connection-string", "MUTEXD_BLOB_CONNECTION_STRING", "S", T_STR,
      OFF(blob_connection_string), NULL, 0, 0,
@@ -107,15 +116,83 @@ static void usage(FILE *f)
             "--probe", "");
 }
 
+/*
+ * HOST:PORT as the HTTP front opens it: split at the last ':', the host in brackets for
+ * IPv6 ([::1]:8080), PORT from 0 to 65535 (0: any free port; the server logs the one it
+ * got, and the tests use it). The host must resolve. getaddrinfo() alone would not do:
+ * it takes a port above 65535 modulo 65536 (99999 is 34463).
+ */
+static int check_addr(const struct def *d, const char *value, const char *from)
+{
+    const char *colon = strrchr(value, ':');
+    char host[256];
+    size_t hl = colon ? (size_t)(colon - value) : 0;
+    if (!colon || hl == 0 || hl >= sizeof host) {
+        fprintf(stderr,
+                "mutexd: %s: --%s must be HOST:PORT (for example 127.0.0.1:8080), not '%s'\n", from,
+                d->flag, value);
+        return -1;
+    }
+    const char *port = colon + 1;
+    size_t digits = strspn(port, "0123456789");
+    if (digits == 0 || port[digits] || digits > 5 || strtoul(port, NULL, 10) > 65535) {
+        fprintf(stderr,
+                "mutexd: %s: --%s: the port must be a number from 0 to 65535 (0: any free port), "
+                "not '%s'\n",
+                from, d->flag, port);
+        return -1;
+    }
+    memcpy(host, value, hl);
+    host[hl] = '\0';
+    if (host[0] == '[' && hl > 2 && host[hl - 1] == ']') {
+        memmove(host, host + 1, hl - 2);
+        host[hl - 2] = '\0';
+    }
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+    struct addrinfo *ai = NULL;
+    int gai = getaddrinfo(host, port, &hints, &ai);
+    if (gai != 0) {
+        fprintf(stderr, "mutexd: %s: --%s: cannot resolve '%s': %s\n", from, d->flag, host,
+                gai == EAI_SYSTEM ? strerror(errno) : gai_strerror(gai));
+        return -1;
+    }
+    freeaddrinfo(ai);
+    return 0;
+}
+
+/* A file read at start (and, for tokens, on SIGHUP): it must be there and readable now. */
+static int check_file(const struct def *d, const char *value, const char *from)
+{
+    int fd = open(value, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "mutexd: %s: --%s: cannot read '%s': %s\n", from, d->flag, value,
+                fd < 0 ? strerror(errno) : "a directory");
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    close(fd);
+    return 0;
+}
+
 static int set_value(struct options *o, const struct def *d, const char *value, const char *from)
 {
     void *field = (char *)o + d->offset;
     switch (d->type) {
     case T_STR:
+    case T_ADDR:
+    case T_FILE:
         if (!*value) {
             fprintf(stderr, "mutexd: %s: --%s must not be empty\n", from, d->flag);
             return -1;
         }
+        if (d->type == T_ADDR && check_addr(d, value, from) != 0)
+            return -1;
+        if (d->type == T_FILE && check_file(d, value, from) != 0)
+            return -1;
         *(const char **)field = value;
         return 0;
     case T_LEVEL: {
@@ -142,6 +219,58 @@ static int set_value(struct options *o, const struct def *d, const char *value, 
     }
     }
     return -1;
+}
+
+/* The first PEM object of the right kind in a file; an encrypted key is refused (the
+ * server has no passphrase to give). */
+static bool pem_has(const char *path, bool key)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false;
+    bool ok;
+    if (key) {
+        EVP_PKEY *k = PEM_read_PrivateKey(f, NULL, NULL, (void *)"");
+        ok = k != NULL;
+        EVP_PKEY_free(k);
+    } else {
+        X509 *x = PEM_read_X509(f, NULL, NULL, NULL);
+        ok = x != NULL;
+        X509_free(x);
+    }
+    fclose(f);
+    return ok;
+}
+
+/* Checks that need more than one option, or a parser of their own. */
+static int check_together(const struct options *o)
+{
+    if (o->tls_cert && !pem_has(o->tls_cert, false)) {
+        fprintf(stderr, "mutexd: --tls-cert: no PEM certificate in '%s'\n", o->tls_cert);
+        return -1;
+    }
+    if (o->tls_key && !pem_has(o->tls_key, true)) {
+        fprintf(stderr, "mutexd: --tls-key: no unencrypted PEM private key in '%s'\n", o->tls_key);
+        return -1;
+    }
+    if (o->blob_connection_string) {
+        struct blob_account a = {0};
+        char err[256];
+        int rc = blob_parse_connection_string(o->blob_connection_string, &a, err, sizeof err);
+        blob_account_wipe(&a);
+        if (rc != 0) {
+            fprintf(stderr, "mutexd: --blob-connection-string: %s\n", err);
+            return -1;
+        }
+    }
+    if (!blob_container_name_ok(o->blob_container)) {
+        fprintf(stderr,
+                "mutexd: --blob-container: a container name is 3 to 63 characters of a-z, 0-9 "
+                "and single '-' inside, not '%s'\n",
+                o->blob_container);
+        return -1;
+    }
+    return 0;
 }
 
 /* MUTEXD_FAULT_COMMIT: "N" fails commit N, "N:K" K commits from N, "every:N" every Nth. */
@@ -188,7 +317,9 @@ int options_parse(struct options *o, int argc, char **argv)
     const char *values[NDEFS] = {NULL};
     int c;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+    /* The leading ':' makes a flag without its value come back as ':', told apart from an
+     * unknown flag (for a long option getopt sets optopt to its index, 0 for --listen). */
+    while ((c = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
         if (c == 'h') {
             usage(stdout);
             return 0;
@@ -201,9 +332,15 @@ int options_parse(struct options *o, int argc, char **argv)
             o->probe = true;
             continue;
         }
-        if (c == '?' || c < 0 || (size_t)c >= NDEFS) {
-            if (optopt)
-                fprintf(stderr, "mutexd: option needs a value: %s\n", argv[optind - 1]);
+        if (c == ':' && optopt >= 0 && (size_t)optopt < NDEFS) {
+            fprintf(stderr, "mutexd: --%s needs a value: --%s %s\n", defs[optopt].flag,
+                    defs[optopt].flag, defs[optopt].metavar);
+            fprintf(stderr, "Try 'mutexd --help'.\n");
+            return 2;
+        }
+        if (c == '?' || c == ':' || c < 0 || (size_t)c >= NDEFS) {
+            if (c == '?' && (optopt == 'h' || optopt == 'V' || optopt == 'P'))
+                fprintf(stderr, "mutexd: %s takes no value\n", argv[optind - 1]);
             else
                 fprintf(stderr, "mutexd: unknown option: %s\n", argv[optind - 1]);
             fprintf(stderr, "Try 'mutexd --help'.\n");
@@ -267,6 +404,8 @@ int options_parse(struct options *o, int argc, char **argv)
         fprintf(stderr, "mutexd: --tls-cert and --tls-key go together\n");
         return 2;
     }
+    if (check_together(o) != 0)
+        return 2;
     if (parse_faults(o) != 0)
         return 2;
     return -1;

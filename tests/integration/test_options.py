@@ -1,0 +1,128 @@
+"""Server options: every bad option is refused with a clear message and exit status 2,
+before the data directory is created, and nothing listens."""
+
+import os
+import re
+import subprocess
+
+import pytest
+
+from harness import BIN, Server
+
+
+def refuse(tmp_path, args, env=None, timeout=10):
+    """Runs mutexd with args and a data directory that does not exist yet; returns its
+    stderr after checking that it refused to start and left no data directory behind.
+    A server that starts instead (the bad option accepted) is killed at the timeout."""
+    data = tmp_path / "data"
+    e = dict(os.environ)
+    e.update(env or {})
+    p = subprocess.Popen([BIN, "--data-dir", str(data)] + args, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=e)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+        pytest.fail("mutexd %s started instead of refusing:\n%s" % (args, err))
+    assert p.returncode == 2, (args, p.returncode, err)
+    assert err.startswith("mutexd: "), err
+    assert not data.exists(), "a refused option left %s behind" % data
+    return err
+
+
+@pytest.mark.parametrize("listen", ["127.0.0.1:99999", "0.0.0.0:70000", "127.0.0.1:65536",
+                                    "[::1]:65536", "127.0.0.1:-1", "127.0.0.1:+80",
+                                    "127.0.0.1:80x", "127.0.0.1: 80", "127.0.0.1:"])
+def test_listen_port_out_of_range_is_refused(tmp_path, listen):
+    err = refuse(tmp_path, ["--listen", listen])
+    assert "port must be a number from 0 to 65535" in err, err
+
+
+@pytest.mark.parametrize("listen", ["8090", ":8090", "127.0.0.1"])
+def test_listen_without_host_and_port_is_refused(tmp_path, listen):
+    err = refuse(tmp_path, ["--listen", listen])
+    assert "--listen must be HOST:PORT" in err, err
+
+
+def test_listen_from_the_environment_is_checked_too(tmp_path):
+    err = refuse(tmp_path, [], env={"MUTEXD_LISTEN": "127.0.0.1:99999"})
+    assert err.startswith("mutexd: MUTEXD_LISTEN: "), err
+
+
+def test_listen_host_that_does_not_resolve_is_refused(tmp_path):
+    err = refuse(tmp_path, ["--listen", "no-such-host.invalid:8090"])
+    assert "cannot resolve 'no-such-host.invalid'" in err, err
+
+
+def test_listen_port_zero_takes_a_free_port_and_logs_it():
+    with Server(listen="127.0.0.1:0") as s:
+        assert 0 < s.port <= 65535
+        assert s.client().request("GET", "/healthz").status == 200
+
+
+def flags_with_values():
+    out = subprocess.run([BIN, "--help"], capture_output=True, text=True, check=True).stdout
+    return re.findall(r"^  --([a-z-]+) [A-Z:]+ ", out, re.M)
+
+
+def test_every_option_without_its_value_says_so(tmp_path):
+    flags = flags_with_values()
+    assert "listen" in flags and "data-dir" in flags and len(flags) >= 20, flags
+    for flag in flags:
+        # --data-dir last would give --data-dir its value: put the flag at the end alone.
+        p = subprocess.run([BIN, "--" + flag], capture_output=True, text=True, timeout=10)
+        assert p.returncode == 2, (flag, p.stderr)
+        assert p.stderr.startswith("mutexd: --%s needs a value" % flag), p.stderr
+
+
+def test_flags_without_values_refuse_one(tmp_path):
+    err = refuse(tmp_path, ["--help=yes"])
+    assert "--help=yes takes no value" in err, err
+    err = refuse(tmp_path, ["--bogus"])
+    assert "unknown option: --bogus" in err, err
+
+
+def test_missing_tls_files_are_refused_before_the_disk(tmp_path):
+    err = refuse(tmp_path, ["--listen", "127.0.0.1:0", "--tls-cert", str(tmp_path / "no.pem"),
+                            "--tls-key", str(tmp_path / "no.key")])
+    assert "--tls-cert: cannot read" in err and "No such file" in err, err
+
+
+def test_tls_files_that_are_not_pem_are_refused_before_the_disk(tmp_path):
+    junk = tmp_path / "junk.pem"
+    junk.write_text("not a certificate\n")
+    err = refuse(tmp_path, ["--listen", "127.0.0.1:0", "--tls-cert", str(junk),
+                            "--tls-key", str(junk)])
+    assert "--tls-cert: no PEM certificate" in err, err
+
+
+def test_a_directory_is_not_a_tokens_file(tmp_path):
+    err = refuse(tmp_path, ["--listen", "127.0.0.1:0", "--auth-tokens", str(tmp_path)])
+    assert "--auth-tokens: cannot read" in err, err
+
+
+def test_missing_tokens_file_is_refused_before_the_disk(tmp_path):
+    err = refuse(tmp_path, ["--listen", "127.0.0.1:0", "--auth-tokens",
+                            str(tmp_path / "no-tokens")])
+    assert "--auth-tokens: cannot read" in err, err
+
+
+def test_a_tokens_file_that_does_not_parse_leaves_no_data_directory(tmp_path):
+    tokens = tmp_path / "tokens"
+    tokens.write_text("x sha256:zz read\n")
+    data = tmp_path / "data"
+    p = subprocess.run([BIN, "--listen", "127.0.0.1:0", "--data-dir", str(data),
+                        "--auth-tokens", str(tokens)], capture_output=True, text=True,
+                       timeout=10)
+    assert p.returncode == 1 and "line 1" in p.stderr, p.stderr
+    assert not data.exists()
+
+
+@pytest.mark.parametrize("args", [["--blob-connection-string", "AccountName"],
+                                  ["--blob-connection-string", "UseDevelopmentStorage=true",
+                                   "--blob-container", "Bad_Name"]])
+def test_blob_options_are_checked_before_the_disk(tmp_path, args):
+    # The mirror would otherwise be opened (and the name refused) after the store.
+    err = refuse(tmp_path, ["--listen", "127.0.0.1:0", "--mirror-takeover-ms", "1000"] + args)
+    assert "--blob-" in err, err
