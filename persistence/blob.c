@@ -26,6 +26,9 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
+#include "common/buf.h"
+#include "common/hex.h"
+
 #ifndef MUTEXD_VERSION
 #define MUTEXD_VERSION "dev"
 #endif
@@ -42,7 +45,7 @@
 #define DEFAULT_MAX_BODY           ((size_t)64 << 20)
 #define MAX_APPEND_BLOCK           ((size_t)4 << 20) /* the limit of version 2021-08-06 */
 
-/* ---- ASCII, errors, buffers ---------------------------------------------------------------- */
+/* ---- ASCII and errors --------------------------------------------------------------------- */
 
 /* Our own ASCII helpers: <ctype.h> and strcasecmp follow the process locale. */
 static char ascii_lower(char ch)
@@ -93,65 +96,6 @@ static void set_err(char *err, size_t errlen, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(err, errlen, fmt, ap);
     va_end(ap);
-}
-
-/* A growable NUL-terminated string. A failed allocation sticks (`oom`) and is checked once at
- * the end, which keeps the builders below linear. */
-struct buf {
-    char *p;
-    size_t len, cap;
-    bool oom;
-};
-
-static void buf_add(struct buf *b, const void *s, size_t n)
-{
-    if (b->oom)
-        return;
-    if (n > SIZE_MAX / 2 - b->len) {
-        b->oom = true;
-        return;
-    }
-    size_t need = b->len + n + 1;
-    if (need > b->cap) {
-        size_t cap = b->cap ? b->cap : 128;
-        while (cap < need)
-            cap *= 2;
-        char *np = realloc(b->p, cap);
-        if (!np) {
-            b->oom = true;
-            return;
-        }
-        b->p = np;
-        b->cap = cap;
-    }
-    if (n)
-        memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
-static void buf_adds(struct buf *b, const char *s)
-{
-    buf_add(b, s, strlen(s));
-}
-
-static void buf_addc(struct buf *b, char ch)
-{
-    buf_add(b, &ch, 1);
-}
-
-/* Hands over the string (never NULL on success, "" at least), or frees it and returns NULL. */
-static char *buf_finish(struct buf *b)
-{
-    buf_add(b, "", 0);
-    if (b->oom) {
-        free(b->p);
-        b->p = NULL;
-        return NULL;
-    }
-    char *p = b->p;
-    b->p = NULL;
-    return p;
 }
 
 /* ---- Accounts and connection strings ------------------------------------------------------- */
@@ -513,25 +457,25 @@ static bool unreserved(unsigned char ch)
     return ascii_alnum((char)ch) || ch == '-' || ch == '.' || ch == '_' || ch == '~';
 }
 
-static void buf_add_encoded(struct buf *b, const char *s, bool keep_slash)
+static void append_encoded(struct mx_buf *b, const char *s, bool keep_slash)
 {
     static const char hex[] = "0123456789ABCDEF";
     for (; *s; s++) {
         unsigned char ch = (unsigned char)*s;
         if (unreserved(ch) || (keep_slash && ch == '/')) {
-            buf_addc(b, (char)ch);
+            mx_buf_append_char(b, (char)ch);
         } else {
             char e[3] = {'%', hex[ch >> 4], hex[ch & 15]};
-            buf_add(b, e, 3);
+            mx_buf_append(b, e, 3);
         }
     }
 }
 
 char *blob_url_encode(const char *s, bool keep_slash)
 {
-    struct buf b = {0};
-    buf_add_encoded(&b, s, keep_slash);
-    return buf_finish(&b);
+    struct mx_buf b = {0};
+    append_encoded(&b, s, keep_slash);
+    return mx_buf_take(&b);
 }
 
 void blob_format_date(time_t t, char *out)
@@ -603,7 +547,7 @@ int blob_sign_request(const struct blob_account *account, const char *container,
                       const struct blob_request *req, const char *date, struct blob_signed *out)
 {
     struct canon q[BLOB_REQ_MAX_QUERY], h[BLOB_REQ_MAX_XMS + 2];
-    struct buf path = {0}, url = {0}, sts = {0};
+    struct mx_buf path = {0}, url = {0}, sts = {0};
     char sig[BLOB_SIG_LEN];
     int rc = -1;
 
@@ -613,40 +557,40 @@ int blob_sign_request(const struct blob_account *account, const char *container,
 
     /* The path exactly as it goes on the wire: percent-encoded, '/' kept. */
     const char *ep_path = endpoint_path(account->endpoint);
-    buf_adds(&path, ep_path);
-    buf_addc(&path, '/');
-    buf_adds(&path, container);
+    mx_buf_append_str(&path, ep_path);
+    mx_buf_append_char(&path, '/');
+    mx_buf_append_str(&path, container);
     if (req->blob) {
-        buf_addc(&path, '/');
-        buf_add_encoded(&path, req->blob, true);
+        mx_buf_append_char(&path, '/');
+        append_encoded(&path, req->blob, true);
     }
     if (path.oom)
         goto out;
 
-    buf_add(&url, account->endpoint, (size_t)(ep_path - account->endpoint));
-    buf_add(&url, path.p, path.len);
+    mx_buf_append(&url, account->endpoint, (size_t)(ep_path - account->endpoint));
+    mx_buf_append(&url, path.p, path.len);
     for (size_t i = 0; i < req->nquery; i++) {
-        buf_addc(&url, i ? '&' : '?');
-        buf_add_encoded(&url, req->query[i].name, false);
-        buf_addc(&url, '=');
+        mx_buf_append_char(&url, i ? '&' : '?');
+        append_encoded(&url, req->query[i].name, false);
+        mx_buf_append_char(&url, '=');
         /* Values always encoded: Azurite drops parameters whose raw value holds a '='. */
-        buf_add_encoded(&url, req->query[i].value, false);
+        append_encoded(&url, req->query[i].value, false);
     }
 
     /* The fixed lines. Content-Length is "" for an empty body (a "0" is a 403). */
     char length[24] = "";
     if (req->body_len)
         snprintf(length, sizeof length, "%zu", req->body_len);
-    buf_adds(&sts, req->verb);
-    buf_adds(&sts, "\n\n\n"); /* Content-Encoding, Content-Language */
-    buf_adds(&sts, length);
-    buf_adds(&sts, "\n\n"); /* Content-MD5 */
-    buf_adds(&sts, req->content_type ? req->content_type : "");
-    buf_adds(&sts, "\n\n\n"); /* Date (x-ms-date is used), If-Modified-Since */
-    buf_adds(&sts, req->if_match ? req->if_match : "");
-    buf_addc(&sts, '\n');
-    buf_adds(&sts, req->if_none_match ? req->if_none_match : "");
-    buf_adds(&sts, "\n\n\n"); /* If-Unmodified-Since, Range */
+    mx_buf_append_str(&sts, req->verb);
+    mx_buf_append_str(&sts, "\n\n\n"); /* Content-Encoding, Content-Language */
+    mx_buf_append_str(&sts, length);
+    mx_buf_append_str(&sts, "\n\n"); /* Content-MD5 */
+    mx_buf_append_str(&sts, req->content_type ? req->content_type : "");
+    mx_buf_append_str(&sts, "\n\n\n"); /* Date (x-ms-date is used), If-Modified-Since */
+    mx_buf_append_str(&sts, req->if_match ? req->if_match : "");
+    mx_buf_append_char(&sts, '\n');
+    mx_buf_append_str(&sts, req->if_none_match ? req->if_none_match : "");
+    mx_buf_append_str(&sts, "\n\n\n"); /* If-Unmodified-Since, Range */
 
     /* Canonicalized x-ms-* headers: lower-case names, sorted. */
     struct blob_kv all[BLOB_REQ_MAX_XMS + 2];
@@ -658,31 +602,31 @@ int blob_sign_request(const struct blob_account *account, const char *container,
     if (canon_fill(h, all, nh) != 0 || canon_fill(q, req->query, req->nquery) != 0)
         goto out;
     for (size_t i = 0; i < nh; i++) {
-        buf_adds(&sts, h[i].name);
-        buf_addc(&sts, ':');
-        buf_adds(&sts, h[i].value);
-        buf_addc(&sts, '\n');
+        mx_buf_append_str(&sts, h[i].name);
+        mx_buf_append_char(&sts, ':');
+        mx_buf_append_str(&sts, h[i].value);
+        mx_buf_append_char(&sts, '\n');
     }
 
     /* Canonicalized resource: "/" + account + the path as sent, so a path-style endpoint
      * (which already starts with "/account") carries the account twice. Then the query,
      * sorted by lower-cased name, values decoded, repeated names joined by ','. */
-    buf_addc(&sts, '/');
-    buf_adds(&sts, account->name);
-    buf_add(&sts, path.p, path.len);
+    mx_buf_append_char(&sts, '/');
+    mx_buf_append_str(&sts, account->name);
+    mx_buf_append(&sts, path.p, path.len);
     for (size_t i = 0; i < req->nquery; i++) {
         if (i > 0 && strcmp(q[i].name, q[i - 1].name) == 0) {
-            buf_addc(&sts, ',');
+            mx_buf_append_char(&sts, ',');
         } else {
-            buf_addc(&sts, '\n');
-            buf_adds(&sts, q[i].name);
-            buf_addc(&sts, ':');
+            mx_buf_append_char(&sts, '\n');
+            mx_buf_append_str(&sts, q[i].name);
+            mx_buf_append_char(&sts, ':');
         }
-        buf_adds(&sts, q[i].value);
+        mx_buf_append_str(&sts, q[i].value);
     }
 
-    out->url = buf_finish(&url);
-    out->string_to_sign = buf_finish(&sts);
+    out->url = mx_buf_take(&url);
+    out->string_to_sign = mx_buf_take(&sts);
     if (!out->url || !out->string_to_sign)
         goto out;
     if (blob_hmac_base64(account->key, account->key_len, out->string_to_sign,
@@ -694,9 +638,9 @@ int blob_sign_request(const struct blob_account *account, const char *container,
         goto out;
     rc = 0;
 out:
-    free(path.p);
-    free(url.p);
-    free(sts.p);
+    mx_buf_free(&path);
+    mx_buf_free(&url);
+    mx_buf_free(&sts);
     if (rc != 0)
         blob_signed_free(out);
     return rc;
@@ -867,12 +811,6 @@ long blob_client_connects(const struct blob_client *c)
     return c->connects;
 }
 
-struct response {
-    struct buf body;
-    size_t max_body;
-    bool too_big;
-};
-
 static void copy_field(char *dst, size_t cap, const char *v, size_t n)
 {
     if (n >= cap)
@@ -930,14 +868,10 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *arg)
 
 static size_t on_body(char *data, size_t size, size_t nmemb, void *arg)
 {
-    struct response *rsp = arg;
+    struct mx_buf *body = arg; /* capped at the client's max_body */
     size_t n = size * nmemb;
-    if (n > rsp->max_body - rsp->body.len) {
-        rsp->too_big = true;
-        return 0; /* aborts the transfer with CURLE_WRITE_ERROR */
-    }
-    buf_add(&rsp->body, data, n);
-    return rsp->body.oom ? 0 : n;
+    mx_buf_append(body, data, n);
+    return body->oom ? 0 : n; /* 0 aborts the transfer with CURLE_WRITE_ERROR */
 }
 
 struct xml_elem {
@@ -1000,7 +934,7 @@ static int perform(struct blob_client *c, const struct blob_request *req, long o
 {
     struct blob_signed sg;
     struct curl_slist *headers = NULL;
-    struct response rsp = {.max_body = c->max_body};
+    struct mx_buf body = MX_BUF_INIT(c->max_body);
     char date[BLOB_DATE_LEN];
     int rc = -1;
 
@@ -1041,7 +975,7 @@ static int perform(struct blob_client *c, const struct blob_request *req, long o
     SET(CURLOPT_HEADERFUNCTION, on_header);
     SET(CURLOPT_HEADERDATA, res);
     SET(CURLOPT_WRITEFUNCTION, on_body);
-    SET(CURLOPT_WRITEDATA, &rsp);
+    SET(CURLOPT_WRITEDATA, &body);
     if (strcmp(req->verb, "GET") == 0) {
         SET(CURLOPT_HTTPGET, 1L);
     } else if (strcmp(req->verb, "HEAD") == 0) {
@@ -1066,9 +1000,9 @@ static int perform(struct blob_client *c, const struct blob_request *req, long o
         c->connects += connects;
     if (cc != CURLE_OK) {
         reset_headers(res);
-        if (rsp.too_big) {
+        if (body.too_big) {
             local_fail(res, "response body larger than %zu bytes", c->max_body);
-        } else if (rsp.body.oom) {
+        } else if (body.oom) {
             local_fail(res, "out of memory reading the response");
         } else {
             res->curl_code = (int)cc;
@@ -1077,16 +1011,16 @@ static int perform(struct blob_client *c, const struct blob_request *req, long o
         goto out;
     }
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &res->status);
-    if (rsp.body.len) {
-        res->body = rsp.body.p;
-        res->body_len = rsp.body.len;
-        rsp.body.p = NULL;
+    if (body.len) {
+        res->body = body.p;
+        res->body_len = body.len;
+        body.p = NULL;
     }
     if (res->status >= 400 && !res->error_code[0] && res->body)
         error_code_from_body(res);
     rc = res->status == ok ? 0 : -1;
 out:
-    free(rsp.body.p);
+    mx_buf_free(&body);
     curl_slist_free_all(headers);
     blob_signed_free(&sg);
     return rc;
@@ -1446,27 +1380,27 @@ static int find_elem(const char *p, const char *end, const char *tag, struct xml
     return 0;
 }
 
-static void buf_add_utf8(struct buf *b, uint32_t cp)
+static void append_utf8(struct mx_buf *b, uint32_t cp)
 {
     char u[4];
     if (cp < 0x80) {
         u[0] = (char)cp;
-        buf_add(b, u, 1);
+        mx_buf_append(b, u, 1);
     } else if (cp < 0x800) {
         u[0] = (char)(0xC0 | (cp >> 6));
         u[1] = (char)(0x80 | (cp & 0x3F));
-        buf_add(b, u, 2);
+        mx_buf_append(b, u, 2);
     } else if (cp < 0x10000) {
         u[0] = (char)(0xE0 | (cp >> 12));
         u[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
         u[2] = (char)(0x80 | (cp & 0x3F));
-        buf_add(b, u, 3);
+        mx_buf_append(b, u, 3);
     } else {
         u[0] = (char)(0xF0 | (cp >> 18));
         u[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
         u[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
         u[3] = (char)(0x80 | (cp & 0x3F));
-        buf_add(b, u, 4);
+        mx_buf_append(b, u, 4);
     }
 }
 
@@ -1505,12 +1439,12 @@ char *blob_xml_unescape(const char *s, size_t len)
         const char *name;
         char ch;
     } named[] = {{"amp", '&'}, {"lt", '<'}, {"gt", '>'}, {"quot", '"'}, {"apos", '\''}};
-    struct buf b = {0};
+    struct mx_buf b = {0};
     size_t i = 0;
     while (i < len) {
         const char *amp = memchr(s + i, '&', len - i);
         size_t run = amp ? (size_t)(amp - (s + i)) : len - i;
-        buf_add(&b, s + i, run);
+        mx_buf_append(&b, s + i, run);
         i += run;
         if (!amp)
             break;
@@ -1524,7 +1458,7 @@ char *blob_xml_unescape(const char *s, size_t len)
         bool done = false;
         for (size_t j = 0; j < sizeof named / sizeof named[0] && !done; j++) {
             if (strlen(named[j].name) == ent_len && memcmp(ent, named[j].name, ent_len) == 0) {
-                buf_addc(&b, named[j].ch);
+                mx_buf_append_char(&b, named[j].ch);
                 done = true;
             }
         }
@@ -1532,24 +1466,14 @@ char *blob_xml_unescape(const char *s, size_t len)
             int64_t cp = char_ref(ent, ent_len);
             if (cp < 0)
                 goto bad;
-            buf_add_utf8(&b, (uint32_t)cp);
+            append_utf8(&b, (uint32_t)cp);
         }
         i = (size_t)(semi - s) + 1;
     }
-    return buf_finish(&b);
+    return mx_buf_take(&b);
 bad:
-    free(b.p);
+    mx_buf_free(&b);
     return NULL;
-}
-
-static int hex_val(char ch)
-{
-    ch = ascii_lower(ch);
-    if (ascii_digit(ch))
-        return ch - '0';
-    if (ch >= 'a' && ch <= 'f')
-        return ch - 'a' + 10;
-    return -1;
 }
 
 /* Names the service cannot put in XML come as <Name Encoded="true">percent-encoded</Name>. */
@@ -1561,10 +1485,11 @@ static int percent_decode_inplace(char *s)
             *w++ = *r;
             continue;
         }
-        int hi = r[1] ? hex_val(r[1]) : -1, lo = hi >= 0 && r[2] ? hex_val(r[2]) : -1;
-        if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
+        /* r[2] is at worst the NUL; %00 would cut the name short. */
+        int byte = r[1] ? mx_hex_byte(r[1], r[2]) : -1;
+        if (byte <= 0)
             return -1;
-        *w++ = (char)(hi * 16 + lo);
+        *w++ = (char)byte;
         r += 2;
     }
     *w = '\0';
@@ -1573,9 +1498,9 @@ static int percent_decode_inplace(char *s)
 
 static bool attr_encoded(const struct xml_elem *e)
 {
-    struct buf b = {0};
-    buf_add(&b, e->attrs, e->attrs_len);
-    char *a = buf_finish(&b);
+    struct mx_buf b = {0};
+    mx_buf_append(&b, e->attrs, e->attrs_len);
+    char *a = mx_buf_take(&b);
     bool yes = a && (strstr(a, "Encoded=\"true\"") || strstr(a, "Encoded='true'"));
     free(a);
     return yes;
