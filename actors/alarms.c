@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "../common/clock.h"
+#include "../common/container_of.h"
 #include "../common/hash.h"
 
 /* A send refused for now is tried again after this long. */
@@ -33,8 +34,6 @@ struct alarm {
     uint16_t len;
     char name[];
 };
-
-#define ALARM_OF(mt) ((struct alarm *)((char *)(mt)-offsetof(struct alarm, t)))
 
 struct rt_alarms {
     struct rt *rt;
@@ -247,7 +246,7 @@ static void *alarm_thread(void *arg)
         size_t n = 0;
         struct mx_timer *t;
         while (!al->hold && n < SEND_BATCH && (t = mx_heap_pop_due(&al->heap, now)) != NULL) {
-            struct alarm *a = ALARM_OF(t);
+            struct alarm *a = container_of(t, struct alarm, t);
             *find(al, a->name, a->len) = a->next;
             al->count--;
             a->next = NULL;

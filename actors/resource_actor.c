@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "common/clock.h"
+#include "common/container_of.h"
 #include "common/log.h"
 
 enum { MSG_REQ = 1, MSG_DROP, MSG_ALARM = RA_MSG_ALARM, MSG_TIMER };
@@ -33,8 +34,6 @@ struct ra_state {
     bool loaded;
 };
 
-#define CONTAINER(ptr, type, field) ((type *)((char *)(ptr)-offsetof(type, field)))
-
 static struct res_now now_clock(void)
 {
     return (struct res_now){.mono_ns = mx_mono_ns(), .wall_ms = mx_wall_ms()};
@@ -43,7 +42,7 @@ static struct res_now now_clock(void)
 /* Store thread (or inside store_wait). */
 static void on_durable(struct store_wait *w, int status)
 {
-    struct ra_request *r = CONTAINER(w, struct ra_request, _wait);
+    struct ra_request *r = container_of(w, struct ra_request, _wait);
     if (status != STORE_OK && r->rq.status != RES_GONE) {
         res_view_clear(&r->rq.view);
         r->rq.status = RES_ERR_UNAVAILABLE;
@@ -56,7 +55,7 @@ static void fail_all(struct res_out *out, const char *reason)
 {
     struct res_req *q;
     while ((q = res_out_pop(out)) != NULL) {
-        struct ra_request *r = CONTAINER(q, struct ra_request, rq);
+        struct ra_request *r = container_of(q, struct ra_request, rq);
         if (q->status != RES_GONE) {
             res_view_clear(&q->view);
             q->status = RES_ERR_UNAVAILABLE;
@@ -87,7 +86,7 @@ static void flush(struct rt_actor *self, struct ra_state *st, struct ra_ctx *ctx
     }
     struct res_req *q;
     while ((q = res_out_pop(out)) != NULL) {
-        struct ra_request *r = CONTAINER(q, struct ra_request, rq);
+        struct ra_request *r = container_of(q, struct ra_request, rq);
         if (q->status == RES_GONE) {
             r->reply(r);
             continue;
@@ -247,7 +246,7 @@ static void ra_deactivate(struct rt_actor *self, void *state, bool shutdown)
     res_cancel_all(&st->res, ctx->domain, shutdown ? "shutting down" : "deactivated", &out);
     struct res_req *q;
     while ((q = res_out_pop(&out)) != NULL) {
-        struct ra_request *r = CONTAINER(q, struct ra_request, rq);
+        struct ra_request *r = container_of(q, struct ra_request, rq);
         r->reply(r);
     }
     if (!shutdown && st->loaded && st->epoch != store_epoch(ctx->store)) {
@@ -371,7 +370,7 @@ static void list_item_done(struct ra_list *l)
 
 static void list_reply(struct ra_request *r)
 {
-    list_item_done(CONTAINER(r, struct ra_list_item, req)->list);
+    list_item_done(container_of(r, struct ra_list_item, req)->list);
 }
 
 struct ra_list *ra_list_start(struct rt *rt, struct store *store, const char *prefix,

@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "../common/clock.h"
+#include "../common/container_of.h"
 #include "../common/hash.h"
 #include "../common/log.h"
 
@@ -297,7 +298,7 @@ static bool run_turn(struct rt *rt, struct rt_actor *a)
         n = rt->cfg.batch;
     for (uint32_t i = 0; i < n; i++) {
         struct mbox_node *node = mbox_pop_wait(&a->mbox);
-        deliver(a, state, (struct rt_msg *)((char *)node - offsetof(struct rt_msg, _node)));
+        deliver(a, state, container_of(node, struct rt_msg, _node));
     }
     atomic_fetch_add_explicit(&rt->messages, n, memory_order_relaxed);
     atomic_fetch_add_explicit(&rt->turns, 1, memory_order_relaxed);
@@ -429,8 +430,6 @@ int rt_send_self(struct rt_actor *self, struct rt_msg *m)
 
 /* ---- timers ---------------------------------------------------------------------- */
 
-#define TIMER_OF(mt) ((struct rt_timer *)((char *)(mt)-offsetof(struct rt_timer, _t)))
-
 void rt_timer_init(struct rt_timer *t, uint32_t type)
 {
     memset(t, 0, sizeof *t);
@@ -444,7 +443,7 @@ void rt_timer_init(struct rt_timer *t, uint32_t type)
 static void timer_fire(void *ctx, struct mx_timer *mt)
 {
     struct rt *rt = ctx;
-    struct rt_timer *t = TIMER_OF(mt);
+    struct rt_timer *t = container_of(mt, struct rt_timer, _t);
     struct rt_actor *a = t->_actor;
     atomic_store_explicit(&t->_in_flight, true, memory_order_relaxed);
     push_forced(rt, a, &t->msg);
@@ -456,7 +455,8 @@ static void timer_fire(void *ctx, struct mx_timer *mt)
 static void timer_discard(void *ctx, struct mx_timer *mt)
 {
     (void)ctx;
-    atomic_fetch_sub_explicit(&TIMER_OF(mt)->_actor->pins, 1, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&container_of(mt, struct rt_timer, _t)->_actor->pins, 1,
+                              memory_order_relaxed);
 }
 
 static int timer_arm(struct rt_actor *self, struct rt_timer *t, uint64_t deadline_ns)
@@ -715,8 +715,7 @@ void rt_shutdown(struct rt *rt)
                 uint32_t n = atomic_load(&a->pending);
                 for (uint32_t k = 0; k < n; k++) {
                     struct mbox_node *node = mbox_pop_wait(&a->mbox);
-                    struct rt_msg *m =
-                        (struct rt_msg *)((char *)node - offsetof(struct rt_msg, _node));
+                    struct rt_msg *m = container_of(node, struct rt_msg, _node);
                     if (m->_timer)
                         atomic_store(&((struct rt_timer *)m)->_in_flight, false);
                     else if (m->cancel)

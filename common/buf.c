@@ -1,19 +1,43 @@
+/*
+ * The capped growable buffer (see buf.h). Capacity doubles from a small start and never goes
+ * past the cap and its NUL, so a buffer near its cap does not hold twice the memory.
+ */
 #include "buf.h"
 
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#define FIRST_CAP 256
+
+static size_t max_of(const struct mx_buf *b)
+{
+    /* Half of size_t at most: len + more + 1 below can then never wrap. */
+    size_t max = b->max ? b->max : MX_BUF_MAX_DEFAULT;
+    return max > SIZE_MAX / 2 ? SIZE_MAX / 2 : max;
+}
+
+/* Room for `more` bytes and the NUL; false (and the buffer failed) when there is none. */
 static bool reserve(struct mx_buf *b, size_t more)
 {
     if (b->oom)
         return false;
-    if (b->len + more + 1 <= b->cap)
+    size_t max = max_of(b);
+    if (b->len > max || more > max - b->len) {
+        b->too_big = true;
+        b->oom = true;
+        return false;
+    }
+    size_t need = b->len + more + 1;
+    if (need <= b->cap)
         return true;
-    size_t cap = b->cap ? b->cap * 2 : 4096;
-    while (cap < b->len + more + 1)
+    size_t cap = b->cap ? b->cap : FIRST_CAP;
+    while (cap < need)
         cap *= 2;
+    if (cap > max + 1)
+        cap = max + 1;
     char *p = realloc(b->p, cap);
     if (!p) {
         b->oom = true;
@@ -22,6 +46,11 @@ static bool reserve(struct mx_buf *b, size_t more)
     b->p = p;
     b->cap = cap;
     return true;
+}
+
+void mx_buf_init(struct mx_buf *b, size_t max)
+{
+    *b = MX_BUF_INIT(max);
 }
 
 void mx_buf_printf(struct mx_buf *b, const char *fmt, ...)
@@ -46,15 +75,36 @@ void mx_buf_append(struct mx_buf *b, const void *data, size_t len)
 {
     if (!reserve(b, len))
         return;
-    memcpy(b->p + b->len, data, len);
+    if (len)
+        memcpy(b->p + b->len, data, len);
     b->len += len;
     b->p[b->len] = '\0';
+}
+
+void mx_buf_append_str(struct mx_buf *b, const char *s)
+{
+    mx_buf_append(b, s, strlen(s));
+}
+
+void mx_buf_append_char(struct mx_buf *b, char ch)
+{
+    mx_buf_append(b, &ch, 1);
+}
+
+char *mx_buf_take(struct mx_buf *b)
+{
+    mx_buf_append(b, "", 0); /* an empty buffer holds no memory yet */
+    char *p = b->oom ? NULL : b->p;
+    if (!p)
+        free(b->p);
+    size_t max = b->max;
+    *b = MX_BUF_INIT(max);
+    return p;
 }
 
 void mx_buf_free(struct mx_buf *b)
 {
     free(b->p);
-    b->p = NULL;
-    b->len = b->cap = 0;
-    b->oom = false;
+    size_t max = b->max;
+    *b = MX_BUF_INIT(max);
 }

@@ -1,17 +1,8 @@
 #include "uuid.h"
 
-#include <openssl/rand.h>
+#include "hex.h"
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
+#include <openssl/rand.h>
 
 bool mx_uuid_parse(const char *s, size_t len, uint8_t out[16])
 {
@@ -24,10 +15,10 @@ bool mx_uuid_parse(const char *s, size_t len, uint8_t out[16])
                 return false;
             continue;
         }
-        int hi = hexval(s[i]), lo = hexval(s[i + 1]);
-        if (hi < 0 || lo < 0)
+        int byte = mx_hex_byte(s[i], s[i + 1]);
+        if (byte < 0)
             return false;
-        out[k++] = (uint8_t)(hi << 4 | lo);
+        out[k++] = (uint8_t)byte;
         i += 2;
     }
     return k == 16;

@@ -1,7 +1,8 @@
 /*
- * The inside of blob.c that its unit tests reach: canonicalization and signing of a request,
- * URL encoding, the date format and the listing parser. Nothing outside blob.c and its tests
- * includes this header.
+ * The inside of the blob client that its unit tests reach: canonicalization and signing of a
+ * request, URL encoding and the date format (blob_sign.c), the listing parser (blob_list.c) and
+ * the client's connection count (blob.c). Nothing outside those files and their tests includes
+ * this header.
  */
 #ifndef MX_BLOB_INTERNAL_H
 #define MX_BLOB_INTERNAL_H

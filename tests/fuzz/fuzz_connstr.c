@@ -1,5 +1,5 @@
 /*
- * Fuzzer: the Azure Storage connection-string parser (persistence/blob.c).
+ * Fuzzer: the Azure Storage connection-string parser (persistence/blob_account.c).
  */
 #include <stdlib.h>
 #include <string.h>
