@@ -345,9 +345,11 @@ static enum MHD_Result dispatch_locked(struct hreq *q)
     }
     if (q->route == ROUTE_GET)
         api_query_finish(q->route, &qc.query, h->cfg.lim, &q->ra.rq);
-    if (q->route == ROUTE_BREAK)
-        mx_info("break requested", "resource=%s reason=\"%s\" request_id=%s", q->name, q->reason,
-                q->rid);
+    if (q->route == ROUTE_BREAK) {
+        char reason[2 * API_MAX_REASON + 8]; /* the client's text, escaped: one log line */
+        mx_info("break requested", "resource=%s reason=%s request_id=%s", q->name,
+                mx_log_quote(reason, sizeof reason, q->reason), q->rid);
+    }
 
     struct res_req *rq = &q->ra.rq;
     rq->id = q->id;
@@ -620,13 +622,10 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
     (void)cls;
-    char msg[256];
+    char msg[256], quoted[300];
     vsnprintf(msg, sizeof msg, fmt, ap);
     msg[strcspn(msg, "\n")] = '\0';
-    for (char *p = msg; *p; p++)
-        if (*p == '"')
-            *p = '\'';
-    mx_debug("http", "detail=\"%s\"", msg);
+    mx_debug("http", "detail=%s", mx_log_quote(quoted, sizeof quoted, msg));
 }
 
 /* ---- metrics --------------------------------------------------------------------- */
