@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -54,6 +55,7 @@ struct http {
     struct conns *conns;
     int listen_fd;
     char address[96];
+    bool check_host; /* refuse a Host that is neither loopback nor in cfg.allowed_hosts */
     _Atomic bool draining;
     _Atomic int dispatching; /* threads inside dispatch(): they may touch the runtime and store */
     _Atomic uint64_t next_id;
@@ -455,6 +457,102 @@ static unsigned route_scope(enum api_route r)
     }
 }
 
+/* Whether the comma-separated `list` (may be NULL) has the item `s` (`n` bytes), compared
+ * without regard to case, spaces around items ignored. */
+static bool list_has(const char *list, const char *s, size_t n)
+{
+    for (const char *p = list; p && *p;) {
+        p += strspn(p, " ");
+        size_t len = strcspn(p, ",");
+        size_t m = len;
+        while (m && p[m - 1] == ' ')
+            m--;
+        if (m == n && strncasecmp(p, s, n) == 0)
+            return true;
+        p += len;
+        if (*p == ',')
+            p++;
+    }
+    return false;
+}
+
+/* The host of a Host header value, without its port: a name, an IPv4 address or an
+ * [IPv6] address. False when the value is none of these. */
+static bool host_of(const char *v, const char **host, size_t *len)
+{
+    const char *end = v + strlen(v), *port;
+    if (v[0] == '[') {
+        const char *close = strchr(v, ']');
+        if (!close)
+            return false;
+        port = close + 1;
+    } else {
+        port = strchr(v, ':');
+        if (!port)
+            port = end;
+    }
+    if (port < end && (*port != ':' || port + 1 == end ||
+                       strspn(port + 1, "0123456789") != (size_t)(end - port - 1)))
+        return false;
+    *host = v;
+    *len = (size_t)(port - v);
+    return *len > 0;
+}
+
+/* localhost, 127.0.0.0/8 and [::1]: names an attacker's DNS cannot point elsewhere. */
+static bool is_loopback_host(const char *host, size_t len)
+{
+    char buf[INET6_ADDRSTRLEN];
+    if (len == 9 && strncasecmp(host, "localhost", 9) == 0)
+        return true;
+    if (host[0] == '[') {
+        struct in6_addr a6;
+        if (len < 3 || len - 2 >= sizeof buf)
+            return false;
+        memcpy(buf, host + 1, len - 2);
+        buf[len - 2] = '\0';
+        return inet_pton(AF_INET6, buf, &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6);
+    }
+    struct in_addr a4;
+    if (len >= sizeof buf)
+        return false;
+    memcpy(buf, host, len);
+    buf[len] = '\0';
+    return inet_pton(AF_INET, buf, &a4) == 1 && (ntohl(a4.s_addr) >> 24) == 127;
+}
+
+/*
+ * Refuses what a web browser sends on behalf of a page the user happened to open: a
+ * request with an Origin header (browsers add it to every cross-origin request and to
+ * every POST) unless --allowed-origins lists it, and, where the Host is checked, a Host
+ * that is not loopback: a page on a name its owner points at 127.0.0.1 (DNS rebinding)
+ * is then its own origin and sends no Origin on a GET. A failure becomes the answer.
+ */
+static void admit(struct hreq *q)
+{
+    struct http *h = q->h;
+    const char *origin = MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, "Origin");
+    if (origin && !list_has(h->cfg.allowed_origins, origin, strlen(origin))) {
+        q->failed = true;
+        api_fail(&q->err, 403, "forbidden", NULL,
+                 "requests from web pages are refused: the request has an Origin header that "
+                 "is not in --allowed-origins");
+        return;
+    }
+    const char *hv = MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, "Host");
+    const char *host;
+    size_t len;
+    if (!h->check_host || !hv) /* no Host: HTTP/1.0, which no browser sends */
+        return;
+    if (host_of(hv, &host, &len) &&
+        (is_loopback_host(host, len) || list_has(h->cfg.allowed_hosts, host, len)))
+        return;
+    q->failed = true;
+    api_fail(&q->err, 403, "forbidden", NULL,
+             "the Host header is not a loopback name or address nor in --allowed-hosts "
+             "(a defence against DNS rebinding)");
+}
+
 /* With authorization on: a valid bearer token with the route's scope, and for a resource,
  * within the token's prefix. A failure becomes the request's answer. */
 static void authorize(struct hreq *q)
@@ -506,7 +604,9 @@ static enum MHD_Result on_headers(struct hreq *q, const char *url, const char *m
             memcpy(q->name, name, q->name_len);
             q->name[q->name_len] = '\0';
         }
-        authorize(q);
+        admit(q);
+        if (!q->failed)
+            authorize(q);
     }
 
     /* Answers that need no body are sent before it is read; the connection then closes,
@@ -521,12 +621,15 @@ static enum MHD_Result on_headers(struct hreq *q, const char *url, const char *m
         api_fail(&q->err, 413, "body_too_large", NULL, "the body is over %d bytes", API_MAX_BODY);
         return send_error(q, &q->err);
     }
-    if (has_body && ct && !api_is_json_type(ct) && !q->failed &&
+    /* A body must say it is JSON: a web page can send a body without a Content-Type, or
+     * as text/plain, without the browser asking the server first (CORS). */
+    if (has_body && (!ct || !api_is_json_type(ct)) && !q->failed &&
         (q->route == ROUTE_ACQUIRE || q->route == ROUTE_RENEW || q->route == ROUTE_RELEASE ||
          q->route == ROUTE_BREAK)) {
         q->close = true;
         api_fail(&q->err, 415, "unsupported_media_type", NULL,
-                 "the body must be JSON (Content-Type: application/json)");
+                 ct ? "the body must be JSON (Content-Type: application/json)"
+                    : "a body needs Content-Type: application/json");
         return send_error(q, &q->err);
     }
     q->phase = PH_BODY;
@@ -732,7 +835,7 @@ static int open_listener(struct http *h, const char *listen_at, char *err, size_
         snprintf(err, errlen, "cannot listen on %s: %s", listen_at, strerror(saved));
         return -1;
     }
-    struct sockaddr_storage ss;
+    struct sockaddr_storage ss = {0};
     socklen_t sl = sizeof ss;
     char ip[INET6_ADDRSTRLEN] = "?";
     int bound = 0;
@@ -749,6 +852,15 @@ static int open_listener(struct http *h, const char *listen_at, char *err, size_
             snprintf(h->address, sizeof h->address, "%s:%d", ip, bound);
         }
     }
+    /* Only a loopback listener knows the names it is reached by; elsewhere (0.0.0.0 in a
+     * container) the Host is checked only against --allowed-hosts. */
+    const char *hosts = h->cfg.allowed_hosts;
+    if (hosts)
+        h->check_host = !list_has(hosts, "*", 1);
+    else if (ss.ss_family == AF_INET6)
+        h->check_host = IN6_IS_ADDR_LOOPBACK(&((struct sockaddr_in6 *)&ss)->sin6_addr);
+    else
+        h->check_host = (ntohl(((struct sockaddr_in *)&ss)->sin_addr.s_addr) >> 24) == 127;
     h->listen_fd = fd;
     return 0;
 }

@@ -311,6 +311,8 @@ int main(int argc, char **argv)
         .idle_timeout_ms = s.opt.idle_timeout_ms,
         .tls_cert_file = s.opt.tls_cert,
         .tls_key_file = s.opt.tls_key,
+        .allowed_origins = s.opt.allowed_origins,
+        .allowed_hosts = s.opt.allowed_hosts,
         .rt = s.rt,
         .store = s.store,
         .lim = &s.domain.lim,

@@ -15,6 +15,7 @@ struct options {
     uint64_t min_ttl_ms, max_ttl_ms, max_wait_ms, max_waiters;
     uint64_t max_connections, max_actors, idle_timeout_ms;
     const char *tls_cert, *tls_key;
+    const char *allowed_origins, *allowed_hosts; /* comma-separated lists, or NULL */
     const char *auth_tokens;
     const char *blob_connection_string, *blob_container, *mirror;
     int mirror_mode; /* enum mirror_mode, decided from --mirror and the connection string */

@@ -35,3 +35,244 @@ def test_a_break_reason_cannot_forge_a_log_line(server):
     assert m, lines[0]
     assert m.group(1) == ('"x\\n ts=2026-01-01T00:00:00.000Z level=error msg=\\"forged\\" '
                           '\\\\ \\"\\r\\x1b[2K"')
+
+
+# ---- requests a browser sends on a web page's behalf ------------------------------------
+
+def held(server, resource, owner="holder"):
+    c = server.client()
+    r = c.acquire(resource, owner=owner, ttl_ms=60000)
+    assert r.status == 200, r
+    c.close()
+    return r.json
+
+
+def state(server, resource):
+    c = server.client()
+    r = c.get(resource)
+    c.close()
+    assert r.status == 200, r
+    return r.json
+
+
+def raw(server, head, body=b"", port=None):
+    """A raw request with `head`'s header lines, to the server's loopback address."""
+    data = head.replace(b"{port}", b"%d" % server.port)
+    if body:
+        data += b"Content-Length: %d\r\n" % len(body)
+    data += b"Connection: close\r\n\r\n" + body
+    return raw_request("127.0.0.1", port or server.port, data)
+
+
+def test_a_body_needs_a_json_content_type(server):
+    body = b'{"owner":"v"}'
+    # The probe's request: curl -X POST -H 'Content-Type:' --data-binary ... : 415 now.
+    r = raw(server, b"POST /v1/resources/ct/a/acquire HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n", body)
+    assert status_of(r) == 415 and b"unsupported_media_type" in r, r
+    for ctype in (b"text/plain", b"text/plain;charset=UTF-8", b"multipart/form-data; boundary=x",
+                  b"application/x-www-form-urlencoded"):
+        r = raw(server, b"POST /v1/resources/ct/a/acquire HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                b"Content-Type: " + ctype + b"\r\n", body)
+        assert status_of(r) == 415, (ctype, r)
+    assert state(server, "ct/a")["state"] == "free"
+    # JSON, with parameters, is served.
+    r = raw(server, b"POST /v1/resources/ct/a/acquire HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            b"Content-Type: application/json; charset=utf-8\r\n", body)
+    assert status_of(r) == 200, r
+    # A POST with no body at all is the empty object, with or without a Content-Length.
+    r = raw(server, b"POST /v1/resources/ct/a/break HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            b"Content-Length: 0\r\n")
+    assert status_of(r) == 200 and b'"broken":true' in r, r
+
+
+def test_a_request_with_an_origin_is_refused(server):
+    lease = held(server, "web/held")
+    origin = b"Origin: https://evil.example\r\n"
+    # The probe's request: a bodiless break with an Origin header.
+    r = raw(server, b"POST /v1/resources/web/held/break HTTP/1.1\r\nHost: 127.0.0.1\r\n" + origin)
+    assert status_of(r) == 403 and b'"forbidden"' in r and b"Origin" in r, r
+    r = raw(server, b"POST /v1/resources/web/free/acquire HTTP/1.1\r\nHost: 127.0.0.1\r\n" + origin
+            + b"Content-Type: application/json\r\n", b'{"owner":"evil"}')
+    assert status_of(r) == 403, r
+    r = raw(server, b"GET /v1/resources/web/held HTTP/1.1\r\nHost: 127.0.0.1\r\n" + origin)
+    assert status_of(r) == 403, r
+    r = raw(server, b"GET /v1/resources/web/held HTTP/1.1\r\nHost: 127.0.0.1\r\nOrigin: null\r\n")
+    assert status_of(r) == 403, r
+    after = state(server, "web/held")
+    assert after["state"] == "held" and after["holder"]["fencing_token"] == lease["fencing_token"]
+    assert state(server, "web/free")["state"] == "free"
+
+
+def test_allowed_origins_are_served_exactly():
+    with Server(args=["--allowed-origins", "https://dash.example, http://127.0.0.1:8000"]) as s:
+        def acquire(origin, name):
+            return status_of(raw(s, b"POST /v1/resources/o/%s/acquire HTTP/1.1\r\n" % name +
+                                 b"Host: 127.0.0.1\r\nOrigin: " + origin + b"\r\n"
+                                 b"Content-Type: application/json\r\n", b'{"owner":"d"}'))
+        assert acquire(b"https://dash.example", b"a") == 200
+        assert acquire(b"http://127.0.0.1:8000", b"b") == 200
+        for other in (b"http://dash.example", b"https://dash.example:8443",
+                      b"https://dash.example.evil.example", b"https://evil.example",
+                      b"http://127.0.0.1:8001", b"null"):
+            assert acquire(other, b"c") == 403, other
+        assert state(s, "o/c")["state"] == "free"
+
+
+@pytest.mark.parametrize("host", [b"evil.example", b"evil.example:{port}", b"127.0.0.1.nip.io",
+                                  b"localhost.evil.example", b"[::2]", b"0.0.0.0", b"10.0.0.1",
+                                  b"127.0.0.1:x", b"127.0.0.1:{port}:1", b""])
+def test_a_loopback_server_refuses_other_host_names(server, host):
+    """DNS rebinding: a page on a name its owner points at 127.0.0.1 sends its own name."""
+    r = raw(server, b"POST /v1/resources/dns/acquire HTTP/1.1\r\nHost: " + host + b"\r\n"
+            b"Content-Type: application/json\r\n", b'{"owner":"evil"}')
+    assert status_of(r) in (400, 403), r
+    if status_of(r) == 403:
+        assert b"Host" in r
+    assert state(server, "dns")["state"] == "free"
+
+
+@pytest.mark.parametrize("host", [b"127.0.0.1:{port}", b"127.0.0.1", b"127.1.2.3:{port}",
+                                  b"localhost:{port}", b"LOCALHOST", b"[::1]:{port}", b"[::1]"])
+def test_a_loopback_server_serves_loopback_names(server, host):
+    r = raw(server, b"GET /v1/resources/dns HTTP/1.1\r\nHost: " + host + b"\r\n")
+    assert status_of(r) == 200, r
+
+
+def test_allowed_hosts():
+    with Server(args=["--allowed-hosts", "mutexd,Lock.Internal"]) as s:
+        for host, want in ((b"mutexd:8080", 200), (b"lock.internal", 200), (b"localhost", 200),
+                           (b"127.0.0.1:{port}", 200), (b"evil.example", 403),
+                           (b"mutexd.evil.example", 403)):
+            r = raw(s, b"GET /v1/resources/h HTTP/1.1\r\nHost: " + host + b"\r\n")
+            assert status_of(r) == want, (host, r)
+    with Server(args=["--allowed-hosts", "*"]) as s:
+        r = raw(s, b"GET /v1/resources/h HTTP/1.1\r\nHost: anything.example\r\n")
+        assert status_of(r) == 200, r
+
+
+def test_a_wildcard_listener_does_not_check_the_host():
+    """In a container the server listens on 0.0.0.0 and is reached by names it cannot
+    know (docker compose's workers use mutexd:8080); an Origin is still refused."""
+    with Server(listen="0.0.0.0:0") as s:
+        r = raw(s, b"POST /v1/resources/c/acquire HTTP/1.1\r\nHost: mutexd:8080\r\n"
+                b"Content-Type: application/json\r\n", b'{"owner":"worker"}')
+        assert status_of(r) == 200, r
+        r = raw(s, b"POST /v1/resources/c/break HTTP/1.1\r\nHost: mutexd:8080\r\n"
+                b"Origin: https://evil.example\r\n")
+        assert status_of(r) == 403, r
+    with Server(listen="0.0.0.0:0", args=["--allowed-hosts", "mutexd"]) as s:
+        for host, want in ((b"mutexd:8080", 200), (b"other:8080", 403), (b"127.0.0.1", 200)):
+            r = raw(s, b"GET /v1/resources/c HTTP/1.1\r\nHost: " + host + b"\r\n")
+            assert status_of(r) == want, (host, r)
+
+
+@pytest.mark.parametrize("args", [["--allowed-origins", "evil.example"],
+                                  ["--allowed-origins", "https://a.example/"],
+                                  ["--allowed-origins", "ftp://a.example"],
+                                  ["--allowed-origins", "https://a.example:99999x"],
+                                  ["--allowed-origins", "https://a.example,"],
+                                  ["--allowed-hosts", "a.example:80"],
+                                  ["--allowed-hosts", "a b"],
+                                  ["--allowed-hosts", "http://a.example"]])
+def test_bad_allow_lists_stop_the_server(tmp_path, args):
+    out = subprocess.run([BIN, "--listen", "127.0.0.1:0", "--data-dir", str(tmp_path / "d")] + args,
+                         capture_output=True, text=True, timeout=10)
+    assert out.returncode == 2 and args[0] in out.stderr, out.stderr
+
+
+# A page on another origin, as any web site the user opens: it drives the API of the
+# server on 127.0.0.1 with the requests a browser sends without asking the server first
+# (no preflight): a body with no Content-Type, a text/plain body, a POST with no body.
+# Synchronous XMLHttpRequest, so that every request is over when the page has loaded and
+# --dump-dom prints what the script wrote. CORS hides the answers from the page; the
+# requests still reach the server, which is what the attack needs.
+PAGE = """<!doctype html><html><body><script>
+var base = 'http://127.0.0.1:%(port)d/v1/resources/', out = [];
+function post(path, body) {
+  var x = new XMLHttpRequest();
+  try { x.open('POST', base + path, false); x.send(body); return path + ' ' + x.status; }
+  catch (e) { return path + ' sent'; }
+}
+out.push(post('web/free/acquire', new Blob(['{"owner":"evil"}'])));
+out.push(post('web/text/acquire', '{"owner":"evil"}'));
+out.push(post('web/held/break', null));
+document.body.textContent = 'RESULT ' + out.join('; ');
+</script></body></html>"""
+
+
+class _PageServer:
+    """A second local HTTP server, on another port: another origin. Serves `page`."""
+
+    def __init__(self):
+        import http.server
+        import threading
+
+        self.page = ""
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                data = outer.page.encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html; charset=utf-8")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.origin = "http://127.0.0.1:%d" % self.httpd.server_address[1]
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def open_in_browser(url, tmp_path):
+    """Loads `url` in headless Chromium with a fresh profile; returns the page's DOM."""
+    profile = tmp_path / ("profile-%d" % len(list(tmp_path.iterdir())))
+    out = subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu",
+                          "--no-first-run", "--disable-background-networking",
+                          "--disable-component-update", "--disable-sync",
+                          "--user-data-dir=%s" % profile, "--dump-dom", url],
+                         capture_output=True, text=True, timeout=90)
+    m = re.search(r"RESULT [^<]*", out.stdout)
+    assert m, "the page did not run:\n%s\n%s" % (out.stdout[-2000:], out.stderr[-2000:])
+    return m.group(0)
+
+
+@pytest.fixture
+def page():
+    p = _PageServer()
+    yield p
+    p.close()
+
+
+def test_a_web_page_cannot_drive_a_local_server(tmp_path, page):
+    with Server() as s:
+        lease = held(s, "web/held")
+        page.page = PAGE % {"port": s.port}
+        result = open_in_browser(page.origin + "/", tmp_path)
+        # Nothing changed: the free resources are free, the held one is held by its holder.
+        assert state(s, "web/free")["state"] == "free", result
+        assert state(s, "web/text")["state"] == "free", result
+        after = state(s, "web/held")
+        assert after["state"] == "held", result
+        assert after["holder"]["fencing_token"] == lease["fencing_token"], result
+
+
+def test_the_page_reaches_a_server_that_allows_its_origin(tmp_path, page):
+    """The control for the test above: the page's requests do reach the server. With the
+    page's origin allowed, its bodiless break goes through; its bodies without a JSON
+    type are still refused."""
+    with Server(args=["--allowed-origins", page.origin]) as s:
+        held(s, "web/held")
+        page.page = PAGE % {"port": s.port}
+        result = open_in_browser(page.origin + "/", tmp_path)
+        assert state(s, "web/held")["state"] == "free", result
+        assert state(s, "web/free")["state"] == "free", result
+        assert state(s, "web/text")["state"] == "free", result
