@@ -950,13 +950,15 @@ int http_start(struct http **out, const struct http_config *cfg, char *err, size
         {MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)on_mhd_log, NULL},
         {tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, h->tls_cert},
         {tls ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_END, 0, h->tls_key},
+        {tls && cfg->tls_priorities ? MHD_OPTION_HTTPS_PRIORITIES : MHD_OPTION_END, 0,
+         (void *)cfg->tls_priorities},
         {MHD_OPTION_END, 0, NULL},
     };
     h->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, h, MHD_OPTION_ARRAY, opts,
                                  MHD_OPTION_END);
     if (!h->daemon) {
         snprintf(err, errlen, "cannot start the HTTP server on %s%s", h->address,
-                 tls ? " (check the TLS certificate and key)" : "");
+                 tls ? " (check the TLS certificate, the key and --tls-priorities)" : "");
         goto fail;
     }
     h->listen_fd = -1; /* libmicrohttpd's now: MHD_stop_daemon() closes it */

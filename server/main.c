@@ -311,6 +311,7 @@ int main(int argc, char **argv)
         .idle_timeout_ms = s.opt.idle_timeout_ms,
         .tls_cert_file = s.opt.tls_cert,
         .tls_key_file = s.opt.tls_key,
+        .tls_priorities = s.opt.tls_priorities,
         .allowed_origins = s.opt.allowed_origins,
         .allowed_hosts = s.opt.allowed_hosts,
         .rt = s.rt,

@@ -56,6 +56,10 @@ static const struct def defs[] = {
      "PEM certificate: serve HTTPS (with --tls-key)"},
     {"tls-key", "MUTEXD_TLS_KEY", "FILE", T_STR, OFF(tls_key), NULL, 0, 0,
      "PEM private key for --tls-cert"},
+    {"tls-priorities", "MUTEXD_TLS_PRIORITIES", "STRING", T_STR, OFF(tls_priorities),
+     MX_TLS_PRIORITIES_DEFAULT, 0, 0,
+     "GnuTLS priority string: the TLS versions and cipher suites offered (default: TLS 1.2 "
+     "and 1.3, AEAD suites with forward secrecy)"},
     {"allowed-origins", "MUTEXD_ALLOWED_ORIGINS", "LIST", T_STR, OFF(allowed_origins), NULL, 0, 0,
      "comma-separated scheme://host[:port] whose requests are served; any other request "
      "with an Origin header (a web page's) is refused 403 (default: none)"},

@@ -276,3 +276,55 @@ def test_the_page_reaches_a_server_that_allows_its_origin(tmp_path, page):
         assert state(s, "web/held")["state"] == "free", result
         assert state(s, "web/free")["state"] == "free", result
         assert state(s, "web/text")["state"] == "free", result
+
+
+# ---- TLS ------------------------------------------------------------------------------
+
+def handshake(server, *args):
+    """openssl s_client against the server: the protocol and suite agreed, or None. The
+    client's own floor is lowered (@SECLEVEL=0), so only the server can refuse."""
+    out = subprocess.run(["openssl", "s_client", "-connect", "127.0.0.1:%d" % server.port,
+                          "-servername", "localhost"] + list(args),
+                         input="", capture_output=True, text=True, timeout=20)
+    m = re.search(r"^New, (\S+), Cipher is (\S+)", out.stdout, re.M)
+    if not m or m.group(2) == "(NONE)":
+        return None
+    proto = re.search(r"^\s*Protocol\s*:\s*(\S+)", out.stdout, re.M)
+    return proto.group(1) if proto else m.group(1), m.group(2)
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory):
+    from test_security import make_cert
+    return make_cert(str(tmp_path_factory.mktemp("tls")))
+
+
+def test_tls_12_and_13_with_aead_suites_only(certs):
+    ca, cert, key = certs
+    with Server(args=["--tls-cert", cert, "--tls-key", key]) as s:
+        low = "DEFAULT@SECLEVEL=0"
+        assert handshake(s, "-tls1", "-cipher", low) is None
+        assert handshake(s, "-tls1_1", "-cipher", low) is None
+        for suite in ("AES128-SHA", "ECDHE-RSA-AES128-SHA", "AES256-SHA", "ECDHE-RSA-AES256-SHA",
+                      "AES128-SHA256", "ECDHE-RSA-AES128-SHA256", "AES128-GCM-SHA256"):
+            assert handshake(s, "-tls1_2", "-cipher", suite + "@SECLEVEL=0") is None, suite
+        for suite in ("ECDHE-RSA-AES128-GCM-SHA256", "ECDHE-RSA-AES256-GCM-SHA384",
+                      "ECDHE-RSA-CHACHA20-POLY1305"):
+            assert handshake(s, "-tls1_2", "-cipher", suite) == ("TLSv1.2", suite)
+        got = handshake(s, "-tls1_2")
+        assert got and got[0] == "TLSv1.2" and ("GCM" in got[1] or "POLY1305" in got[1]), got
+        got = handshake(s, "-tls1_3")
+        assert got and got[0] == "TLSv1.3", got
+
+
+def test_tls_priorities_option(certs, tmp_path):
+    ca, cert, key = certs
+    # An operator may choose otherwise: here TLS 1.3 alone.
+    with Server(args=["--tls-cert", cert, "--tls-key", key,
+                      "--tls-priorities", "NORMAL:-VERS-ALL:+VERS-TLS1.3"]) as s:
+        assert handshake(s, "-tls1_2") is None
+        assert handshake(s, "-tls1_3")[0] == "TLSv1.3"
+    out = subprocess.run([BIN, "--listen", "127.0.0.1:0", "--data-dir", str(tmp_path / "d"),
+                          "--tls-cert", cert, "--tls-key", key, "--tls-priorities", "NOPE:+X"],
+                         capture_output=True, text=True, timeout=10)
+    assert out.returncode == 1 and "--tls-priorities" in out.stderr, out.stderr
