@@ -328,3 +328,137 @@ def test_tls_priorities_option(certs, tmp_path):
                           "--tls-cert", cert, "--tls-key", key, "--tls-priorities", "NOPE:+X"],
                          capture_output=True, text=True, timeout=10)
     assert out.returncode == 1 and "--tls-priorities" in out.stderr, out.stderr
+
+
+# ---- files other local users must not read or write --------------------------------
+
+def mode(path):
+    return stat.S_IMODE(os.lstat(path).st_mode)
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o000])
+def test_the_store_is_private_whatever_the_umask(tmp_path, umask):
+    """The store holds every lease id, the credential of its lease."""
+    data = str(tmp_path / "data")
+    old = os.umask(umask)
+    try:
+        s = Server(data_dir=data).start()
+    finally:
+        os.umask(old)
+    c = s.client()
+    assert c.acquire("private", owner="o").status == 200
+    c.close()
+    assert mode(data) == 0o700
+    names = os.listdir(data)
+    assert "mutexd.db" in names and "mutexd.db-wal" in names, names
+    for name in names:
+        assert mode(os.path.join(data, name)) & 0o077 == 0, (name, oct(mode(os.path.join(data, name))))
+    s.stop()
+
+
+@pytest.mark.parametrize("perm", [0o777, 0o770, 0o702, 0o1777])
+def test_a_data_dir_others_can_write_is_refused(tmp_path, perm):
+    data = tmp_path / "data"
+    data.mkdir()
+    os.chmod(data, perm)
+    out = subprocess.run([BIN, "--listen", "127.0.0.1:0", "--data-dir", str(data)],
+                         capture_output=True, text=True, timeout=10)
+    assert out.returncode == 1 and "writable by other users" in out.stderr, out.stderr
+    assert os.listdir(data) == []
+
+
+def test_a_data_dir_others_can_read_is_warned_and_old_files_made_private(tmp_path):
+    data = str(tmp_path / "data")
+    with Server(data_dir=data) as s:
+        c = s.client()
+        assert c.acquire("old", owner="o", ttl_ms=60000).status == 200
+        c.close()
+    # As an earlier version left them.
+    os.chmod(data, 0o755)
+    for name in os.listdir(data):
+        os.chmod(os.path.join(data, name), 0o644)
+    with Server(data_dir=data) as s:
+        assert any("level=warn" in line and "open to other users" in line for line in s.lines)
+        for name in os.listdir(data):
+            assert mode(os.path.join(data, name)) & 0o077 == 0, name
+        assert s.client().get("old").json["state"] == "held"
+
+
+def write_tokens(path, lines, perm=0o600):
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    os.chmod(path, perm)
+
+
+def token_line(name, secret, scopes):
+    import hashlib
+    return "%s sha256:%s %s" % (name, hashlib.sha256(secret.encode()).hexdigest(), scopes)
+
+
+@pytest.mark.parametrize("perm", [0o666, 0o646, 0o664, 0o620])
+def test_a_tokens_file_others_can_write_stops_the_server(tmp_path, perm):
+    path = str(tmp_path / "tokens")
+    write_tokens(path, [token_line("ops", "s" * 40, "read,write,admin")], perm)
+    out = subprocess.run([BIN, "--listen", "127.0.0.1:0", "--data-dir", str(tmp_path / "d"),
+                          "--auth-tokens", path], capture_output=True, text=True, timeout=10)
+    assert out.returncode == 1 and "writable by other users" in out.stderr, out.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give the file to another user")
+def test_a_tokens_file_of_another_user_stops_the_server(tmp_path):
+    path = str(tmp_path / "tokens")
+    write_tokens(path, [token_line("ops", "s" * 40, "read")], 0o644)
+    os.chown(path, 65534, 65534)
+    out = subprocess.run([BIN, "--listen", "127.0.0.1:0", "--data-dir", str(tmp_path / "d"),
+                          "--auth-tokens", path], capture_output=True, text=True, timeout=10)
+    assert out.returncode == 1 and "another user" in out.stderr, out.stderr
+
+
+def test_a_tokens_file_in_a_directory_others_can_write_stops_the_server(tmp_path):
+    d = tmp_path / "shared"
+    d.mkdir()
+    os.chmod(d, 0o777)
+    path = str(d / "tokens")
+    write_tokens(path, [token_line("ops", "s" * 40, "read")], 0o644)
+    out = subprocess.run([BIN, "--listen", "127.0.0.1:0", "--data-dir", str(tmp_path / "d"),
+                          "--auth-tokens", path], capture_output=True, text=True, timeout=10)
+    assert out.returncode == 1 and "other users can write" in out.stderr, out.stderr
+
+
+def test_sighup_keeps_the_old_tokens_when_others_can_write_the_file(tmp_path):
+    """The probe's attack: a local user appends an admin token to a world-writable file
+    and waits for the next SIGHUP to break another team's lease."""
+    import signal
+    import time
+    path = str(tmp_path / "tokens")
+    team, intruder = "t" * 40, "i" * 40
+    write_tokens(path, [token_line("team", team, "read,write")], 0o644)
+    with Server(args=["--auth-tokens", path]) as s:
+        c = s.client()
+        auth = lambda secret: {"Authorization": "Bearer " + secret}  # noqa: E731
+        r = c.post("team/job", "acquire", {"owner": "team"}, headers=auth(team))
+        assert r.status == 200, r
+        os.chmod(path, 0o666)
+        with open(path, "a") as f:
+            f.write(token_line("intruder", intruder, "read,write,admin") + "\n")
+        s.proc.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and not any("tokens file is refused" in line
+                                                      for line in s.lines):
+            time.sleep(0.05)
+        refused = [line for line in s.lines if "tokens file is refused" in line]
+        assert refused and "writable by other users" in refused[0], s.lines
+        r = c.post("team/job", "break", {"reason": "mine now"}, headers=auth(intruder))
+        assert r.status == 401, r
+        r = c.request("GET", "/v1/resources/team/job", headers=auth(team))
+        assert r.status == 200 and r.json["state"] == "held", r
+        # Put right, the file is taken again at the next SIGHUP.
+        os.chmod(path, 0o600)
+        s.proc.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            if c.request("GET", "/v1/resources/team/job", headers=auth(intruder)).status == 200:
+                break
+            time.sleep(0.05)
+        assert c.request("GET", "/v1/resources/team/job", headers=auth(intruder)).status == 200
+        c.close()
