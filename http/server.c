@@ -3,8 +3,9 @@
  *
  * A request's life, on one of libmicrohttpd's threads unless said otherwise:
  *   1. The URI callback allocates its state (struct hreq) before the headers are read.
- *   2. First call of the access handler: route, request id, and the checks that need no
- *      body (Content-Length over 64 KiB: 413; a body that is not JSON: 415).
+ *   2. First call of the access handler: route, request id, admission (an Origin header or,
+ *      on a loopback listener, a foreign Host: 403), authorization, and the checks that
+ *      need no body (Content-Length over 64 KiB: 413; a body not typed JSON: 415).
  *   3. Body chunks are gathered, at most 64 KiB.
  *   4. Final call: decode and validate. Health, readiness and metrics are answered at
  *      once. A lease request suspends its connection, registers for hang-up detection if
