@@ -41,7 +41,8 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 --home-dir /var/lib/mutexd --shell /usr/sbin/nologin mutexd \
  && mkdir -p /var/lib/mutexd \
- && chown mutexd:mutexd /var/lib/mutexd
+ && chown mutexd:mutexd /var/lib/mutexd \
+ && chmod 700 /var/lib/mutexd
 COPY --from=build /out/ /
 USER mutexd
 VOLUME /var/lib/mutexd

@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/log.h"
 #include "common/prom.h"
@@ -111,13 +113,59 @@ int auth_parse_line(const char *line, struct auth_entry *out, char *err, size_t 
     return 1;
 }
 
-/* Reads the whole file into a new table. */
+/* Whoever can write the tokens file can give themselves an admin token: it must be
+ * writable by its owner alone, that owner root or this process's user, and it must not
+ * sit in a directory where others can replace it. */
+static int check_private(FILE *f, const char *path, char *err, size_t errlen)
+{
+    struct stat st, dst;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "%s is not a regular file", path);
+        return -1;
+    }
+    if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+        snprintf(err, errlen,
+                 "%s is writable by other users (mode %04o): anyone who can write it can give "
+                 "themselves a token; chmod go-w it",
+                 path, (unsigned)(st.st_mode & 07777));
+        return -1;
+    }
+    if (st.st_uid != 0 && st.st_uid != geteuid()) {
+        snprintf(err, errlen,
+                 "%s belongs to another user (uid %u), who can change it: give it to root or "
+                 "to the user mutexd runs as",
+                 path, (unsigned)st.st_uid);
+        return -1;
+    }
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else
+        slash[slash == dir ? 1 : 0] = '\0';
+    if (stat(dir, &dst) == 0 && (dst.st_mode & (S_IWGRP | S_IWOTH)) && !(dst.st_mode & S_ISVTX)) {
+        snprintf(err, errlen,
+                 "%s is in %s, which other users can write (mode %04o): they can replace the "
+                 "file; chmod go-w the directory",
+                 path, dir, (unsigned)(dst.st_mode & 07777));
+        return -1;
+    }
+    return 0;
+}
+
+/* Reads the whole file into a new table. Returns 0, -1 when the file does not parse or
+ * cannot be read, -2 when it is refused for who can write it. */
 static int load(const char *path, struct auth_entry **out, size_t *count, char *err, size_t errlen)
 {
     FILE *f = fopen(path, "r");
     if (!f) {
         snprintf(err, errlen, "cannot read %s", path);
         return -1;
+    }
+    if (check_private(f, path, err, errlen) != 0) {
+        fclose(f);
+        return -2;
     }
     struct auth_entry *v = NULL;
     size_t n = 0, cap = 0;
@@ -166,9 +214,10 @@ int auth_open(struct auth **out, const char *path, char *err, size_t errlen)
         return -1;
     }
     pthread_rwlock_init(&a->lock, NULL);
-    if (load(path, &a->entries, &a->n, err, errlen) != 0) {
+    int rc = load(path, &a->entries, &a->n, err, errlen);
+    if (rc != 0) {
         auth_free(a);
-        return -1;
+        return rc;
     }
     mx_info("authorization on", "tokens=%zu file=%s", a->n, path);
     *out = a;
@@ -179,9 +228,10 @@ int auth_reload(struct auth *a, char *err, size_t errlen)
 {
     struct auth_entry *v;
     size_t n;
-    if (load(a->path, &v, &n, err, errlen) != 0) {
+    int rc = load(a->path, &v, &n, err, errlen);
+    if (rc != 0) {
         atomic_fetch_add(&a->reload_errors, 1);
-        return -1;
+        return rc;
     }
     pthread_rwlock_wrlock(&a->lock);
     struct auth_entry *old = a->entries;

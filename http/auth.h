@@ -12,8 +12,8 @@
 /* clang-format on */
 /*
  * Scopes: `read` (GET a resource, list, /metrics), `write` (acquire, renew, release),
- * `admin` (break). The file is read again on SIGHUP; a file that does not parse leaves the
- * tokens in force as they were.
+ * `admin` (break). The file is read again on SIGHUP; a file that does not parse, or that
+ * others can write, leaves the tokens in force as they were.
  *
  * Threads: auth_check() from any thread; auth_reload() from one thread at a time.
  */
@@ -30,9 +30,13 @@ enum auth_scope { AUTH_READ = 1, AUTH_WRITE = 2, AUTH_ADMIN = 4 };
 
 struct auth;
 
-/* Reads the file. Returns 0, or -1 with a sentence in err naming the line. */
+/* Reads the file. Returns 0, or -1 with a sentence in err naming the line, or -2 with a
+ * sentence in err when the file is refused because others can write it (group or world
+ * writable, owned by another user than root or ours, or in a directory others can write
+ * without the sticky bit). */
 int auth_open(struct auth **out, const char *path, char *err, size_t errlen);
-/* Reads the file again; on error keeps what was in force and returns -1 with err. */
+/* Reads the file again; on error keeps what was in force and returns -1 or -2 (as
+ * auth_open()) with err. */
 int auth_reload(struct auth *a, char *err, size_t errlen);
 void auth_free(struct auth *a);
 

@@ -3,8 +3,9 @@
  *
  * A request's life, on one of libmicrohttpd's threads unless said otherwise:
  *   1. The URI callback allocates its state (struct hreq) before the headers are read.
- *   2. First call of the access handler: route, request id, and the checks that need no
- *      body (Content-Length over 64 KiB: 413; a body that is not JSON: 415).
+ *   2. First call of the access handler: route, request id, admission (an Origin header or,
+ *      on a loopback listener, a foreign Host: 403), authorization, and the checks that
+ *      need no body (Content-Length over 64 KiB: 413; a body not typed JSON: 415).
  *   3. Body chunks are gathered, at most 64 KiB.
  *   4. Final call: decode and validate. Health, readiness and metrics are answered at
  *      once. A lease request suspends its connection, registers for hang-up detection if
@@ -29,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -54,6 +56,7 @@ struct http {
     struct conns *conns;
     int listen_fd;
     char address[96];
+    bool check_host; /* refuse a Host that is neither loopback nor in cfg.allowed_hosts */
     _Atomic bool draining;
     _Atomic int dispatching; /* threads inside dispatch(): they may touch the runtime and store */
     _Atomic uint64_t next_id;
@@ -345,9 +348,11 @@ static enum MHD_Result dispatch_locked(struct hreq *q)
     }
     if (q->route == ROUTE_GET)
         api_query_finish(q->route, &qc.query, h->cfg.lim, &q->ra.rq);
-    if (q->route == ROUTE_BREAK)
-        mx_info("break requested", "resource=%s reason=\"%s\" request_id=%s", q->name, q->reason,
-                q->rid);
+    if (q->route == ROUTE_BREAK) {
+        char reason[2 * API_MAX_REASON + 8]; /* the client's text, escaped: one log line */
+        mx_info("break requested", "resource=%s reason=%s request_id=%s", q->name,
+                mx_log_quote(reason, sizeof reason, q->reason), q->rid);
+    }
 
     struct res_req *rq = &q->ra.rq;
     rq->id = q->id;
@@ -453,6 +458,102 @@ static unsigned route_scope(enum api_route r)
     }
 }
 
+/* Whether the comma-separated `list` (may be NULL) has the item `s` (`n` bytes), compared
+ * without regard to case, spaces around items ignored. */
+static bool list_has(const char *list, const char *s, size_t n)
+{
+    for (const char *p = list; p && *p;) {
+        p += strspn(p, " ");
+        size_t len = strcspn(p, ",");
+        size_t m = len;
+        while (m && p[m - 1] == ' ')
+            m--;
+        if (m == n && strncasecmp(p, s, n) == 0)
+            return true;
+        p += len;
+        if (*p == ',')
+            p++;
+    }
+    return false;
+}
+
+/* The host of a Host header value, without its port: a name, an IPv4 address or an
+ * [IPv6] address. False when the value is none of these. */
+static bool host_of(const char *v, const char **host, size_t *len)
+{
+    const char *end = v + strlen(v), *port;
+    if (v[0] == '[') {
+        const char *close = strchr(v, ']');
+        if (!close)
+            return false;
+        port = close + 1;
+    } else {
+        port = strchr(v, ':');
+        if (!port)
+            port = end;
+    }
+    if (port < end && (*port != ':' || port + 1 == end ||
+                       strspn(port + 1, "0123456789") != (size_t)(end - port - 1)))
+        return false;
+    *host = v;
+    *len = (size_t)(port - v);
+    return *len > 0;
+}
+
+/* localhost, 127.0.0.0/8 and [::1]: names an attacker's DNS cannot point elsewhere. */
+static bool is_loopback_host(const char *host, size_t len)
+{
+    char buf[INET6_ADDRSTRLEN];
+    if (len == 9 && strncasecmp(host, "localhost", 9) == 0)
+        return true;
+    if (host[0] == '[') {
+        struct in6_addr a6;
+        if (len < 3 || len - 2 >= sizeof buf)
+            return false;
+        memcpy(buf, host + 1, len - 2);
+        buf[len - 2] = '\0';
+        return inet_pton(AF_INET6, buf, &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6);
+    }
+    struct in_addr a4;
+    if (len >= sizeof buf)
+        return false;
+    memcpy(buf, host, len);
+    buf[len] = '\0';
+    return inet_pton(AF_INET, buf, &a4) == 1 && (ntohl(a4.s_addr) >> 24) == 127;
+}
+
+/*
+ * Refuses what a web browser sends on behalf of a page the user happened to open: a
+ * request with an Origin header (browsers add it to every cross-origin request and to
+ * every POST) unless --allowed-origins lists it, and, where the Host is checked, a Host
+ * that is not loopback: a page on a name its owner points at 127.0.0.1 (DNS rebinding)
+ * is then its own origin and sends no Origin on a GET. A failure becomes the answer.
+ */
+static void admit(struct hreq *q)
+{
+    struct http *h = q->h;
+    const char *origin = MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, "Origin");
+    if (origin && !list_has(h->cfg.allowed_origins, origin, strlen(origin))) {
+        q->failed = true;
+        api_fail(&q->err, 403, "forbidden", NULL,
+                 "requests from web pages are refused: the request has an Origin header that "
+                 "is not in --allowed-origins");
+        return;
+    }
+    const char *hv = MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, "Host");
+    const char *host;
+    size_t len;
+    if (!h->check_host || !hv) /* no Host: HTTP/1.0, which no browser sends */
+        return;
+    if (host_of(hv, &host, &len) &&
+        (is_loopback_host(host, len) || list_has(h->cfg.allowed_hosts, host, len)))
+        return;
+    q->failed = true;
+    api_fail(&q->err, 403, "forbidden", NULL,
+             "the Host header is not a loopback name or address nor in --allowed-hosts "
+             "(a defence against DNS rebinding)");
+}
+
 /* With authorization on: a valid bearer token with the route's scope, and for a resource,
  * within the token's prefix. A failure becomes the request's answer. */
 static void authorize(struct hreq *q)
@@ -504,7 +605,9 @@ static enum MHD_Result on_headers(struct hreq *q, const char *url, const char *m
             memcpy(q->name, name, q->name_len);
             q->name[q->name_len] = '\0';
         }
-        authorize(q);
+        admit(q);
+        if (!q->failed)
+            authorize(q);
     }
 
     /* Answers that need no body are sent before it is read; the connection then closes,
@@ -519,12 +622,15 @@ static enum MHD_Result on_headers(struct hreq *q, const char *url, const char *m
         api_fail(&q->err, 413, "body_too_large", NULL, "the body is over %d bytes", API_MAX_BODY);
         return send_error(q, &q->err);
     }
-    if (has_body && ct && !api_is_json_type(ct) && !q->failed &&
+    /* A body must say it is JSON: a web page can send a body without a Content-Type, or
+     * as text/plain, without the browser asking the server first (CORS). */
+    if (has_body && (!ct || !api_is_json_type(ct)) && !q->failed &&
         (q->route == ROUTE_ACQUIRE || q->route == ROUTE_RENEW || q->route == ROUTE_RELEASE ||
          q->route == ROUTE_BREAK)) {
         q->close = true;
         api_fail(&q->err, 415, "unsupported_media_type", NULL,
-                 "the body must be JSON (Content-Type: application/json)");
+                 ct ? "the body must be JSON (Content-Type: application/json)"
+                    : "a body needs Content-Type: application/json");
         return send_error(q, &q->err);
     }
     q->phase = PH_BODY;
@@ -620,13 +726,10 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
     (void)cls;
-    char msg[256];
+    char msg[256], quoted[300];
     vsnprintf(msg, sizeof msg, fmt, ap);
     msg[strcspn(msg, "\n")] = '\0';
-    for (char *p = msg; *p; p++)
-        if (*p == '"')
-            *p = '\'';
-    mx_debug("http", "detail=\"%s\"", msg);
+    mx_debug("http", "detail=%s", mx_log_quote(quoted, sizeof quoted, msg));
 }
 
 /* ---- metrics --------------------------------------------------------------------- */
@@ -733,7 +836,7 @@ static int open_listener(struct http *h, const char *listen_at, char *err, size_
         snprintf(err, errlen, "cannot listen on %s: %s", listen_at, strerror(saved));
         return -1;
     }
-    struct sockaddr_storage ss;
+    struct sockaddr_storage ss = {0};
     socklen_t sl = sizeof ss;
     char ip[INET6_ADDRSTRLEN] = "?";
     int bound = 0;
@@ -750,6 +853,15 @@ static int open_listener(struct http *h, const char *listen_at, char *err, size_
             snprintf(h->address, sizeof h->address, "%s:%d", ip, bound);
         }
     }
+    /* Only a loopback listener knows the names it is reached by; elsewhere (0.0.0.0 in a
+     * container) the Host is checked only against --allowed-hosts. */
+    const char *hosts = h->cfg.allowed_hosts;
+    if (hosts)
+        h->check_host = !list_has(hosts, "*", 1);
+    else if (ss.ss_family == AF_INET6)
+        h->check_host = IN6_IS_ADDR_LOOPBACK(&((struct sockaddr_in6 *)&ss)->sin6_addr);
+    else
+        h->check_host = (ntohl(((struct sockaddr_in *)&ss)->sin_addr.s_addr) >> 24) == 127;
     h->listen_fd = fd;
     return 0;
 }
@@ -839,13 +951,15 @@ int http_start(struct http **out, const struct http_config *cfg, char *err, size
         {MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)on_mhd_log, NULL},
         {tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, h->tls_cert},
         {tls ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_END, 0, h->tls_key},
+        {tls && cfg->tls_priorities ? MHD_OPTION_HTTPS_PRIORITIES : MHD_OPTION_END, 0,
+         (void *)cfg->tls_priorities},
         {MHD_OPTION_END, 0, NULL},
     };
     h->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, h, MHD_OPTION_ARRAY, opts,
                                  MHD_OPTION_END);
     if (!h->daemon) {
         snprintf(err, errlen, "cannot start the HTTP server on %s%s", h->address,
-                 tls ? " (check the TLS certificate and key)" : "");
+                 tls ? " (check the TLS certificate, the key and --tls-priorities)" : "");
         goto fail;
     }
     h->listen_fd = -1; /* libmicrohttpd's now: MHD_stop_daemon() closes it */

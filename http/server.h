@@ -26,6 +26,10 @@ struct http_config {
     uint64_t idle_timeout_ms;  /* most time between requests on a connection; 0: 60000 */
     const char *tls_cert_file; /* both set: HTTPS */
     const char *tls_key_file;
+    const char *tls_priorities; /* GnuTLS priority string; NULL: libmicrohttpd's default */
+    /* Request admission (see admit() in server.c): comma-separated lists, or NULL. */
+    const char *allowed_origins; /* a request with another Origin is refused */
+    const char *allowed_hosts;   /* NULL: Host checked on a loopback listener only */
     struct rt *rt;
     struct store *store;
     struct auth *auth; /* NULL: no authorization */

@@ -771,7 +771,7 @@ static int lock_dir(struct store *s, const char *dir, char *err, size_t errlen)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/LOCK", dir);
-    s->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    s->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (s->lock_fd < 0) {
         snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
         return errno;
@@ -815,7 +815,7 @@ int store_open(struct store **out, const struct store_config *cfg, char *err, si
     prom_hist_init(&s->commit_seconds, prom_latency_bounds, prom_latency_nbounds, 1e9);
     prom_hist_init(&s->fsync_seconds, prom_latency_bounds, prom_latency_nbounds, 1e9);
 
-    if (mkdir(cfg->dir, 0755) != 0 && errno != EEXIST) {
+    if (mkdir(cfg->dir, 0700) != 0 && errno != EEXIST) {
         rc = errno;
         snprintf(err, errlen, "cannot create the data directory %s: %s", cfg->dir, strerror(rc));
         goto fail;

@@ -10,7 +10,8 @@ set -euo pipefail
 # the unit tests; `make run` builds the server alone and would do without it.
 build_pkgs=(build-essential cmake pkg-config
     libmicrohttpd-dev libcjson-dev libsqlite3-dev libcurl4-openssl-dev libssl-dev libcmocka-dev)
-test_pkgs=(python3 python3-pytest python3-yaml curl openssl docker-compose clang-format)
+# chromium: a real browser, headless, for the web-page attacks (test_hardening.py)
+test_pkgs=(python3 python3-pytest python3-yaml curl openssl docker-compose clang-format chromium)
 # Node.js and npm run Azurite, the OpenAPI check and the Node client's tests. A machine
 # that has a node already (from any source) keeps it.
 if [ "${1:-build}" = test ] && ! command -v node >/dev/null; then

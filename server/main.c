@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "actors/resource.h"
@@ -208,6 +209,37 @@ static void close_core(struct server *s)
     }
 }
 
+/* Refuses a data directory other users can write (they could replace the store, or read
+ * it through a file they planted); warns when they can read it, and makes the store's
+ * files that a version before this one created 0644 private. */
+static int check_data_dir(const char *dir, char *err, size_t errlen)
+{
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        return 0; /* created 0700 by the store, or refused by it with its own reason */
+    if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+        snprintf(err, errlen,
+                 "the data directory %s is writable by other users (mode %04o): chmod 700 it", dir,
+                 (unsigned)(st.st_mode & 07777));
+        return -1;
+    }
+    if (st.st_mode & (S_IRWXG | S_IRWXO))
+        mx_warn("the data directory is open to other users: the store holds the lease ids, "
+                "which are credentials; chmod 700 it",
+                "dir=%s mode=%04o", dir, (unsigned)(st.st_mode & 07777));
+    static const char *const files[] = {"mutexd.db", "mutexd.db-wal", "mutexd.db-shm", "LOCK"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char path[4096];
+        struct stat fst;
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        if (lstat(path, &fst) == 0 && S_ISREG(fst.st_mode) && (fst.st_mode & 077) &&
+            chmod(path, fst.st_mode & 0700) == 0)
+            mx_info("made a store file private", "path=%s mode=%04o", path,
+                    (unsigned)(fst.st_mode & 0700));
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     struct server s;
@@ -238,6 +270,15 @@ int main(int argc, char **argv)
      * directory behind. */
     if (s.opt.auth_tokens && auth_open(&s.auth, s.opt.auth_tokens, err, sizeof err) != 0) {
         mx_error("cannot read the tokens file", "error=\"%s\"", err);
+        fprintf(stderr, "mutexd: %s\n", err);
+        return 1;
+    }
+    /* The store holds every lease id, which is a lease's credential: whatever the umask,
+     * what the server creates is its user's alone (files 0600, directories 0700). */
+    umask(077);
+    if (check_data_dir(s.opt.data_dir, err, sizeof err) != 0) {
+        mx_error("refusing the data directory", "error=\"%s\"", err);
+        auth_free(s.auth);
         fprintf(stderr, "mutexd: %s\n", err);
         return 1;
     }
@@ -317,6 +358,9 @@ int main(int argc, char **argv)
         .idle_timeout_ms = s.opt.idle_timeout_ms,
         .tls_cert_file = s.opt.tls_cert,
         .tls_key_file = s.opt.tls_key,
+        .tls_priorities = s.opt.tls_priorities,
+        .allowed_origins = s.opt.allowed_origins,
+        .allowed_hosts = s.opt.allowed_hosts,
         .rt = s.rt,
         .store = s.store,
         .lim = &s.domain.lim,
@@ -340,11 +384,14 @@ int main(int argc, char **argv)
         sigwait(&set, &sig);
         if (sig != SIGHUP)
             break;
+        char quoted[1100];
         if (!s.auth) {
             mx_info("SIGHUP: no tokens file to reread", NULL);
-        } else if (auth_reload(s.auth, err, sizeof err) != 0) {
-            mx_error("SIGHUP: the tokens file does not parse; the old tokens stay in force",
-                     "error=\"%s\"", err);
+        } else if ((rc = auth_reload(s.auth, err, sizeof err)) != 0) {
+            mx_error(rc == -2 ? "SIGHUP: the tokens file is refused; the old tokens stay in force"
+                              : "SIGHUP: the tokens file does not parse; the old tokens stay in "
+                                "force",
+                     "error=%s", mx_log_quote(quoted, sizeof quoted, err));
         }
     }
     mx_info("shutting down", "signal=%s", sig == SIGTERM ? "TERM" : "INT");

@@ -65,6 +65,16 @@ static const struct def defs[] = {
      "PEM certificate: serve HTTPS (with --tls-key)"},
     {"tls-key", "MUTEXD_TLS_KEY", "FILE", T_FILE, OFF(tls_key), NULL, 0, 0,
      "PEM private key for --tls-cert"},
+    {"tls-priorities", "MUTEXD_TLS_PRIORITIES", "STRING", T_STR, OFF(tls_priorities),
+     MX_TLS_PRIORITIES_DEFAULT, 0, 0,
+     "GnuTLS priority string: the TLS versions and cipher suites offered (default: TLS 1.2 "
+     "and 1.3, AEAD suites with forward secrecy)"},
+    {"allowed-origins", "MUTEXD_ALLOWED_ORIGINS", "LIST", T_STR, OFF(allowed_origins), NULL, 0, 0,
+     "comma-separated scheme://host[:port] whose requests are served; any other request "
+     "with an Origin header (a web page's) is refused 403 (default: none)"},
+    {"allowed-hosts", "MUTEXD_ALLOWED_HOSTS", "LIST", T_STR, OFF(allowed_hosts), NULL, 0, 0,
+     "comma-separated host names the Host header may carry besides loopback ones, or *: "
+     "any (default: on a loopback listener only loopback names; elsewhere unchecked)"},
     {"blob-connection-string", "MUTEXD_BLOB_CONNECTION_STRING", "S", T_STR,
      OFF(blob_connection_string), NULL, 0, 0,
      "Azure Storage connection string of the blob mirror (else AZURE_STORAGE_CONNECTION_STRING; "
@@ -273,6 +283,72 @@ static int check_together(const struct options *o)
     return 0;
 }
 
+/* A host name or address as a Host header carries it, without the port. */
+static bool valid_host_chars(const char *s, size_t n)
+{
+    if (n == 0 || n > 253)
+        return false;
+    if (s[0] == '[') /* [IPv6] */
+        return n > 2 && s[n - 1] == ']' && strspn(s + 1, "0123456789abcdefABCDEF:.") == n - 2;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '-' || c == '.' || c == '_'))
+            return false;
+    }
+    return true;
+}
+
+static bool valid_host(const char *s, size_t n)
+{
+    return (n == 1 && s[0] == '*') || valid_host_chars(s, n);
+}
+
+/* scheme://host[:port], as a browser writes an Origin header. */
+static bool valid_origin(const char *s, size_t n)
+{
+    size_t skip = n >= 7 && strncmp(s, "http://", 7) == 0    ? 7
+                  : n >= 8 && strncmp(s, "https://", 8) == 0 ? 8
+                                                             : 0;
+    if (!skip)
+        return false;
+    s += skip;
+    n -= skip;
+    const char *end = s + n, *colon = NULL;
+    const char *close = s[0] == '[' ? memchr(s, ']', n) : NULL;
+    const char *from = close ? close : s;
+    colon = memchr(from, ':', (size_t)(end - from));
+    size_t hn = colon ? (size_t)(colon - s) : n;
+    if (colon) {
+        size_t pn = (size_t)(end - colon - 1);
+        if (pn == 0 || pn > 5 || strspn(colon + 1, "0123456789") < pn)
+            return false;
+    }
+    return valid_host_chars(s, hn);
+}
+
+/* A comma-separated list (spaces around items allowed) whose every item passes `ok`. */
+static int check_list(const char *list, const char *flag, bool (*ok)(const char *, size_t),
+                      const char *want)
+{
+    if (!list)
+        return 0;
+    for (const char *p = list;;) {
+        p += strspn(p, " ");
+        size_t n = strcspn(p, ",");
+        size_t m = n;
+        while (m && p[m - 1] == ' ')
+            m--;
+        if (!ok(p, m)) {
+            fprintf(stderr, "mutexd: --%s: '%.*s' is not %s\n", flag, (int)m, p, want);
+            return -1;
+        }
+        if (!p[n])
+            return 0;
+        p += n + 1;
+    }
+}
+
 /* MUTEXD_FAULT_COMMIT: "N" fails commit N, "N:K" K commits from N, "every:N" every Nth. */
 static int parse_faults(struct options *o)
 {
@@ -404,7 +480,11 @@ int options_parse(struct options *o, int argc, char **argv)
         fprintf(stderr, "mutexd: --tls-cert and --tls-key go together\n");
         return 2;
     }
-    if (check_together(o) != 0)
+    if (check_together(o) != 0 ||
+        check_list(o->allowed_origins, "allowed-origins", valid_origin,
+                   "scheme://host[:port] (http or https, no path)") != 0 ||
+        check_list(o->allowed_hosts, "allowed-hosts", valid_host,
+                   "a host name, an IPv4 address, an [IPv6] address, or *") != 0)
         return 2;
     if (parse_faults(o) != 0)
         return 2;

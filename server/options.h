@@ -8,6 +8,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* TLS 1.2 and 1.3, AEAD suites with forward secrecy only (GnuTLS priority syntax). */
+#define MX_TLS_PRIORITIES_DEFAULT                                                                  \
+    "SECURE128:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2:-CIPHER-ALL:+AES-256-GCM:+AES-128-GCM:"         \
+    "+CHACHA20-POLY1305:-MAC-ALL:+AEAD:-KX-ALL:+ECDHE-ECDSA:+ECDHE-RSA:%SERVER_PRECEDENCE"
+
 struct options {
     const char *listen;
     const char *data_dir;
@@ -15,6 +20,8 @@ struct options {
     uint64_t min_ttl_ms, max_ttl_ms, max_wait_ms, max_waiters;
     uint64_t max_connections, max_actors, idle_timeout_ms;
     const char *tls_cert, *tls_key;
+    const char *tls_priorities;                  /* a GnuTLS priority string */
+    const char *allowed_origins, *allowed_hosts; /* comma-separated lists, or NULL */
     const char *auth_tokens;
     const char *blob_connection_string, *blob_container, *mirror;
     int mirror_mode; /* enum mirror_mode, decided from --mirror and the connection string */

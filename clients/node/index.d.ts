@@ -165,7 +165,7 @@ export interface RunWhenLeaderOptions {
 
 export interface RequestOptions extends CallOptions {
   query?: Record<string, string | number | boolean | null | undefined>;
-  /** An object is sent as JSON; a string or bytes as they are. */
+  /** An object is sent as JSON; a string or bytes as they are, typed application/json unless `headers` says otherwise. */
   body?: unknown;
   /** Extra headers; null or undefined removes a default one. */
   headers?: Record<string, string | null | undefined>;

@@ -105,7 +105,7 @@ def test_10000_waiters_on_one_resource():
         probe = Probe(s, prefix="elsewhere")
         probe.start()
         body = b'{"owner":"w","wait_ms":60000}'
-        req = (b"POST /v1/resources/hot/acquire HTTP/1.1\r\nHost: x\r\n"
+        req = (b"POST /v1/resources/hot/acquire HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
         socks = []
         for _ in range(10000):
@@ -227,7 +227,7 @@ def test_remaining_api_limits(server, client):
         socks = []
         for _ in range(2):
             sk = socket.create_connection((s.host, s.port))
-            sk.sendall(b"GET /v1/resources/w?index=%d&wait_ms=20000 HTTP/1.1\r\nHost: x\r\n\r\n" % idx)
+            sk.sendall(b"GET /v1/resources/w?index=%d&wait_ms=20000 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n" % idx)
             socks.append(sk)
         time.sleep(0.3)
         r = c.get("w", "?index=%d&wait_ms=20000" % idx)

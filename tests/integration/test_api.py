@@ -150,7 +150,7 @@ def test_too_many_waiters():
         for i in range(2):
             sock = socket.create_connection((s.host, s.port))
             body = b'{"owner":"w","wait_ms":3000}'
-            sock.sendall(b"POST /v1/resources/q/acquire HTTP/1.1\r\nHost: x\r\n"
+            sock.sendall(b"POST /v1/resources/q/acquire HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                          b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
                          % (len(body), body))
             waiters.append(sock)
@@ -490,7 +490,7 @@ def test_body_limit(client):
 
 def test_chunked_body_over_limit(server):
     chunk = b"x" * 8192
-    data = (b"POST /v1/resources/ch/acquire HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+    data = (b"POST /v1/resources/ch/acquire HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json"
             b"\r\nTransfer-Encoding: chunked\r\n\r\n")
     data += b"".join(b"%x\r\n%s\r\n" % (len(chunk), chunk) for _ in range(9)) + b"0\r\n\r\n"
     assert status_of(raw_request(server.host, server.port, data)) == 413
@@ -508,24 +508,25 @@ def test_content_types(client):
     assert r.status == 200
 
 
-def test_body_without_content_type_is_json(server):
+def test_body_without_content_type_is_refused(server):
+    # What a web page can send without the browser asking the server first.
     body = b'{"owner":"o"}'
     raw = raw_request(server.host, server.port,
-                      b"POST /v1/resources/nct/acquire HTTP/1.1\r\nHost: x\r\n"
+                      b"POST /v1/resources/nct/acquire HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                       b"Connection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
-    assert status_of(raw) == 200, raw
+    assert status_of(raw) == 415 and b"unsupported_media_type" in raw, raw
 
 
 def test_missing_body_is_the_empty_object(server):
     raw = raw_request(server.host, server.port,
-                      b"POST /v1/resources/nb/acquire HTTP/1.1\r\nHost: x\r\n"
+                      b"POST /v1/resources/nb/acquire HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                       b"Connection: close\r\nContent-Length: 0\r\n\r\n")
     assert status_of(raw) == 400 and b"missing_field" in raw
 
 
 def test_long_url_is_refused_and_server_goes_on(server, client):
     raw = raw_request(server.host, server.port,
-                      b"GET /v1/resources/" + b"a" * 40000 + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+                      b"GET /v1/resources/" + b"a" * 40000 + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
     st = status_of(raw)
     assert st is None or 400 <= st < 500, raw[:200]
     assert client.request("GET", "/healthz").status == 200

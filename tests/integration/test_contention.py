@@ -137,7 +137,7 @@ def test_waiter_that_hangs_up_is_never_granted(server, client):
     holder = client.acquire("hang", owner="holder", ttl_ms=30000).json
     body = b'{"owner":"quitter","wait_ms":20000}'
     sock = socket.create_connection((server.host, server.port))
-    sock.sendall(b"POST /v1/resources/hang/acquire HTTP/1.1\r\nHost: x\r\n"
+    sock.sendall(b"POST /v1/resources/hang/acquire HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                  b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
                  % (len(body), body))
     assert wait_for(lambda: client.get("hang").json["waiters"] == 1)
@@ -167,7 +167,7 @@ def test_waiter_that_hangs_up_is_never_granted(server, client):
 def test_watcher_that_hangs_up_is_dropped(server, client):
     g = client.get("wh").json
     sock = socket.create_connection((server.host, server.port))
-    sock.sendall(b"GET /v1/resources/wh?index=%d&wait_ms=20000 HTTP/1.1\r\nHost: x\r\n\r\n"
+    sock.sendall(b"GET /v1/resources/wh?index=%d&wait_ms=20000 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
                  % g["index"])
     assert wait_for(lambda: "mutexd_watchers 1" in client.request("GET", "/metrics").body)
     sock.close()

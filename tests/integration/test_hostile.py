@@ -18,7 +18,7 @@ NOT_STARVED_S = 2.0
 def post(path, body, ctype=b"application/json", extra=b""):
     if isinstance(body, str):
         body = body.encode("utf-8", "surrogateescape")
-    return (b"POST " + path + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+    return (b"POST " + path + b" HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
             b"Content-Type: " + ctype + b"\r\nContent-Length: %d\r\n" % len(body) + extra +
             b"\r\n" + body)
 
@@ -54,23 +54,23 @@ def malformed(rng):
                         b"*", b"/v1/resources/\xff/acquire"])
         return post(p, '{"owner":"o"}')
     if kind == 5:  # oversized body by Content-Length
-        return (b"POST " + ok_path + b" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+        return (b"POST " + ok_path + b" HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json"
                 b"\r\nContent-Length: %d\r\n\r\n{" % rng.randrange(65537, 10 ** 9))
     if kind == 6:  # truncated body: Content-Length larger than what is sent
-        return (b"POST " + ok_path + b" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+        return (b"POST " + ok_path + b" HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json"
                 b"\r\nContent-Length: 500\r\n\r\n{\"owner\":\"o\"")
     if kind == 7:  # bad chunked encoding
-        return (b"POST " + ok_path + b" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+        return (b"POST " + ok_path + b" HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json"
                 b"\r\nTransfer-Encoding: chunked\r\n\r\n" +
                 rng.choice([b"zz\r\n{}\r\n0\r\n\r\n", b"5\r\n{}\r\n0\r\n\r\n",
                             b"ffffffffffffffffff\r\n{", b"-1\r\n\r\n"]))
     if kind == 8:  # garbage request lines
         return rng.choice([b"\x00\x01\x02\r\n\r\n", b"GET\r\n\r\n", b"GET / HTTP/9.9\r\n\r\n",
                            b"POST /v1/resources/a/acquire HTTP/1.1\r\n\r\n",  # no Host
-                           b"G\xffT / HTTP/1.1\r\nHost: x\r\n\r\n",
+                           b"G\xffT / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
                            bytes(rng.randrange(256) for _ in range(rng.randrange(1, 200)))])
     if kind == 9:  # bad headers
-        return (b"POST " + ok_path + b" HTTP/1.1\r\nHost: x\r\nBad Header\r\n"
+        return (b"POST " + ok_path + b" HTTP/1.1\r\nHost: 127.0.0.1\r\nBad Header\r\n"
                 b"Content-Length: 2\r\n\r\n{}")
     if kind == 10:  # not JSON
         return post(ok_path, '{"owner":"o"}', ctype=rng.choice([b"text/plain", b"application/xml",
@@ -87,7 +87,7 @@ def malformed(rng):
     if kind == 14:  # bad query strings
         q = rng.choice([b"?index=-5", b"?index=1&wait_ms=abc", b"?wait_ms=99999999999999999999",
                         b"?%zz", b"?index=1&index=2&wait_ms=0&x=1"])
-        return b"GET /v1/resources/q" + q + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        return b"GET /v1/resources/q" + q + b" HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
     # duplicate keys, NUL bytes, and numbers out of range
     return post(ok_path, rng.choice(['{"owner":"o","owner":"p"}', '{"owner":"a\\u0000b"}',
                                      '{"owner":"o","ttl_ms":1e400}',
@@ -172,7 +172,7 @@ def test_slow_clients_are_closed_and_do_not_starve_others():
             sock = socket.create_connection((s.host, s.port))
             sock.settimeout(0.01)
             socks.append(sock)
-        request = b"POST /v1/resources/slow/acquire HTTP/1.1\r\nHost: x\r\n"
+        request = b"POST /v1/resources/slow/acquire HTTP/1.1\r\nHost: 127.0.0.1\r\n"
         closed_at = {}
         t0 = time.monotonic()
         for k in range(10):  # ten seconds, one byte each second
@@ -206,7 +206,7 @@ def test_clients_that_vanish_mid_request_leave_nothing_behind():
         body = b'{"owner":"gone","ttl_ms":5000}'
         for k in range(300):
             sk = socket.create_connection((s.host, s.port))
-            sk.sendall(b"POST /v1/resources/vanish/%d/acquire HTTP/1.1\r\nHost: x\r\n"
+            sk.sendall(b"POST /v1/resources/vanish/%d/acquire HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                        b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
                        % (k, len(body), body))
             sk.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")

@@ -312,7 +312,8 @@ export class Client {
 
   /**
    * Send any request to the server (for example GET /readyz or /metrics). `body`: an object
-   * is sent as JSON, a string or bytes as they are (with the headers given). Resolves with
+   * is sent as JSON, a string or bytes as they are (as application/json unless the headers
+   * given say otherwise). Resolves with
    * the answer's JSON (fencing tokens as bigint), or its text when it is not JSON; an error
    * answer rejects as the other methods do.
    */

@@ -93,6 +93,8 @@ export class Transport {
       headers['content-type'] = 'application/json';
     } else if (raw !== undefined) {
       payload = typeof raw === 'string' ? Buffer.from(raw, 'utf8') : raw;
+      // The server refuses a body without a JSON type; headers given below may say otherwise.
+      headers['content-type'] = 'application/json';
     }
     if (payload !== undefined) headers['content-length'] = String(payload.length);
     if (options.headers) {
