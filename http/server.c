@@ -4,8 +4,11 @@
  * A request's life, on one of libmicrohttpd's threads unless said otherwise:
  *   1. The URI callback allocates its state (struct hreq) before the headers are read.
  *   2. First call of the access handler: route, request id, and the checks that need no
- *      body (Content-Length over 64 KiB: 413; a body that is not JSON: 415).
- *   3. Body chunks are gathered, at most 64 KiB.
+ *      body. A request with a body refused there (400, 401, 403, 404, 405, 413, 415) is
+ *      answered at once and its body is never read: libmicrohttpd closes the connection
+ *      after the answer. From the request line the connection tracker (conns.h) gives the request
+ *      --idle-timeout-ms to arrive whole.
+ *   3. Body chunks are gathered, at most 64 KiB, in a buffer that grows with them.
  *   4. Final call: decode and validate. Health, readiness and metrics are answered at
  *      once. A lease request suspends its connection, registers for hang-up detection if
  *      it may wait, and goes to its resource's actor.
@@ -84,7 +87,7 @@ struct hreq {
     bool unauthorized; /* 401: add WWW-Authenticate */
     struct auth_grant grant;
     struct api_error err;
-    char *body; /* `small`, or a 64 KiB buffer for a large body */
+    char *body; /* `small`, or a buffer grown as the body arrives, at most 64 KiB */
     size_t body_len, body_cap;
     char small[512];
     struct ra_list *list;
@@ -395,6 +398,8 @@ static bool valid_request_id(const char *s)
     return true;
 }
 
+static struct conn *conn_of(struct MHD_Connection *conn);
+
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 {
     (void)uri;
@@ -410,6 +415,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
     q->body = q->small;
     q->body_cap = sizeof q->small;
     atomic_fetch_add(&h->in_flight, 1);
+    conns_request_begins(h->conns, conn_of(conn));
     return q;
 }
 
@@ -485,7 +491,6 @@ static void authorize(struct hreq *q)
 static enum MHD_Result on_headers(struct hreq *q, const char *url, const char *method)
 {
     struct http *h = q->h;
-    conns_request_begins(h->conns, conn_of(q->conn));
     const char *rid = MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, "X-Request-Id");
     if (rid && valid_request_id(rid))
         snprintf(q->rid, sizeof q->rid, "%s", rid);
@@ -519,6 +524,13 @@ static enum MHD_Result on_headers(struct hreq *q, const char *url, const char *m
         api_fail(&q->err, 413, "body_too_large", NULL, "the body is over %d bytes", API_MAX_BODY);
         return send_error(q, &q->err);
     }
+    if (q->failed && has_body) {
+        /* Refused already (400, 401, 403, 404, 405): its body would only cost memory and
+         * hold the connection. (Without a body the answer comes at the final call, which
+         * follows at once, and the connection stays open: an answer queued now closes it.) */
+        q->close = true;
+        return send_error(q, &q->err);
+    }
     if (has_body && ct && !api_is_json_type(ct) && !q->failed &&
         (q->route == ROUTE_ACQUIRE || q->route == ROUTE_RENEW || q->route == ROUTE_RELEASE ||
          q->route == ROUTE_BREAK)) {
@@ -544,9 +556,14 @@ static enum MHD_Result on_body(struct hreq *q, const char *data, size_t len)
         return q->discarded > DISCARD_MAX ? MHD_NO : MHD_YES;
     }
     if (q->body_len + len > q->body_cap) {
-        /* Most bodies fit the request's own buffer; a larger one gets room for the most
-         * a body may be. */
-        char *big = q->body == q->small ? malloc(API_MAX_BODY) : q->body;
+        /* Most bodies fit the request's own buffer; a larger one doubles as it arrives, so
+         * that a client announcing 64 KiB and sending little costs little. */
+        size_t cap = q->body_cap * 2;
+        while (cap < q->body_len + len)
+            cap *= 2;
+        if (cap > API_MAX_BODY)
+            cap = API_MAX_BODY;
+        char *big = q->body == q->small ? malloc(cap) : realloc(q->body, cap);
         if (!big) {
             q->too_large = true; /* answered 503 at the end */
             q->oom = true;
@@ -555,7 +572,7 @@ static enum MHD_Result on_body(struct hreq *q, const char *data, size_t len)
         if (q->body == q->small)
             memcpy(big, q->small, q->body_len);
         q->body = big;
-        q->body_cap = API_MAX_BODY;
+        q->body_cap = cap;
     }
     memcpy(q->body + q->body_len, data, len);
     q->body_len += len;
@@ -568,19 +585,23 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 {
     (void)cls;
     (void)version;
-    (void)conn;
     struct hreq *q = *con_cls;
     if (!q)
         return MHD_NO; /* out of memory in on_uri: close */
     switch (q->phase) {
-    case PH_HEADERS:
-        return on_headers(q, url, method);
+    case PH_HEADERS: {
+        enum MHD_Result rc = on_headers(q, url, method);
+        if (q->phase == PH_DONE) /* answered at once: no deadline while it is sent */
+            conns_request_received(q->h->conns, conn_of(conn));
+        return rc;
+    }
     case PH_BODY:
         if (*upload_data_size > 0) {
             size_t n = *upload_data_size;
             *upload_data_size = 0;
             return on_body(q, upload_data, n);
         }
+        conns_request_received(q->h->conns, conn_of(conn));
         return dispatch(q);
     case PH_WAIT:
         return answer_resumed(q);
@@ -671,7 +692,8 @@ static enum MHD_Result serve_metrics(struct hreq *q)
     prom_header(&b, "mutexd_http_connections", "gauge", "Open HTTP connections.");
     mx_buf_printf(&b, "mutexd_http_connections %u\n", di ? di->num_connections : 0);
     prom_header(&b, "mutexd_http_connections_reaped_total", "counter",
-                "Connections closed for staying too long between requests, or to make room.");
+                "Connections closed for staying too long between requests or on sending one, or "
+                "to make room.");
     mx_buf_printf(&b, "mutexd_http_connections_reaped_total %lu\n",
                   (unsigned long)conns_reaped(h->conns));
     if (h->cfg.auth)

@@ -223,3 +223,57 @@ def test_clients_that_vanish_mid_request_leave_nothing_behind():
         t0 = time.monotonic()
     assert time.monotonic() - t0 < 1.5  # stopped without waiting for phantom requests
     assert not any("still waiting" in line for line in s.lines)
+
+
+def read_answer(sock, timeout=2.0):
+    """Everything the server sends until it closes the connection or `timeout` passes;
+    and whether it closed."""
+    sock.settimeout(timeout)
+    data, closed = b"", False
+    try:
+        while True:
+            b = sock.recv(65536)
+            if not b:
+                closed = True
+                break
+            data += b
+    except socket.timeout:
+        pass
+    except ConnectionResetError:
+        closed = True
+    return data, closed
+
+
+def test_a_request_refused_at_its_headers_is_answered_without_its_body(tmp_path):
+    """Headers announcing a 64 KiB body, and no body: a request already refused (401, 403,
+    404, 405, 413, 415) is answered at once and the connection closed, rather than held
+    until a body that may never come."""
+    digest = __import__("hashlib").sha256(b"r-token").hexdigest()
+    path = tmp_path / "tokens"
+    path.write_text("reader sha256:%s read\n" % digest)
+    cases = [
+        (b"POST /v1/resources/a/acquire", b"", 401),
+        (b"POST /v1/resources/a/acquire", b"Authorization: Bearer r-token\r\n", 403),
+        (b"POST /v1/resources/a/frobnicate", b"", 404),
+        (b"PUT /v1/resources/a", b"", 405),
+        (b"POST /v1/resources/a//acquire", b"", 400),
+    ]
+    with Server(args=["--auth-tokens", str(path)]) as s:
+        for line, extra, want in cases:
+            sk = socket.create_connection((s.host, s.port), timeout=5)
+            t0 = time.monotonic()
+            sk.sendall(line + b" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                       b"Content-Length: 65536\r\n" + extra + b"\r\n{")
+            data, closed = read_answer(sk)
+            took = time.monotonic() - t0
+            sk.close()
+            assert status_of(data) == want and closed and took < 1.5, (line, want, data[:200],
+                                                                       closed, took)
+            assert b"Connection: close" in data
+        # Without a body, a refusal leaves a keep-alive connection open.
+        sk = socket.create_connection((s.host, s.port), timeout=5)
+        for _ in range(2):
+            sk.sendall(b"GET /v1/resources/a HTTP/1.1\r\nHost: x\r\n\r\n")
+            data = sk.recv(65536)
+            assert status_of(data) == 401 and b"Connection: close" not in data, data
+        sk.close()
