@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -488,7 +489,73 @@ static void authorize(struct hreq *q)
     }
 }
 
-static enum MHD_Result on_headers(struct hreq *q, const char *url, const char *method)
+/* ---- request framing -------------------------------------------------------------- */
+
+/* Header fields that must appear at most once, counted. */
+struct header_count {
+    unsigned content_length, transfer_encoding, host, authorization;
+};
+
+static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                    const char *value)
+{
+    (void)kind;
+    (void)value;
+    struct header_count *n = cls;
+    if (strcasecmp(key, "Content-Length") == 0)
+        n->content_length++;
+    else if (strcasecmp(key, "Transfer-Encoding") == 0)
+        n->transfer_encoding++;
+    else if (strcasecmp(key, "Host") == 0)
+        n->host++;
+    else if (strcasecmp(key, "Authorization") == 0)
+        n->authorization++;
+    return MHD_YES;
+}
+
+/*
+ * A request whose length or target a proxy in front could read differently from us is
+ * refused (RFC 9112 3.2, 6.1, 6.3): libmicrohttpd takes the first of two Content-Lengths
+ * and lets chunked win over a Content-Length, which is how a second request gets
+ * smuggled past a proxy that reads the other way; and it neither refuses nor reads a
+ * transfer coding other than chunked (the request then waits for ever). Returns false
+ * with q->err filled; the caller answers and closes the connection.
+ */
+static bool framing_ok(struct hreq *q, const char *version)
+{
+    /* libmicrohttpd answers 505 to versions other than 1.x; 1.2 and up read as 1.1. */
+    bool http10 = strcmp(version, MHD_HTTP_VERSION_1_0) == 0;
+    struct header_count n = {0};
+    MHD_get_connection_values(q->conn, MHD_HEADER_KIND, count_header, &n);
+    if (n.content_length > 1)
+        return api_fail(&q->err, 400, "invalid_field", "Content-Length",
+                        "more than one Content-Length header");
+    if (n.transfer_encoding > 1)
+        return api_fail(&q->err, 400, "invalid_field", "Transfer-Encoding",
+                        "more than one Transfer-Encoding header");
+    if (n.transfer_encoding) {
+        const char *te = MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, "Transfer-Encoding");
+        if (n.content_length)
+            return api_fail(&q->err, 400, "invalid_field", "Transfer-Encoding",
+                            "a request has Content-Length or Transfer-Encoding, not both");
+        if (http10)
+            return api_fail(&q->err, 400, "invalid_field", "Transfer-Encoding",
+                            "Transfer-Encoding needs HTTP/1.1");
+        if (!te || strcasecmp(te, "chunked") != 0)
+            return api_fail(&q->err, 400, "invalid_field", "Transfer-Encoding",
+                            "the only transfer coding accepted is chunked, alone");
+    }
+    if (n.host > 1 || (n.host == 0 && !http10))
+        return api_fail(&q->err, 400, "invalid_field", "Host",
+                        "an HTTP/1.1 request has exactly one Host header");
+    if (n.authorization > 1)
+        return api_fail(&q->err, 400, "invalid_field", "Authorization",
+                        "more than one Authorization header");
+    return true;
+}
+
+static enum MHD_Result on_headers(struct hreq *q, const char *url, const char *method,
+                                  const char *version)
 {
     struct http *h = q->h;
     const char *rid = MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, "X-Request-Id");
@@ -501,6 +568,10 @@ static enum MHD_Result on_headers(struct hreq *q, const char *url, const char *m
         MHD_get_connection_info(q->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
     q->fd = ci ? ci->connect_fd : -1;
 
+    if (!framing_ok(q, version)) {
+        q->close = true; /* where this request ends is in doubt: nothing after it is read */
+        return send_error(q, &q->err);
+    }
     const char *name;
     if (!api_route(method, url, &q->route, &name, &q->name_len, &q->err)) {
         q->failed = true;
@@ -584,13 +655,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                                   size_t *upload_data_size, void **con_cls)
 {
     (void)cls;
-    (void)version;
     struct hreq *q = *con_cls;
     if (!q)
         return MHD_NO; /* out of memory in on_uri: close */
     switch (q->phase) {
     case PH_HEADERS: {
-        enum MHD_Result rc = on_headers(q, url, method);
+        enum MHD_Result rc = on_headers(q, url, method, version);
         if (q->phase == PH_DONE) /* answered at once: no deadline while it is sent */
             conns_request_received(q->h->conns, conn_of(conn));
         return rc;

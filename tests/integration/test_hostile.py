@@ -8,6 +8,8 @@ import socket
 import threading
 import time
 
+import pytest
+
 from harness import Server, raw_request, status_of
 
 # A probe starved by hostile clients waits until they are cut off (seconds) or forever; a
@@ -277,3 +279,87 @@ def test_a_request_refused_at_its_headers_is_answered_without_its_body(tmp_path)
             data = sk.recv(65536)
             assert status_of(data) == 401 and b"Connection: close" not in data, data
         sk.close()
+
+
+def exchange(s, data, timeout=2.0):
+    """Sends raw bytes on a new connection; returns what came back and whether the server
+    closed the connection."""
+    sk = socket.create_connection((s.host, s.port), timeout=5)
+    sk.sendall(data)
+    try:
+        return read_answer(sk, timeout)
+    finally:
+        sk.close()
+
+
+def error_field(raw):
+    body = raw.split(b"\r\n\r\n", 1)[1] if b"\r\n\r\n" in raw else b""
+    try:
+        e = json.loads(body)["error"]
+        return e["code"], e.get("field")
+    except (ValueError, KeyError):
+        return None, None
+
+
+SMUGGLED = b"GET /v1/resources/smuggled HTTP/1.1\r\nHost: x\r\n\r\n"
+
+
+AMBIGUOUS = [
+    ("two different Content-Lengths",
+     b"POST /v1/resources/cl/acquire HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+     b"Content-Length: 13\r\nContent-Length: 63\r\n\r\n{\"owner\":\"o\"}" + SMUGGLED, "Content-Length"),
+    ("two equal Content-Lengths",
+     b"POST /v1/resources/cl/acquire HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+     b"Content-Length: 13\r\nContent-Length: 13\r\n\r\n{\"owner\":\"o\"}", "Content-Length"),
+    ("Content-Length and chunked",
+     b"POST /v1/resources/te/break HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+     b"Content-Length: %d\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n%s"
+     % (5 + len(SMUGGLED), SMUGGLED), "Transfer-Encoding"),
+    ("chunked and Content-Length",
+     b"POST /v1/resources/te/break HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+     b"Transfer-Encoding: chunked\r\nContent-Length: %d\r\n\r\n0\r\n\r\n%s"
+     % (5 + len(SMUGGLED), SMUGGLED), "Transfer-Encoding"),
+    ("gzip, chunked",
+     b"POST /v1/resources/te/break HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+     b"Transfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", "Transfer-Encoding"),
+    ("xchunked",
+     b"POST /v1/resources/te/break HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+     b"Transfer-Encoding: xchunked\r\n\r\n0\r\n\r\n", "Transfer-Encoding"),
+    ("two Transfer-Encodings",
+     b"POST /v1/resources/te/break HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+     b"Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+     "Transfer-Encoding"),
+    ("chunked in HTTP/1.0",
+     b"POST /v1/resources/te/break HTTP/1.0\r\nHost: x\r\nContent-Type: application/json\r\n"
+     b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + SMUGGLED, "Transfer-Encoding"),
+    ("HTTP/1.1 without Host", b"GET /v1/resources/nohost HTTP/1.1\r\n\r\n", "Host"),
+    ("two Hosts", b"GET /v1/resources/h HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", "Host"),
+    ("two Authorizations",
+     b"GET /v1/resources/h HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer a\r\n"
+     b"Authorization: Bearer b\r\n\r\n", "Authorization"),
+]
+
+
+@pytest.mark.parametrize("name,data,field", AMBIGUOUS, ids=[a[0] for a in AMBIGUOUS])
+def test_ambiguous_framing_is_400_and_closes(server, name, data, field):
+    """What a proxy in front could read differently (RFC 9112 3.2, 6.1, 6.3) is refused:
+    one 400 naming the header, and the connection closed, so that nothing that follows
+    runs as a request of its own."""
+    raw, closed = exchange(server, data)
+    assert status_of(raw) == 400, (name, raw[:300])
+    assert error_field(raw) == ("invalid_field", field), (name, raw[:300])
+    answers = re.findall(rb"(?m)^HTTP/1\.[01] \d{3} ", raw)
+    assert len(answers) == 1 and closed, (name, raw[:600])
+
+
+def test_framing_that_is_fine_still_works(server):
+    ok = [
+        b"POST /v1/resources/fine/break HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+        b"\r\nTransfer-Encoding: Chunked\r\nConnection: close\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
+        b"POST /v1/resources/fine/break HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+        b"\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}",
+        b"GET /healthz HTTP/1.0\r\n\r\n",  # HTTP/1.0 needs no Host
+    ]
+    for data in ok:
+        raw, _ = exchange(server, data)
+        assert status_of(raw) == 200, (data, raw[:300])
