@@ -7,9 +7,14 @@
  * read,write       jobs/ operator
  * sha256:60303ae22b998861bce3b28f33eec1be758a213c86c93c076dbe9f558c11c752 read,write,admin
  *
- * Scopes: `read` (GET a resource, list, /metrics), `write` (acquire, renew, release),
- * `admin` (break). The file is read again on SIGHUP; a file that does not parse leaves the
+ * Scopes: `read` (GET a resource, list), `write` (acquire, renew, release), `admin` (break),
+ * `metrics` (GET /metrics, which counts every resource and client: a token limited to a
+ * prefix gets it only when named; one with `read` and no prefix has it, as before this
+ * scope existed). The file is read again on SIGHUP; a file that does not parse leaves the
  * tokens in force as they were.
+ *
+ * The header is `Authorization: Bearer TOKEN`, TOKEN in RFC 6750's b64token alphabet
+ * (A-Z a-z 0-9 - . _ ~ + / and trailing =) with nothing after it but blanks.
  *
  * Threads: auth_check() from any thread; auth_reload() from one thread at a time.
  */
@@ -22,7 +27,7 @@
 
 #include "common/buf.h"
 
-enum auth_scope { AUTH_READ = 1, AUTH_WRITE = 2, AUTH_ADMIN = 4 };
+enum auth_scope { AUTH_READ = 1, AUTH_WRITE = 2, AUTH_ADMIN = 4, AUTH_METRICS = 8 };
 
 struct auth;
 

@@ -82,6 +82,7 @@ struct hreq {
     bool too_large; /* the body went over the limit: 413 at its end */
     bool counted;   /* counted in h->suspended until its answer is handled */
     bool oom;
+    bool bad_path; /* a control character in the path, seen before it was decoded */
     size_t discarded;
     int status; /* the status sent, for metrics */
     int fd;
@@ -403,7 +404,6 @@ static struct conn *conn_of(struct MHD_Connection *conn);
 
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 {
-    (void)uri;
     struct http *h = cls;
     struct hreq *q = calloc(1, sizeof *q);
     if (!q)
@@ -413,6 +413,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
     q->start_ns = mx_mono_ns();
     q->id = atomic_fetch_add(&h->next_id, 1) + 1;
     q->fd = -1;
+    q->bad_path = !api_path_clean(uri); /* libmicrohttpd decodes it in place after this */
     q->body = q->small;
     q->body_cap = sizeof q->small;
     atomic_fetch_add(&h->in_flight, 1);
@@ -453,8 +454,9 @@ static unsigned route_scope(enum api_route r)
         return AUTH_ADMIN;
     case ROUTE_GET:
     case ROUTE_LIST:
-    case ROUTE_METRICS:
         return AUTH_READ;
+    case ROUTE_METRICS:
+        return AUTH_METRICS;
     default:
         return 0;
     }
@@ -478,9 +480,10 @@ static void authorize(struct hreq *q)
         q->failed = true;
         api_fail(&q->err, 403, "forbidden", NULL, "the token '%s' lacks the %s scope",
                  q->grant.name,
-                 scope == AUTH_ADMIN   ? "admin"
-                 : scope == AUTH_WRITE ? "write"
-                                       : "read");
+                 scope == AUTH_ADMIN     ? "admin"
+                 : scope == AUTH_WRITE   ? "write"
+                 : scope == AUTH_METRICS ? "metrics"
+                                         : "read");
     } else if (q->name_len && !auth_prefix_allows(&q->grant, q->name, q->name_len)) {
         q->failed = true;
         api_fail(&q->err, 403, "forbidden", NULL,
@@ -514,6 +517,75 @@ static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const ch
 }
 
 /*
+ * A NUL in a header value is invisible through libmicrohttpd's API: it ends the value
+ * there, so `Authorization: Bearer tok\0junk` read as `Bearer tok`. But its headers are
+ * kept where they were received, in order, each line's break (CR LF or LF) and its colon
+ * overwritten with NULs, between the method and the end of the head. So between the end
+ * of a value and the next header's name only its line break may lie: one or two NULs, two
+ * to four before the end of the head (the blank line). Anything more is a NUL in the value
+ * and what came after it. (A single trailing NUL before a bare LF cannot be told from a
+ * CR; it hides nothing.) A value found elsewhere was rebuilt from a folded line (obsolete,
+ * RFC 9112 5.2): refused as well.
+ */
+struct header_scan {
+    const char *head, *end;  /* the request's head as received */
+    const char *key, *value; /* the header whose line end is checked next */
+    const char *bad;         /* the first header that failed */
+};
+
+static bool line_end_clean(const char *key, const char *value, const char *next, size_t most)
+{
+    if (value <= key || value >= next)
+        return false;
+    const char *p = value + strlen(value);
+    if (p > next || (size_t)(next - p) > most)
+        return false;
+    for (; p < next; p++)
+        if (*p)
+            return false;
+    return true;
+}
+
+static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                   const char *value)
+{
+    (void)kind;
+    struct header_scan *sc = cls;
+    if (key < sc->head || key >= sc->end || (sc->key && key <= sc->key) ||
+        (sc->key && !line_end_clean(sc->key, sc->value, key, 2))) {
+        sc->bad = sc->key ? sc->key : key;
+        return MHD_NO;
+    }
+    sc->key = key;
+    sc->value = value;
+    return MHD_YES;
+}
+
+/* Returns the name of the first header with a NUL in its value (or folded), or NULL. */
+static const char *header_with_nul(struct hreq *q, const char *method)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(q->conn, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+    if (!ci)
+        return NULL; /* only before the headers are complete */
+    struct header_scan sc = {.head = method, .end = method + ci->header_size};
+    MHD_get_connection_values(q->conn, MHD_HEADER_KIND, scan_header, &sc);
+    if (!sc.bad && sc.key && !line_end_clean(sc.key, sc.value, sc.end, 4))
+        sc.bad = sc.key;
+    return sc.bad;
+}
+
+/* A header's name as the `field` of an error, when it is a plain token. */
+static void header_field(struct api_error *e, const char *name)
+{
+    size_t n = strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-");
+    if (n == 0 || name[n] || n >= sizeof e->field_buf)
+        return;
+    memcpy(e->field_buf, name, n + 1);
+    e->field = e->field_buf;
+}
+
+/*
  * A request whose length or target a proxy in front could read differently from us is
  * refused (RFC 9112 3.2, 6.1, 6.3): libmicrohttpd takes the first of two Content-Lengths
  * and lets chunked win over a Content-Length, which is how a second request gets
@@ -521,8 +593,15 @@ static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const ch
  * transfer coding other than chunked (the request then waits for ever). Returns false
  * with q->err filled; the caller answers and closes the connection.
  */
-static bool framing_ok(struct hreq *q, const char *version)
+static bool framing_ok(struct hreq *q, const char *method, const char *version)
 {
+    const char *nul = header_with_nul(q, method);
+    if (nul) {
+        api_fail(&q->err, 400, "invalid_field", NULL,
+                 "a header has a NUL byte in its value, or is folded onto a second line");
+        header_field(&q->err, nul);
+        return false;
+    }
     /* libmicrohttpd answers 505 to versions other than 1.x; 1.2 and up read as 1.1. */
     bool http10 = strcmp(version, MHD_HTTP_VERSION_1_0) == 0;
     struct header_count n = {0};
@@ -568,12 +647,15 @@ static enum MHD_Result on_headers(struct hreq *q, const char *url, const char *m
         MHD_get_connection_info(q->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
     q->fd = ci ? ci->connect_fd : -1;
 
-    if (!framing_ok(q, version)) {
+    if (!framing_ok(q, method, version)) {
         q->close = true; /* where this request ends is in doubt: nothing after it is read */
         return send_error(q, &q->err);
     }
     const char *name;
-    if (!api_route(method, url, &q->route, &name, &q->name_len, &q->err)) {
+    if (q->bad_path) {
+        q->failed = true;
+        api_path_refused(&q->err);
+    } else if (!api_route(method, url, &q->route, &name, &q->name_len, &q->err)) {
         q->failed = true;
     } else {
         if (name) {
