@@ -524,8 +524,11 @@ static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const ch
  * of a value and the next header's name only its line break may lie: one or two NULs, two
  * to four before the end of the head (the blank line). Anything more is a NUL in the value
  * and what came after it. (A single trailing NUL before a bare LF cannot be told from a
- * CR; it hides nothing.) A value found elsewhere was rebuilt from a folded line (obsolete,
- * RFC 9112 5.2): refused as well.
+ * CR; it hides nothing.) A header found elsewhere was rebuilt from a folded line
+ * (obsolete, RFC 9112 5.2): refused as well. This is the layout of libmicrohttpd 0.9.75
+ * (Debian 12), from which the rest is read too; with one that kept its headers elsewhere
+ * every request with a header would be refused here, which the tests would show at once.
+ * Failing open instead would let a folded first header switch the check off.
  */
 struct header_scan {
     const char *head, *end;  /* the request's head as received */
