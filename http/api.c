@@ -86,6 +86,37 @@ bool api_valid_resource(const char *name, size_t len)
     return true;
 }
 
+static int hex_digit(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+bool api_path_clean(const char *uri)
+{
+    for (const char *p = uri; *p && *p != '?'; p++) {
+        unsigned char c = (unsigned char)*p;
+        if (c == '%' && hex_digit(p[1]) >= 0 && hex_digit(p[2]) >= 0) {
+            c = (unsigned char)(hex_digit(p[1]) << 4 | hex_digit(p[2]));
+            p += 2;
+        }
+        if (c < 0x20 || c == 0x7f)
+            return false;
+    }
+    return true;
+}
+
+bool api_path_refused(struct api_error *e)
+{
+    return api_fail(e, 400, "invalid_resource", NULL,
+                    "the path has a control character (%%00 to %%1F or %%7F)");
+}
+
 static bool invalid_resource(struct api_error *e)
 {
     return api_fail(e, 400, "invalid_resource", NULL,
@@ -284,6 +315,14 @@ static bool decode_lease_id(const cJSON *v, struct res_req *rq, struct api_error
     if (!cJSON_IsString(v) || !mx_uuid_parse(v->valuestring, strlen(v->valuestring), rq->lease_id))
         return api_fail(e, 400, "invalid_lease_id", "lease_id",
                         "lease_id must be a UUID (8-4-4-4-12 hexadecimal digits)");
+    /* The nil UUID is what an id left unset looks like: two clients proposing it would
+     * both be granted the one lease (acquire with the holder's own id is idempotent), and
+     * anyone could guess it. A lease granted under it before this rule may still be
+     * renewed and released. */
+    static const uint8_t nil[16];
+    if (rq->op == RES_ACQUIRE && memcmp(rq->lease_id, nil, sizeof nil) == 0)
+        return api_fail(e, 400, "invalid_lease_id", "lease_id",
+                        "lease_id may not be the nil UUID: propose a random one (version 4)");
     rq->has_lease_id = true;
     return true;
 }

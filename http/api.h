@@ -56,6 +56,12 @@ bool api_fail(struct api_error *e, int status, const char *code, const char *fie
 bool api_route(const char *method, const char *path, enum api_route *route, const char **name,
                size_t *name_len, struct api_error *e);
 
+/* Whether the path of a request target as received (`uri`, before percent-decoding; the
+ * query is not looked at) is free of control characters, raw or percent-encoded: decoded,
+ * a %00 would cut the path short. api_path_refused() fills the 400 for one that is not. */
+bool api_path_clean(const char *uri);
+bool api_path_refused(struct api_error *e);
+
 /* Whether `name` is a valid resource name (see API.md, "Names"). */
 bool api_valid_resource(const char *name, size_t len);
 

@@ -94,8 +94,10 @@ int auth_parse_line(const char *line, struct auth_entry *out, char *err, size_t 
             out->scopes |= AUTH_WRITE;
         else if (strcmp(s, "admin") == 0)
             out->scopes |= AUTH_ADMIN;
+        else if (strcmp(s, "metrics") == 0)
+            out->scopes |= AUTH_METRICS;
         else {
-            snprintf(err, errlen, "unknown scope '%.20s': use read, write and admin", s);
+            snprintf(err, errlen, "unknown scope '%.20s': use read, write, admin and metrics", s);
             return -1;
         }
     }
@@ -264,12 +266,15 @@ int auth_check(struct auth *a, const char *authorization, unsigned scope, struct
     const char *token = authorization + sizeof bearer - 1;
     while (*token == ' ')
         token++;
-    size_t len = strlen(token);
-    while (len && (token[len - 1] == ' ' || token[len - 1] == '\t'))
-        len--;
+    /* The token is RFC 6750's b64token and nothing may follow it but blanks: a token
+     * with anything after it is not that token. */
+    size_t len = strspn(token, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                               "0123456789-._~+/");
+    len += strspn(token + len, "=");
     unsigned char digest[32];
     unsigned int dlen = 0;
-    if (len == 0 || EVP_Digest(token, len, digest, &dlen, EVP_sha256(), NULL) != 1) {
+    if (len == 0 || token[len + strspn(token + len, " \t")] != '\0' ||
+        EVP_Digest(token, len, digest, &dlen, EVP_sha256(), NULL) != 1) {
         atomic_fetch_add(&a->invalid, 1);
         return 401;
     }
@@ -280,7 +285,12 @@ int auth_check(struct auth *a, const char *authorization, unsigned scope, struct
             match = &a->entries[i]; /* no early exit: every entry costs the same */
     int rc = 401;
     if (match) {
-        rc = (match->scopes & scope) == scope ? 0 : 403;
+        unsigned has = match->scopes;
+        /* Tokens files from before the metrics scope: a read token for every resource
+         * could read /metrics, and still can. One limited to a prefix needs `metrics`. */
+        if ((has & AUTH_READ) && match->prefix[0] == '\0')
+            has |= AUTH_METRICS;
+        rc = (has & scope) == scope ? 0 : 403;
         snprintf(grant->name, sizeof grant->name, "%s", match->name);
         snprintf(grant->prefix, sizeof grant->prefix, "%s", match->prefix);
     }

@@ -11,9 +11,14 @@
  */
 /* clang-format on */
 /*
- * Scopes: `read` (GET a resource, list, /metrics), `write` (acquire, renew, release),
- * `admin` (break). The file is read again on SIGHUP; a file that does not parse, or that
+ * Scopes: `read` (GET a resource, list), `write` (acquire, renew, release), `admin` (break),
+ * `metrics` (GET /metrics, which counts every resource and client: a token limited to a
+ * prefix gets it only when named; one with `read` and no prefix has it, as before this
+ * scope existed). The file is read again on SIGHUP; a file that does not parse, or that
  * others can write, leaves the tokens in force as they were.
+ *
+ * The header is `Authorization: Bearer TOKEN`, TOKEN in RFC 6750's b64token alphabet
+ * (A-Z a-z 0-9 - . _ ~ + / and trailing =) with nothing after it but blanks.
  *
  * Threads: auth_check() from any thread; auth_reload() from one thread at a time.
  */
@@ -26,7 +31,7 @@
 
 #include "common/buf.h"
 
-enum auth_scope { AUTH_READ = 1, AUTH_WRITE = 2, AUTH_ADMIN = 4 };
+enum auth_scope { AUTH_READ = 1, AUTH_WRITE = 2, AUTH_ADMIN = 4, AUTH_METRICS = 8 };
 
 struct auth;
 

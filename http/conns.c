@@ -1,8 +1,9 @@
 /*
- * Connection tracker and reaper (see conns.h). Connections between requests sit on a
- * list ordered by when they became idle, so the reaper looks only at the oldest. A
- * socket is shut down under the lock that conns_closed() takes before libmicrohttpd
- * closes it, so the reaper never touches a descriptor that has been reused.
+ * Connection tracker and reaper (see conns.h). Connections the server waits on (idle
+ * between requests, or sending one) sit on a list ordered by when that wait began; all
+ * share one timeout, so the list is also in deadline order and the reaper looks only at
+ * the oldest. A socket is shut down under the lock that conns_closed() takes before
+ * libmicrohttpd closes it, so the reaper never touches a descriptor that has been reused.
  */
 #include "conns.h"
 
@@ -12,23 +13,27 @@
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <time.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include "common/clock.h"
 #include "common/log.h"
 
 struct conn {
-    struct conn *prev, *next; /* on the idle list while between requests */
+    struct conn *prev, *next; /* on the list while the server waits on the client */
     int fd;
-    bool idle;
+    bool waiting; /* on the list */
     bool reaped;
-    uint64_t idle_since_ns;
+    uint64_t since_ns; /* when the wait began: idle since, or the request's line */
 };
 
 struct conns {
     pthread_mutex_t lock;
     pthread_cond_t cond;
-    struct conn *head, *tail; /* idle connections, oldest first */
+    struct conn *head, *tail; /* connections waited on, oldest first */
     unsigned count;           /* open connections */
+    unsigned peak;            /* the most open since memory was last given back */
     unsigned max;
     uint64_t idle_timeout_ns;
     bool stop;
@@ -37,10 +42,10 @@ struct conns {
 };
 
 /* lock held */
-static void idle_push(struct conns *c, struct conn *k)
+static void wait_push(struct conns *c, struct conn *k)
 {
-    k->idle = true;
-    k->idle_since_ns = mx_mono_ns();
+    k->waiting = true;
+    k->since_ns = mx_mono_ns();
     k->next = NULL;
     k->prev = c->tail;
     if (c->tail)
@@ -51,9 +56,9 @@ static void idle_push(struct conns *c, struct conn *k)
 }
 
 /* lock held */
-static void idle_remove(struct conns *c, struct conn *k)
+static void wait_remove(struct conns *c, struct conn *k)
 {
-    if (!k->idle)
+    if (!k->waiting)
         return;
     if (k->prev)
         k->prev->next = k->next;
@@ -64,27 +69,35 @@ static void idle_remove(struct conns *c, struct conn *k)
     else
         c->tail = k->prev;
     k->prev = k->next = NULL;
-    k->idle = false;
+    k->waiting = false;
 }
 
 /* lock held: shuts the socket; libmicrohttpd sees the error and closes the connection. */
 static void reap(struct conns *c, struct conn *k)
 {
-    idle_remove(c, k);
+    wait_remove(c, k);
     k->reaped = true;
     shutdown(k->fd, SHUT_RDWR);
     atomic_fetch_add(&c->reaped, 1);
 }
 
+/* Freed connections' memory (their requests, bodies and libmicrohttpd's pools) stays in
+ * glibc's per-thread arenas, which give back only what lies at their top: after
+ * thousands of connections closed the process kept hundreds of megabytes it no longer
+ * used. Once the open connections have fallen by this many from their peak, and at most
+ * once a second, malloc_trim() returns the free pages to the system. */
+#define TRIM_AFTER_CLOSES 64
+
 static void *reaper_main(void *arg)
 {
     struct conns *c = arg;
+    uint64_t last_trim = 0;
     pthread_mutex_lock(&c->lock);
     while (!c->stop) {
         uint64_t now = mx_mono_ns();
-        while (c->head && now - c->head->idle_since_ns >= c->idle_timeout_ns)
+        while (c->head && now - c->head->since_ns >= c->idle_timeout_ns)
             reap(c, c->head);
-        /* Near the limit: make room, oldest idle first, down to 80%. */
+        /* Near the limit: make room, longest waited on first, down to 80%. */
         if (c->count > c->max / 10 * 9) {
             unsigned n = 0;
             while (c->head && c->count - n > c->max / 10 * 8) {
@@ -92,8 +105,19 @@ static void *reaper_main(void *arg)
                 n++;
             }
             if (n)
-                mx_warn("http: near the connection limit; closed idle connections",
+                mx_warn("http: near the connection limit; closed the connections waited on "
+                        "longest",
                         "closed=%u open=%u limit=%u", n, c->count, c->max);
+        }
+        if (c->peak >= c->count + TRIM_AFTER_CLOSES && now - last_trim >= 1000 * MX_NS_PER_MS) {
+            c->peak = c->count;
+            last_trim = now;
+            pthread_mutex_unlock(&c->lock); /* it walks every arena: not under our lock */
+#ifdef __GLIBC__
+            malloc_trim(0);
+#endif
+            pthread_mutex_lock(&c->lock);
+            continue;
         }
         /* look ten times a second */
         mx_cond_wait_until(&c->cond, &c->lock, mx_mono_ns() + 100 * MX_NS_PER_MS);
@@ -141,7 +165,9 @@ struct conn *conns_opened(struct conns *c, int fd)
     k->fd = fd;
     pthread_mutex_lock(&c->lock);
     c->count++;
-    idle_push(c, k);
+    if (c->count > c->peak)
+        c->peak = c->count;
+    wait_push(c, k);
     pthread_mutex_unlock(&c->lock);
     return k;
 }
@@ -151,18 +177,33 @@ void conns_closed(struct conns *c, struct conn *k)
     if (!k)
         return;
     pthread_mutex_lock(&c->lock);
-    idle_remove(c, k);
+    wait_remove(c, k);
     c->count--;
     pthread_mutex_unlock(&c->lock);
     free(k);
 }
 
+/* The time to the request line counts as idle time: the request's own deadline starts
+ * there, the moment the server first sees it (libmicrohttpd does not tell when a byte
+ * arrives), and no byte after it moves the deadline. */
 void conns_request_begins(struct conns *c, struct conn *k)
 {
     if (!k)
         return;
     pthread_mutex_lock(&c->lock);
-    idle_remove(c, k);
+    if (!k->reaped) {
+        wait_remove(c, k);
+        wait_push(c, k); /* at the tail: its deadline is the latest */
+    }
+    pthread_mutex_unlock(&c->lock);
+}
+
+void conns_request_received(struct conns *c, struct conn *k)
+{
+    if (!k)
+        return;
+    pthread_mutex_lock(&c->lock);
+    wait_remove(c, k);
     pthread_mutex_unlock(&c->lock);
 }
 
@@ -171,8 +212,8 @@ void conns_request_ends(struct conns *c, struct conn *k)
     if (!k)
         return;
     pthread_mutex_lock(&c->lock);
-    if (!k->reaped && !k->idle)
-        idle_push(c, k);
+    if (!k->reaped && !k->waiting)
+        wait_push(c, k);
     pthread_mutex_unlock(&c->lock);
 }
 

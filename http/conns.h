@@ -1,13 +1,19 @@
 /*
  * Connection tracking for the limits libmicrohttpd does not enforce itself.
  *
- * Its timeout counts inactivity, so a client that sends one header byte a second never
- * times out, and idle keep-alive connections can fill the connection limit. Every
- * connection is tracked from accept to close; between requests (idle, or still sending
- * the next request's headers) it may stay at most `idle_timeout_ms`, after which the
- * reaper shuts its socket down and libmicrohttpd closes it. And when the number of
+ * Its timeout counts inactivity, so a client that sends one byte a second never times
+ * out, and idle keep-alive connections can fill the connection limit. Every connection
+ * is tracked from accept to close. While the server waits on its client it has a
+ * deadline that no byte moves: between requests (idle, or still sending the next request
+ * line) at most `idle_timeout_ms`; from a request's request line, `idle_timeout_ms` for
+ * the whole request to arrive, headers and body. Past it the reaper shuts the socket
+ * down and libmicrohttpd closes it. A connection whose request is complete (being
+ * answered, or waiting for its lease) has no deadline here. And when the number of
  * connections passes 90% of the limit, the reaper closes the connections that have been
- * between requests longest, so that new clients still get in.
+ * waiting on their client longest, so that new clients still get in.
+ *
+ * Closing many connections leaves their memory in the C library's free lists; the reaper
+ * gives it back to the system after a wave of closes (see conns.c).
  *
  * Threads: conns_* from libmicrohttpd's threads; the reaper has its own.
  */
@@ -25,8 +31,11 @@ void conns_stop(struct conns *c);
 /* libmicrohttpd's connection notifications. */
 struct conn *conns_opened(struct conns *c, int fd);
 void conns_closed(struct conns *c, struct conn *k);
-/* A request's headers are complete / its answer is sent. */
+/* A request's line has arrived: its deadline starts. */
 void conns_request_begins(struct conns *c, struct conn *k);
+/* The request is complete (or answered before its body): no deadline while it is served. */
+void conns_request_received(struct conns *c, struct conn *k);
+/* Its answer is sent: the connection is idle again. */
 void conns_request_ends(struct conns *c, struct conn *k);
 
 uint64_t conns_reaped(struct conns *c); /* connections closed by the reaper so far */

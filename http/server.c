@@ -5,8 +5,12 @@
  *   1. The URI callback allocates its state (struct hreq) before the headers are read.
  *   2. First call of the access handler: route, request id, admission (an Origin header or,
  *      on a loopback listener, a foreign Host: 403), authorization, and the checks that
- *      need no body (Content-Length over 64 KiB: 413; a body not typed JSON: 415).
- *   3. Body chunks are gathered, at most 64 KiB.
+ *      need no body (Content-Length over 64 KiB: 413; a body not typed JSON: 415). A
+ *      request with a body refused there (400, 401, 403, 404, 405, 413, 415) is answered at
+ *      once and its body is never read: libmicrohttpd closes the connection after the
+ *      answer. From the request line the connection tracker (conns.h) gives the request
+ *      --idle-timeout-ms to arrive whole.
+ *   3. Body chunks are gathered, at most 64 KiB, in a buffer that grows with them.
  *   4. Final call: decode and validate. Health, readiness and metrics are answered at
  *      once. A lease request suspends its connection, registers for hang-up detection if
  *      it may wait, and goes to its resource's actor.
@@ -81,13 +85,14 @@ struct hreq {
     bool too_large; /* the body went over the limit: 413 at its end */
     bool counted;   /* counted in h->suspended until its answer is handled */
     bool oom;
+    bool bad_path; /* a control character in the path, seen before it was decoded */
     size_t discarded;
     int status; /* the status sent, for metrics */
     int fd;
     bool unauthorized; /* 401: add WWW-Authenticate */
     struct auth_grant grant;
     struct api_error err;
-    char *body; /* `small`, or a 64 KiB buffer for a large body */
+    char *body; /* `small`, or a buffer grown as the body arrives, at most 64 KiB */
     size_t body_len, body_cap;
     char small[512];
     struct ra_list *list;
@@ -400,9 +405,10 @@ static bool valid_request_id(const char *s)
     return true;
 }
 
+static struct conn *conn_of(struct MHD_Connection *conn);
+
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 {
-    (void)uri;
     struct http *h = cls;
     struct hreq *q = calloc(1, sizeof *q);
     if (!q)
@@ -412,9 +418,11 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
     q->start_ns = mx_mono_ns();
     q->id = atomic_fetch_add(&h->next_id, 1) + 1;
     q->fd = -1;
+    q->bad_path = !api_path_clean(uri); /* libmicrohttpd decodes it in place after this */
     q->body = q->small;
     q->body_cap = sizeof q->small;
     atomic_fetch_add(&h->in_flight, 1);
+    conns_request_begins(h->conns, conn_of(conn));
     return q;
 }
 
@@ -451,8 +459,9 @@ static unsigned route_scope(enum api_route r)
         return AUTH_ADMIN;
     case ROUTE_GET:
     case ROUTE_LIST:
-    case ROUTE_METRICS:
         return AUTH_READ;
+    case ROUTE_METRICS:
+        return AUTH_METRICS;
     default:
         return 0;
     }
@@ -572,9 +581,10 @@ static void authorize(struct hreq *q)
         q->failed = true;
         api_fail(&q->err, 403, "forbidden", NULL, "the token '%s' lacks the %s scope",
                  q->grant.name,
-                 scope == AUTH_ADMIN   ? "admin"
-                 : scope == AUTH_WRITE ? "write"
-                                       : "read");
+                 scope == AUTH_ADMIN     ? "admin"
+                 : scope == AUTH_WRITE   ? "write"
+                 : scope == AUTH_METRICS ? "metrics"
+                                         : "read");
     } else if (q->name_len && !auth_prefix_allows(&q->grant, q->name, q->name_len)) {
         q->failed = true;
         api_fail(&q->err, 403, "forbidden", NULL,
@@ -583,10 +593,154 @@ static void authorize(struct hreq *q)
     }
 }
 
-static enum MHD_Result on_headers(struct hreq *q, const char *url, const char *method)
+/* ---- request framing -------------------------------------------------------------- */
+
+/* Header fields that must appear at most once, counted. */
+struct header_count {
+    unsigned content_length, transfer_encoding, host, authorization;
+};
+
+static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                    const char *value)
+{
+    (void)kind;
+    (void)value;
+    struct header_count *n = cls;
+    if (strcasecmp(key, "Content-Length") == 0)
+        n->content_length++;
+    else if (strcasecmp(key, "Transfer-Encoding") == 0)
+        n->transfer_encoding++;
+    else if (strcasecmp(key, "Host") == 0)
+        n->host++;
+    else if (strcasecmp(key, "Authorization") == 0)
+        n->authorization++;
+    return MHD_YES;
+}
+
+/*
+ * A NUL in a header value is invisible through libmicrohttpd's API: it ends the value
+ * there, so `Authorization: Bearer tok\0junk` read as `Bearer tok`. But its headers are
+ * kept where they were received, in order, each line's break (CR LF or LF) and its colon
+ * overwritten with NULs, between the method and the end of the head. So between the end
+ * of a value and the next header's name only its line break may lie: one or two NULs, two
+ * to four before the end of the head (the blank line). Anything more is a NUL in the value
+ * and what came after it. (A single trailing NUL before a bare LF cannot be told from a
+ * CR; it hides nothing.) A header found elsewhere was rebuilt from a folded line
+ * (obsolete, RFC 9112 5.2): refused as well. This is the layout of libmicrohttpd 0.9.75
+ * (Debian 12), from which the rest is read too; with one that kept its headers elsewhere
+ * every request with a header would be refused here, which the tests would show at once.
+ * Failing open instead would let a folded first header switch the check off.
+ */
+struct header_scan {
+    const char *head, *end;  /* the request's head as received */
+    const char *key, *value; /* the header whose line end is checked next */
+    const char *bad;         /* the first header that failed */
+};
+
+static bool line_end_clean(const char *key, const char *value, const char *next, size_t most)
+{
+    if (value <= key || value >= next)
+        return false;
+    const char *p = value + strlen(value);
+    if (p > next || (size_t)(next - p) > most)
+        return false;
+    for (; p < next; p++)
+        if (*p)
+            return false;
+    return true;
+}
+
+static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                   const char *value)
+{
+    (void)kind;
+    struct header_scan *sc = cls;
+    if (key < sc->head || key >= sc->end || (sc->key && key <= sc->key) ||
+        (sc->key && !line_end_clean(sc->key, sc->value, key, 2))) {
+        sc->bad = sc->key ? sc->key : key;
+        return MHD_NO;
+    }
+    sc->key = key;
+    sc->value = value;
+    return MHD_YES;
+}
+
+/* Returns the name of the first header with a NUL in its value (or folded), or NULL. */
+static const char *header_with_nul(struct hreq *q, const char *method)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(q->conn, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+    if (!ci)
+        return NULL; /* only before the headers are complete */
+    struct header_scan sc = {.head = method, .end = method + ci->header_size};
+    MHD_get_connection_values(q->conn, MHD_HEADER_KIND, scan_header, &sc);
+    if (!sc.bad && sc.key && !line_end_clean(sc.key, sc.value, sc.end, 4))
+        sc.bad = sc.key;
+    return sc.bad;
+}
+
+/* A header's name as the `field` of an error, when it is a plain token. */
+static void header_field(struct api_error *e, const char *name)
+{
+    size_t n = strspn(name, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-");
+    if (n == 0 || name[n] || n >= sizeof e->field_buf)
+        return;
+    memcpy(e->field_buf, name, n + 1);
+    e->field = e->field_buf;
+}
+
+/*
+ * A request whose length or target a proxy in front could read differently from us is
+ * refused (RFC 9112 3.2, 6.1, 6.3): libmicrohttpd takes the first of two Content-Lengths
+ * and lets chunked win over a Content-Length, which is how a second request gets
+ * smuggled past a proxy that reads the other way; and it neither refuses nor reads a
+ * transfer coding other than chunked (the request then waits for ever). Returns false
+ * with q->err filled; the caller answers and closes the connection.
+ */
+static bool framing_ok(struct hreq *q, const char *method, const char *version)
+{
+    const char *nul = header_with_nul(q, method);
+    if (nul) {
+        api_fail(&q->err, 400, "invalid_field", NULL,
+                 "a header has a NUL byte in its value, or is folded onto a second line");
+        header_field(&q->err, nul);
+        return false;
+    }
+    /* libmicrohttpd answers 505 to versions other than 1.x; 1.2 and up read as 1.1. */
+    bool http10 = strcmp(version, MHD_HTTP_VERSION_1_0) == 0;
+    struct header_count n = {0};
+    MHD_get_connection_values(q->conn, MHD_HEADER_KIND, count_header, &n);
+    if (n.content_length > 1)
+        return api_fail(&q->err, 400, "invalid_field", "Content-Length",
+                        "more than one Content-Length header");
+    if (n.transfer_encoding > 1)
+        return api_fail(&q->err, 400, "invalid_field", "Transfer-Encoding",
+                        "more than one Transfer-Encoding header");
+    if (n.transfer_encoding) {
+        const char *te = MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, "Transfer-Encoding");
+        if (n.content_length)
+            return api_fail(&q->err, 400, "invalid_field", "Transfer-Encoding",
+                            "a request has Content-Length or Transfer-Encoding, not both");
+        if (http10)
+            return api_fail(&q->err, 400, "invalid_field", "Transfer-Encoding",
+                            "Transfer-Encoding needs HTTP/1.1");
+        if (!te || strcasecmp(te, "chunked") != 0)
+            return api_fail(&q->err, 400, "invalid_field", "Transfer-Encoding",
+                            "the only transfer coding accepted is chunked, alone");
+    }
+    if (n.host > 1 || (n.host == 0 && !http10))
+        return api_fail(&q->err, 400, "invalid_field", "Host",
+                        "an HTTP/1.1 request has exactly one Host header");
+    if (n.authorization > 1)
+        return api_fail(&q->err, 400, "invalid_field", "Authorization",
+                        "more than one Authorization header");
+    return true;
+}
+
+static enum MHD_Result on_headers(struct hreq *q, const char *url, const char *method,
+                                  const char *version)
 {
     struct http *h = q->h;
-    conns_request_begins(h->conns, conn_of(q->conn));
     const char *rid = MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, "X-Request-Id");
     if (rid && valid_request_id(rid))
         snprintf(q->rid, sizeof q->rid, "%s", rid);
@@ -597,8 +751,15 @@ static enum MHD_Result on_headers(struct hreq *q, const char *url, const char *m
         MHD_get_connection_info(q->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
     q->fd = ci ? ci->connect_fd : -1;
 
+    if (!framing_ok(q, method, version)) {
+        q->close = true; /* where this request ends is in doubt: nothing after it is read */
+        return send_error(q, &q->err);
+    }
     const char *name;
-    if (!api_route(method, url, &q->route, &name, &q->name_len, &q->err)) {
+    if (q->bad_path) {
+        q->failed = true;
+        api_path_refused(&q->err);
+    } else if (!api_route(method, url, &q->route, &name, &q->name_len, &q->err)) {
         q->failed = true;
     } else {
         if (name) {
@@ -620,6 +781,13 @@ static enum MHD_Result on_headers(struct hreq *q, const char *url, const char *m
     if (cl && clen > API_MAX_BODY) {
         q->close = true;
         api_fail(&q->err, 413, "body_too_large", NULL, "the body is over %d bytes", API_MAX_BODY);
+        return send_error(q, &q->err);
+    }
+    if (q->failed && has_body) {
+        /* Refused already (400, 401, 403, 404, 405): its body would only cost memory and
+         * hold the connection. (Without a body the answer comes at the final call, which
+         * follows at once, and the connection stays open: an answer queued now closes it.) */
+        q->close = true;
         return send_error(q, &q->err);
     }
     /* A body must say it is JSON: a web page can send a body without a Content-Type, or
@@ -650,9 +818,14 @@ static enum MHD_Result on_body(struct hreq *q, const char *data, size_t len)
         return q->discarded > DISCARD_MAX ? MHD_NO : MHD_YES;
     }
     if (q->body_len + len > q->body_cap) {
-        /* Most bodies fit the request's own buffer; a larger one gets room for the most
-         * a body may be. */
-        char *big = q->body == q->small ? malloc(API_MAX_BODY) : q->body;
+        /* Most bodies fit the request's own buffer; a larger one doubles as it arrives, so
+         * that a client announcing 64 KiB and sending little costs little. */
+        size_t cap = q->body_cap * 2;
+        while (cap < q->body_len + len)
+            cap *= 2;
+        if (cap > API_MAX_BODY)
+            cap = API_MAX_BODY;
+        char *big = q->body == q->small ? malloc(cap) : realloc(q->body, cap);
         if (!big) {
             q->too_large = true; /* answered 503 at the end */
             q->oom = true;
@@ -661,7 +834,7 @@ static enum MHD_Result on_body(struct hreq *q, const char *data, size_t len)
         if (q->body == q->small)
             memcpy(big, q->small, q->body_len);
         q->body = big;
-        q->body_cap = API_MAX_BODY;
+        q->body_cap = cap;
     }
     memcpy(q->body + q->body_len, data, len);
     q->body_len += len;
@@ -673,20 +846,23 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                                   size_t *upload_data_size, void **con_cls)
 {
     (void)cls;
-    (void)version;
-    (void)conn;
     struct hreq *q = *con_cls;
     if (!q)
         return MHD_NO; /* out of memory in on_uri: close */
     switch (q->phase) {
-    case PH_HEADERS:
-        return on_headers(q, url, method);
+    case PH_HEADERS: {
+        enum MHD_Result rc = on_headers(q, url, method, version);
+        if (q->phase == PH_DONE) /* answered at once: no deadline while it is sent */
+            conns_request_received(q->h->conns, conn_of(conn));
+        return rc;
+    }
     case PH_BODY:
         if (*upload_data_size > 0) {
             size_t n = *upload_data_size;
             *upload_data_size = 0;
             return on_body(q, upload_data, n);
         }
+        conns_request_received(q->h->conns, conn_of(conn));
         return dispatch(q);
     case PH_WAIT:
         return answer_resumed(q);
@@ -774,7 +950,8 @@ static enum MHD_Result serve_metrics(struct hreq *q)
     prom_header(&b, "mutexd_http_connections", "gauge", "Open HTTP connections.");
     mx_buf_printf(&b, "mutexd_http_connections %u\n", di ? di->num_connections : 0);
     prom_header(&b, "mutexd_http_connections_reaped_total", "counter",
-                "Connections closed for staying too long between requests, or to make room.");
+                "Connections closed for staying too long between requests or on sending one, or "
+                "to make room.");
     mx_buf_printf(&b, "mutexd_http_connections_reaped_total %lu\n",
                   (unsigned long)conns_reaped(h->conns));
     if (h->cfg.auth)

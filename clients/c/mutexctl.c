@@ -182,7 +182,7 @@ static const char token_usage[] =
     "does not show in the process list. Nothing is sent to any server.\n"
     "\n"
     "  --name NAME      the token's name in the server's log (default: token)\n"
-    "  --scopes SCOPES  a comma-separated list of read, write and admin (default: read)\n"
+    "  --scopes SCOPES  comma-separated: read, write, admin, metrics (default: read)\n"
     "  --prefix PREFIX  limit the token to resources whose names start with PREFIX\n"
     "\n"
     "Exit status: 0; 2 usage.\n";
@@ -708,15 +708,19 @@ static int cmd_token(struct ctl *ctl, struct mxctl_opt *opts, size_t n, struct m
         return usage_error("token", "--prefix must be 1 to 256 bytes without blanks");
     char list[128];
     if (!is_file_word(scopes, sizeof(list) - 1))
-        return usage_error("token", "--scopes: a comma-separated list of read, write, admin");
+        return usage_error("token",
+                           "--scopes: a comma-separated list of read, write, admin, metrics");
     snprintf(list, sizeof(list), "%s", scopes);
     for (char *save = NULL, *s = strtok_r(list, ",", &save); s != NULL;
          s = strtok_r(NULL, ",", &save)) {
-        if (strcmp(s, "read") != 0 && strcmp(s, "write") != 0 && strcmp(s, "admin") != 0)
-            return usage_error("token", "unknown scope '%s': use read, write and admin", s);
+        if (strcmp(s, "read") != 0 && strcmp(s, "write") != 0 && strcmp(s, "admin") != 0 &&
+            strcmp(s, "metrics") != 0)
+            return usage_error("token", "unknown scope '%s': use read, write, admin and metrics",
+                               s);
     }
     if (strspn(scopes, ",") == strlen(scopes))
-        return usage_error("token", "--scopes: a comma-separated list of read, write, admin");
+        return usage_error("token",
+                           "--scopes: a comma-separated list of read, write, admin, metrics");
 
     uint8_t digest[32];
     unsigned int dlen = 0;

@@ -98,6 +98,80 @@ def test_10000_idle_connections_do_not_starve_normal_clients():
         assert worst < NOT_STARVED_S
 
 
+def test_slow_bodies_are_cut_off_and_do_not_take_the_server():
+    """500 connections, the whole limit, send a request's headers announcing a 64 KiB body
+    and then one byte of it every 2 s, and the attacker opens a new one for each that is
+    closed. A request has --idle-timeout-ms to arrive whole, whatever it sends meanwhile,
+    and near the limit the connections that have waited longest on their client are
+    closed: none lives on, and /healthz is answered all along."""
+    with Server(args=["--max-connections", "500", "--idle-timeout-ms", "5000"]) as s:
+        head = (b"POST /v1/resources/slow/acquire HTTP/1.1\r\nHost: x\r\n"
+                b"Content-Type: application/json\r\nContent-Length: 65536\r\n\r\n{")
+
+        def attack():
+            sk = socket.create_connection((s.host, s.port), timeout=5)
+            sk.sendall(head)
+            sk.setblocking(False)
+            return [sk, time.monotonic()]
+
+        slots = [attack() for _ in range(500)]
+        health = []  # (latency, status) of a fresh connection's GET /healthz
+
+        def probe():
+            while len(health) < 30:
+                t0 = time.monotonic()
+                try:
+                    c = Client(s.host, s.port, timeout=10, retry=False)
+                    st = c.request("GET", "/healthz").status
+                    c.close()
+                except Exception as e:
+                    st = repr(e)
+                health.append((time.monotonic() - t0, st))
+                time.sleep(0.5)
+
+        prober = threading.Thread(target=probe, daemon=True)
+        prober.start()
+        oldest_alive, closed = 0.0, 0
+        t_end = time.monotonic() + 16
+        while time.monotonic() < t_end:
+            for slot in slots:
+                sk, t0 = slot
+                gone = False
+                try:
+                    gone = sk.recv(1024) == b""
+                except BlockingIOError:
+                    pass
+                except OSError:
+                    gone = True
+                if not gone:
+                    try:
+                        sk.send(b" ")
+                    except BlockingIOError:
+                        pass
+                    except OSError:
+                        gone = True
+                if gone:
+                    closed += 1
+                    sk.close()
+                    try:
+                        slot[:] = attack()
+                    except OSError:  # not accepted yet: try again next round
+                        slot[:] = [socket.socket(), time.monotonic()]
+                else:
+                    oldest_alive = max(oldest_alive, time.monotonic() - t0)
+            time.sleep(2)
+        prober.join(30)
+        for sk, _ in slots:
+            sk.close()
+        print("closed %d; the oldest slow body alive was %.1fs old; /healthz %s" % (
+            closed, oldest_alive, [(round(t, 2), st) for t, st in health]))
+        # 5 s from the request, the reaper's 0.1 s, and this loop's 2 s between looks.
+        assert oldest_alive < 5 + 2.5, oldest_alive
+        assert closed >= 500
+        assert len(health) == 30 and all(st == 200 for _, st in health), health
+        assert max(t for t, _ in health) < NOT_STARVED_S
+
+
 def test_10000_waiters_on_one_resource():
     with Server() as s:  # --max-waiters 1024
         c = s.client()

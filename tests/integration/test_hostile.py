@@ -8,6 +8,8 @@ import socket
 import threading
 import time
 
+import pytest
+
 from harness import Server, raw_request, status_of
 
 # A probe starved by hostile clients waits until they are cut off (seconds) or forever; a
@@ -223,3 +225,244 @@ def test_clients_that_vanish_mid_request_leave_nothing_behind():
         t0 = time.monotonic()
     assert time.monotonic() - t0 < 1.5  # stopped without waiting for phantom requests
     assert not any("still waiting" in line for line in s.lines)
+
+
+def read_answer(sock, timeout=2.0):
+    """Everything the server sends until it closes the connection or `timeout` passes;
+    and whether it closed."""
+    sock.settimeout(timeout)
+    data, closed = b"", False
+    try:
+        while True:
+            b = sock.recv(65536)
+            if not b:
+                closed = True
+                break
+            data += b
+    except socket.timeout:
+        pass
+    except ConnectionResetError:
+        closed = True
+    return data, closed
+
+
+def test_a_request_refused_at_its_headers_is_answered_without_its_body(tmp_path):
+    """Headers announcing a 64 KiB body, and no body: a request already refused (401, 403,
+    404, 405, 413, 415) is answered at once and the connection closed, rather than held
+    until a body that may never come."""
+    digest = __import__("hashlib").sha256(b"r-token").hexdigest()
+    path = tmp_path / "tokens"
+    path.write_text("reader sha256:%s read\n" % digest)
+    cases = [
+        (b"POST /v1/resources/a/acquire", b"", 401),
+        (b"POST /v1/resources/a/acquire", b"Authorization: Bearer r-token\r\n", 403),
+        (b"POST /v1/resources/a/frobnicate", b"", 404),
+        (b"PUT /v1/resources/a", b"", 405),
+        (b"POST /v1/resources/a//acquire", b"", 400),
+    ]
+    with Server(args=["--auth-tokens", str(path)]) as s:
+        for line, extra, want in cases:
+            sk = socket.create_connection((s.host, s.port), timeout=5)
+            t0 = time.monotonic()
+            sk.sendall(line + b" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                       b"Content-Length: 65536\r\n" + extra + b"\r\n{")
+            data, closed = read_answer(sk)
+            took = time.monotonic() - t0
+            sk.close()
+            assert status_of(data) == want and closed and took < 1.5, (line, want, data[:200],
+                                                                       closed, took)
+            assert b"Connection: close" in data
+        # Without a body, a refusal leaves a keep-alive connection open.
+        sk = socket.create_connection((s.host, s.port), timeout=5)
+        for _ in range(2):
+            sk.sendall(b"GET /v1/resources/a HTTP/1.1\r\nHost: x\r\n\r\n")
+            data = sk.recv(65536)
+            assert status_of(data) == 401 and b"Connection: close" not in data, data
+        sk.close()
+
+
+def exchange(s, data, timeout=2.0):
+    """Sends raw bytes on a new connection; returns what came back and whether the server
+    closed the connection."""
+    sk = socket.create_connection((s.host, s.port), timeout=5)
+    sk.sendall(data)
+    try:
+        return read_answer(sk, timeout)
+    finally:
+        sk.close()
+
+
+def error_field(raw):
+    body = raw.split(b"\r\n\r\n", 1)[1] if b"\r\n\r\n" in raw else b""
+    try:
+        e = json.loads(body)["error"]
+        return e["code"], e.get("field")
+    except (ValueError, KeyError):
+        return None, None
+
+
+SMUGGLED = b"GET /v1/resources/smuggled HTTP/1.1\r\nHost: x\r\n\r\n"
+
+
+AMBIGUOUS = [
+    ("two different Content-Lengths",
+     b"POST /v1/resources/cl/acquire HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+     b"Content-Length: 13\r\nContent-Length: 63\r\n\r\n{\"owner\":\"o\"}" + SMUGGLED, "Content-Length"),
+    ("two equal Content-Lengths",
+     b"POST /v1/resources/cl/acquire HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+     b"Content-Length: 13\r\nContent-Length: 13\r\n\r\n{\"owner\":\"o\"}", "Content-Length"),
+    ("Content-Length and chunked",
+     b"POST /v1/resources/te/break HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+     b"Content-Length: %d\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n%s"
+     % (5 + len(SMUGGLED), SMUGGLED), "Transfer-Encoding"),
+    ("chunked and Content-Length",
+     b"POST /v1/resources/te/break HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+     b"Transfer-Encoding: chunked\r\nContent-Length: %d\r\n\r\n0\r\n\r\n%s"
+     % (5 + len(SMUGGLED), SMUGGLED), "Transfer-Encoding"),
+    ("gzip, chunked",
+     b"POST /v1/resources/te/break HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+     b"Transfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", "Transfer-Encoding"),
+    ("xchunked",
+     b"POST /v1/resources/te/break HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+     b"Transfer-Encoding: xchunked\r\n\r\n0\r\n\r\n", "Transfer-Encoding"),
+    ("two Transfer-Encodings",
+     b"POST /v1/resources/te/break HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+     b"Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+     "Transfer-Encoding"),
+    ("chunked in HTTP/1.0",
+     b"POST /v1/resources/te/break HTTP/1.0\r\nHost: x\r\nContent-Type: application/json\r\n"
+     b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + SMUGGLED, "Transfer-Encoding"),
+    ("HTTP/1.1 without Host", b"GET /v1/resources/nohost HTTP/1.1\r\n\r\n", "Host"),
+    ("two Hosts", b"GET /v1/resources/h HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", "Host"),
+    ("two Authorizations",
+     b"GET /v1/resources/h HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer a\r\n"
+     b"Authorization: Bearer b\r\n\r\n", "Authorization"),
+]
+
+
+@pytest.mark.parametrize("name,data,field", AMBIGUOUS, ids=[a[0] for a in AMBIGUOUS])
+def test_ambiguous_framing_is_400_and_closes(server, name, data, field):
+    """What a proxy in front could read differently (RFC 9112 3.2, 6.1, 6.3) is refused:
+    one 400 naming the header, and the connection closed, so that nothing that follows
+    runs as a request of its own."""
+    raw, closed = exchange(server, data)
+    assert status_of(raw) == 400, (name, raw[:300])
+    assert error_field(raw) == ("invalid_field", field), (name, raw[:300])
+    answers = re.findall(rb"(?m)^HTTP/1\.[01] \d{3} ", raw)
+    assert len(answers) == 1 and closed, (name, raw[:600])
+
+
+def test_framing_that_is_fine_still_works(server):
+    ok = [
+        b"POST /v1/resources/fine/break HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+        b"\r\nTransfer-Encoding: Chunked\r\nConnection: close\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
+        b"POST /v1/resources/fine/break HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+        b"\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}",
+        b"GET /healthz HTTP/1.0\r\n\r\n",  # HTTP/1.0 needs no Host
+    ]
+    for data in ok:
+        raw, _ = exchange(server, data)
+        assert status_of(raw) == 200, (data, raw[:300])
+
+
+@pytest.mark.parametrize("path", [b"/v1/resources/a%00b/acquire", b"/v1/resources/a%00b",
+                                  b"/v1/resources/a%0Ab", b"/v1/resources/a%1f", b"/v1/resources/a%7F",
+                                  b"/healthz%00"])
+def test_a_control_character_in_the_path_is_invalid_resource(server, path):
+    """Decoded, %00 cut the path short: `a%00b/acquire` was 404 "unknown action 'a'", and a
+    GET of `a%00b` read `a`. Any control character in a path is 400 invalid_resource."""
+    method = b"POST" if path.endswith(b"acquire") else b"GET"
+    raw, _ = exchange(server, method + b" " + path + b" HTTP/1.1\r\nHost: x\r\n"
+                      b"Content-Type: application/json\r\nContent-Length: 13\r\n\r\n"
+                      b'{"owner":"o"}' if method == b"POST" else
+                      method + b" " + path + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert status_of(raw) == 400 and error_field(raw)[0] == "invalid_resource", raw[:300]
+
+
+def secured(tmp_path, tokens):
+    """A server with authorization; each token is its own name."""
+    path = tmp_path / "tokens"
+    path.write_text("".join("%s sha256:%s %s\n" % (name, __import__("hashlib").sha256(
+        name.encode()).hexdigest(), scopes) for name, scopes in tokens.items()))
+    return Server(args=["--auth-tokens", str(path)])
+
+
+def get_with(s, headers, eol=b"\r\n"):
+    raw, _ = exchange(s, eol.join([b"GET /v1/resources/a HTTP/1.1", b"Host: x",
+                                   b"Connection: close"] + headers) + eol + eol)
+    return status_of(raw), error_field(raw)
+
+
+@pytest.mark.parametrize("eol", [b"\r\n", b"\n"], ids=["CRLF", "LF"])
+def test_a_nul_in_a_header_is_refused(tmp_path, eol):
+    """libmicrohttpd ends a header value at a NUL, so `Bearer tok\\0junk` authenticated as
+    `tok`. A NUL anywhere in a header value is 400; and a bearer token is the whole value:
+    anything after it but blanks is no longer that token."""
+    with secured(tmp_path, {"tok": "read,write"}) as s:
+        check_nul_in_headers(s, eol)
+
+
+def check_nul_in_headers(secured, eol):
+    assert get_with(secured, [b"Authorization: Bearer tok"], eol)[0] == 200
+    assert get_with(secured, [b"Authorization: Bearer  tok \t"], eol)[0] == 200
+    for headers in ([b"Authorization: Bearer tok\0junk"],
+                    [b"Authorization: Bearer tok\0junk", b"Accept: */*"],
+                    [b"Accept: */*", b"Authorization: Bearer tok\0\0junk", b"X-A: b"],
+                    [b"Authorization: Bearer tok\0"],
+                    [b"Authorization: Bearer tok\0", b"X-A: b"]):
+        if eol == b"\n" and headers[-1].endswith(b"\0") or (
+                eol == b"\n" and headers[0].endswith(b"\0")):
+            continue  # a lone NUL before a bare LF reads as a CR: it hides nothing
+        assert get_with(secured, headers, eol) == (400, ("invalid_field", "Authorization")), headers
+    assert get_with(secured, [b"Authorization: Bearer tok", b"X-Other: a\0b"], eol) == (
+        400, ("invalid_field", "X-Other"))
+    # A value folded onto a second line (obsolete) is refused as well.
+    assert get_with(secured, [b"Authorization: Bearer", b" tok"], eol)[0] == 400
+    for value in (b"Bearer tok junk", b"Bearer tok,x", b"Bearer tok;", b"Bearer \"tok\""):
+        assert get_with(secured, [b"Authorization: " + value], eol)[0] == 401, value
+
+
+def test_metrics_need_their_own_scope(tmp_path):
+    """/metrics counts every resource and client: a token limited to a prefix no longer
+    reads it unless it has the `metrics` scope; a read token for everything still does (a
+    tokens file from before keeps working), and a `metrics` token reads nothing else."""
+    with secured(tmp_path, {"tok": "read,write", "jobs": "read,write jobs/"}) as s:
+        c = s.client()
+        # Before the scope existed too: a prefix-limited read token sees only its prefix.
+        assert c.request("GET", "/metrics", headers={"Authorization": "Bearer jobs"}).status == 403
+        assert c.request("GET", "/metrics", headers={"Authorization": "Bearer tok"}).status == 200
+        c.close()
+    with secured(tmp_path, {"tok": "read,write", "jobs": "read,write jobs/",
+                            "jobsm": "read,metrics jobs/", "scraper": "metrics"}) as s:
+        check_metrics_scope(s)
+
+
+def check_metrics_scope(secured):
+    c = secured.client()
+
+    def metrics(token):
+        return c.request("GET", "/metrics", headers={"Authorization": "Bearer " + token}).status
+
+    assert metrics("jobs") == 403
+    assert metrics("tok") == 200
+    assert metrics("jobsm") == 200
+    assert metrics("scraper") == 200
+    r = c.request("GET", "/v1/resources/jobs/a", headers={"Authorization": "Bearer scraper"})
+    assert r.status == 403 and "read" in r.json["error"]["message"]
+    r = c.request("GET", "/metrics", headers={"Authorization": "Bearer jobs"})
+    assert "metrics" in r.json["error"]["message"]
+    c.close()
+
+
+def test_the_nil_uuid_is_not_a_lease_id(client):
+    """A client may propose its lease id, but not the nil UUID: it is what an id left unset
+    looks like, and two clients proposing it would both be granted the one lease."""
+    nil = "00000000-0000-0000-0000-000000000000"
+    r = client.acquire("nil", owner="a", lease_id=nil)
+    assert r.status == 400 and r.code == "invalid_lease_id" and r.json["error"]["field"] == "lease_id"
+    assert client.get("nil").json["state"] == "free"
+    own = "0d3d9875-ffa5-4520-b3e4-367071dd8f0b"
+    assert client.acquire("nil", owner="a", lease_id=own).status == 200
+    # Renew and release with it are only a lease that does not match.
+    assert client.renew("nil", nil).status == 409
+    assert client.release("nil", own).status == 200

@@ -75,6 +75,26 @@ static void routing(void **st)
     assert_string_equal(e.allow, "GET, HEAD");
 }
 
+static void control_characters_in_paths(void **st)
+{
+    (void)st;
+    struct api_error e;
+    assert_true(api_path_clean("/v1/resources/a/acquire"));
+    assert_true(api_path_clean("/v1/resources/a%2Fb/acquire"));
+    assert_true(api_path_clean("/v1/resources/a?prefix=%00")); /* the query is not the path */
+    assert_true(api_path_clean("/v1/resources/a%zz"));         /* not an escape */
+    assert_true(api_path_clean("/v1/resources/a%"));
+    assert_false(api_path_clean("/v1/resources/a%00b/acquire"));
+    assert_false(api_path_clean("/v1/resources/a%0ab"));
+    assert_false(api_path_clean("/v1/resources/a%1F"));
+    assert_false(api_path_clean("/v1/resources/a%7f"));
+    assert_false(api_path_clean("/v1/resources/a\x01b"));
+    assert_false(api_path_clean("/healthz%00"));
+    assert_false(api_path_refused(&e));
+    assert_int_equal(e.status, 400);
+    assert_string_equal(e.code, "invalid_resource");
+}
+
 static void resource_names(void **st)
 {
     (void)st;
@@ -180,6 +200,10 @@ static void acquire_body(void **st)
     decode_fails(ROUTE_ACQUIRE,
                  "{\"owner\":\"o\",\"lease_id\":\"0d3d9875ffa54520b3e4367071dd8f0b\"}",
                  "invalid_lease_id", "lease_id");
+    /* The nil UUID is no lease id to propose (see docs/security.md). */
+    decode_fails(ROUTE_ACQUIRE,
+                 "{\"owner\":\"o\",\"lease_id\":\"00000000-0000-0000-0000-000000000000\"}",
+                 "invalid_lease_id", "lease_id");
     decode_fails(ROUTE_ACQUIRE, "{\"owner\":\"o\",\"metadata\":[1]}", "invalid_field", "metadata");
     decode_fails(ROUTE_ACQUIRE, "{\"owner\":\"o\",\"owner\":\"p\"}", "invalid_field", "owner");
 }
@@ -280,6 +304,13 @@ static void renew_release_break_bodies(void **st)
     decode_fails(ROUTE_RELEASE, "", "missing_field", "lease_id");
     snprintf(body, sizeof body, "{%s,\"ttl_ms\":5000}", id);
     decode_fails(ROUTE_RELEASE, body, "unknown_field", "ttl_ms");
+    /* A lease granted under the nil UUID before it was refused can still be let go. */
+    const char *nil = "{\"lease_id\":\"00000000-0000-0000-0000-000000000000\"}";
+    assert_true(decode(ROUTE_RENEW, nil, &rq, &e));
+    assert_true(rq.has_lease_id);
+    res_req_clear(&rq);
+    assert_true(decode(ROUTE_RELEASE, nil, &rq, &e));
+    res_req_clear(&rq);
     snprintf(body, sizeof body, "{%s,\"owner\":\"o\"}", id);
     decode_fails(ROUTE_RENEW, body, "unknown_field", "owner");
 
@@ -379,6 +410,6 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(acquire_body),  cmocka_unit_test(metadata_limit),
     cmocka_unit_test(bad_json),      cmocka_unit_test(renew_release_break_bodies),
     cmocka_unit_test(content_types), cmocka_unit_test(query_params),
-    cmocka_unit_test(utf8),
+    cmocka_unit_test(utf8),          cmocka_unit_test(control_characters_in_paths),
 };
 MX_TEST_MAIN(tests)

@@ -643,6 +643,9 @@ test_auth_and_token_hash() {
     cat "$tmp/out" >>"$tmp/tokens"
     m token hash --scopes read,root x
     expect_rc 2 "token hash with an unknown scope"
+    m token hash --scopes metrics x
+    expect_rc 0 "token hash with the metrics scope"
+    expect_out ' metrics$' "token hash with the metrics scope prints it"
     m token hash --name "two words" x
     expect_rc 2 "token hash with a name the file cannot hold"
     MUTEXD_URL=not-a-url "$M" token hash x >"$tmp/out" 2>"$tmp/err"
