@@ -264,7 +264,7 @@ def test_a_request_refused_at_its_headers_is_answered_without_its_body(tmp_path)
         for line, extra, want in cases:
             sk = socket.create_connection((s.host, s.port), timeout=5)
             t0 = time.monotonic()
-            sk.sendall(line + b" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            sk.sendall(line + b" HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                        b"Content-Length: 65536\r\n" + extra + b"\r\n{")
             data, closed = read_answer(sk)
             took = time.monotonic() - t0
@@ -275,7 +275,7 @@ def test_a_request_refused_at_its_headers_is_answered_without_its_body(tmp_path)
         # Without a body, a refusal leaves a keep-alive connection open.
         sk = socket.create_connection((s.host, s.port), timeout=5)
         for _ in range(2):
-            sk.sendall(b"GET /v1/resources/a HTTP/1.1\r\nHost: x\r\n\r\n")
+            sk.sendall(b"GET /v1/resources/a HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             data = sk.recv(65536)
             assert status_of(data) == 401 and b"Connection: close" not in data, data
         sk.close()
@@ -301,41 +301,41 @@ def error_field(raw):
         return None, None
 
 
-SMUGGLED = b"GET /v1/resources/smuggled HTTP/1.1\r\nHost: x\r\n\r\n"
+SMUGGLED = b"GET /v1/resources/smuggled HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
 
 
 AMBIGUOUS = [
     ("two different Content-Lengths",
-     b"POST /v1/resources/cl/acquire HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+     b"POST /v1/resources/cl/acquire HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
      b"Content-Length: 13\r\nContent-Length: 63\r\n\r\n{\"owner\":\"o\"}" + SMUGGLED, "Content-Length"),
     ("two equal Content-Lengths",
-     b"POST /v1/resources/cl/acquire HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+     b"POST /v1/resources/cl/acquire HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
      b"Content-Length: 13\r\nContent-Length: 13\r\n\r\n{\"owner\":\"o\"}", "Content-Length"),
     ("Content-Length and chunked",
-     b"POST /v1/resources/te/break HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+     b"POST /v1/resources/te/break HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
      b"Content-Length: %d\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n%s"
      % (5 + len(SMUGGLED), SMUGGLED), "Transfer-Encoding"),
     ("chunked and Content-Length",
-     b"POST /v1/resources/te/break HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+     b"POST /v1/resources/te/break HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
      b"Transfer-Encoding: chunked\r\nContent-Length: %d\r\n\r\n0\r\n\r\n%s"
      % (5 + len(SMUGGLED), SMUGGLED), "Transfer-Encoding"),
     ("gzip, chunked",
-     b"POST /v1/resources/te/break HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+     b"POST /v1/resources/te/break HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
      b"Transfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", "Transfer-Encoding"),
     ("xchunked",
-     b"POST /v1/resources/te/break HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+     b"POST /v1/resources/te/break HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
      b"Transfer-Encoding: xchunked\r\n\r\n0\r\n\r\n", "Transfer-Encoding"),
     ("two Transfer-Encodings",
-     b"POST /v1/resources/te/break HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+     b"POST /v1/resources/te/break HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
      b"Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
      "Transfer-Encoding"),
     ("chunked in HTTP/1.0",
-     b"POST /v1/resources/te/break HTTP/1.0\r\nHost: x\r\nContent-Type: application/json\r\n"
+     b"POST /v1/resources/te/break HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
      b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + SMUGGLED, "Transfer-Encoding"),
     ("HTTP/1.1 without Host", b"GET /v1/resources/nohost HTTP/1.1\r\n\r\n", "Host"),
     ("two Hosts", b"GET /v1/resources/h HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", "Host"),
     ("two Authorizations",
-     b"GET /v1/resources/h HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer a\r\n"
+     b"GET /v1/resources/h HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer a\r\n"
      b"Authorization: Bearer b\r\n\r\n", "Authorization"),
 ]
 
@@ -354,9 +354,9 @@ def test_ambiguous_framing_is_400_and_closes(server, name, data, field):
 
 def test_framing_that_is_fine_still_works(server):
     ok = [
-        b"POST /v1/resources/fine/break HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+        b"POST /v1/resources/fine/break HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json"
         b"\r\nTransfer-Encoding: Chunked\r\nConnection: close\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
-        b"POST /v1/resources/fine/break HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+        b"POST /v1/resources/fine/break HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json"
         b"\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}",
         b"GET /healthz HTTP/1.0\r\n\r\n",  # HTTP/1.0 needs no Host
     ]
@@ -372,10 +372,10 @@ def test_a_control_character_in_the_path_is_invalid_resource(server, path):
     """Decoded, %00 cut the path short: `a%00b/acquire` was 404 "unknown action 'a'", and a
     GET of `a%00b` read `a`. Any control character in a path is 400 invalid_resource."""
     method = b"POST" if path.endswith(b"acquire") else b"GET"
-    raw, _ = exchange(server, method + b" " + path + b" HTTP/1.1\r\nHost: x\r\n"
+    raw, _ = exchange(server, method + b" " + path + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                       b"Content-Type: application/json\r\nContent-Length: 13\r\n\r\n"
                       b'{"owner":"o"}' if method == b"POST" else
-                      method + b" " + path + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+                      method + b" " + path + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
     assert status_of(raw) == 400 and error_field(raw)[0] == "invalid_resource", raw[:300]
 
 
@@ -388,7 +388,7 @@ def secured(tmp_path, tokens):
 
 
 def get_with(s, headers, eol=b"\r\n"):
-    raw, _ = exchange(s, eol.join([b"GET /v1/resources/a HTTP/1.1", b"Host: x",
+    raw, _ = exchange(s, eol.join([b"GET /v1/resources/a HTTP/1.1", b"Host: 127.0.0.1",
                                    b"Connection: close"] + headers) + eol + eol)
     return status_of(raw), error_field(raw)
 
