@@ -216,7 +216,7 @@ class DarkProxy:
 @pytest.mark.parametrize("sig", ["SIGTERM", "SIGKILL"])
 @pytest.mark.parametrize("kind", sorted(KINDS))
 def test_a_short_server_restart_keeps_the_lease(kind, sig, tmp_path):
-    ttl_ms = 4000
+    ttl_ms = 5000
     resource = "faults/restart-" + kind
     port = free_port()
     data_dir = str(tmp_path / "data")
@@ -236,7 +236,8 @@ def test_a_short_server_restart_keeps_the_lease(kind, sig, tmp_path):
         time.sleep(0.7)  # somewhere in the renewal cycle
 
         # The outage: the address goes dark, the server restarts on the same port with the
-        # same data; at most TTL/2 (2 s) later the address answers again.
+        # same data; 1.5 s later (less than TTL/2, even for a slow sanitizer build's
+        # restart) the address answers again.
         down = time.monotonic()
         proxy.go_dark()
         if sig == "SIGTERM":
@@ -250,8 +251,8 @@ def test_a_short_server_restart_keeps_the_lease(kind, sig, tmp_path):
         up = time.monotonic()
         assert up - down < ttl_ms / 2000, "the outage lasted %.2f s" % (up - down)
 
-        # Over two TTLs after it, the worker leads throughout, with the same token.
-        time.sleep(2 * ttl_ms / 1000)
+        # Over one and a half TTLs after it, the worker leads throughout, with the same token.
+        time.sleep(1.5 * ttl_ms / 1000)
         c = s.client()
         holder = c.get(resource).json.get("holder") or {}
         c.close()
