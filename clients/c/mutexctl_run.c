@@ -361,7 +361,7 @@ static void supervise(struct supervisor *s)
             snprintf(why, sizeof(why),
                      "no renewal of %s succeeded before the lease's deadline (%s)", cfg->resource,
                      s->last_error[0] != '\0' ? s->last_error
-                                              : "none was due: mutexctl did not run in time");
+                                              : "none was tried: mutexctl did not run in time");
             stop_group(s, now, why);
         }
         if (s->term_at >= 0 && !s->killed && now >= s->term_at + cfg->grace_ms) {

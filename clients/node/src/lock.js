@@ -205,7 +205,7 @@ export class Lock {
     if (last) why = `last failure: ${last.message}`;
     else if (this.#sentAt !== undefined)
       why = `a renewal sent ${Math.round(now() - this.#sentAt)} ms before had no answer yet`;
-    else why = 'no renewal was due or tried since the last one succeeded: the process did not run in time';
+    else why = 'no renewal was tried since the last one succeeded: the process did not run in time (paused, or starved)';
     this.#lose(
       new LeaseExpiredError(
         `the lease on ${this.#lease.resource} could not be renewed before its deadline (${why})`,

@@ -175,8 +175,8 @@ class HeldLease:
             why = "a renewal sent %.1f s before it had no answer yet" % (
                 time.monotonic() - self._inflight)
         else:
-            why = "no renewal was due or tried since the last one succeeded: the process " \
-                  "did not run in time (paused, or starved)"
+            why = "no renewal was tried since the last one succeeded: the process did " \
+                  "not run in time (paused, or starved)"
         self._set_lost(LeaseExpired(
             "no renewal of the lease on %s succeeded before its deadline (%s)"
             % (self.resource, why)
