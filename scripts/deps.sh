@@ -12,6 +12,12 @@ build_pkgs=(build-essential cmake pkg-config
     libmicrohttpd-dev libcjson-dev libsqlite3-dev libcurl4-openssl-dev libssl-dev libcmocka-dev)
 # chromium: a real browser, headless, for the web-page attacks (test_hardening.py)
 test_pkgs=(python3 python3-pytest python3-yaml curl openssl docker-compose clang-format chromium)
+# The Python client's documented install (a venv, offline).
+test_pkgs+=(python3-venv python3-wheel)
+# Debian 12's Node.js 18, unpacked beside any other node by
+# clients/node/test-support/debian-node18.sh: its libraries and the builtins it loads.
+test_pkgs+=(libuv1 libc-ares2 libnghttp2-14 libbrotli1 libicu72 libssl3
+    node-acorn node-cjs-module-lexer node-undici)
 # Node.js and npm run Azurite, the OpenAPI check and the Node client's tests. A machine
 # that has a node already (from any source) keeps it.
 if [ "${1:-build}" = test ] && ! command -v node >/dev/null; then

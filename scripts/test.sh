@@ -48,6 +48,9 @@ MUTEXD_BIN=build/mutexd "${PYTEST[@]}" clients/python/tests
 stage "Node.js client"
 MUTEXD_BIN=build/mutexd node --test clients/node/test/
 
+stage "Node.js client on Debian 12's Node.js 18, the oldest it supports"
+MUTEXD_BIN=build/mutexd clients/node/test-support/debian-node18.sh --test clients/node/test/
+
 stage "docker-compose.yml (checked without a container engine) and its topology run natively"
 "${PYTEST[@]}" tests/compose
 MUTEXD_BIN=build/mutexd tests/compose/native.sh

@@ -7,7 +7,9 @@
  * mutexctl_run.c, the parsing helpers in mutexctl_cli.c.
  */
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +38,7 @@ static const char main_usage[] =
     "  watch RESOURCE               print a resource's state, then each change, until stopped\n"
     "  run RESOURCE -- COMMAND...   run a command while holding a lease; stop it if the lease\n"
     "                               is lost\n"
+    "  check                        in a command of `run`: exit 0 while its lease holds\n"
     "  token hash TOKEN             print the line of the server's --auth-tokens file for TOKEN\n"
     "\n"
     "Options of every command (before or after its name):\n"
@@ -147,12 +150,14 @@ static const char watch_usage[] =
 
 static const char run_usage[] =
     "usage: mutexctl run RESOURCE [--ttl DUR] [--wait DUR] [--owner NAME] [--grace DUR]\n"
-    "                    [--metadata JSON] -- COMMAND [ARGS...]\n"
+    "                    [--metadata JSON] [--parent-pid PID] -- COMMAND [ARGS...]\n"
     "\n"
     "Acquires a lease on RESOURCE and runs COMMAND while holding it:\n"
     "  - COMMAND runs in its own process group, with MUTEXD_RESOURCE, MUTEXD_LEASE_ID and\n"
-    "    MUTEXD_FENCING_TOKEN in its environment (pass the token to what you protect);\n"
-    "  - the lease is renewed at a third of its TTL;\n"
+    "    MUTEXD_FENCING_TOKEN in its environment (pass the token to what you protect), and\n"
+    "    MUTEXD_LEASE_FILE, where `mutexctl check` reads the lease's deadline;\n"
+    "  - the lease is renewed at a third of its TTL; a renewal that fails is tried again on\n"
+    "    a new connection until the lease's deadline;\n"
     "  - if the lease is lost (the server answers lease_lost, or renewals keep failing until\n"
     "    the lease's deadline passes), the whole group gets SIGTERM, and SIGKILL after the\n"
     "    grace period;\n"
@@ -161,6 +166,9 @@ static const char run_usage[] =
     "    the lease is released;\n"
     "  - if mutexctl itself is killed (SIGKILL), COMMAND gets SIGTERM.\n"
     "COMMAND is not in the terminal's foreground group: it should not read the terminal.\n"
+    "COMMAND should run `mutexctl check` right before each action the lease guards: a\n"
+    "process paused past the lease's deadline (SIGSTOP, a frozen VM) learns there that the\n"
+    "lease is lost, before mutexctl's SIGTERM can reach it.\n"
     "\n"
     "  --ttl DUR        the lease's TTL (default 15s)\n"
     "  --wait DUR       wait this long for the lease while it is held (default 0: give up at\n"
@@ -168,10 +176,24 @@ static const char run_usage[] =
     "  --owner NAME     who holds it (default: HOST:PID of mutexctl)\n"
     "  --grace DUR      from SIGTERM to SIGKILL (default 5s)\n"
     "  --metadata JSON  a JSON object kept with the lease\n"
+    "  --parent-pid PID mutexctl's parent: when it ends, even by SIGKILL, do as on SIGTERM\n"
+    "                   (stop COMMAND, release the lease); exit 1 at once if PID is not the\n"
+    "                   parent any more (Linux)\n"
     "\n"
     "Exit status: COMMAND's (128+N when signal N ended it; 126 or 127 when it could not be\n"
     "started); 1 when the resource was held or the lease was lost; 2 usage; 3 error before\n"
     "COMMAND started.\n";
+
+static const char check_usage[] =
+    "usage: mutexctl check [--lease-file FILE]\n"
+    "\n"
+    "For a command run by `mutexctl run`: exits 0 while its lease holds, 1 (saying so on\n"
+    "stderr) once it is lost or its deadline has passed on this machine's monotonic clock,\n"
+    "whether or not mutexctl run has noticed yet. Run it right before each action the lease\n"
+    "guards. Asks no server.\n"
+    "\n"
+    "  --lease-file FILE  the file mutexctl run keeps the deadline in (default: env\n"
+    "                     MUTEXD_LEASE_FILE)\n";
 
 static const char token_usage[] =
     "usage: mutexctl token hash [--name NAME] [--scopes SCOPES] [--prefix PREFIX] TOKEN\n"
@@ -672,7 +694,38 @@ static int cmd_run(struct ctl *ctl, struct mxctl_opt *opts, size_t n, struct mxc
         return status;
     if (cfg.ttl_ms < 3)
         return usage_error("run", "--ttl must be at least 3ms");
+    const char *parent = mxctl_opt(opts, n, "--parent-pid");
+    if (parent != NULL) {
+        char *end;
+        errno = 0;
+        long v = strtol(parent, &end, 10);
+        if (errno != 0 || end == parent || *end != '\0' || v < 1 || v > INT_MAX)
+            return usage_error("run", "--parent-pid: not a process id: '%s'", parent);
+        cfg.parent_pid = (int)v;
+    }
     return mxctl_run(ctl->client, &cfg);
+}
+
+static int cmd_check(struct ctl *ctl, struct mxctl_opt *opts, size_t n, struct mxctl_args *a)
+{
+    (void)ctl;
+    (void)a;
+    const char *file = mxctl_opt(opts, n, "--lease-file");
+    if (file == NULL)
+        file = getenv("MUTEXD_LEASE_FILE");
+    if (file == NULL || file[0] == '\0')
+        return usage_error("check", "no lease file: run under `mutexctl run`, or give "
+                                    "--lease-file");
+    int held = mxctl_check_lease_file(file);
+    if (held < 0) {
+        fprintf(stderr, "mutexctl: check: cannot read %s: %s\n", file, strerror(errno));
+        return 1;
+    }
+    if (!held) {
+        fprintf(stderr, "mutexctl: check: the lease is lost (or its deadline has passed)\n");
+        return 1;
+    }
+    return 0;
 }
 
 /* The token file splits lines at blanks and takes '#' for a comment. */
@@ -795,8 +848,14 @@ static const struct command commands[] = {
      .min_positional = 1,
      .max_positional = 1,
      .with_rest = 1,
-     .opts = {OPT("--ttl"), OPT("--wait"), OPT("--owner"), OPT("--grace"), OPT("--metadata")},
+     .opts = {OPT("--ttl"), OPT("--wait"), OPT("--owner"), OPT("--grace"), OPT("--metadata"),
+              OPT("--parent-pid")},
      .fn = cmd_run},
+    {.name = "check",
+     .usage = check_usage,
+     .offline = 1,
+     .opts = {OPT("--lease-file")},
+     .fn = cmd_check},
     {.name = "token",
      .usage = token_usage,
      .min_positional = 2,

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #ifdef __linux__
 #include <sys/prctl.h>
@@ -35,9 +36,79 @@ static int wake_pipe[2] = {-1, -1};
 
 static int64_t now_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return mutexd_monotonic_ms();
+}
+
+/* ---- The lease file of `mutexctl check` ---------------------------------------------------- */
+
+static char lease_file[4096];
+
+/* Writes the deadline (0: lost) to the lease file, atomically (a new file renamed over it). */
+static void write_lease_file(int64_t deadline)
+{
+    if (lease_file[0] == '\0')
+        return;
+    char tmp[sizeof(lease_file) + 8];
+    snprintf(tmp, sizeof(tmp), "%s.new", lease_file);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        goto fail;
+    char line[32];
+    int len = snprintf(line, sizeof(line), "%" PRId64 "\n", deadline);
+    ssize_t w = write(fd, line, (size_t)len);
+    if (close(fd) != 0 || w != len || rename(tmp, lease_file) != 0)
+        goto fail;
+    return;
+fail:
+    fprintf(stderr, "mutexctl: writing %s: %s\n", lease_file, strerror(errno));
+    unlink(tmp);
+}
+
+static int make_lease_file(void)
+{
+    const char *dir = getenv("TMPDIR");
+    if (dir == NULL || dir[0] == '\0')
+        dir = "/tmp";
+    snprintf(lease_file, sizeof(lease_file), "%s/mutexctl-lease-XXXXXX", dir);
+    int fd = mkstemp(lease_file);
+    if (fd < 0) {
+        fprintf(stderr, "mutexctl: creating a lease file in %s: %s\n", dir, strerror(errno));
+        lease_file[0] = '\0';
+        return -1;
+    }
+    close(fd);
+    return 0;
+}
+
+static void remove_lease_file(void)
+{
+    if (lease_file[0] != '\0')
+        unlink(lease_file);
+    lease_file[0] = '\0';
+}
+
+int mxctl_check_lease_file(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    char line[32];
+    ssize_t got = read(fd, line, sizeof(line) - 1);
+    int e = errno;
+    close(fd);
+    if (got < 0) {
+        errno = e;
+        return -1;
+    }
+    line[got] = '\0';
+    char *end;
+    errno = 0;
+    long long deadline = strtoll(line, &end, 10);
+    if (errno != 0 || end == line || (*end != '\n' && *end != '\0')) {
+        errno = EINVAL;
+        return -1;
+    }
+    return deadline > 0 && now_ms() < deadline;
 }
 
 static void sleep_ms(int64_t ms)
@@ -193,6 +264,7 @@ struct supervisor {
     int64_t term_at; /* when SIGTERM went to the group, or -1 */
     int killed;      /* SIGKILL went to the group */
     int64_t killed_at;
+    char last_error[256]; /* why the last renewal failed, or "" */
 };
 
 static int group_exists(pid_t pgid)
@@ -212,23 +284,36 @@ static void stop_group(struct supervisor *s, int64_t now, const char *why)
     s->term_at = now;
 }
 
+static int64_t min64(int64_t a, int64_t b)
+{
+    return a < b ? a : b;
+}
+
 static void renew(struct supervisor *s)
 {
     const struct mxctl_run_config *cfg = s->cfg;
     struct mutexd_error err = {0};
     int64_t sent = now_ms();
-    int64_t budget = s->deadline - sent;
+    /* One attempt takes at most a third of the TTL, and never goes past the deadline, so that
+     * a server gone silent leaves time for more attempts, each on a new connection. */
+    int64_t budget = min64(s->deadline - sent, cfg->ttl_ms / 3);
     long timeout = cfg->request_timeout_ms;
     if (budget < timeout)
         timeout = budget > 1 ? (long)budget : 1;
     struct mutexd_renew_options o = {.ttl_ms = cfg->ttl_ms, .timeout_ms = timeout};
     mutexd_result r =
         mutexd_renew(s->client, s->lease->resource, s->lease->lease_id, &o, s->lease, &err);
-    if (r == MUTEXD_OK) {
-        s->deadline = sent + s->lease->expires_in_ms;
+    if (r == MUTEXD_OK && now_ms() >= s->deadline) {
+        /* Answered after the deadline: the loss is final, whatever the answer says. */
+        snprintf(s->last_error, sizeof(s->last_error), "a renewal was answered too late");
+    } else if (r == MUTEXD_OK) {
+        s->deadline = s->lease->deadline_ms;
         s->next_renew = sent + cfg->ttl_ms / 3;
+        s->last_error[0] = '\0';
+        write_lease_file(s->deadline);
     } else if (r == MUTEXD_LOST) {
         s->lost = 1;
+        write_lease_file(0);
         char why[512];
         snprintf(why, sizeof(why), "the lease on %s is lost (%s)", cfg->resource,
                  err.code != NULL ? err.code : "lease_lost");
@@ -236,16 +321,13 @@ static void renew(struct supervisor *s)
     } else {
         int64_t retry = cfg->ttl_ms / 10;
         retry = retry < 100 ? 100 : retry > 1000 ? 1000 : retry;
+        snprintf(s->last_error, sizeof(s->last_error), "%s",
+                 err.message != NULL ? err.message : "?");
         fprintf(stderr, "mutexctl: renewing %s failed: %s; %" PRId64 " ms of the lease left\n",
-                cfg->resource, err.message, s->deadline - now_ms());
+                cfg->resource, s->last_error, s->deadline - now_ms());
         s->next_renew = now_ms() + retry;
     }
     mutexd_error_clear(&err);
-}
-
-static int64_t min64(int64_t a, int64_t b)
-{
-    return a < b ? a : b;
 }
 
 /* Runs until the command has exited and its group is gone. */
@@ -274,9 +356,12 @@ static void supervise(struct supervisor *s)
             stop_group(s, now, "the command exited and left processes in its group");
         if (!s->lost && now >= s->deadline) {
             s->lost = s->expired = 1;
+            write_lease_file(0);
             char why[512];
-            snprintf(why, sizeof(why), "no renewal of %s succeeded before the lease's deadline",
-                     cfg->resource);
+            snprintf(why, sizeof(why),
+                     "no renewal of %s succeeded before the lease's deadline (%s)", cfg->resource,
+                     s->last_error[0] != '\0' ? s->last_error
+                                              : "none was tried: mutexctl did not run in time");
             stop_group(s, now, why);
         }
         if (s->term_at >= 0 && !s->killed && now >= s->term_at + cfg->grace_ms) {
@@ -325,11 +410,22 @@ int mxctl_run(mutexd_client *client, const struct mxctl_run_config *cfg)
     int handling = 0;
     int64_t sent;
 
+#ifdef PR_SET_PDEATHSIG
+    if (cfg->parent_pid > 0) {
+        /* SIGTERM when the parent ends, as if it had sent it; checked after, so that a parent
+         * that ended before this is seen too. */
+        prctl(PR_SET_PDEATHSIG, SIGTERM, 0L, 0L, 0L);
+        if (getppid() != (pid_t)cfg->parent_pid) {
+            fprintf(stderr, "mutexctl: the parent process %d is gone\n", cfg->parent_pid);
+            return 1;
+        }
+    }
+#endif
     status = acquire(client, cfg, &lease, &sent);
     if (status != 0)
         goto out;
     status = 3;
-    int64_t deadline = sent + lease.expires_in_ms;
+    int64_t deadline = lease.deadline_ms;
     if (now_ms() - sent > 1000) {
         /* The grant came some time during a long request: renew to know when it ends. */
         int64_t again = now_ms();
@@ -337,7 +433,7 @@ int mxctl_run(mutexd_client *client, const struct mxctl_run_config *cfg)
         mutexd_result r = mutexd_renew(client, lease.resource, lease.lease_id, &o, &lease, &err);
         if (r == MUTEXD_OK) {
             sent = again;
-            deadline = again + lease.expires_in_ms;
+            deadline = lease.deadline_ms;
         } else if (r == MUTEXD_LOST || now_ms() >= deadline) {
             status = r == MUTEXD_LOST ? mxctl_report(cfg->resource, r, &err, 0) : 3;
             goto out;
@@ -349,6 +445,13 @@ int mxctl_run(mutexd_client *client, const struct mxctl_run_config *cfg)
     if (setenv("MUTEXD_RESOURCE", lease.resource, 1) != 0 ||
         setenv("MUTEXD_LEASE_ID", lease.lease_id, 1) != 0 ||
         setenv("MUTEXD_FENCING_TOKEN", token, 1) != 0) {
+        fprintf(stderr, "mutexctl: cannot set the environment\n");
+        goto release;
+    }
+    if (make_lease_file() != 0)
+        goto release;
+    write_lease_file(deadline);
+    if (setenv("MUTEXD_LEASE_FILE", lease_file, 1) != 0) {
         fprintf(stderr, "mutexctl: cannot set the environment\n");
         goto release;
     }
@@ -391,6 +494,7 @@ int mxctl_run(mutexd_client *client, const struct mxctl_run_config *cfg)
     };
     supervise(&s);
     group_id = 0;
+    write_lease_file(0);
     status = s.lost ? 1 : exit_status(s.wstatus);
     if (s.lost && !s.expired)
         goto out; /* the lease is someone else's now, or nobody's */
@@ -404,6 +508,7 @@ release:;
         fprintf(stderr, "mutexctl: releasing %s: %s (it ends with its TTL)\n", cfg->resource,
                 err.message);
 out:
+    remove_lease_file();
     if (handling)
         restore_signals(saved);
     for (int i = 0; i < 2; i++) {

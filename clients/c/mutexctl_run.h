@@ -11,6 +11,12 @@
  * lease is released. Should mutexctl itself be killed outright, the command gets SIGTERM
  * (on Linux, through PR_SET_PDEATHSIG).
  *
+ * The lease's deadline (monotonic ms, with the library's safety margin taken off) is kept in
+ * a file named by MUTEXD_LEASE_FILE in the command's environment, rewritten (by rename) at
+ * each renewal and set to 0 when the lease is lost: `mutexctl check` compares it with the
+ * clock, so that the command can check right before each action, even after a pause that
+ * mutexctl has not noticed yet.
+ *
  * Threads: single-threaded; it installs signal handlers for the time the command runs.
  */
 #ifndef MUTEXCTL_RUN_H
@@ -28,13 +34,19 @@ struct mxctl_run_config {
     int64_t wait_ms;      /* how long to wait for the lease; 0: not at all */
     int64_t grace_ms;     /* from SIGTERM to SIGKILL */
     long request_timeout_ms;
-    int quiet;   /* no message when the resource is held */
-    char **argv; /* the command, NULL-terminated */
+    int parent_pid; /* > 0: do as on SIGTERM when this process, our parent, ends (Linux) */
+    int quiet;      /* no message when the resource is held */
+    char **argv;    /* the command, NULL-terminated */
 };
 
 /* Runs it all; returns mutexctl's exit status: the command's own (128+N when signal N ended
  * it; 126 or 127 when it could not be started), 1 when the resource was held or the lease
  * was lost, 3 when the server could not be asked. */
 int mxctl_run(mutexd_client *client, const struct mxctl_run_config *cfg);
+
+/* `mutexctl check`: 1 while the deadline kept in `path` (by mxctl_run, for the command's
+ * `mutexctl check`) is ahead on the monotonic clock, 0 once passed or lost, -1 (errno set)
+ * when the file cannot be read. */
+int mxctl_check_lease_file(const char *path);
 
 #endif

@@ -204,8 +204,12 @@ export declare class Lock {
   readonly ttlMs: number;
   /** The last acquire or renewal answer. */
   readonly lease: Lease;
-  /** True once lost (lease_lost, or the deadline passed without a renewal). */
+  /** True once lost (lease_lost, or the deadline passed without a renewal); compares the
+   * clock with the deadline itself. */
   readonly lost: boolean;
+  /** Throws the reason of the loss if the lease is lost or its deadline has passed: call it
+   * right before each action the lease guards. */
+  check(): void;
   /** True once release() was called. */
   readonly released: boolean;
   /** Aborted when lost (reason: LostReason) and when released. */

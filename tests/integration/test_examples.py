@@ -6,6 +6,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -16,9 +17,12 @@ from harness import ROOT, Server
 
 TTL_MS = 3000
 RETRY_S = 0.5
-LEADER = re.compile(r"^\[\d\d:\d\d:\d\d\] This process \((\d+)\) is currently the leader\.$")
+HOST = re.escape(socket.gethostname())
+# Each line names the process and its host; the leader's carry the fencing token.
+LEADER = re.compile(r"^\[\d\d:\d\d:\d\d\] This process \((\d+)\) is currently the leader\. "
+                    r"Host " + HOST + r", fencing token (\d+)\.$")
 WAITING = re.compile(r"^\[\d\d:\d\d:\d\d\] This process \((\d+)\) could not acquire lease\. "
-                     r"Retrying in [\d.]+ seconds\.$")
+                     r"Retrying in [\d.]+ seconds\. Host " + HOST + r"\.$")
 
 
 def mutexctl():
@@ -37,6 +41,8 @@ class Worker:
         self.proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, text=True, start_new_session=True)
         self.lead_times = []  # monotonic times of its leader lines, as received
+        self.tokens = []  # the fencing token of each of its leader lines
+        self.pids = set()  # the PIDs its lines name
         self.wait_lines = 0
         self.other = []
         threading.Thread(target=self._read, daemon=True).start()
@@ -44,7 +50,11 @@ class Worker:
     def _read(self):
         for line in self.proc.stdout:
             line = line.rstrip("\n")
+            m = LEADER.match(line) or WAITING.match(line)
+            if m:
+                self.pids.add(int(m.group(1)))
             if LEADER.match(line):
+                self.tokens.append(int(LEADER.match(line).group(2)))
                 self.lead_times.append(time.monotonic())
             elif WAITING.match(line):
                 self.wait_lines += 1

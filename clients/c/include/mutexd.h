@@ -121,6 +121,12 @@ struct mutexd_lease {
     char *renewed_at;      /* RFC 3339 UTC, informative only */
     char *metadata;        /* the lease's metadata as JSON text (an object), or NULL */
     char *json;            /* the whole answer, as the API's JSON */
+    /* When the lease ends unless renewed, on mutexd_monotonic_ms()'s clock: the moment the
+     * request that got this answer was sent (after a wait in the queue: the moment the
+     * answer came), plus expires_in_ms, minus a safety margin (mutexd_safety_margin_ms()).
+     * Set by mutexd_acquire() and mutexd_renew(); mutexd_lease_held() compares it with the
+     * clock. 0 in a lease that did not come from them. */
+    int64_t deadline_ms;
 };
 
 /* Who holds a resource: in a state (every field), and in the error of MUTEXD_HELD (owner,
@@ -208,6 +214,23 @@ struct mutexd_acquire_options {
 MUTEXD_API mutexd_result mutexd_acquire(mutexd_client *client, const char *resource,
                                         const struct mutexd_acquire_options *options,
                                         struct mutexd_lease *lease, struct mutexd_error *error);
+
+/* The monotonic clock (CLOCK_MONOTONIC) in ms, the clock of a lease's deadline_ms. */
+MUTEXD_API int64_t mutexd_monotonic_ms(void);
+
+/* How long before the end of its TTL a client stops counting on a lease: a fiftieth of the
+ * TTL, at most 1000 ms. It covers the rate difference of two clocks and the moment between a
+ * check and the action it guards. */
+MUTEXD_API int64_t mutexd_safety_margin_ms(int64_t ttl_ms);
+
+/* 1 while the clock is before lease->deadline_ms, 0 once it has passed (or lease is NULL or
+ * has no deadline). This is the check to make right before every action the lease guards:
+ * it is right even when the process was paused (SIGSTOP, a frozen VM) since its last
+ * renewal, which a renewal thread or timer would only notice later. */
+MUTEXD_API int mutexd_lease_held(const struct mutexd_lease *lease);
+
+/* The ms left until lease->deadline_ms; 0 once it has passed. */
+MUTEXD_API int64_t mutexd_lease_remaining_ms(const struct mutexd_lease *lease);
 
 /* Generates a random (version 4) UUID into `out` (MUTEXD_LEASE_ID_LEN + 1 bytes), for
  * proposing a lease id. MUTEXD_OK, or MUTEXD_ERR_ARG if the system has no randomness. */

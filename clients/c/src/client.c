@@ -18,6 +18,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "buf.h"
@@ -105,6 +106,7 @@ struct mutexd_client {
     struct curl_slist *headers;
     char *base; /* the URL given, without trailing '/' */
     long request_timeout_ms;
+    int failed; /* the last request got no answer: the next one connects afresh */
     char errbuf[CURL_ERROR_SIZE];
 };
 
@@ -198,6 +200,9 @@ mutexd_result mutexd_client_new(mutexd_client **client, const char *url,
     bad |= curl_easy_setopt(e, CURLOPT_PATH_AS_IS, 1L) != CURLE_OK;
     /* Long waits (acquire with wait_ms, watches) sit idle on the connection. */
     bad |= curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L) != CURLE_OK;
+    /* Every new connection looks the name up again: a server that restarts may come back
+     * at another address (a container's). */
+    bad |= curl_easy_setopt(e, CURLOPT_DNS_CACHE_TIMEOUT, 0L) != CURLE_OK;
 #if LIBCURL_VERSION_NUM >= 0x075500
     bad |= curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https") != CURLE_OK;
 #endif
@@ -322,13 +327,17 @@ static mutexd_result perform(mutexd_client *c, const char *path, const char *bod
     } else {
         bad |= curl_easy_setopt(e, CURLOPT_HTTPGET, 1L) != CURLE_OK;
     }
+    /* The whole request, connecting included, within timeout_ms. */
     bad |= curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout_ms) != CURLE_OK;
+    /* After a request that got no answer, a kept-alive connection may lead nowhere. */
+    bad |= curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, c->failed ? 1L : 0L) != CURLE_OK;
     bad |= curl_easy_setopt(e, CURLOPT_WRITEDATA, a) != CURLE_OK;
     bad |= curl_easy_setopt(e, CURLOPT_HEADERDATA, a) != CURLE_OK;
     if (bad)
         goto out;
     c->errbuf[0] = '\0';
     CURLcode rc = curl_easy_perform(e);
+    c->failed = rc != CURLE_OK;
     if (rc != CURLE_OK) {
         if (a->body.too_big) {
             result = fail(err, MUTEXD_ERR_PROTOCOL, "the answer is over %zu bytes", ANSWER_MAX);
@@ -502,14 +511,41 @@ mutexd_result mutexd_new_lease_id(char *out)
     return MUTEXD_OK;
 }
 
-/* Reads the lease body of *doc into *lease (when not NULL), replacing what it held. */
-static mutexd_result give_lease(struct mxc_doc *doc, struct answer *a, struct mutexd_lease *lease,
-                                struct mutexd_error *err)
+int64_t mutexd_monotonic_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t mutexd_safety_margin_ms(int64_t ttl_ms)
+{
+    int64_t m = ttl_ms / 50;
+    return m < 0 ? 0 : m > 1000 ? 1000 : m;
+}
+
+int mutexd_lease_held(const struct mutexd_lease *lease)
+{
+    return lease != NULL && lease->deadline_ms > 0 && mutexd_monotonic_ms() < lease->deadline_ms;
+}
+
+int64_t mutexd_lease_remaining_ms(const struct mutexd_lease *lease)
+{
+    if (!mutexd_lease_held(lease))
+        return 0;
+    return lease->deadline_ms - mutexd_monotonic_ms();
+}
+
+/* Reads the lease body of *doc into *lease (when not NULL), replacing what it held. `base`:
+ * the monotonic ms its expires_in_ms counts from. */
+static mutexd_result give_lease(struct mxc_doc *doc, struct answer *a, int64_t base,
+                                struct mutexd_lease *lease, struct mutexd_error *err)
 {
     struct mutexd_lease fresh;
     mutexd_result result = mxc_decode_lease(doc, doc->root, &fresh);
     if (result != MUTEXD_OK)
         return bad_answer(result, a, err);
+    fresh.deadline_ms = base + fresh.expires_in_ms - mutexd_safety_margin_ms(fresh.ttl_ms);
     if (lease != NULL) {
         mutexd_lease_clear(lease);
         *lease = fresh;
@@ -578,10 +614,12 @@ mutexd_result mutexd_acquire(mutexd_client *client, const char *resource,
         goto out;
 
     long wait = o->wait_ms > 0 && o->wait_ms < 86400000 ? (long)o->wait_ms : 0;
+    int64_t sent = mutexd_monotonic_ms();
     result = call(client, path, body, wait, &a, &doc, err);
     if (result != MUTEXD_OK)
         goto out;
-    result = give_lease(&doc, &a, lease, err);
+    /* After a wait in the queue the grant came some time before the answer: count from it. */
+    result = give_lease(&doc, &a, wait > 0 ? mutexd_monotonic_ms() : sent, lease, err);
 out:
     free(path);
     free(body);
@@ -636,13 +674,14 @@ mutexd_result mutexd_renew(mutexd_client *client, const char *resource, const ch
         goto out;
 
     long timeout = o->timeout_ms > 0 ? o->timeout_ms : client->request_timeout_ms;
+    int64_t sent = mutexd_monotonic_ms();
     result = perform(client, path, body, timeout, &a, err);
     if (result != MUTEXD_OK)
         goto out;
     result = read_answer(&a, &doc, err);
     if (result != MUTEXD_OK)
         goto out;
-    result = give_lease(&doc, &a, lease, err);
+    result = give_lease(&doc, &a, sent, lease, err);
 out:
     free(path);
     free(body);

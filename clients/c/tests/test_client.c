@@ -260,6 +260,36 @@ static void renew_extends_and_replaces_metadata_in_place(void **state)
     mutexd_client_free(c);
 }
 
+static void the_lease_deadline_is_checked_on_the_clock(void **state)
+{
+    (void)state;
+    mutexd_client *c = connect_server();
+    struct mutexd_lease l = {0};
+    assert_false(mutexd_lease_held(&l)); /* no deadline: not held */
+    assert_false(mutexd_lease_held(NULL));
+    assert_int_equal(mutexd_safety_margin_ms(1000), 20);
+    assert_int_equal(mutexd_safety_margin_ms(600000), 1000);
+    int64_t before = mutexd_monotonic_ms();
+    struct mutexd_acquire_options o = {.owner = "w", .ttl_ms = 1000};
+    assert_int_equal(mutexd_acquire(c, "deadline", &o, &l, NULL), MUTEXD_OK);
+    int64_t after = mutexd_monotonic_ms();
+    /* From when the request was sent, less the margin. */
+    assert_in_range(l.deadline_ms, before + l.expires_in_ms - 20, after + l.expires_in_ms - 20);
+    assert_true(mutexd_lease_held(&l));
+    assert_in_range(mutexd_lease_remaining_ms(&l), 1, 980);
+    /* Nothing runs in the background: after the deadline the check alone says so. */
+    test_sleep_ms(l.deadline_ms - mutexd_monotonic_ms() + 10);
+    assert_false(mutexd_lease_held(&l));
+    assert_int_equal(mutexd_lease_remaining_ms(&l), 0);
+    /* A renewal counts from its own sending. */
+    before = mutexd_monotonic_ms();
+    assert_int_equal(mutexd_renew(c, l.resource, l.lease_id, NULL, &l, NULL), MUTEXD_OK);
+    assert_true(mutexd_lease_held(&l));
+    assert_true(l.deadline_ms >= before + l.expires_in_ms - 20);
+    mutexd_lease_clear(&l);
+    mutexd_client_free(c);
+}
+
 static void renew_after_a_break_is_lost(void **state)
 {
     (void)state;
@@ -691,6 +721,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(acquire_wait_that_runs_out_is_held),
     cmocka_unit_test(too_many_waiters),
     cmocka_unit_test(renew_extends_and_replaces_metadata_in_place),
+    cmocka_unit_test(the_lease_deadline_is_checked_on_the_clock),
     cmocka_unit_test(renew_after_a_break_is_lost),
     cmocka_unit_test(release_frees_once_then_is_lost),
     cmocka_unit_test(break_says_whether_it_ended_a_lease),

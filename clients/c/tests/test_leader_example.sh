@@ -47,10 +47,13 @@ b=$!
 pids+=("$b")
 sleep 2.5
 
-beat='^\[[0-2][0-9]:[0-5][0-9]:[0-5][0-9]\] This process ('"$a"') is currently the leader\.$'
+host=$(uname -n)
+token=$("$MUTEXCTL" --json status "$MUTEXD_RESOURCE" | sed -n 's/.*"fencing_token":"\{0,1\}\([0-9]*\).*/\1/p')
+[ -n "$token" ] || fail "the resource has a fencing token"
+beat='^\[[0-2][0-9]:[0-5][0-9]:[0-5][0-9]\] This process ('"$a"') is currently the leader\. Host '"$host"', fencing token '"$token"'\.$'
 [ "$(grep -c "$beat" "$tmp/a.out")" -ge 2 ] || fail "the leader beats every second"
 grep -v -q "$beat" "$tmp/a.out" && fail "the leader prints only beats"
-retry='^\[[0-2][0-9]:[0-5][0-9]:[0-5][0-9]\] This process ('"$b"') could not acquire lease\. Retrying in 1 seconds\.$'
+retry='^\[[0-2][0-9]:[0-5][0-9]:[0-5][0-9]\] This process ('"$b"') could not acquire lease\. Retrying in 1 seconds\. Host '"$host"'\.$'
 [ "$(grep -c "$retry" "$tmp/b.out")" -ge 2 ] || fail "the other worker retries every second"
 grep -q "is currently the leader" "$tmp/b.out" && fail "two leaders at once"
 [ -s "$tmp/b.err" ] && fail "a worker that does not lead prints nothing on stderr"

@@ -548,6 +548,46 @@ test_run_stops_the_group_when_renewals_fail() {
         fail "the group was stopped ${took} ms after the server stopped: before the lease ended"
 }
 
+test_run_check_and_parent() {
+    # The command checks its lease with `mutexctl check`, which reads the deadline mutexctl
+    # keeps in MUTEXD_LEASE_FILE; the file is gone when run ends.
+    m run jobs/check --ttl 3s -- sh -c 'echo "$MUTEXD_LEASE_FILE" > "$1"; "$0" check && echo held >> "$1"' \
+        "$M" "$tmp/check"
+    expect_rc 0 "run with a command that checks"
+    [ "$(sed -n 2p "$tmp/check")" = held ] || fail "mutexctl check says held while the lease holds"
+    lease_file=$(sed -n 1p "$tmp/check")
+    [ -n "$lease_file" ] || fail "run sets MUTEXD_LEASE_FILE"
+    [ ! -e "$lease_file" ] || fail "the lease file is removed when run ends"
+    (unset MUTEXD_LEASE_FILE; "$M" check >"$tmp/out" 2>"$tmp/err")
+    rc=$?
+    expect_rc 2 "check outside run, without --lease-file"
+    printf '1\n' >"$tmp/past"
+    m check --lease-file "$tmp/past"
+    expect_rc 1 "check of a deadline long past"
+    expect_err "lost" "check of a deadline long past"
+    echo 0 >"$tmp/past"
+    m check --lease-file "$tmp/past"
+    expect_rc 1 "check of a lost lease"
+    m check --lease-file "$tmp/no-such-file"
+    expect_rc 1 "check without a lease file"
+
+    # --parent-pid: when the parent dies, even by SIGKILL, the command is stopped and the
+    # lease released at once (not when its TTL runs out).
+    m run jobs/parent --parent-pid 1 -- true
+    expect_rc 1 "run whose --parent-pid is not its parent"
+    expect_err "is gone" "run whose --parent-pid is not its parent"
+    m run jobs/parent --parent-pid x -- true
+    expect_rc 2 "run with a --parent-pid that is not a number"
+    bash -c '"$0" run jobs/parent --ttl 20s --parent-pid $$ -- sleep 60 & wait' "$M" \
+        >"$tmp/out" 2>"$tmp/err" &
+    local parent=$!
+    bg_pids+=("$parent")
+    wait_for sh -c "'$M' status jobs/parent | grep -q 'state: *held'" || fail "the command started"
+    kill -KILL "$parent"
+    wait_for sh -c "'$M' status jobs/parent | grep -q 'state: *free'" ||
+        fail "the lease is released when run's parent is killed"
+}
+
 test_run_forwards_signals() {
     "$M" run sig --ttl 3s -- sh -c 'trap "echo got TERM > $0; exit 0" TERM; while :; do sleep 0.05; done' \
         "$tmp/term" >"$tmp/out" 2>"$tmp/err" &

@@ -4,7 +4,10 @@
 // Start this program several times, against one server: one process leads the resource
 // `leader-election/demo` and says so every second; the others try again every few seconds,
 // and one of them takes over within a lease's TTL when the leader goes away (at once when it
-// stops cleanly: SIGTERM or Ctrl-C release the lease).
+// stops cleanly: SIGTERM or Ctrl-C release the lease). Each line names the process (its PID,
+// and the host name, which tells containers apart: in each container the worker is PID 1), and
+// the leader's lines carry its fencing token. The leader checks that its lease still holds (on
+// the clock, not only as the last renewal saw it) right before each of its actions.
 //
 //   node clients/examples/node/leader.mjs
 //
@@ -15,6 +18,7 @@
 //   MUTEXD_RETRY_S   seconds between attempts of a follower (default 5)
 //   MUTEXD_TOKEN     bearer token, when the server requires one
 
+import { hostname } from 'node:os';
 import { Client, LeaseHeldError } from '../../node/index.js';
 
 const url = process.env.MUTEXD_URL || 'http://127.0.0.1:8080';
@@ -23,6 +27,7 @@ const ttlMs = positive('MUTEXD_TTL_MS', 15000);
 const retryS = positive('MUTEXD_RETRY_S', 5);
 const token = process.env.MUTEXD_TOKEN || undefined;
 const BEAT_MS = 1000;
+const HOST = hostname();
 
 function positive(name, fallback) {
   const raw = process.env[name];
@@ -37,10 +42,10 @@ function positive(name, fallback) {
 
 // One line per call; stdout is written synchronously for files and pipes, so every line is
 // out as soon as it is said.
-function say(text) {
+function say(text, detail = '') {
   const d = new Date();
   const hms = [d.getHours(), d.getMinutes(), d.getSeconds()].map((n) => String(n).padStart(2, '0')).join(':');
-  process.stdout.write(`[${hms}] This process (${process.pid}) ${text}\n`);
+  process.stdout.write(`[${hms}] This process (${process.pid}) ${text} Host ${HOST}${detail}.\n`);
 }
 
 // Resolves after `ms`, or as soon as `signal` is aborted.
@@ -65,10 +70,12 @@ try {
   await client.runWhenLeader(
     resource,
     // The leader's work. `signal` is aborted the moment the lease is lost (or on SIGTERM):
-    // stop at once. Pass lock.fencingToken to anything this work writes.
-    async (signal) => {
+    // stop at once. `signal.aborted` compares the clock with the lease's deadline, so a leader
+    // paused past it (SIGSTOP, a frozen VM) stops here instead of acting once more. Pass
+    // lock.fencingToken to anything this work writes.
+    async (signal, lock) => {
       while (!signal.aborted) {
-        say('is currently the leader.');
+        say('is currently the leader.', `, fencing token ${lock.fencingToken}`);
         await pause(BEAT_MS, signal);
       }
     },

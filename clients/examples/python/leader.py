@@ -3,7 +3,10 @@
 leads at a time, and when it stops (or dies) another takes over.
 
 The leader prints a line every second; the others print that they could not acquire the
-lease and when they will try again. SIGTERM or Ctrl-C releases the lease (so that
+lease and when they will try again. Each line names the process (its PID, and the host
+name, which tells containers apart: in each container the worker is PID 1), and the leader's
+lines carry its fencing token. The leader checks that its lease still holds (on the clock,
+not only as the last renewal saw it) right before each of its actions. SIGTERM or Ctrl-C releases the lease (so that
 another process takes over at once) and exits 0.
 
 Configuration, by environment:
@@ -18,6 +21,7 @@ Configuration, by environment:
 
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -30,18 +34,23 @@ except ImportError:  # run from a checkout: use the package beside this example
     import mutexd
 
 BEAT_S = 1.0
+HOST = socket.gethostname()
 
 
-def say(text):
-    print("[%s] This process (%d) %s" % (time.strftime("%H:%M:%S"), os.getpid(), text), flush=True)
+def say(text, detail=""):
+    print("[%s] This process (%d) %s Host %s%s." % (
+        time.strftime("%H:%M:%S"), os.getpid(), text, HOST, detail), flush=True)
 
 
 def lead(stop_event):
     """The leader's job: runs until stop_event is set (lease lost, or shutting down)."""
-    while True:
-        say("is currently the leader.")
+    # is_set() compares the clock with the lease's deadline: a leader paused past it
+    # (SIGSTOP, a frozen VM) stops here instead of acting once more.
+    while not stop_event.is_set():
         # Here a real leader would do its work, passing stop_event.fencing_token to the
-        # storage it writes to. wait() returns True as soon as it must stop.
+        # storage it writes to.
+        say("is currently the leader.", ", fencing token %d" % stop_event.fencing_token)
+        # wait() returns True as soon as it must stop.
         if stop_event.wait(BEAT_S):
             break
     if stop_event.lease.lost.is_set():

@@ -79,6 +79,24 @@ function anySignal(signals) {
   return { signal: controller.signal, dispose: () => undo.forEach((f) => f()) };
 }
 
+// Makes `signal.aborted` and `signal.throwIfAborted()` ask `lock.lost` first, which declares
+// the lease lost (and so aborts the signal) if its deadline has passed.
+function followDeadline(signal, lock) {
+  const aborted = Object.getOwnPropertyDescriptor(AbortSignal.prototype, 'aborted').get;
+  Object.defineProperty(signal, 'aborted', {
+    get() {
+      void lock.lost;
+      return aborted.call(this);
+    },
+  });
+  Object.defineProperty(signal, 'throwIfAborted', {
+    value() {
+      void lock.lost;
+      if (aborted.call(this)) throw this.reason;
+    },
+  });
+}
+
 export class Client {
   #t;
   #owner;
@@ -282,6 +300,8 @@ export class Client {
       }
       leaseId = randomUUID();
       const linked = anySignal([lock.signal, signal]);
+      // As the lock's own signal: `aborted` looks at the lease's deadline on the clock first.
+      followDeadline(linked.signal, lock);
       let result;
       let failure;
       let failed = false;

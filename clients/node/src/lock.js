@@ -1,14 +1,21 @@
 // A lease kept alive in the background: Client#lock() returns a Lock.
 //
 // Renewal: every third of the lease's TTL. After a failure that is not lease_lost (no answer,
-// 503, anything else) it tries again every tenth of the TTL (at least 100 ms, at most 1 s).
+// 503, anything else) it tries again every tenth of the TTL (at least 100 ms, at most 1 s), on
+// a new connection, until the deadline. One attempt may take at most a third of the TTL (and
+// never past the deadline), so that a request to a server that went silent leaves time for
+// others.
 //
 // Loss: the lock is lost, once and for good, when a renewal is answered lease_lost, or when
 // the lease's deadline passes without a successful renewal. The deadline is measured on this
 // process's monotonic clock (performance.now()), never on the server's wall clock: it is the
 // moment the last successful renewal was sent plus the `expires_in_ms` it was answered with.
 // The server started that TTL after the request was sent, so the deadline falls no later than
-// the server's expiry. When the lease was lost, `lost` is true, `signal` is aborted with the
+// the server's expiry. A safety margin (a fiftieth of the TTL, at most 1 s) is taken off it, for
+// the rate difference of two clocks and the moment between a check and the action it guards.
+// `lost`, `signal.aborted`, `signal.throwIfAborted()` and check() compare the clock with that
+// deadline themselves: a process paused past it (SIGSTOP, a frozen VM) sees the loss at its
+// first check after resuming, before any timer has run. When the lease was lost, `lost` is true, `signal` is aborted with the
 // reason (a LeaseLostError or a LeaseExpiredError) and `onLost` is called once.
 //
 // Timers: the renewal timer keeps the process alive while the lock is held, as any work in
@@ -18,6 +25,11 @@
 import { LeaseLostError, LeaseExpiredError } from './errors.js';
 
 const now = () => performance.now();
+
+/** How long before the end of its TTL a client stops counting on a lease, in ms. */
+export function safetyMarginMs(ttlMs) {
+  return Math.min(1000, ttlMs / 50);
+}
 
 export class Lock {
   #client;
@@ -31,6 +43,8 @@ export class Lock {
   #inflight = null;
   #lastError = undefined;
   #releasing = null;
+  #margin = 0;
+  #sentAt = undefined;
 
   /**
    * @param {import('./client.js').Client} client
@@ -42,6 +56,23 @@ export class Lock {
     this.#client = client;
     this.#lease = lease;
     this.#onLost = onLost;
+    this.#margin = safetyMarginMs(lease.ttlMs);
+    // `signal.aborted` and `signal.throwIfAborted()` look at the clock first.
+    const signal = this.#controller.signal;
+    const check = () => this.#expireIfDue();
+    const aborted = Object.getOwnPropertyDescriptor(AbortSignal.prototype, 'aborted').get;
+    Object.defineProperty(signal, 'aborted', {
+      get() {
+        check();
+        return aborted.call(this);
+      },
+    });
+    Object.defineProperty(signal, 'throwIfAborted', {
+      value() {
+        check();
+        if (aborted.call(this)) throw this.reason;
+      },
+    });
     const third = lease.ttlMs / 3;
     if (receivedAt - sentAt < third) {
       this.#setDeadline(sentAt + lease.expiresInMs);
@@ -85,9 +116,24 @@ export class Lock {
     return this.#lease;
   }
 
-  /** True once the lease was lost (lease_lost, or its deadline passed without renewal). */
+  /**
+   * True once the lease was lost (lease_lost, or its deadline passed without renewal). It
+   * compares the clock with the deadline: true as soon as the deadline has passed, even if no
+   * timer has run since.
+   */
   get lost() {
+    this.#expireIfDue();
     return this.#state === 'lost';
+  }
+
+  /**
+   * Throws the reason of the loss (a LeaseLostError or a LeaseExpiredError) if the lease is
+   * lost, or its deadline has passed on the clock; call it right before each action the lease
+   * guards.
+   */
+  check() {
+    this.#expireIfDue();
+    if (this.#state === 'lost') throw this.#controller.signal.reason;
   }
 
   /** True once release() was called. */
@@ -106,6 +152,7 @@ export class Lock {
 
   /** While held, how long the lease is certain to last without another renewal, in ms; else 0. */
   get remainingMs() {
+    this.#expireIfDue();
     return this.#state === 'held' ? Math.max(0, this.#deadline - now()) : 0;
   }
 
@@ -148,19 +195,29 @@ export class Lock {
     }, delay);
   }
 
+  #expireIfDue() {
+    if (this.#state === 'held' && now() >= this.#deadline) this.#expire();
+  }
+
+  #expire() {
+    const last = this.#lastError;
+    let why;
+    if (last) why = `last failure: ${last.message}`;
+    else if (this.#sentAt !== undefined)
+      why = `a renewal sent ${Math.round(now() - this.#sentAt)} ms before had no answer yet`;
+    else why = 'no renewal was tried since the last one succeeded: the process did not run in time (paused, or starved)';
+    this.#lose(
+      new LeaseExpiredError(
+        `the lease on ${this.#lease.resource} could not be renewed before its deadline (${why})`,
+        last === undefined ? undefined : { cause: last },
+      ),
+    );
+  }
+
   #setDeadline(deadline) {
-    this.#deadline = deadline;
+    this.#deadline = deadline - this.#margin;
     clearTimeout(this.#deadlineTimer);
-    this.#deadlineTimer = setTimeout(() => {
-      const last = this.#lastError;
-      this.#lose(
-        new LeaseExpiredError(
-          `the lease on ${this.#lease.resource} could not be renewed before its deadline` +
-            (last ? ` (last failure: ${last.message})` : ''),
-          last === undefined ? undefined : { cause: last },
-        ),
-      );
-    }, Math.max(0, deadline - now()));
+    this.#deadlineTimer = setTimeout(() => this.#expire(), Math.max(0, this.#deadline - now()));
     // The renewal cycle keeps the process alive while held; this watchdog need not.
     this.#deadlineTimer.unref?.();
   }
@@ -171,18 +228,30 @@ export class Lock {
     this.#inflight = controller;
     const sentAt = now();
     const left = this.#deadline - sentAt;
-    const timeoutMs = Math.max(1, Math.min(this.#client.timeoutMs, left));
+    if (left <= 0) {
+      this.#expire();
+      return;
+    }
+    this.#sentAt = sentAt;
+    const timeoutMs = Math.max(1, Math.min(this.#client.timeoutMs, this.#lease.ttlMs / 3, left));
     try {
       const lease = await this.#client.renew(
         { resource: this.#lease.resource, leaseId: this.#lease.leaseId },
         { signal: controller.signal, timeoutMs },
       );
+      this.#sentAt = undefined;
       if (this.#state !== 'held') return;
+      // Answered after the deadline: the loss is final, whatever the answer says.
+      if (now() >= this.#deadline) {
+        this.#expire();
+        return;
+      }
       this.#lease = lease;
       this.#lastError = undefined;
       this.#setDeadline(sentAt + lease.expiresInMs);
       this.#schedule(lease.ttlMs / 3);
     } catch (err) {
+      this.#sentAt = undefined;
       if (this.#state !== 'held') return;
       if (err instanceof LeaseLostError) {
         this.#lose(err);

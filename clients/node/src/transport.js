@@ -113,8 +113,11 @@ export class Transport {
         return await this.#once(method, target, headers, payload, signal, timeoutMs, url);
       } catch (err) {
         if (signal?.aborted && err === signal.reason) throw err;
-        if (err instanceof MutexdTransportError) throw err;
         if (attempt === 0 && err.staleSocket) continue;
+        // After a failure the idle connections may lead nowhere (a server that restarted, or
+        // moved to another address): the next request connects afresh, with a new lookup.
+        this.dropIdle();
+        if (err instanceof MutexdTransportError) throw err;
         throw new MutexdTransportError(`${method} ${url}: ${err.message}`, { cause: err, method, url });
       }
     }
@@ -198,6 +201,13 @@ export class Transport {
       });
       req.end(payload);
     });
+  }
+
+  /** Close the idle kept-alive connections; requests in flight keep theirs. */
+  dropIdle() {
+    for (const sockets of Object.values(this.agent.freeSockets)) {
+      for (const socket of sockets ?? []) socket.destroy();
+    }
   }
 
   /** Close every connection of this client; requests still in flight fail. */

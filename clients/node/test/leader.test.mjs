@@ -4,6 +4,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import path from 'node:path';
+import { hostname } from 'node:os';
 import { Client, LeaseHeldError, LeaseLostError, BadRequestError } from '../index.js';
 import { startServer, uniqueName, rejection, sleep, eventually, repoRoot } from '../test-support/harness.mjs';
 
@@ -141,8 +142,13 @@ test('runWhenLeader: an error that retrying cannot fix is thrown; a stop while w
 // The example program.
 
 const example = path.join(repoRoot, 'clients', 'examples', 'node', 'leader.mjs');
-const LEADS = /^\[\d\d:\d\d:\d\d\] This process \((\d+)\) is currently the leader\.$/;
-const WAITS = /^\[\d\d:\d\d:\d\d\] This process \((\d+)\) could not acquire lease\. Retrying in 1 seconds\.$/;
+const HOST = hostname().replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+const LEADS = new RegExp(
+  `^\\[\\d\\d:\\d\\d:\\d\\d\\] This process \\((\\d+)\\) is currently the leader\\. Host ${HOST}, fencing token (\\d+)\\.$`,
+);
+const WAITS = new RegExp(
+  `^\\[\\d\\d:\\d\\d:\\d\\d\\] This process \\((\\d+)\\) could not acquire lease\\. Retrying in 1 seconds\\. Host ${HOST}\\.$`,
+);
 
 function startExample(resource) {
   const child = spawn(process.execPath, [example], {

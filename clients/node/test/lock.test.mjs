@@ -198,3 +198,63 @@ test('a held lock keeps the process alive (its renewal is work in progress)', as
   child.kill('SIGTERM');
   await exited;
 });
+
+// Blocks this thread (timers included) for `ms`, as a pause of the process would.
+function freeze(ms) {
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+}
+
+test('a lock past its deadline is lost at the next check, before any timer runs', async () => {
+  const name = uniqueName('lock');
+  const lock = await client.lock(name, { ttlMs: 1000 });
+  assert.equal(lock.lost, false);
+  lock.check();
+  assert.ok(lock.remainingMs <= 1000 - 20, 'the safety margin is taken off');
+  freeze(1100);
+  // No timer has had a chance to run: the answers come from the clock.
+  assert.equal(lock.signal.aborted, true);
+  assert.equal(lock.lost, true);
+  assert.throws(() => lock.check(), LeaseExpiredError);
+  assert.throws(() => lock.signal.throwIfAborted(), LeaseExpiredError);
+  assert.equal(lock.remainingMs, 0);
+  await other.release({ resource: name, leaseId: lock.leaseId }).catch(() => {});
+});
+
+test("runWhenLeader's signal sees the deadline too", async () => {
+  const name = uniqueName('lock');
+  const seen = [];
+  const stop = new AbortController();
+  const run = client.runWhenLeader(
+    name,
+    async (signal) => {
+      seen.push(signal.aborted);
+      freeze(1100);
+      seen.push(signal.aborted);
+      stop.abort();
+    },
+    { ttlMs: 1000, retryMs: 100, signal: stop.signal },
+  );
+  await assert.rejects(run);
+  assert.deepEqual(seen, [false, true]);
+});
+
+test('renewals to a silent server are cut short, and the loss names their error', async () => {
+  const net = await import('node:net');
+  const sockets = [];
+  const silent = net.createServer((s) => sockets.push(s));
+  await new Promise((resolve) => silent.listen(0, '127.0.0.1', resolve));
+  const name = uniqueName('lock');
+  const lease = await client.acquire(name, { ttlMs: 1500 });
+  const quiet = new Client(`http://127.0.0.1:${silent.address().port}`, { timeoutMs: 10000 });
+  let lost;
+  const t0 = performance.now();
+  const lock = new Lock(quiet, lease, { sentAt: t0, receivedAt: t0, onLost: (err) => (lost = err) });
+  await eventually(() => lost !== undefined, { timeoutMs: 3000, message: "the loss" });
+  assert.ok(lost instanceof LeaseExpiredError);
+  assert.match(lost.message, /no answer within/);
+  assert.equal(lock.lost, true);
+  quiet.close();
+  for (const s of sockets) s.destroy();
+  silent.close();
+  await client.release(lease).catch(() => {});
+});

@@ -65,9 +65,11 @@ class Client:
             trusted CAs verify the server.
         ssl_context: a ready ``ssl.SSLContext`` instead of ``ca_file`` (client
             certificates, pinned versions...).
-        timeout: seconds to wait for the server on each socket operation (connect, send,
-            each read). An acquire that waits in the queue, and a watch, add their own
-            ``wait`` to it, so that the server answers before the client gives up.
+        timeout: seconds a request may take as a whole (connecting, sending, reading the
+            answer). An acquire that waits in the queue, and a watch, add their own
+            ``wait`` to it, so that the server answers before the client gives up. After
+            a request that got no answer, the idle connections are closed, so that the
+            next request connects afresh (and looks the server's name up again).
         pool_size: how many idle keep-alive connections are kept for reuse.
 
     Durations are seconds, as ``float`` (or ``int`` or ``datetime.timedelta``); the API

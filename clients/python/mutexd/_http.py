@@ -7,6 +7,7 @@ import json
 import socket
 import ssl
 import threading
+import time
 import urllib.parse
 from typing import Any, Dict, List, Optional, Tuple, Union
 
@@ -24,6 +25,10 @@ _STALE = (
     ConnectionAbortedError,
     BrokenPipeError,
 )
+
+
+class _OutOfTime(Exception):
+    """The request's whole time ran out between two socket operations."""
 
 
 class Response:
@@ -106,6 +111,14 @@ class Transport:
                 return
         conn.close()
 
+    def drop_idle(self) -> None:
+        """Closes the idle connections, so that the next request connects afresh (and looks
+        the server's name up again): after a failure, they may lead nowhere."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
     def close(self) -> None:
         """Closes the idle connections; connections in use close when their request ends."""
         with self._lock:
@@ -139,28 +152,40 @@ class Transport:
             headers["Content-Type"] = "application/json"
         elif method == "POST":
             data = b""
+        # ``timeout`` bounds the whole request (connect, send and every read), not each
+        # socket operation: a server that answers a byte at a time cannot stretch it.
+        deadline = time.monotonic() + timeout
         for attempt in (0, 1):
             conn, reused = self._take(timeout)
             try:
+                if conn.sock is None:
+                    conn.timeout = self._left(deadline)
+                    conn.connect()
+                conn.sock.settimeout(self._left(deadline))
                 conn.request(method, target, body=data, headers=headers)
+                sock = conn.sock  # getresponse() forgets it when the server closes after
+                sock.settimeout(self._left(deadline))
                 resp = conn.getresponse()
-                raw = resp.read()
+                raw = self._read_all(resp, sock, deadline)
             except _STALE as exc:
                 conn.close()
                 if reused and attempt == 0:
                     continue  # the server had closed the idle connection: send again
+                self.drop_idle()
                 raise TransportError(
                     "%s %s: connection lost: %s" % (method, url, exc or type(exc).__name__),
                     method=method, url=url,
                 ) from exc
-            except socket.timeout as exc:
+            except (socket.timeout, _OutOfTime) as exc:
                 conn.close()
+                self.drop_idle()
                 raise TransportError(
                     "%s %s: no answer within %.3g s" % (method, url, timeout),
                     method=method, url=url,
                 ) from exc
             except (OSError, http.client.HTTPException) as exc:
                 conn.close()
+                self.drop_idle()
                 raise TransportError(
                     "%s %s: %s" % (method, url, exc or type(exc).__name__),
                     method=method, url=url,
@@ -174,6 +199,25 @@ class Transport:
                 self._give(conn)
             return self._decode(method, url, resp, raw)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    @staticmethod
+    def _left(deadline: float) -> float:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise _OutOfTime()
+        return left
+
+    @classmethod
+    def _read_all(cls, resp: http.client.HTTPResponse, sock: Any, deadline: float) -> bytes:
+        chunks: List[bytes] = []
+        while True:
+            if sock is not None:
+                sock.settimeout(cls._left(deadline))
+            chunk = resp.read1(65536)
+            if not chunk:
+                resp.read()  # marks the answer complete, so that the connection is reusable
+                return b"".join(chunks)
+            chunks.append(chunk)
 
     @staticmethod
     def _decode(method: str, url: str, resp: http.client.HTTPResponse, raw: bytes) -> Response:

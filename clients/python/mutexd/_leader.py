@@ -38,12 +38,31 @@ class LeaderStop(threading.Event):
 
     It is a ``threading.Event`` (``is_set()``, ``wait(timeout)``), and also carries the
     lease of this term of leadership: ``lease`` (a :class:`HeldLease`) and
-    ``fencing_token``, to pass to what the leader writes to.
+    ``fencing_token``, to pass to what the leader writes to. ``is_set()`` and ``wait()``
+    also compare the clock with the lease's deadline, so that a leader that was paused
+    past it (SIGSTOP, a frozen VM) sees that it must stop before its next action, not
+    after: call ``is_set()`` (or ``lease.check()``) right before each leader action.
     """
 
     def __init__(self, lease: HeldLease) -> None:
         super().__init__()
         self.lease = lease
+
+    def is_set(self) -> bool:
+        if super().is_set():
+            return True
+        if self.lease.lost.is_set():  # calls the on_lost callbacks, which set this event
+            self.set()
+            return True
+        return False
+
+    isSet = is_set
+
+    def wait(self, timeout: Optional[float] = None) -> bool:
+        if self.is_set():
+            return True
+        super().wait(timeout)
+        return self.is_set()
 
     @property
     def fencing_token(self) -> int:

@@ -20,6 +20,34 @@ __all__ = ["HeldLease", "Lock"]
 log = logging.getLogger("mutexd")
 
 
+def safety_margin(ttl: float) -> float:
+    """How long before the end of its TTL a client stops counting on a lease: a fiftieth of
+    the TTL, at most 1 s. It covers the rate difference of two clocks and the moment between
+    a check and the action it guards."""
+    return min(1.0, ttl / 50.0)
+
+
+class _LostEvent(threading.Event):
+    """The ``lost`` event: also set by asking it after the lease's deadline has passed."""
+
+    def __init__(self, held: "HeldLease") -> None:
+        super().__init__()
+        self._held = held
+
+    def is_set(self) -> bool:
+        if super().is_set():
+            return True
+        return self._held._expire_if_due()
+
+    isSet = is_set
+
+    def wait(self, timeout: Optional[float] = None) -> bool:
+        if self.is_set():
+            return True
+        super().wait(timeout)
+        return self.is_set()
+
+
 class HeldLease:
     """A lease that a background thread keeps renewing until :meth:`release`.
 
@@ -31,28 +59,36 @@ class HeldLease:
       ``lease_lost`` (the lease was broken, or another lease was granted), or when the
       lease's deadline passes without a successful renewal (the server cannot be reached,
       or keeps failing). The deadline is the client's own: ``time.monotonic()`` when the
-      last successful renewal was sent, plus the ``expires_in`` it was answered; transient
-      errors are retried until then. Once set, it stays set and renewing stops. It is
-      never decided from the server's wall-clock times.
+      last successful renewal (or the acquire) was sent, plus the ``expires_in`` it was
+      answered, minus a safety margin (a fiftieth of the TTL, at most 1 s); transient
+      errors are retried until then. ``lost.is_set()``, ``lost.wait()`` and
+      :meth:`check` compare the clock with that deadline themselves, so they are right
+      even when no thread has run since it passed (a process paused by SIGSTOP, a frozen
+      VM). Once set, it stays set and renewing stops. It is never decided from the
+      server's wall-clock times.
     - ``expires_in``: the time left until that deadline, in seconds.
     - ``error``: why ``lost`` was set (the :class:`LeaseLost` answer, or a
       :class:`LeaseExpired`), else ``None``; ``last_error``: the last failed renewal's
       exception.
 
     Renewals are sent every third of the TTL; after a failure, again after a tenth of the
-    TTL (at most 1 s).
+    TTL (at most 1 s), on a new connection, until the deadline. Each attempt may take at
+    most a third of the TTL (and never past the deadline), so that one unanswered request
+    leaves time for others.
     """
 
     def __init__(self, client: "Client", lease: Lease) -> None:
         self._client = client
         self._lease = lease
-        self._deadline = lease.deadline
+        self._margin = safety_margin(lease.ttl)
+        self._deadline = lease.deadline - self._margin
         self._base = lease.deadline - lease.expires_in
         self._cond = threading.Condition()
         self._stopped = False
         self._callbacks: List[Callable[[], Any]] = []
         self._threads: List[threading.Thread] = []
-        self.lost = threading.Event()
+        self._inflight: Optional[float] = None  # when the renewal under way was sent
+        self.lost: threading.Event = _LostEvent(self)
         self.error: Optional[BaseException] = None
         self.last_error: Optional[BaseException] = None
         self.renewals = 0
@@ -113,16 +149,44 @@ class HeldLease:
 
     def check(self) -> None:
         """Raises :attr:`error` (:class:`LeaseLost` or :class:`LeaseExpired`) if the lease
-        is lost; call it before an action the lease must guard."""
+        is lost or its deadline has passed (on the clock, now: whether or not a renewal
+        has been tried since); call it before every action the lease must guard."""
         if self.lost.is_set():
             assert self.error is not None
             raise self.error
+
+    def _is_lost(self) -> bool:
+        return threading.Event.is_set(self.lost)
+
+    def _expire_if_due(self) -> bool:
+        """Declares the lease lost if its deadline has passed; True when it is lost."""
+        with self._cond:
+            if self._is_lost():
+                return True
+            if self._stopped or time.monotonic() < self._deadline:
+                return False
+        self._expire()
+        return self._is_lost()
+
+    def _expire(self) -> None:
+        if self.last_error is not None:
+            why = "last error: %s" % (self.last_error,)
+        elif self._inflight is not None:
+            why = "a renewal sent %.1f s before it had no answer yet" % (
+                time.monotonic() - self._inflight)
+        else:
+            why = "no renewal was tried since the last one succeeded: the process did " \
+                  "not run in time (paused, or starved)"
+        self._set_lost(LeaseExpired(
+            "no renewal of the lease on %s succeeded before its deadline (%s)"
+            % (self.resource, why)
+        ))
 
     def on_lost(self, callback: Callable[[], Any]) -> None:
         """Calls ``callback()`` (from the thread that detects it) when the lease is lost,
         right after ``lost`` is set; at once if it is lost already."""
         with self._cond:
-            if not self.lost.is_set():
+            if not self._is_lost():
                 self._callbacks.append(callback)
                 return
         callback()
@@ -148,7 +212,7 @@ class HeldLease:
 
     def _set_lost(self, error: BaseException) -> None:
         with self._cond:
-            if self.lost.is_set() or self._stopped:
+            if self._is_lost() or self._stopped:
                 return
             self.error = error
             self.lost.set()
@@ -164,17 +228,14 @@ class HeldLease:
 
     def _watchdog(self) -> None:
         with self._cond:
-            while not self._stopped and not self.lost.is_set():
+            while not self._stopped and not self._is_lost():
                 left = self._deadline - time.monotonic()
                 if left <= 0:
                     break
                 self._cond.wait(left)
             else:
                 return
-        self._set_lost(LeaseExpired(
-            "no renewal of the lease on %s succeeded before its deadline (last error: %s)"
-            % (self.resource, self.last_error)
-        ))
+        self._expire()
 
     def _renew_loop(self) -> None:
         ttl = self._lease.ttl
@@ -184,38 +245,52 @@ class HeldLease:
             next_at = self._base + period
         while True:
             with self._cond:
-                while not self._stopped and not self.lost.is_set():
+                while not self._stopped and not self._is_lost():
                     left = next_at - time.monotonic()
                     if left <= 0:
                         break
                     self._cond.wait(left)
-                if self._stopped or self.lost.is_set():
+                if self._stopped or self._is_lost():
                     return
-                remaining = self._deadline - time.monotonic()
+                sent = time.monotonic()
+                remaining = self._deadline - sent
+                if remaining > 0:
+                    self._inflight = sent
             if remaining <= 0:
-                return  # the deadline passed: the watchdog declares the lease lost
-            sent = time.monotonic()
+                self._expire()  # the deadline passed before this renewal could be sent
+                return
             try:
                 lease = self._client.renew(
                     self.resource, self.lease_id,
-                    timeout=max(0.05, min(self._client.timeout, remaining)),
+                    timeout=max(0.01, min(self._client.timeout, period, remaining)),
                 )
             except LeaseLost as exc:
+                self._inflight = None
                 self._set_lost(exc)
                 return
-            except Exception as exc:  # transient: retry until the deadline
+            except Exception as exc:  # transient: retry, on a new connection, until the deadline
                 self.last_error = exc
+                self._inflight = None
                 log.debug("renewing the lease on %s failed: %s", self.resource, exc)
                 next_at = time.monotonic() + retry
                 continue
             with self._cond:
-                if self.lost.is_set() or self._stopped:
+                self._inflight = None
+                if self._is_lost() or self._stopped:
                     return  # lost is final, even if this renewal crossed the deadline
-                self._lease = lease
-                self._base = sent
-                self._deadline = lease.deadline
-                self.renewals += 1
-                self._cond.notify_all()
+                if time.monotonic() >= self._deadline:
+                    lost_late = True  # answered after the deadline: the lease is lost
+                else:
+                    lost_late = False
+                    self._lease = lease
+                    self._base = sent
+                    self._deadline = lease.deadline - self._margin
+                    self.last_error = None
+                    self.renewals += 1
+                    self._cond.notify_all()
+            if lost_late:
+                self._expire()
+                return
             next_at = sent + period
 
     def stop(self, timeout: Optional[float] = None) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -13,10 +14,12 @@ import time
 from mutexd_testserver import ROOT
 
 EXAMPLE = os.path.join(ROOT, "clients", "examples", "python", "leader.py")
-LEADER = re.compile(r"^\[\d\d:\d\d:\d\d\] This process \((\d+)\) is currently the leader\.$")
+HOST = re.escape(socket.gethostname())
+LEADER = re.compile(r"^\[\d\d:\d\d:\d\d\] This process \((\d+)\) is currently the leader\. "
+                    r"Host " + HOST + r", fencing token (\d+)\.$")
 STANDBY = re.compile(
     r"^\[\d\d:\d\d:\d\d\] This process \((\d+)\) could not acquire lease\."
-    r" Retrying in 0\.3 seconds\.$"
+    r" Retrying in 0\.3 seconds\. Host " + HOST + r"\.$"
 )
 
 
@@ -65,6 +68,8 @@ def test_two_workers_hand_over(server, client, name):
         b = Proc(server.url, name)
         b.wait_for(STANDBY)
         assert all(int(m.group(1)) == a.p.pid for m in map(LEADER.match, a.lines) if m)
+        token = client.get(name).holder.fencing_token
+        assert all(int(m.group(2)) == token for m in map(LEADER.match, a.lines) if m)
         assert client.get(name).holder.owner.endswith(":%d" % a.p.pid)
         time.sleep(1.2)  # a keeps its beat, and its lease, past the TTL
         assert sum(1 for x in a.lines if LEADER.match(x)) >= 2

@@ -158,3 +158,54 @@ def test_no_thread_is_left_behind(client, name):
     time.sleep(0.1)
     left = [t for t in threading.enumerate() if t not in before and t.name.startswith("mutexd")]
     assert left == []
+
+
+def test_a_lease_past_its_deadline_is_lost_at_the_next_check_with_no_thread_run(client, name):
+    # A HeldLease not started has no thread: nothing but the clock can tell it is lost, as in
+    # a process resumed after a pause before its threads ran.
+    lease = client.acquire(name, ttl=1.0)
+    held = mutexd.HeldLease(client, lease)
+    assert not held.lost.is_set()
+    held.check()
+    assert held.deadline == pytest.approx(lease.deadline - 0.02)  # less the safety margin
+    time.sleep(held.deadline - time.monotonic() + 0.01)
+    assert held.lost.is_set()
+    with pytest.raises(mutexd.LeaseExpired) as e:
+        held.check()
+    assert "did not run in time" in str(e.value)
+    assert held.expires_in == 0
+    client.release(lease)
+
+
+def test_leader_stop_event_sees_the_deadline(client, name):
+    lease = client.acquire(name, ttl=1.0)
+    held = mutexd.HeldLease(client, lease)
+    stop = mutexd.LeaderStop(held)
+    held.on_lost(stop.set)
+    assert not stop.is_set()
+    time.sleep(held.deadline - time.monotonic() + 0.01)
+    assert stop.is_set()
+    assert stop.wait(0)
+    client.release(lease)
+
+
+def test_renewals_to_a_silent_server_are_cut_short_and_retried_afresh(client, name):
+    # A listener that accepts and never answers: each renewal attempt may take at most a third
+    # of the TTL, so several fail (with their real error) before the deadline.
+    import socket
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)
+    try:
+        lease = client.acquire(name, ttl=1.5)
+        quiet = mutexd.Client("http://127.0.0.1:%d" % silent.getsockname()[1], timeout=10)
+        held = mutexd.HeldLease(quiet, lease).start()
+        assert held.lost.wait(3)
+        assert isinstance(held.error, mutexd.LeaseExpired)
+        assert "no answer within" in str(held.error), held.error
+        held.stop()
+        quiet.close()
+        client.release(lease)
+    finally:
+        silent.close()
