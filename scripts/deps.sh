@@ -9,6 +9,9 @@ set -euo pipefail
 build_pkgs=(build-essential cmake pkg-config
     libmicrohttpd-dev libcjson-dev libsqlite3-dev libcurl4-openssl-dev libssl-dev)
 test_pkgs=(libcmocka-dev python3 python3-pytest python3-yaml curl openssl docker-compose)
+# The container stage (tests/compose/containers.sh): podman with runc and its network
+# stack, and debootstrap for the base image where no image registry is reachable.
+test_pkgs+=(podman runc netavark aardvark-dns iptables debootstrap)
 # Node.js and npm run Azurite, the OpenAPI check and the Node client's tests. A machine
 # that has a node already (from any source) keeps it.
 if [ "${1:-build}" = test ] && ! command -v node >/dev/null; then

@@ -43,6 +43,7 @@ export COMPOSE_DOCKER_CLI_BUILD=0 DOCKER_BUILDKIT=0
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/mutexd-containers.XXXXXX")
 service_pid=""
 health_pid=""
+az_pid=""
 
 note() { printf 'containers: %s\n' "$*"; }
 fail() { printf 'containers: FAILED: %s\n' "$*" >&2; exit 1; }
@@ -71,6 +72,7 @@ cleanup() {
         done
     fi
     [ -n "$health_pid" ] && kill "$health_pid" 2>/dev/null && wait "$health_pid" 2>/dev/null
+    [ -n "$az_pid" ] && kill "$az_pid" 2>/dev/null && wait "$az_pid" 2>/dev/null
     if [ -S "$WORK/podman.sock" ]; then
         docker compose down -v --remove-orphans -t 5 >/dev/null 2>&1
     fi
@@ -94,6 +96,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+[ "$(id -u)" -eq 0 ] || fail "needs root: it runs podman rootful (no user namespaces)"
 command -v podman >/dev/null || fail "podman is not installed (scripts/deps.sh test installs it)"
 command -v docker-compose >/dev/null || fail "docker-compose is not installed (scripts/deps.sh test installs it)"
 
@@ -135,36 +138,65 @@ export MUTEXD_HOST_PORT=${MUTEXD_HOST_PORT:-$(/usr/bin/python3 -c 'import socket
 docker compose down -v --remove-orphans -t 0 >/dev/null 2>&1 || true
 
 # ---- the images a registry would give -----------------------------------------------------
-t_images=$(now)
-rootfs=$(scripts/rootfs.sh)
-base_key=$(basename "$rootfs" .tar)
-base_key=${base_key##*-}
-base_cache=localhost/mutexd-cache/debian:bookworm-$base_key
-if ! podman image exists "$base_cache"; then
-    note "importing the Debian 12 root filesystem as the base image"
-    podman import -q \
-        --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
-        --change 'CMD ["bash"]' "$rootfs" "$base_cache" >/dev/null
-fi
-podman tag "$base_cache" localhost/debian:bookworm-slim
+# Pulled when a registry answers; made locally (and cached) when none does.
+pull() { timeout 120 podman pull -q "$1" >/dev/null 2>&1; }
 
-scripts/azurite.sh install >/dev/null
-az_key=$(cat <(echo "$base_key") tests/compose/azurite/Dockerfile \
-    tests/azurite/package.json tests/azurite/package-lock.json | sha256sum | cut -c1-16)
-az_cache=localhost/mutexd-cache/azurite:$az_key
-if ! podman image exists "$az_cache"; then
-    note "building the Azurite image (Debian's nodejs, the Azurite of tests/azurite)"
-    podman build --format docker -t "$az_cache" -f tests/compose/azurite/Dockerfile \
-        tests/azurite >"$WORK/azurite-build.log" 2>&1 ||
-        { tail -n 30 "$WORK/azurite-build.log" >&2; fail "the Azurite image did not build"; }
+t_images=$(now)
+if pull docker.io/library/debian:bookworm-slim; then
+    podman tag docker.io/library/debian:bookworm-slim localhost/debian:bookworm-slim
+    base_key=pulled-$(podman image inspect --format '{{.Id}}' docker.io/library/debian:bookworm-slim | cut -c1-16)
+else
+    rootfs=$(scripts/rootfs.sh)
+    base_key=$(basename "$rootfs" .tar)
+    base_key=${base_key##*-}
+    base_cache=localhost/mutexd-cache/debian:bookworm-$base_key
+    if ! podman image exists "$base_cache"; then
+        note "importing the Debian 12 root filesystem as the base image"
+        podman import -q \
+            --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+            --change 'CMD ["bash"]' "$rootfs" "$base_cache" >/dev/null
+    fi
+    podman tag "$base_cache" localhost/debian:bookworm-slim
 fi
-podman tag "$az_cache" mcr.microsoft.com/azure-storage/azurite:latest
-# Older keys' images are of no further use.
-for old in $(podman images --format '{{.Repository}}:{{.Tag}}' | grep '^localhost/mutexd-cache/' |
-    grep -v -x -e "$base_cache" -e "$az_cache"); do
-    podman rmi "$old" >/dev/null 2>&1 || true
-done
-note "base and Azurite images ready in $(since "$t_images") s"
+note "base image ready in $(since "$t_images") s"
+
+# The Azurite image is built beside the compose build, which does not need it.
+az_image=mcr.microsoft.com/azure-storage/azurite:latest
+az_pid=""
+az_cache=""
+if ! pull "$az_image"; then
+    scripts/azurite.sh install >/dev/null
+    az_key=$(cat <(echo "$base_key") tests/compose/azurite/Dockerfile \
+        tests/azurite/package.json tests/azurite/package-lock.json | sha256sum | cut -c1-16)
+    az_cache=localhost/mutexd-cache/azurite:$az_key
+    if ! podman image exists "$az_cache"; then
+        note "building the Azurite image (Debian's nodejs, the Azurite of tests/azurite)"
+        t_az=$(now)
+        podman build --format docker -t "$az_cache" -f tests/compose/azurite/Dockerfile \
+            tests/azurite >"$WORK/azurite-build.log" 2>&1 &
+        az_pid=$!
+    fi
+fi
+
+# ---- README, "With docker compose" ---------------------------------------------------------
+t_build=$(now)
+docker compose build >"$WORK/build.log" 2>&1 ||
+    { tail -n 40 "$WORK/build.log" >&2; fail "docker compose build failed"; }
+note "docker compose build: $(since "$t_build") s"
+
+if [ -n "$az_pid" ]; then
+    wait "$az_pid" || { az_pid=""; tail -n 30 "$WORK/azurite-build.log" >&2; fail "the Azurite image did not build"; }
+    az_pid=""
+    note "Azurite image built in $(since "$t_az") s (beside the compose build)"
+fi
+if [ -n "$az_cache" ]; then
+    podman tag "$az_cache" "$az_image"
+    # Older keys' images are of no further use.
+    for old in $(podman images --format '{{.Repository}}:{{.Tag}}' | grep '^localhost/mutexd-cache/' |
+        grep -v -x -e "${base_cache:-}" -e "$az_cache"); do
+        podman rmi "$old" >/dev/null 2>&1 || true
+    done
+fi
 
 # ---- the health checks podman would schedule with systemd -----------------------------------
 if [ ! -d /run/systemd/system ]; then
@@ -178,12 +210,6 @@ if [ ! -d /run/systemd/system ]; then
     ) &
     health_pid=$!
 fi
-
-# ---- README, "With docker compose" ---------------------------------------------------------
-t_build=$(now)
-docker compose build >"$WORK/build.log" 2>&1 ||
-    { tail -n 40 "$WORK/build.log" >&2; fail "docker compose build failed"; }
-note "docker compose build: $(since "$t_build") s"
 
 t_up=$(now)
 docker compose up -d >"$WORK/up.log" 2>&1 ||

@@ -67,7 +67,12 @@ def resource_state(resource):
 def worker_hostnames():
     """{hostname: container name} of the workers, asked of the engine once (the handovers
     then ask only the server, so that their timing is the server's and the workers')."""
-    return {c["Config"]["Hostname"]: name_of(c) for c in containers("worker")}
+    cs = containers("worker")
+    for c in cs:
+        # What the README says: the host name is the ID that `docker ps` shows.
+        if c["Config"]["Hostname"] != c["Id"][:12]:
+            raise Failed("%s: host name %r, ID %s" % (name_of(c), c["Config"]["Hostname"], c["Id"]))
+    return {c["Config"]["Hostname"]: name_of(c) for c in cs}
 
 
 def holder(resource, hostnames):
