@@ -69,6 +69,13 @@ cleanup() {
         for c in $(podman ps -aq --filter "label=com.docker.compose.project=$COMPOSE_PROJECT_NAME"); do
             echo "--- logs of $(podman inspect --format '{{.Name}}' "$c")" >&2
             podman logs --tail 15 "$c" >&2 2>&1
+            podman inspect "$c" | /usr/bin/python3 -c '
+import json, sys
+state = json.load(sys.stdin)[0]["State"]
+h = state.get("Health") or state.get("Healthcheck") or {}
+log = h.get("Log") or []
+if h.get("Status"):
+    print("health: %s; last check: %s" % (h["Status"], (log[-1].get("Output") or "").strip() if log else "none"))' >&2
         done
     fi
     [ -n "$health_pid" ] && kill "$health_pid" 2>/dev/null && wait "$health_pid" 2>/dev/null
