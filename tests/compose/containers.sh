@@ -146,7 +146,7 @@ docker compose down -v --remove-orphans -t 0 >/dev/null 2>&1 || true
 
 # ---- the images a registry would give -----------------------------------------------------
 # Pulled when a registry answers; made locally (and cached) when none does.
-pull() { timeout 120 podman pull -q "$1" >/dev/null 2>&1; }
+pull() { timeout 60 podman pull -q "$1" >/dev/null 2>&1; }
 
 t_images=$(now)
 if pull docker.io/library/debian:bookworm-slim; then
@@ -194,7 +194,7 @@ note "docker compose build: $(since "$t_build") s"
 if [ -n "$az_pid" ]; then
     wait "$az_pid" || { az_pid=""; tail -n 30 "$WORK/azurite-build.log" >&2; fail "the Azurite image did not build"; }
     az_pid=""
-    note "Azurite image built in $(since "$t_az") s (beside the compose build)"
+    note "Azurite image ready $(since "$t_az") s after its build began (beside the compose build)"
 fi
 if [ -n "$az_cache" ]; then
     podman tag "$az_cache" "$az_image"
