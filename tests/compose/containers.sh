@@ -11,8 +11,9 @@
 # this script starts on a socket of its own): the README's "With docker compose" commands,
 # run as written.
 #
-# Where no image registry is reachable (the usual case on a test machine), the images the
-# Dockerfiles and the compose file name are made locally and kept in podman's image store:
+# The images the Dockerfiles and the compose file name are pulled when a registry answers
+# (within 60 s); where none is reachable (the usual case on a test machine), they are made
+# locally and kept in podman's image store:
 #   debian:bookworm-slim                    the Debian 12 root filesystem of
 #                                           scripts/rootfs.sh, imported
 #   mcr.microsoft.com/azure-storage/azurite tests/compose/azurite/Dockerfile: Debian's
@@ -26,15 +27,14 @@
 # test machine may be a container itself: the runc runtime (crun refuses a hybrid cgroup
 # layout), cgroupfs, containers' open-file and process limits no higher than this shell's
 # hard limits and kernel.pid_max (podman's default, 1048576, fails without
-# CAP_SYS_RESOURCE), logs and events in files. Without systemd, podman schedules no health checks: this script runs
-# `podman healthcheck run` itself every 2 s.
+# CAP_SYS_RESOURCE), logs and events in files. Without systemd, podman schedules no health
+# checks: this script runs `podman healthcheck run` itself every 2 s.
 #
 # It leaves no container, volume, network or podman service behind, even when it fails.
 #
 #   tests/compose/containers.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-ROOT=$PWD
 
 export COMPOSE_PROJECT_NAME=${COMPOSE_PROJECT_NAME:-mutexdtest}
 # Docker's CLI builder is not there; docker-compose builds through the API.
@@ -78,7 +78,12 @@ if h.get("Status"):
     print("health: %s; last check: %s" % (h["Status"], (log[-1].get("Output") or "").strip() if log else "none"))' >&2
         done
     fi
-    [ -n "$health_pid" ] && kill "$health_pid" 2>/dev/null && wait "$health_pid" 2>/dev/null
+    if [ -n "$health_pid" ]; then
+        local children
+        children=$(pgrep -P "$health_pid") # its sleep or check under way
+        kill "$health_pid" $children 2>/dev/null
+        wait "$health_pid" 2>/dev/null
+    fi
     [ -n "$az_pid" ] && kill "$az_pid" 2>/dev/null && wait "$az_pid" 2>/dev/null
     if [ -S "$WORK/podman.sock" ]; then
         docker compose down -v --remove-orphans -t 5 >/dev/null 2>&1
