@@ -18,6 +18,9 @@ test_pkgs+=(python3-venv python3-wheel)
 # clients/node/test-support/debian-node18.sh: its libraries and the builtins it loads.
 test_pkgs+=(libuv1 libc-ares2 libnghttp2-14 libbrotli1 libicu72 libssl3
     node-acorn node-cjs-module-lexer node-undici)
+# The container stage (tests/compose/containers.sh): podman with runc and its network
+# stack, and debootstrap for the base image where no image registry is reachable.
+test_pkgs+=(podman runc netavark aardvark-dns iptables debootstrap)
 # Node.js and npm run Azurite, the OpenAPI check and the Node client's tests. A machine
 # that has a node already (from any source) keeps it.
 if [ "${1:-build}" = test ] && ! command -v node >/dev/null; then

@@ -55,6 +55,9 @@ stage "docker-compose.yml (checked without a container engine) and its topology 
 "${PYTEST[@]}" tests/compose
 MUTEXD_BIN=build/mutexd tests/compose/native.sh
 
+stage "the containers: docker compose build and up on podman, leader handovers, blobs in Azurite"
+tests/compose/containers.sh
+
 stage "build with AddressSanitizer and UndefinedBehaviorSanitizer"
 configure build-asan -DMUTEXD_ASAN=ON
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0"

@@ -1,7 +1,7 @@
 """docker-compose.yml and the Dockerfiles, checked without a container engine: the file is
 normalized by `docker-compose config` (Debian's docker-compose) and its services, ports,
 health checks, dependencies and environment are asserted; native.sh then runs the same
-topology for real."""
+topology natively, and containers.sh in containers."""
 
 import os
 import re
@@ -12,9 +12,11 @@ import yaml
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 
-def config():
+def config(**env):
+    environ = {k: v for k, v in os.environ.items() if k != "MUTEXD_HOST_PORT"}
+    environ.update(env)
     out = subprocess.run(["docker-compose", "-f", os.path.join(ROOT, "docker-compose.yml"),
-                          "config"], capture_output=True, text=True, check=True)
+                          "config"], capture_output=True, text=True, check=True, env=environ)
     return yaml.safe_load(out.stdout)
 
 
@@ -35,6 +37,14 @@ def test_azurite_is_the_blob_service_with_a_volume():
     assert a["healthcheck"]["test"][0] == "CMD"
 
 
+def test_no_health_check_argument_has_a_space():
+    """podman's Docker API (4.x) splits a health check's arguments at spaces: a `node -e`
+    script with spaces then fails with a SyntaxError, and the service never turns healthy."""
+    for name, s in config()["services"].items():
+        test = s.get("healthcheck", {}).get("test", [])
+        assert all(" " not in arg for arg in test[1:]), (name, test)
+
+
 def test_mutexd_service():
     m = config()["services"]["mutexd"]
     assert m["build"]["args"]["BASE_IMAGE"].startswith("debian:bookworm")
@@ -53,6 +63,12 @@ def test_mutexd_service():
         assert (p["host_ip"], str(p["published"]), p["target"]) == ("127.0.0.1", "8080", 8080)
     else:
         assert p in ("127.0.0.1:8080:8080", "127.0.0.1:8080:8080/tcp")
+    # MUTEXD_HOST_PORT picks another port of the host, still on loopback.
+    (p,) = config(MUTEXD_HOST_PORT="9123")["services"]["mutexd"]["ports"]
+    if isinstance(p, dict):
+        assert (p["host_ip"], str(p["published"]), p["target"]) == ("127.0.0.1", "9123", 8080)
+    else:
+        assert p in ("127.0.0.1:9123:8080", "127.0.0.1:9123:8080/tcp")
     assert "mutexd-data:/var/lib/mutexd:rw" in m["volumes"]
     assert m["depends_on"]["azurite"]["condition"] == "service_healthy"
     assert m["healthcheck"]["test"] == ["CMD", "mutexd", "--probe"]
@@ -65,6 +81,8 @@ def test_workers():
     assert w["environment"]["MUTEXD_URL"] == "http://mutexd:8080"
     assert w["environment"]["MUTEXD_RESOURCE"] == "leader-election/demo"
     assert int(w["environment"]["MUTEXD_TTL_MS"]) >= 1000
+    # `docker stop` of the leader hands over within a follower's retry: under 2 s.
+    assert float(w["environment"]["MUTEXD_RETRY_S"]) <= 1
     assert w["depends_on"]["mutexd"]["condition"] == "service_healthy"
 
 
@@ -118,3 +136,23 @@ def test_runtime_libraries_match_the_binary():
     # The rest come in as dependencies of those packages; check ours directly.
     ours = {n for n in needed if re.match(r"lib(microhttpd|cjson|sqlite3|curl|ssl|crypto)\.", n)}
     assert ours and ours <= provided, ours - provided
+
+
+def section(text, title):
+    return text.split("\n## %s\n" % title, 1)[1].split("\n## ", 1)[0]
+
+
+def test_readme_and_header_say_what_the_container_stage_runs():
+    """The README's "With docker compose" commands are those tests/compose/containers.sh
+    runs; containers are stopped and killed by name (`docker compose stop` takes services)."""
+    readme = section(open(os.path.join(ROOT, "README.md")).read(), "With docker compose")
+    stage = open(os.path.join(ROOT, "tests", "compose", "containers.sh")).read()
+    header = "".join(l for l in open(os.path.join(ROOT, "docker-compose.yml"))
+                     if l.startswith("#"))
+    for cmd in ["docker compose build", "docker compose up -d"]:
+        assert cmd in readme and cmd in header and re.search(r"^%s\b" % cmd, stage, re.M), cmd
+    for text in (readme, header):
+        assert "docker stop" in text and "docker kill" in text and "docker ps" in text
+        assert "/v1/resources/leader-election/demo" in text
+        assert not re.search(r"docker compose stop <", text)
+    assert "docker compose down -v" in readme and "docker compose down -v" in stage
