@@ -307,6 +307,12 @@ static bool run_turn(struct rt *rt, struct rt_actor *a)
     if (b->idle(a, state, &barrier)) {
         uint64_t now_ms = mx_mono_ns() / MX_NS_PER_MS;
         atomic_store_explicit(&a->barrier, barrier, memory_order_relaxed);
+        /* seq_cst on idle_since and in_idle_list, here and in sweep(): each side writes one
+         * and then reads the other (this turn: idle_since, then in_idle_list; the sweeper
+         * unlisting a busy actor: in_idle_list, then idle_since). Release/acquire lets both
+         * reads see the old values (a store may pass a later load), and then neither lists
+         * the idle actor again: it would stay in memory for good. One total order makes at
+         * least one side see the other's write. */
         atomic_store_explicit(&a->idle_since, now_ms + 1, memory_order_seq_cst);
         if (!atomic_exchange_explicit(&a->in_idle_list, true, memory_order_seq_cst))
             list_idle(rt, a, now_ms);

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/hex.h"
 #include "common/log.h"
 #include "common/prom.h"
 
@@ -26,17 +27,6 @@ struct auth {
     size_t n;                   /* lock */
     _Atomic uint64_t missing, invalid, forbidden, reloads, reload_errors;
 };
-
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
 
 int auth_parse_line(const char *line, struct auth_entry *out, char *err, size_t errlen)
 {
@@ -78,12 +68,12 @@ int auth_parse_line(const char *line, struct auth_entry *out, char *err, size_t 
         return -1;
     }
     for (int i = 0; i < 32; i++) {
-        int hi = hexval(h[7 + 2 * i]), lo = hexval(h[8 + 2 * i]);
-        if (hi < 0 || lo < 0) {
+        int byte = mx_hex_byte(h[7 + 2 * i], h[8 + 2 * i]);
+        if (byte < 0) {
             snprintf(err, errlen, "the hash must be sha256: and 64 hexadecimal digits");
             return -1;
         }
-        out->digest[i] = (uint8_t)(hi << 4 | lo);
+        out->digest[i] = (uint8_t)byte;
     }
     char scopes[128];
     snprintf(scopes, sizeof scopes, "%s", fields[2]);

@@ -41,6 +41,7 @@
 
 #include "actors/resource_actor.h"
 #include "common/clock.h"
+#include "common/container_of.h"
 #include "common/log.h"
 #include "http/api.h"
 #include "http/conns.h"
@@ -101,8 +102,6 @@ struct hreq {
     char rid[72];
     char reason[API_MAX_REASON + 1];
 };
-
-#define CONTAINER(ptr, type, field) ((type *)((char *)(ptr)-offsetof(type, field)))
 
 /* ---- responses ------------------------------------------------------------------- */
 
@@ -179,7 +178,7 @@ static enum MHD_Result send_unavailable(struct hreq *q, const char *reason)
 /* Any thread: the actor's answer is in q->ra.rq. */
 static void on_reply(struct ra_request *r)
 {
-    struct hreq *q = CONTAINER(r, struct hreq, ra);
+    struct hreq *q = container_of(r, struct hreq, ra);
     if (q->watched)
         hangup_unwatch(q->h->hangup, q->id); /* before the connection may close */
     MHD_resume_connection(q->conn);
@@ -193,7 +192,7 @@ static void on_list_done(struct ra_list *l)
 
 static bool client_alive(struct res_req *rq)
 {
-    struct hreq *q = CONTAINER(rq, struct hreq, ra.rq);
+    struct hreq *q = container_of(rq, struct hreq, ra.rq);
     return !hangup_peer_gone(q->fd);
 }
 

@@ -180,8 +180,6 @@ static int open_mirror(struct server *s, char *err, size_t errlen)
     return 0;
 }
 
-/* Stops what runs behind HTTP, in order: alarms, actors, the mirror's reads, the store,
- * the mirror (which ships what the store committed last). Any of them may not have started. */
 /* Alarms (lease expiries) wait while this many changes wait for the disk: a storm of
  * expiries (a million leases that ran out while the server was down) then goes at the
  * disk's pace, and other requests wait behind one batch of it, not all of it. */
@@ -192,6 +190,8 @@ static bool store_behind(void *store)
     return store_backlog(store) > ALARM_STORE_BACKLOG;
 }
 
+/* Stops what runs behind HTTP, in order: alarms, actors, the mirror's reads, the store,
+ * the mirror (which ships what the store committed last). Any of them may not have started. */
 static void close_core(struct server *s)
 {
     if (s->actx.alarms)
