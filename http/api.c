@@ -16,6 +16,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common/hex.h"
 #include "common/json_span.h"
 #include "common/uuid.h"
 
@@ -86,23 +87,12 @@ bool api_valid_resource(const char *name, size_t len)
     return true;
 }
 
-static int hex_digit(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 bool api_path_clean(const char *uri)
 {
     for (const char *p = uri; *p && *p != '?'; p++) {
         unsigned char c = (unsigned char)*p;
-        if (c == '%' && hex_digit(p[1]) >= 0 && hex_digit(p[2]) >= 0) {
-            c = (unsigned char)(hex_digit(p[1]) << 4 | hex_digit(p[2]));
+        if (c == '%' && mx_hex_digit(p[1]) >= 0 && mx_hex_digit(p[2]) >= 0) {
+            c = (unsigned char)mx_hex_byte(p[1], p[2]);
             p += 2;
         }
         if (c < 0x20 || c == 0x7f)

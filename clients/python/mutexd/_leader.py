@@ -15,7 +15,7 @@ from ._errors import (
     TransportError,
     Unavailable,
 )
-from ._lock import HeldLease
+from ._lock import HeldLease, _ClockedEvent
 from ._types import Duration, Lease, to_ms
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -33,7 +33,7 @@ RETRYABLE = (LeaseHeld, TooManyWaiters, Unavailable, ServerError, TransportError
 _POLL = 0.05
 
 
-class LeaderStop(threading.Event):
+class LeaderStop(_ClockedEvent):
     """The event given to the leader's function: set when it must stop at once.
 
     It is a ``threading.Event`` (``is_set()``, ``wait(timeout)``), and also carries the
@@ -48,21 +48,11 @@ class LeaderStop(threading.Event):
         super().__init__()
         self.lease = lease
 
-    def is_set(self) -> bool:
-        if super().is_set():
-            return True
+    def _due(self) -> bool:
         if self.lease.lost.is_set():  # calls the on_lost callbacks, which set this event
             self.set()
             return True
         return False
-
-    isSet = is_set
-
-    def wait(self, timeout: Optional[float] = None) -> bool:
-        if self.is_set():
-            return True
-        super().wait(timeout)
-        return self.is_set()
 
     @property
     def fencing_token(self) -> int:

@@ -27,17 +27,16 @@ def safety_margin(ttl: float) -> float:
     return min(1.0, ttl / 50.0)
 
 
-class _LostEvent(threading.Event):
-    """The ``lost`` event: also set by asking it after the lease's deadline has passed."""
+class _ClockedEvent(threading.Event):
+    """A ``threading.Event`` that asking also sets, once ``_due()`` says so: a check made
+    right after a pause (SIGSTOP, a frozen VM) sees what the clock says, not only what a
+    background thread has done meanwhile."""
 
-    def __init__(self, held: "HeldLease") -> None:
-        super().__init__()
-        self._held = held
+    def _due(self) -> bool:
+        raise NotImplementedError
 
     def is_set(self) -> bool:
-        if super().is_set():
-            return True
-        return self._held._expire_if_due()
+        return super().is_set() or self._due()
 
     isSet = is_set
 
@@ -46,6 +45,17 @@ class _LostEvent(threading.Event):
             return True
         super().wait(timeout)
         return self.is_set()
+
+
+class _LostEvent(_ClockedEvent):
+    """The ``lost`` event: also set by asking it after the lease's deadline has passed."""
+
+    def __init__(self, held: "HeldLease") -> None:
+        super().__init__()
+        self._held = held
+
+    def _due(self) -> bool:
+        return self._held._expire_if_due()
 
 
 class HeldLease:
