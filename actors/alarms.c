@@ -6,7 +6,7 @@
  * due, unlinks it from the table, and sends it with the lock released: a send may
  * activate an actor, and no lock of ours is held across the runtime's.
  */
-#include "alarms.h"
+#include "actors/alarms.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -15,9 +15,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "../common/clock.h"
-#include "../common/container_of.h"
-#include "../common/hash.h"
+#include "common/clock.h"
+#include "common/container_of.h"
+#include "common/hash.h"
 
 /* A send refused for now is tried again after this long. */
 #define RETRY_NS (10 * MX_NS_PER_MS)

@@ -24,7 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "runtime.h"
+#include "actors/runtime.h"
 
 struct rt_alarms;
 

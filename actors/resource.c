@@ -5,7 +5,7 @@
  * the next index); the lease operations; the waiter queue (FIFO, doubly linked so that
  * a client that hangs up is unlinked at once) and the watcher list; ticks.
  */
-#include "resource.h"
+#include "actors/resource.h"
 
 #include <string.h>
 

@@ -7,7 +7,7 @@
  * (so a reply is sent only once what it shows is durable), and set the actor's one timer
  * to the resource's next deadline.
  */
-#include "resource_actor.h"
+#include "actors/resource_actor.h"
 
 #include <stddef.h>
 #include <stdlib.h>

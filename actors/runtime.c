@@ -27,7 +27,7 @@
  * Lock order: timers lock -> run queue lock; shard lock -> (nothing); idle-list lock ->
  * (nothing). No thread holds two shard locks.
  */
-#include "runtime.h"
+#include "actors/runtime.h"
 
 #include <errno.h>
 #include <malloc.h>
@@ -36,10 +36,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../common/clock.h"
-#include "../common/container_of.h"
-#include "../common/hash.h"
-#include "../common/log.h"
+#include "common/clock.h"
+#include "common/container_of.h"
+#include "common/hash.h"
+#include "common/log.h"
 
 #define SHARDS       64
 #define DEAD         UINT32_MAX

@@ -24,8 +24,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "mailbox.h"
-#include "timers.h"
+#include "actors/mailbox.h"
+#include "actors/timers.h"
 
 struct rt;
 struct rt_actor;

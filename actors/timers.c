@@ -10,13 +10,13 @@
  * earliest wakes it. Fire callbacks run under the lock, which makes "disarm returned
  * false" mean "the fire callback has run or is running": there is no third state.
  */
-#include "timers.h"
+#include "actors/timers.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "../common/clock.h"
+#include "common/clock.h"
 
 static bool earlier(const struct mx_timer *a, const struct mx_timer *b)
 {

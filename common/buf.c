@@ -2,7 +2,7 @@
  * The capped growable buffer (see buf.h). Capacity doubles from a small start and never goes
  * past the cap and its NUL, so a buffer near its cap does not hold twice the memory.
  */
-#include "buf.h"
+#include "common/buf.h"
 
 #include <stdarg.h>
 #include <stdint.h>

@@ -3,7 +3,7 @@
  * use: one compression round per 8 bytes and three at the end. Written out here
  * because OpenSSL's EVP_MAC SipHash needs a context allocation per call.
  */
-#include "hash.h"
+#include "common/hash.h"
 
 #include <string.h>
 #include <sys/random.h>

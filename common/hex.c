@@ -1,5 +1,5 @@
 /* Hexadecimal digits (see hex.h). */
-#include "hex.h"
+#include "common/hex.h"
 
 int mx_hex_digit(char ch)
 {

@@ -2,7 +2,7 @@
  * Spans of valid JSON text (see json_span.h). The input has been accepted by a parser, so
  * this only needs to know where strings, containers and bare words end.
  */
-#include "json_span.h"
+#include "common/json_span.h"
 
 #include <string.h>
 

@@ -3,7 +3,7 @@
  * an atomic; relaxed order is enough because a late-seen level change only means a
  * line more or less.
  */
-#include "log.h"
+#include "common/log.h"
 
 #include <stdarg.h>
 #include <stdbool.h>

@@ -1,4 +1,4 @@
-#include "prom.h"
+#include "common/prom.h"
 
 #include <stdio.h>
 #include <stdlib.h>

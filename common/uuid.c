@@ -1,6 +1,6 @@
-#include "uuid.h"
+#include "common/uuid.h"
 
-#include "hex.h"
+#include "common/hex.h"
 
 #include <openssl/rand.h>
 

@@ -5,7 +5,7 @@
  * valid UTF-8, keys must be known for the route and appear once, and each field is
  * checked for its type and bounds before anything reaches an actor.
  */
-#include "api.h"
+#include "http/api.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

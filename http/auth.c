@@ -3,7 +3,7 @@
  * every entry in constant time (CRYPTO_memcmp), so the time taken says nothing about how
  * close a guess was. The table is replaced whole on reload under a read-write lock.
  */
-#include "auth.h"
+#include "http/auth.h"
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>

@@ -5,7 +5,7 @@
  * the oldest. A socket is shut down under the lock that conns_closed() takes before
  * libmicrohttpd closes it, so the reaper never touches a descriptor that has been reused.
  */
-#include "conns.h"
+#include "http/conns.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

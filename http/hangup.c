@@ -4,7 +4,7 @@
  * id to socket under one lock. An event is looked up by id, so an event for a socket
  * that was unwatched meanwhile finds nothing and is ignored.
  */
-#include "hangup.h"
+#include "http/hangup.h"
 
 #include <errno.h>
 #include <poll.h>

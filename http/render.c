@@ -2,7 +2,7 @@
  * JSON output with cJSON. 64-bit integers (tokens, indexes) are written as raw numbers
  * so they never pass through a double.
  */
-#include "render.h"
+#include "http/render.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>

@@ -20,7 +20,7 @@
  * A connection is always suspended before its request is handed on, so an answer that
  * arrives at once finds it suspended (resuming before suspending is not allowed).
  */
-#include "server.h"
+#include "http/server.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

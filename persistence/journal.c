@@ -3,7 +3,7 @@
  * escaped correctly; integers are written as exact decimal text and read back only when a
  * double holds them exactly (up to 2^53, far beyond any token or index in practice).
  */
-#include "journal.h"
+#include "persistence/journal.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

@@ -17,7 +17,7 @@
  * next append then meets a moved position, and the blob's tail is compared with what was
  * sent before calling it another writer's.
  */
-#include "mirror_internal.h"
+#include "persistence/mirror_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -8,7 +8,7 @@
  * again. Lines at or below the snapshot's sequence are skipped, and so is a line seen
  * twice (a block appended again after an unanswered attempt landed).
  */
-#include "mirror_internal.h"
+#include "persistence/mirror_internal.h"
 
 #include <inttypes.h>
 #include <stdio.h>

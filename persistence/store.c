@@ -9,7 +9,7 @@
  * flock(2) while the store is open so that a second server on the same directory stops
  * at once with a clear message instead of corrupting anything.
  */
-#include "store.h"
+#include "persistence/store.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -26,7 +26,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
-#include "store_faults.h"
+#include "persistence/store_faults.h"
 
 enum { ITEM_REC = 1, ITEM_WAIT = 2 };
 

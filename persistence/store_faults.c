@@ -2,7 +2,7 @@
  * Fault seam for the store (see store_faults.h). The VFS wraps every file the default VFS
  * opens: our sqlite3_file holds the real one right behind it and forwards each method.
  */
-#include "store_faults.h"
+#include "persistence/store_faults.h"
 
 #ifdef MUTEXD_FAULT_INJECTION
 

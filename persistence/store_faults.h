@@ -11,7 +11,7 @@
 
 #include <stdint.h>
 
-#include "store.h"
+#include "persistence/store.h"
 
 /* Registers the VFS once. Returns 0 or an SQLite error code. */
 int store_faults_register(void);

@@ -5,7 +5,8 @@
 #
 # A module may include its own headers and those of any module to its right, never one to
 # its left. Every `#include "..."` of every C file under those folders is resolved (root-
-# relative, or beside the file) and checked. `--graph` prints the module graph it sees.
+# relative, or beside the file) and checked, and must be written in the one style the tree
+# uses: from the root, "module/file.h". `--graph` prints the module graph it sees.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 exec /usr/bin/python3 - "$@" <<'PY'
@@ -32,6 +33,8 @@ for f in files:
         if dst not in RANK:
             bad.append("%s:%d: includes \"%s\", which is in no module" % (f, n, name))
             continue
+        if name != target:
+            bad.append("%s:%d: write \"%s\" as \"%s\" (from the root)" % (f, n, name, target))
         edges[(src, dst)] = edges.get((src, dst), 0) + 1
         if RANK[dst] < RANK[src]:
             bad.append("%s:%d: %s includes \"%s\" of %s, against the direction %s" %

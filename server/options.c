@@ -4,7 +4,7 @@
  * the data directory is checked here (addresses, files, the blob connection string), so
  * that a bad option is refused before the disk is touched.
  */
-#include "options.h"
+#include "server/options.h"
 
 #include <errno.h>
 #include <fcntl.h>

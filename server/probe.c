@@ -1,4 +1,4 @@
-#include "probe.h"
+#include "server/probe.h"
 
 #include <curl/curl.h>
 #include <stdio.h>
