@@ -7,6 +7,7 @@
  */
 #include "actors/resource.h"
 
+#include <inttypes.h>
 #include <string.h>
 
 #include "common/clock.h"
@@ -19,6 +20,39 @@ void res_view_clear(struct res_view *v)
     mx_str_unref(v->owner);
     mx_str_unref(v->metadata);
     memset(v, 0, sizeof *v);
+}
+
+void res_domain_metrics(struct res_domain *d, struct mx_buf *b)
+{
+    prom_gauge(b, "mutexd_leases_held", "Leases in force.", atomic_load(&d->held));
+    prom_gauge(b, "mutexd_waiters", "Acquire requests queued for a resource.",
+               atomic_load(&d->waiters));
+    prom_gauge(b, "mutexd_watchers", "GET requests watching for a change.",
+               atomic_load(&d->watchers));
+    prom_counter(b, "mutexd_grants_total", "Leases granted.", atomic_load(&d->grants));
+    prom_counter(b, "mutexd_renewals_total", "Leases renewed.", atomic_load(&d->renewals));
+    prom_counter(b, "mutexd_releases_total", "Leases released.", atomic_load(&d->releases));
+    prom_counter(b, "mutexd_breaks_total", "Leases broken.", atomic_load(&d->breaks));
+    prom_counter(b, "mutexd_expiries_total", "Leases that ran out.", atomic_load(&d->expiries));
+    prom_header(b, "mutexd_expiry_lateness_seconds", "histogram",
+                "How long after its deadline each lease was expired (for a lease that ran out "
+                "while the server was down: after the restart).");
+    prom_hist_write(b, "mutexd_expiry_lateness_seconds", "", &d->expiry_lateness);
+    prom_counter(b, "mutexd_conflicts_total", "Acquires answered lease_held at once.",
+                 atomic_load(&d->conflicts));
+    prom_counter(b, "mutexd_wait_timeouts_total", "Waiters whose wait_ms ran out.",
+                 atomic_load(&d->timeouts));
+    /* A token is unsigned 64-bit: written as such, not through prom_gauge's int64_t. */
+    prom_header(b, "mutexd_fencing_token_last", "gauge", "The last fencing token handed out.");
+    mx_buf_printf(b, "mutexd_fencing_token_last %" PRIu64 "\n", atomic_load(&d->last_token));
+}
+
+void res_req_clear(struct res_req *rq)
+{
+    mx_str_unref(rq->owner);
+    mx_str_unref(rq->metadata);
+    rq->owner = rq->metadata = NULL;
+    res_view_clear(&rq->view);
 }
 
 static uint64_t ms_until(uint64_t deadline_ns, uint64_t now_ns)

@@ -105,6 +105,12 @@ struct res_req {
     bool _watcher;
 };
 
+/* Appends the domain's lease metrics (Prometheus text) to `b`. Any thread. */
+void res_domain_metrics(struct res_domain *d, struct mx_buf *b);
+
+/* Releases the references a request holds (its owner and metadata, and its view's). */
+void res_req_clear(struct res_req *rq);
+
 /* Answered requests, in order. */
 struct res_out {
     struct res_req *head, *tail;

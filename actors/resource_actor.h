@@ -12,6 +12,7 @@
 #include "actors/alarms.h"
 #include "actors/resource.h"
 #include "actors/runtime.h"
+#include "common/names.h"
 #include "persistence/store.h"
 
 /* The behavior's context (rt_config.ctx). */
@@ -67,7 +68,7 @@ int ra_restore(struct ra_ctx *ctx, size_t *count, size_t *unset);
 struct ra_list_item {
     struct ra_request req;
     struct ra_list *list;
-    char name[260];
+    char name[MX_NAME_MAX + 1];
     size_t name_len;
 };
 

@@ -1,5 +1,7 @@
 #include "common/prom.h"
 
+#include <inttypes.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -11,6 +13,24 @@ const int prom_latency_nbounds = sizeof prom_latency_bounds / sizeof prom_latenc
 void prom_header(struct mx_buf *b, const char *name, const char *type, const char *help)
 {
     mx_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+void prom_counter(struct mx_buf *b, const char *name, const char *help, uint64_t value)
+{
+    prom_header(b, name, "counter", help);
+    mx_buf_printf(b, "%s %" PRIu64 "\n", name, value);
+}
+
+void prom_gauge(struct mx_buf *b, const char *name, const char *help, int64_t value)
+{
+    prom_header(b, name, "gauge", help);
+    mx_buf_printf(b, "%s %" PRId64 "\n", name, value);
+}
+
+void prom_gauge_f(struct mx_buf *b, const char *name, const char *help, double value)
+{
+    prom_header(b, name, "gauge", help);
+    mx_buf_printf(b, "%s %.3f\n", name, value);
 }
 
 void prom_hist_init(struct prom_hist *h, const double *bounds, int nbounds, double scale)

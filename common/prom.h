@@ -15,6 +15,11 @@
 
 /* `# HELP` and `# TYPE` lines. */
 void prom_header(struct mx_buf *b, const char *name, const char *type, const char *help);
+/* A metric of one unlabelled sample: its header lines and `name value`. prom_gauge_f
+ * writes the value with three decimals (seconds, ratios). */
+void prom_counter(struct mx_buf *b, const char *name, const char *help, uint64_t value);
+void prom_gauge(struct mx_buf *b, const char *name, const char *help, int64_t value);
+void prom_gauge_f(struct mx_buf *b, const char *name, const char *help, double value);
 
 #define PROM_MAX_BUCKETS 20
 

@@ -65,7 +65,7 @@ static bool not_allowed(struct api_error *e, const char *allow)
 
 bool api_valid_resource(const char *name, size_t len)
 {
-    if (len == 0 || len > API_MAX_NAME || name[0] == '/' || name[len - 1] == '/')
+    if (len == 0 || len > MX_NAME_MAX || name[0] == '/' || name[len - 1] == '/')
         return false;
     size_t seg = 0; /* start of the current segment */
     for (size_t i = 0; i <= len; i++) {
@@ -320,10 +320,10 @@ static bool decode_lease_id(const cJSON *v, struct res_req *rq, struct api_error
 static bool decode_owner(const cJSON *v, struct res_req *rq, struct api_error *e)
 {
     size_t len = cJSON_IsString(v) ? strlen(v->valuestring) : 0;
-    if (!cJSON_IsString(v) || len == 0 || len > API_MAX_OWNER || !no_controls(v->valuestring, len))
+    if (!cJSON_IsString(v) || len == 0 || len > MX_OWNER_MAX || !no_controls(v->valuestring, len))
         return api_fail(e, 400, "invalid_field", "owner",
                         "owner must be a string of 1 to %d bytes without control characters",
-                        API_MAX_OWNER);
+                        MX_OWNER_MAX);
     rq->owner = mx_str_new(v->valuestring, len);
     if (!rq->owner)
         return api_fail(e, 503, "unavailable", NULL, "out of memory");
@@ -565,14 +565,14 @@ bool api_query_param(enum api_route route, struct api_query *q, const char *key,
         return true;
     }
     if (route == ROUTE_LIST && strcmp(key, "prefix") == 0) {
-        if (!value || strlen(value) > API_MAX_NAME)
+        if (!value || strlen(value) > MX_NAME_MAX)
             return api_fail(e, 400, "invalid_field", "prefix", "prefix must be at most %d bytes",
-                            API_MAX_NAME);
+                            MX_NAME_MAX);
         q->prefix = value;
         return true;
     }
     if (route == ROUTE_LIST && strcmp(key, "cursor") == 0) {
-        if (!value || strlen(value) > API_MAX_NAME)
+        if (!value || strlen(value) > MX_NAME_MAX)
             return api_fail(e, 400, "invalid_field", "cursor",
                             "cursor must be a next_cursor returned by a previous page");
         q->cursor = value;
@@ -601,12 +601,4 @@ void api_query_finish(enum api_route route, const struct api_query *q, const str
     /* With an index and no wait_ms, a watch waits as long as it may (as Consul's blocking
      * queries do); without an index there is nothing to wait for. */
     rq->wait_ms = q->has_index ? (q->has_wait ? q->wait_ms : lim->max_wait_ms) : 0;
-}
-
-void res_req_clear(struct res_req *rq)
-{
-    mx_str_unref(rq->owner);
-    mx_str_unref(rq->metadata);
-    rq->owner = rq->metadata = NULL;
-    res_view_clear(&rq->view);
 }

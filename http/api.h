@@ -11,10 +11,9 @@
 #include <stdint.h>
 
 #include "actors/resource.h"
+#include "common/names.h"
 
 #define API_MAX_BODY       65536
-#define API_MAX_NAME       256
-#define API_MAX_OWNER      256
 #define API_MAX_METADATA   4096
 #define API_MAX_REASON     1024
 #define API_DEFAULT_TTL_MS 15000
@@ -96,8 +95,5 @@ bool api_query_param(enum api_route route, struct api_query *q, const char *key,
 /* Applies defaults and fills `rq` for a GET. */
 void api_query_finish(enum api_route route, const struct api_query *q, const struct res_limits *lim,
                       struct res_req *rq);
-
-/* Releases the references a decoded request holds. */
-void res_req_clear(struct res_req *rq);
 
 #endif

@@ -96,7 +96,7 @@ int auth_parse_line(const char *line, struct auth_entry *out, char *err, size_t 
         return -1;
     }
     if (n == 4) {
-        if (strlen(fields[3]) > 256) {
+        if (strlen(fields[3]) > MX_NAME_MAX) {
             snprintf(err, errlen, "prefix too long");
             return -1;
         }

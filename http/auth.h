@@ -30,6 +30,7 @@
 #include <stdint.h>
 
 #include "common/buf.h"
+#include "common/names.h"
 
 enum auth_scope { AUTH_READ = 1, AUTH_WRITE = 2, AUTH_ADMIN = 4, AUTH_METRICS = 8 };
 
@@ -46,8 +47,8 @@ int auth_reload(struct auth *a, char *err, size_t errlen);
 void auth_free(struct auth *a);
 
 struct auth_grant {
-    char name[64];    /* the token's name in the file, for logs */
-    char prefix[257]; /* "" when not limited */
+    char name[64];                /* the token's name in the file, for logs */
+    char prefix[MX_NAME_MAX + 1]; /* "" when not limited */
 };
 
 /*
@@ -65,7 +66,7 @@ struct auth_entry {
     char name[64];
     uint8_t digest[32];
     unsigned scopes;
-    char prefix[257];
+    char prefix[MX_NAME_MAX + 1];
 };
 int auth_parse_line(const char *line, struct auth_entry *out, char *err, size_t errlen);
 

@@ -39,9 +39,9 @@ static void add_time(cJSON *o, const char *key, int64_t wall_ms)
 
 static void add_name(cJSON *o, const char *name, size_t len)
 {
-    char buf[API_MAX_NAME + 1];
-    if (len > API_MAX_NAME)
-        len = API_MAX_NAME;
+    char buf[MX_NAME_MAX + 1];
+    if (len > MX_NAME_MAX)
+        len = MX_NAME_MAX;
     memcpy(buf, name, len);
     buf[len] = '\0';
     cJSON_AddStringToObject(o, "resource", buf);

@@ -97,7 +97,7 @@ struct hreq {
     size_t body_len, body_cap;
     char small[512];
     struct ra_list *list;
-    char name[API_MAX_NAME + 1];
+    char name[MX_NAME_MAX + 1];
     size_t name_len;
     char rid[72];
     char reason[API_MAX_REASON + 1];
@@ -935,24 +935,23 @@ static enum MHD_Result serve_metrics(struct hreq *q)
         snprintf(labels, sizeof labels, "route=\"%s\"", api_route_name((enum api_route)r));
         prom_hist_write(&b, "mutexd_http_request_duration_seconds", labels, &h->latency[r]);
     }
-    prom_header(&b, "mutexd_http_requests_in_flight", "gauge", "Requests being handled now.");
-    mx_buf_printf(&b, "mutexd_http_requests_in_flight %ld\n", atomic_load(&h->in_flight));
-    prom_header(&b, "mutexd_http_requests_waiting", "gauge",
-                "Requests whose connection is suspended: queued, watching, or committing.");
-    mx_buf_printf(&b, "mutexd_http_requests_waiting %ld\n", atomic_load(&h->suspended));
+    prom_gauge(&b, "mutexd_http_requests_in_flight", "Requests being handled now.",
+               atomic_load(&h->in_flight));
+    prom_gauge(&b, "mutexd_http_requests_waiting",
+               "Requests whose connection is suspended: queued, watching, or committing.",
+               atomic_load(&h->suspended));
     /* The connection's own daemon: h->daemon is written by http_start() after the
      * threads that serve this are running, with nothing ordering the two. */
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(q->conn, MHD_CONNECTION_INFO_DAEMON);
     const union MHD_DaemonInfo *di =
         ci ? MHD_get_daemon_info(ci->daemon, MHD_DAEMON_INFO_CURRENT_CONNECTIONS) : NULL;
-    prom_header(&b, "mutexd_http_connections", "gauge", "Open HTTP connections.");
-    mx_buf_printf(&b, "mutexd_http_connections %u\n", di ? di->num_connections : 0);
-    prom_header(&b, "mutexd_http_connections_reaped_total", "counter",
-                "Connections closed for staying too long between requests or on sending one, or "
-                "to make room.");
-    mx_buf_printf(&b, "mutexd_http_connections_reaped_total %lu\n",
-                  (unsigned long)conns_reaped(h->conns));
+    prom_gauge(&b, "mutexd_http_connections", "Open HTTP connections.",
+               di ? di->num_connections : 0);
+    prom_counter(&b, "mutexd_http_connections_reaped_total",
+                 "Connections closed for staying too long between requests or on sending one, or "
+                 "to make room.",
+                 conns_reaped(h->conns));
     if (h->cfg.auth)
         auth_metrics(h->cfg.auth, &b);
     if (h->cfg.metrics)

@@ -15,7 +15,8 @@
 #include "actors/runtime.h"
 #include "http/auth.h"
 #include "common/prom.h"
-#include "persistence/store.h"
+
+struct store; /* only handed on to the actors (ra_list_start) */
 
 struct http;
 

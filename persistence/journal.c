@@ -48,9 +48,9 @@ static void finish(struct mx_buf *b, cJSON *o)
 
 static void add_name(cJSON *o, const char *name, size_t len)
 {
-    char buf[JR_NAME_MAX + 1];
-    if (len > JR_NAME_MAX)
-        len = JR_NAME_MAX;
+    char buf[MX_NAME_MAX + 1];
+    if (len > MX_NAME_MAX)
+        len = MX_NAME_MAX;
     memcpy(buf, name, len);
     buf[len] = '\0';
     cJSON_AddStringToObject(o, "resource", buf);
@@ -179,7 +179,7 @@ static bool decode_put(const cJSON *o, const char *line, size_t len, struct jr_l
         !mx_uuid_parse(id->valuestring, strlen(id->valuestring), r->lease_id))
         return fail(err, errlen, "put: bad lease_id");
     const cJSON *owner = cJSON_GetObjectItemCaseSensitive(o, "owner");
-    if (!cJSON_IsString(owner) || strlen(owner->valuestring) > 256)
+    if (!cJSON_IsString(owner) || strlen(owner->valuestring) > MX_OWNER_MAX)
         return fail(err, errlen, "put: bad owner");
     const cJSON *held = cJSON_GetObjectItemCaseSensitive(o, "held");
     if (!cJSON_IsBool(held))
@@ -241,7 +241,7 @@ bool jr_decode(const char *line, size_t len, struct jr_line *out, char *err, siz
         out->op = s[0] == 'p' ? JR_PUT : JR_DEL;
         const cJSON *name = cJSON_GetObjectItemCaseSensitive(o, "resource");
         size_t nlen = cJSON_IsString(name) ? strlen(name->valuestring) : 0;
-        if (nlen == 0 || nlen > JR_NAME_MAX) {
+        if (nlen == 0 || nlen > MX_NAME_MAX) {
             fail(err, errlen, "bad resource");
             goto out;
         }

@@ -22,17 +22,16 @@
 #include <stdint.h>
 
 #include "common/buf.h"
+#include "common/names.h"
 #include "persistence/store.h"
 
 enum jr_op { JR_BEGIN = 1, JR_PUT, JR_DEL, JR_RESERVE, JR_SNAPSHOT };
 enum jr_mode { JR_MODE_ASYNC = 1, JR_MODE_SYNC = 2 };
 
-#define JR_NAME_MAX 256
-
 struct jr_line {
     enum jr_op op;
     uint64_t seq;
-    char name[JR_NAME_MAX + 1];
+    char name[MX_NAME_MAX + 1];
     size_t name_len;
     struct store_row row;     /* put: the row (holds references); del: index only */
     uint64_t ceiling;         /* reserve, snapshot */

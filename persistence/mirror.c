@@ -1077,18 +1077,14 @@ void mirror_metrics(struct mirror *m, struct mx_buf *b)
 {
     uint64_t changes, ms;
     mirror_lag(m, &changes, &ms);
-    prom_header(b, "mutexd_mirror_lag_changes", "gauge",
-                "Committed changes not yet in blob storage.");
-    mx_buf_printf(b, "mutexd_mirror_lag_changes %lu\n", (unsigned long)changes);
-    prom_header(b, "mutexd_mirror_lag_seconds", "gauge",
-                "Age of the oldest committed change not yet in blob storage.");
-    mx_buf_printf(b, "mutexd_mirror_lag_seconds %.3f\n", (double)ms / 1000);
-    prom_header(b, "mutexd_mirror_appends_total", "counter", "Journal blocks appended.");
-    mx_buf_printf(b, "mutexd_mirror_appends_total %lu\n", (unsigned long)atomic_load(&m->appends));
-    prom_header(b, "mutexd_mirror_changes_shipped_total", "counter",
-                "Changes shipped to blob storage.");
-    mx_buf_printf(b, "mutexd_mirror_changes_shipped_total %lu\n",
-                  (unsigned long)atomic_load(&m->appended_changes));
+    prom_gauge(b, "mutexd_mirror_lag_changes", "Committed changes not yet in blob storage.",
+               changes);
+    prom_gauge_f(b, "mutexd_mirror_lag_seconds",
+                 "Age of the oldest committed change not yet in blob storage.", (double)ms / 1000);
+    prom_counter(b, "mutexd_mirror_appends_total", "Journal blocks appended.",
+                 atomic_load(&m->appends));
+    prom_counter(b, "mutexd_mirror_changes_shipped_total", "Changes shipped to blob storage.",
+                 atomic_load(&m->appended_changes));
     prom_header(b, "mutexd_mirror_append_seconds", "histogram", "Latency of an append.");
     prom_hist_write(b, "mutexd_mirror_append_seconds", "", &m->append_seconds);
     prom_header(b, "mutexd_mirror_errors_total", "counter", "Failed blob requests, by code.");
@@ -1097,28 +1093,22 @@ void mirror_metrics(struct mirror *m, struct mx_buf *b)
         mx_buf_printf(b, "mutexd_mirror_errors_total{code=\"%s\"} %lu\n", m->errors[i].code,
                       (unsigned long)m->errors[i].count);
     pthread_mutex_unlock(&m->err_lock);
-    prom_header(b, "mutexd_mirror_snapshots_total", "counter", "Snapshots written.");
-    mx_buf_printf(b, "mutexd_mirror_snapshots_total %lu\n",
-                  (unsigned long)atomic_load(&m->snapshots));
+    prom_counter(b, "mutexd_mirror_snapshots_total", "Snapshots written.",
+                 atomic_load(&m->snapshots));
     uint64_t snap = atomic_load(&m->snapshot_wall_ms);
     int64_t age = snap ? mx_wall_ms() - (int64_t)snap : 0;
-    prom_header(b, "mutexd_mirror_snapshot_age_seconds", "gauge", "Age of the newest snapshot.");
-    mx_buf_printf(b, "mutexd_mirror_snapshot_age_seconds %.3f\n",
-                  (double)(age > 0 ? age : 0) / 1000);
-    prom_header(b, "mutexd_mirror_token_reservations_total", "counter",
-                "Blocks of fencing tokens reserved in blob storage.");
-    mx_buf_printf(b, "mutexd_mirror_token_reservations_total %lu\n",
-                  (unsigned long)atomic_load(&m->reservations));
-    prom_header(b, "mutexd_mirror_sync_timeouts_total", "counter",
-                "Times sync answers were given up (503) waiting for blob storage.");
-    mx_buf_printf(b, "mutexd_mirror_sync_timeouts_total %lu\n",
-                  (unsigned long)atomic_load(&m->sync_timeouts));
-    prom_header(b, "mutexd_mirror_changes_dropped_total", "counter",
-                "Changes never shipped because another server took the container.");
-    mx_buf_printf(b, "mutexd_mirror_changes_dropped_total %lu\n",
-                  (unsigned long)atomic_load(&m->dropped));
-    prom_header(b, "mutexd_mirror_up", "gauge",
-                "1 while the last blob request succeeded and the container is ours.");
-    mx_buf_printf(b, "mutexd_mirror_up %d\n",
-                  !atomic_load(&m->down) && !atomic_load(&m->fenced) ? 1 : 0);
+    prom_gauge_f(b, "mutexd_mirror_snapshot_age_seconds", "Age of the newest snapshot.",
+                 (double)(age > 0 ? age : 0) / 1000);
+    prom_counter(b, "mutexd_mirror_token_reservations_total",
+                 "Blocks of fencing tokens reserved in blob storage.",
+                 atomic_load(&m->reservations));
+    prom_counter(b, "mutexd_mirror_sync_timeouts_total",
+                 "Times sync answers were given up (503) waiting for blob storage.",
+                 atomic_load(&m->sync_timeouts));
+    prom_counter(b, "mutexd_mirror_changes_dropped_total",
+                 "Changes never shipped because another server took the container.",
+                 atomic_load(&m->dropped));
+    prom_gauge(b, "mutexd_mirror_up",
+               "1 while the last blob request succeeded and the container is ours.",
+               !atomic_load(&m->down) && !atomic_load(&m->fenced) ? 1 : 0);
 }

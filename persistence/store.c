@@ -1079,15 +1079,14 @@ void store_metrics(struct store *s, struct mx_buf *b)
                   (unsigned long)atomic_load(&s->commits_ok));
     mx_buf_printf(b, "mutexd_store_commits_total{result=\"error\"} %lu\n",
                   (unsigned long)atomic_load(&s->commits_failed));
-    prom_header(b, "mutexd_store_errors_total", "counter", "Commits that failed.");
-    mx_buf_printf(b, "mutexd_store_errors_total %lu\n",
-                  (unsigned long)atomic_load(&s->commits_failed));
+    prom_counter(b, "mutexd_store_errors_total", "Commits that failed.",
+                 atomic_load(&s->commits_failed));
     prom_header(b, "mutexd_store_records_total", "counter",
                 "Records written, and refused after a failed commit.");
     mx_buf_printf(b, "mutexd_store_records_total{result=\"written\"} %lu\n",
                   (unsigned long)atomic_load(&s->records_written));
     mx_buf_printf(b, "mutexd_store_records_total{result=\"refused\"} %lu\n",
                   (unsigned long)atomic_load(&s->records_refused));
-    prom_header(b, "mutexd_store_healthy", "gauge", "1 when the last commit succeeded.");
-    mx_buf_printf(b, "mutexd_store_healthy %d\n", store_healthy(s, NULL, 0) ? 1 : 0);
+    prom_gauge(b, "mutexd_store_healthy", "1 when the last commit succeeded.",
+               store_healthy(s, NULL, 0) ? 1 : 0);
 }

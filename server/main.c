@@ -81,50 +81,19 @@ static void server_metrics(void *ctx, struct mx_buf *b)
     struct rt_stats st;
     rt_get_stats(s->rt, &st);
 
-    prom_header(b, "mutexd_leases_held", "gauge", "Leases in force.");
-    mx_buf_printf(b, "mutexd_leases_held %ld\n", (long)atomic_load(&d->held));
-    prom_header(b, "mutexd_waiters", "gauge", "Acquire requests queued for a resource.");
-    mx_buf_printf(b, "mutexd_waiters %ld\n", (long)atomic_load(&d->waiters));
-    prom_header(b, "mutexd_watchers", "gauge", "GET requests watching for a change.");
-    mx_buf_printf(b, "mutexd_watchers %ld\n", (long)atomic_load(&d->watchers));
-    prom_header(b, "mutexd_grants_total", "counter", "Leases granted.");
-    mx_buf_printf(b, "mutexd_grants_total %lu\n", (unsigned long)atomic_load(&d->grants));
-    prom_header(b, "mutexd_renewals_total", "counter", "Leases renewed.");
-    mx_buf_printf(b, "mutexd_renewals_total %lu\n", (unsigned long)atomic_load(&d->renewals));
-    prom_header(b, "mutexd_releases_total", "counter", "Leases released.");
-    mx_buf_printf(b, "mutexd_releases_total %lu\n", (unsigned long)atomic_load(&d->releases));
-    prom_header(b, "mutexd_breaks_total", "counter", "Leases broken.");
-    mx_buf_printf(b, "mutexd_breaks_total %lu\n", (unsigned long)atomic_load(&d->breaks));
-    prom_header(b, "mutexd_expiries_total", "counter", "Leases that ran out.");
-    mx_buf_printf(b, "mutexd_expiries_total %lu\n", (unsigned long)atomic_load(&d->expiries));
-    prom_header(b, "mutexd_expiry_lateness_seconds", "histogram",
-                "How long after its deadline each lease was expired (for a lease that ran out "
-                "while the server was down: after the restart).");
-    prom_hist_write(b, "mutexd_expiry_lateness_seconds", "", &d->expiry_lateness);
-    prom_header(b, "mutexd_conflicts_total", "counter", "Acquires answered lease_held at once.");
-    mx_buf_printf(b, "mutexd_conflicts_total %lu\n", (unsigned long)atomic_load(&d->conflicts));
-    prom_header(b, "mutexd_wait_timeouts_total", "counter", "Waiters whose wait_ms ran out.");
-    mx_buf_printf(b, "mutexd_wait_timeouts_total %lu\n", (unsigned long)atomic_load(&d->timeouts));
-    prom_header(b, "mutexd_fencing_token_last", "gauge", "The last fencing token handed out.");
-    mx_buf_printf(b, "mutexd_fencing_token_last %lu\n", (unsigned long)atomic_load(&d->last_token));
-
-    prom_header(b, "mutexd_actors_active", "gauge", "Resource actors in memory.");
-    mx_buf_printf(b, "mutexd_actors_active %zu\n", st.active);
+    res_domain_metrics(d, b);
+    prom_gauge(b, "mutexd_actors_active", "Resource actors in memory.", st.active);
     prom_header(
         b, "mutexd_lease_alarms", "gauge",
         "Lease expiries set as alarms (every lease in force, its resource in memory or not).");
     mx_buf_printf(b, "mutexd_lease_alarms %zu\n", rt_alarms_count(s->actx.alarms));
-    prom_header(b, "mutexd_actor_activations_total", "counter", "Actors activated.");
-    mx_buf_printf(b, "mutexd_actor_activations_total %lu\n", (unsigned long)st.activations);
-    prom_header(b, "mutexd_actor_deactivations_total", "counter", "Idle actors deactivated.");
-    mx_buf_printf(b, "mutexd_actor_deactivations_total %lu\n", (unsigned long)st.deactivations);
-    prom_header(b, "mutexd_actor_messages_total", "counter", "Messages handled by actors.");
-    mx_buf_printf(b, "mutexd_actor_messages_total %lu\n", (unsigned long)st.messages);
-    prom_header(b, "mutexd_actor_run_queue", "gauge", "Actors waiting for a worker thread.");
-    mx_buf_printf(b, "mutexd_actor_run_queue %zu\n", st.run_queue);
-    prom_header(b, "mutexd_actor_mailbox_refused_total", "counter",
-                "Messages refused because a mailbox was full.");
-    mx_buf_printf(b, "mutexd_actor_mailbox_refused_total %lu\n", (unsigned long)st.mailbox_refused);
+    prom_counter(b, "mutexd_actor_activations_total", "Actors activated.", st.activations);
+    prom_counter(b, "mutexd_actor_deactivations_total", "Idle actors deactivated.",
+                 st.deactivations);
+    prom_counter(b, "mutexd_actor_messages_total", "Messages handled by actors.", st.messages);
+    prom_gauge(b, "mutexd_actor_run_queue", "Actors waiting for a worker thread.", st.run_queue);
+    prom_counter(b, "mutexd_actor_mailbox_refused_total",
+                 "Messages refused because a mailbox was full.", st.mailbox_refused);
 
     store_metrics(s->store, b);
     if (s->mirror)

@@ -28,7 +28,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
         if (rq.ttl_ms < lim.min_ttl_ms || rq.ttl_ms > lim.max_ttl_ms ||
             rq.wait_ms > lim.max_wait_ms)
             abort(); /* a decoded request is always within the limits */
-        if (rq.owner && (rq.owner->len == 0 || rq.owner->len > API_MAX_OWNER))
+        if (rq.owner && (rq.owner->len == 0 || rq.owner->len > MX_OWNER_MAX))
             abort();
         if (rq.metadata && (rq.metadata->len > API_MAX_METADATA || rq.metadata->s[0] != '{'))
             abort();

@@ -136,9 +136,7 @@ static void call_free(struct call *c)
 {
     if (c->row_rc == STORE_OK)
         store_row_clear(&c->row);
-    res_view_clear(&c->r.rq.view);
-    mx_str_unref(c->r.rq.owner);
-    mx_str_unref(c->r.rq.metadata);
+    res_req_clear(&c->r.rq);
     sem_destroy(&c->done);
     free(c);
 }
