@@ -265,7 +265,9 @@ static enum MHD_Result query_param(void *cls, enum MHD_ValueKind kind, const cha
 
 static enum MHD_Result serve_metrics(struct hreq *q);
 
-static enum MHD_Result dispatch_locked(struct hreq *q);
+/* Answers a complete request: at once, or by handing it to the actors (the connection is
+ * then suspended until the answer). Called only through dispatch(). */
+static enum MHD_Result serve_request(struct hreq *q);
 
 /* Everything that reaches into the runtime or the store from libmicrohttpd's threads goes
  * through here, so that http_quiesce() can wait for it to be over. */
@@ -278,13 +280,13 @@ static enum MHD_Result dispatch(struct hreq *q)
         q->close = true;
         rc = send_unavailable(q, "shutting down");
     } else {
-        rc = dispatch_locked(q);
+        rc = serve_request(q);
     }
     atomic_fetch_sub(&h->dispatching, 1);
     return rc;
 }
 
-static enum MHD_Result dispatch_locked(struct hreq *q)
+static enum MHD_Result serve_request(struct hreq *q)
 {
     struct http *h = q->h;
     if (q->too_large) {
