@@ -26,7 +26,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <microhttpd.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <sched.h>
@@ -46,13 +45,11 @@
 #include "http/api.h"
 #include "http/conns.h"
 #include "http/hangup.h"
+#include "http/listener.h"
 #include "http/render.h"
+#include "http/stats.h"
 
 enum phase { PH_HEADERS, PH_BODY, PH_WAIT, PH_DONE };
-
-/* Statuses counted in metrics, in this order; anything else counts as "other". */
-static const int counted_codes[] = {200, 400, 401, 403, 404, 405, 409, 413, 415, 429, 500, 503, 0};
-#define NCODES ((int)(sizeof counted_codes / sizeof counted_codes[0]))
 
 struct http {
     struct http_config cfg;
@@ -65,9 +62,7 @@ struct http {
     _Atomic bool draining;
     _Atomic int dispatching; /* threads inside dispatch(): they may touch the runtime and store */
     _Atomic uint64_t next_id;
-    _Atomic long in_flight, suspended;
-    _Atomic uint64_t requests[ROUTE_COUNT][NCODES];
-    struct prom_hist latency[ROUTE_COUNT];
+    struct http_stats stats;
     char *tls_cert, *tls_key;
 };
 
@@ -104,14 +99,6 @@ struct hreq {
 };
 
 /* ---- responses ------------------------------------------------------------------- */
-
-static int code_slot(int status)
-{
-    for (int i = 0; i < NCODES - 1; i++)
-        if (counted_codes[i] == status)
-            return i;
-    return NCODES - 1;
-}
 
 /* Queues `body` (taken; NULL means out of memory) with the contract's headers. */
 static enum MHD_Result send_body(struct hreq *q, int status, char *body, const char *type,
@@ -207,7 +194,7 @@ static void on_hangup(void *ctx, uint64_t id, void *arg)
 
 static void suspend(struct hreq *q)
 {
-    atomic_fetch_add(&q->h->suspended, 1);
+    atomic_fetch_add(&q->h->stats.suspended, 1);
     q->counted = true;
     MHD_suspend_connection(q->conn);
 }
@@ -218,7 +205,7 @@ static void uncount(struct hreq *q)
 {
     if (q->counted) {
         q->counted = false;
-        atomic_fetch_sub(&q->h->suspended, 1);
+        atomic_fetch_sub(&q->h->stats.suspended, 1);
     }
 }
 
@@ -422,7 +409,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
     q->bad_path = !api_path_clean(uri); /* libmicrohttpd decodes it in place after this */
     q->body = q->small;
     q->body_cap = sizeof q->small;
-    atomic_fetch_add(&h->in_flight, 1);
+    atomic_fetch_add(&h->stats.in_flight, 1);
     conns_request_begins(h->conns, conn_of(conn));
     return q;
 }
@@ -887,8 +874,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     conns_request_ends(h->conns, conn_of(conn));
     uncount(q);
     int status = q->status ? q->status : 499;
-    atomic_fetch_add_explicit(&h->requests[q->route][code_slot(status)], 1, memory_order_relaxed);
-    prom_hist_observe(&h->latency[q->route], mx_mono_ns() - q->start_ns);
+    http_stats_answered(&h->stats, q->route, status, mx_mono_ns() - q->start_ns);
     if (q->watched)
         hangup_unwatch(h->hangup, q->id);
     res_req_clear(&q->ra.rq);
@@ -897,7 +883,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (q->body != q->small)
         free(q->body);
     free(q);
-    atomic_fetch_sub(&h->in_flight, 1);
+    atomic_fetch_sub(&h->stats.in_flight, 1);
 }
 
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
@@ -915,33 +901,7 @@ static enum MHD_Result serve_metrics(struct hreq *q)
 {
     struct http *h = q->h;
     struct mx_buf b = {0};
-    prom_header(&b, "mutexd_http_requests_total", "counter",
-                "HTTP requests answered, by route and status.");
-    for (int r = 0; r < ROUTE_COUNT; r++)
-        for (int c = 0; c < NCODES; c++) {
-            uint64_t n = atomic_load_explicit(&h->requests[r][c], memory_order_relaxed);
-            if (n == 0)
-                continue;
-            char code[8];
-            if (counted_codes[c])
-                snprintf(code, sizeof code, "%d", counted_codes[c]);
-            else
-                snprintf(code, sizeof code, "other");
-            mx_buf_printf(&b, "mutexd_http_requests_total{route=\"%s\",code=\"%s\"} %lu\n",
-                          api_route_name((enum api_route)r), code, (unsigned long)n);
-        }
-    prom_header(&b, "mutexd_http_request_duration_seconds", "histogram",
-                "Time from the request's first byte to its answer, by route.");
-    for (int r = 0; r < ROUTE_COUNT; r++) {
-        char labels[48];
-        snprintf(labels, sizeof labels, "route=\"%s\"", api_route_name((enum api_route)r));
-        prom_hist_write(&b, "mutexd_http_request_duration_seconds", labels, &h->latency[r]);
-    }
-    prom_gauge(&b, "mutexd_http_requests_in_flight", "Requests being handled now.",
-               atomic_load(&h->in_flight));
-    prom_gauge(&b, "mutexd_http_requests_waiting",
-               "Requests whose connection is suspended: queued, watching, or committing.",
-               atomic_load(&h->suspended));
+    http_stats_write(&h->stats, &b);
     /* The connection's own daemon: h->daemon is written by http_start() after the
      * threads that serve this are running, with nothing ordering the two. */
     const union MHD_ConnectionInfo *ci =
@@ -968,112 +928,6 @@ static enum MHD_Result serve_metrics(struct hreq *q)
 
 /* ---- start and stop -------------------------------------------------------------- */
 
-static int open_listener(struct http *h, const char *listen_at, char *err, size_t errlen)
-{
-    char host[256], port[16];
-    const char *colon = strrchr(listen_at, ':');
-    if (!colon || colon == listen_at || strlen(colon + 1) == 0 ||
-        strlen(colon + 1) >= sizeof port || (size_t)(colon - listen_at) >= sizeof host) {
-        snprintf(err, errlen, "--listen must be HOST:PORT, got '%s'", listen_at);
-        return -1;
-    }
-    size_t hl = (size_t)(colon - listen_at);
-    memcpy(host, listen_at, hl);
-    host[hl] = '\0';
-    if (host[0] == '[' && hl > 2 && host[hl - 1] == ']') { /* [::1]:8080 */
-        memmove(host, host + 1, hl - 2);
-        host[hl - 2] = '\0';
-    }
-    snprintf(port, sizeof port, "%s", colon + 1);
-
-    struct addrinfo hints = {.ai_family = AF_UNSPEC,
-                             .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
-    struct addrinfo *ai = NULL;
-    int gai = getaddrinfo(host[0] ? host : NULL, port, &hints, &ai);
-    if (gai != 0) {
-        snprintf(err, errlen, "cannot resolve --listen %s: %s", listen_at, gai_strerror(gai));
-        return -1;
-    }
-    int fd = -1, saved = 0;
-    for (struct addrinfo *p = ai; p; p = p->ai_next) {
-        fd = socket(p->ai_family, p->ai_socktype | SOCK_CLOEXEC, p->ai_protocol);
-        if (fd < 0)
-            continue;
-        int one = 1;
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        if (bind(fd, p->ai_addr, p->ai_addrlen) == 0 && listen(fd, 4096) == 0)
-            break;
-        saved = errno;
-        close(fd);
-        fd = -1;
-    }
-    freeaddrinfo(ai);
-    if (fd < 0) {
-        snprintf(err, errlen, "cannot listen on %s: %s", listen_at, strerror(saved));
-        return -1;
-    }
-    struct sockaddr_storage ss = {0};
-    socklen_t sl = sizeof ss;
-    char ip[INET6_ADDRSTRLEN] = "?";
-    int bound = 0;
-    if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
-        if (ss.ss_family == AF_INET6) {
-            struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
-            inet_ntop(AF_INET6, &s6->sin6_addr, ip, sizeof ip);
-            bound = ntohs(s6->sin6_port);
-            snprintf(h->address, sizeof h->address, "[%s]:%d", ip, bound);
-        } else {
-            struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
-            inet_ntop(AF_INET, &s4->sin_addr, ip, sizeof ip);
-            bound = ntohs(s4->sin_port);
-            snprintf(h->address, sizeof h->address, "%s:%d", ip, bound);
-        }
-    }
-    /* Only a loopback listener knows the names it is reached by; elsewhere (0.0.0.0 in a
-     * container) the Host is checked only against --allowed-hosts. */
-    const char *hosts = h->cfg.allowed_hosts;
-    if (hosts)
-        h->check_host = !list_has(hosts, "*", 1);
-    else if (ss.ss_family == AF_INET6)
-        h->check_host = IN6_IS_ADDR_LOOPBACK(&((struct sockaddr_in6 *)&ss)->sin6_addr);
-    else
-        h->check_host = (ntohl(((struct sockaddr_in *)&ss)->sin_addr.s_addr) >> 24) == 127;
-    h->listen_fd = fd;
-    return 0;
-}
-
-static char *read_file(const char *path, char *err, size_t errlen)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
-        return NULL;
-    }
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
-    for (;;) {
-        if (len + 4096 + 1 > cap) {
-            cap = cap ? cap * 2 : 8192;
-            char *b = realloc(buf, cap);
-            if (!b) {
-                free(buf);
-                fclose(f);
-                snprintf(err, errlen, "out of memory reading %s", path);
-                return NULL;
-            }
-            buf = b;
-        }
-        size_t n = fread(buf + len, 1, 4096, f);
-        len += n;
-        if (n < 4096)
-            break;
-    }
-    fclose(f);
-    buf[len] = '\0';
-    return buf;
-}
-
 int http_start(struct http **out, const struct http_config *cfg, char *err, size_t errlen)
 {
     struct http *h = calloc(1, sizeof *h);
@@ -1083,8 +937,7 @@ int http_start(struct http **out, const struct http_config *cfg, char *err, size
     }
     h->cfg = *cfg;
     h->listen_fd = -1;
-    for (int r = 0; r < ROUTE_COUNT; r++)
-        prom_hist_init(&h->latency[r], prom_latency_bounds, prom_latency_nbounds, 1e9);
+    http_stats_init(&h->stats);
     unsigned threads = cfg->threads;
     if (threads == 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -1094,8 +947,14 @@ int http_start(struct http **out, const struct http_config *cfg, char *err, size
     uint64_t idle_ms = cfg->idle_timeout_ms ? cfg->idle_timeout_ms : 60000;
     unsigned idle = (unsigned)((idle_ms + 999) / 1000); /* libmicrohttpd counts seconds */
 
-    if (open_listener(h, cfg->listen, err, errlen) != 0)
+    struct listener l;
+    if (listener_open(cfg->listen, &l, err, errlen) != 0)
         goto fail;
+    h->listen_fd = l.fd;
+    snprintf(h->address, sizeof h->address, "%s", l.address);
+    /* Only a loopback listener knows the names it is reached by; elsewhere (0.0.0.0 in a
+     * container) the Host is checked only against --allowed-hosts. */
+    h->check_host = cfg->allowed_hosts ? !list_has(cfg->allowed_hosts, "*", 1) : l.loopback;
     if (hangup_start(&h->hangup, on_hangup, h) != 0) {
         snprintf(err, errlen, "cannot start the hang-up watcher");
         goto fail;
@@ -1108,8 +967,8 @@ int http_start(struct http **out, const struct http_config *cfg, char *err, size
                      MHD_USE_ERROR_LOG;
     bool tls = cfg->tls_cert_file && cfg->tls_key_file;
     if (tls) {
-        h->tls_cert = read_file(cfg->tls_cert_file, err, errlen);
-        h->tls_key = h->tls_cert ? read_file(cfg->tls_key_file, err, errlen) : NULL;
+        h->tls_cert = listener_read_file(cfg->tls_cert_file, err, errlen);
+        h->tls_key = h->tls_cert ? listener_read_file(cfg->tls_key_file, err, errlen) : NULL;
         if (!h->tls_key)
             goto fail;
         flags |= MHD_USE_TLS;
@@ -1178,14 +1037,15 @@ void http_stop(struct http *h)
 {
     /* Every suspended request has its answer by now (the runtime and the store are shut
      * down); give the pool threads a moment to send them. */
-    for (int i = 0; i < 200 && (atomic_load(&h->suspended) > 0 || atomic_load(&h->in_flight) > 0);
+    for (int i = 0;
+         i < 200 && (atomic_load(&h->stats.suspended) > 0 || atomic_load(&h->stats.in_flight) > 0);
          i++) {
         struct timespec ts = {0, 10 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
-    if (atomic_load(&h->suspended) > 0)
+    if (atomic_load(&h->stats.suspended) > 0)
         mx_error("http: requests still waiting at shutdown", "count=%ld",
-                 atomic_load(&h->suspended));
+                 atomic_load(&h->stats.suspended));
     MHD_stop_daemon(h->daemon);
     conns_stop(h->conns);
     hangup_stop(h->hangup);
