@@ -171,7 +171,8 @@ static void close_core(struct server *s)
         rt_alarms_free(s->actx.alarms);
     if (s->mirror)
         mirror_detach(s->mirror);
-    store_close(s->store);
+    if (s->store)
+        store_close(s->store);
     if (s->mirror) {
         mirror_close(s->mirror);
         blob_global_cleanup();
@@ -234,22 +235,22 @@ int main(int argc, char **argv)
         setrlimit(RLIMIT_NOFILE, &nofile);
     }
 
-    char err[512];
+    /* Every failure to start goes to `fail` with what failed and why: one way out, which
+     * stops whatever had started (close_core() takes any of it not started). */
+    char err[512] = "";
+    const char *failed = NULL;
     /* The tokens file is read before the store is opened: a bad one leaves no data
      * directory behind. */
     if (s.opt.auth_tokens && auth_open(&s.auth, s.opt.auth_tokens, err, sizeof err) != 0) {
-        mx_error("cannot read the tokens file", "error=\"%s\"", err);
-        fprintf(stderr, "mutexd: %s\n", err);
-        return 1;
+        failed = "cannot read the tokens file";
+        goto fail;
     }
     /* The store holds every lease id, which is a lease's credential: whatever the umask,
      * what the server creates is its user's alone (files 0600, directories 0700). */
     umask(077);
     if (check_data_dir(s.opt.data_dir, err, sizeof err) != 0) {
-        mx_error("refusing the data directory", "error=\"%s\"", err);
-        auth_free(s.auth);
-        fprintf(stderr, "mutexd: %s\n", err);
-        return 1;
+        failed = "refusing the data directory";
+        goto fail;
     }
     struct store_config sc = {
         .dir = s.opt.data_dir,
@@ -258,10 +259,8 @@ int main(int argc, char **argv)
         .fault_commit_count = s.opt.fault_commit_count,
     };
     if (store_open(&s.store, &sc, err, sizeof err) != 0) {
-        mx_error("cannot open the store", "error=\"%s\"", err);
-        fprintf(stderr, "mutexd: %s\n", err);
-        auth_free(s.auth);
-        return 1;
+        failed = "cannot open the store";
+        goto fail;
     }
 
     s.domain.lim = (struct res_limits){
@@ -276,13 +275,8 @@ int main(int argc, char **argv)
     atomic_init(&s.domain.last_index, idx > floor ? idx : floor);
     s.actx = (struct ra_ctx){.domain = &s.domain, .store = s.store};
     if (open_mirror(&s, err, sizeof err) != 0) {
-        mx_error("cannot start the blob mirror", "error=\"%s\"", err);
-        fprintf(stderr, "mutexd: %s\n", err);
-        if (s.mirror)
-            mirror_close(s.mirror);
-        store_close(s.store);
-        auth_free(s.auth);
-        return 1;
+        failed = "cannot start the blob mirror";
+        goto fail;
     }
 
     struct rt_config rc_cfg = {
@@ -293,16 +287,14 @@ int main(int argc, char **argv)
         .barrier_passed = ra_barrier_passed,
     };
     if ((rc = rt_start(&s.rt, &rc_cfg)) != 0) {
-        mx_error("cannot start the actor runtime", "errno=%d", rc);
-        close_core(&s);
-        auth_free(s.auth);
-        return 1;
+        failed = "cannot start the actor runtime";
+        snprintf(err, sizeof err, "%s", strerror(rc));
+        goto fail;
     }
     if ((rc = rt_alarms_start(&s.actx.alarms, s.rt, RA_MSG_ALARM)) != 0) {
-        mx_error("cannot start the alarm thread", "errno=%d", rc);
-        close_core(&s);
-        auth_free(s.auth);
-        return 1;
+        failed = "cannot start the alarm thread";
+        snprintf(err, sizeof err, "%s", strerror(rc));
+        goto fail;
     }
     rt_alarms_pace(s.actx.alarms, store_behind, s.store);
 
@@ -310,10 +302,9 @@ int main(int argc, char **argv)
      * the time it had left; their resources stay on disk until something asks for them. */
     size_t leases = 0, unset = 0;
     if (ra_restore(&s.actx, &leases, &unset) != STORE_OK) {
-        mx_error("cannot read the leases in force from the store", NULL);
-        close_core(&s);
-        auth_free(s.auth);
-        return 1;
+        failed = "cannot read the leases in force from the store";
+        snprintf(err, sizeof err, "a read of the store failed");
+        goto fail;
     }
     if (unset)
         mx_warn("out of memory setting lease expiries; those leases expire when next used",
@@ -338,11 +329,8 @@ int main(int argc, char **argv)
         .ctx = &s,
     };
     if (http_start(&s.http, &hc, err, sizeof err) != 0) {
-        mx_error("cannot start the HTTP server", "error=\"%s\"", err);
-        fprintf(stderr, "mutexd: %s\n", err);
-        auth_free(s.auth);
-        close_core(&s);
-        return 1;
+        failed = "cannot start the HTTP server";
+        goto fail;
     }
     atomic_store(&s.recovered, true);
     mx_info("started", "version=%s address=%s data_dir=%s leases=%zu", MUTEXD_VERSION,
@@ -370,4 +358,12 @@ int main(int argc, char **argv)
     auth_free(s.auth);
     mx_info("stopped", NULL);
     return 0;
+
+fail:;
+    char quoted[1100];
+    mx_error(failed, "error=%s", mx_log_quote(quoted, sizeof quoted, err));
+    fprintf(stderr, "mutexd: %s\n", err);
+    close_core(&s);
+    auth_free(s.auth);
+    return 1;
 }
