@@ -105,7 +105,7 @@ def test_slow_bodies_are_cut_off_and_do_not_take_the_server():
     and near the limit the connections that have waited longest on their client are
     closed: none lives on, and /healthz is answered all along."""
     with Server(args=["--max-connections", "500", "--idle-timeout-ms", "5000"]) as s:
-        head = (b"POST /v1/resources/slow/acquire HTTP/1.1\r\nHost: x\r\n"
+        head = (b"POST /v1/resources/slow/acquire HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                 b"Content-Type: application/json\r\nContent-Length: 65536\r\n\r\n{")
 
         def attack():

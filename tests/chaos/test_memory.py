@@ -77,7 +77,7 @@ def hwm_kib(pid):
 def open_with_bodies(s, n, extra=b""):
     """n connections, each sending a request that announces a 64 KiB body and sends all of
     it but its last byte: a request held open with its body nearly read."""
-    head = (b"POST /v1/resources/mem/acquire HTTP/1.1\r\nHost: x\r\n"
+    head = (b"POST /v1/resources/mem/acquire HTTP/1.1\r\nHost: 127.0.0.1\r\n"
             b"Content-Type: application/json\r\nContent-Length: 65536\r\n" + extra + b"\r\n")
     body = b"{" + b" " * 65534
     socks = []
