@@ -878,6 +878,22 @@ enum mirror_mode mirror_parse_mode(const char *s)
     return (enum mirror_mode) - 1;
 }
 
+/* Frees what mirror_open() made, as far as it got: a failed open and mirror_close() (once
+ * the thread has stopped and the lease is released) end here alike. */
+static void teardown(struct mirror *m)
+{
+    if (m->c)
+        blob_client_free(m->c);
+    if (m->bulk)
+        blob_client_free(m->bulk);
+    blob_account_wipe(&m->account);
+    mx_buf_free(&m->unsure);
+    pthread_mutex_destroy(&m->lock);
+    pthread_cond_destroy(&m->cond);
+    pthread_mutex_destroy(&m->err_lock);
+    free(m);
+}
+
 int mirror_open(struct mirror **out, const struct mirror_config *cfg, struct store *store,
                 char *err, size_t errlen)
 {
@@ -929,15 +945,7 @@ int mirror_open(struct mirror **out, const struct mirror_config *cfg, struct sto
     return 0;
 fail:
     blob_result_free(&r);
-    if (m->c)
-        blob_client_free(m->c);
-    if (m->bulk)
-        blob_client_free(m->bulk);
-    blob_account_wipe(&m->account);
-    pthread_mutex_destroy(&m->lock);
-    pthread_cond_destroy(&m->cond);
-    pthread_mutex_destroy(&m->err_lock);
-    free(m);
+    teardown(m);
     return -1;
 }
 
@@ -1029,14 +1037,7 @@ void mirror_close(struct mirror *m)
                     r.status);
         blob_result_free(&r);
     }
-    blob_client_free(m->c);
-    blob_client_free(m->bulk);
-    blob_account_wipe(&m->account);
-    mx_buf_free(&m->unsure);
-    pthread_mutex_destroy(&m->lock);
-    pthread_cond_destroy(&m->cond);
-    pthread_mutex_destroy(&m->err_lock);
-    free(m);
+    teardown(m);
 }
 
 /* ---- status and metrics ---------------------------------------------------------- */

@@ -798,6 +798,29 @@ static int lock_dir(struct store *s, const char *dir, char *err, size_t errlen)
 
 static const double batch_bounds[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096};
 
+/* Frees what store_open() made, as far as it got: a failed open and store_close() (once
+ * the writer has stopped) end here alike. */
+static void teardown(struct store *s)
+{
+    while (s->readers) {
+        struct reader *r = s->readers;
+        s->readers = r->next;
+        reader_free(r);
+    }
+    sqlite3_finalize(s->st_upsert);
+    sqlite3_finalize(s->st_delete);
+    sqlite3_finalize(s->st_meta);
+    /* Closing the last connection checkpoints the WAL into the database file. */
+    sqlite3_close(s->wdb);
+    if (s->lock_fd >= 0)
+        close(s->lock_fd); /* releases the flock */
+    free(s->db_path);
+    pthread_mutex_destroy(&s->lock);
+    pthread_cond_destroy(&s->cond);
+    pthread_mutex_destroy(&s->rlock);
+    free(s);
+}
+
 int store_open(struct store **out, const struct store_config *cfg, char *err, size_t errlen)
 {
     struct store *s = calloc(1, sizeof *s);
@@ -891,17 +914,7 @@ int store_open(struct store **out, const struct store_config *cfg, char *err, si
     *out = s;
     return 0;
 fail:
-    sqlite3_finalize(s->st_upsert);
-    sqlite3_finalize(s->st_delete);
-    sqlite3_finalize(s->st_meta);
-    sqlite3_close(s->wdb);
-    if (s->lock_fd >= 0)
-        close(s->lock_fd);
-    free(s->db_path);
-    pthread_mutex_destroy(&s->lock);
-    pthread_cond_destroy(&s->cond);
-    pthread_mutex_destroy(&s->rlock);
-    free(s);
+    teardown(s);
     return rc;
 }
 
@@ -913,22 +926,7 @@ void store_close(struct store *s)
     pthread_mutex_unlock(&s->lock);
     pthread_join(s->writer, NULL);
 
-    while (s->readers) {
-        struct reader *r = s->readers;
-        s->readers = r->next;
-        reader_free(r);
-    }
-    sqlite3_finalize(s->st_upsert);
-    sqlite3_finalize(s->st_delete);
-    sqlite3_finalize(s->st_meta);
-    /* Closing the last connection checkpoints the WAL into the database file. */
-    sqlite3_close(s->wdb);
-    close(s->lock_fd); /* releases the flock */
-    free(s->db_path);
-    pthread_mutex_destroy(&s->lock);
-    pthread_cond_destroy(&s->cond);
-    pthread_mutex_destroy(&s->rlock);
-    free(s);
+    teardown(s);
 }
 
 /* ---- the mirror's needs ---------------------------------------------------------- */
