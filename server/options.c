@@ -219,7 +219,8 @@ static int set_value(struct options *o, const struct def *d, const char *value, 
         char *end;
         errno = 0;
         unsigned long long v = strtoull(value, &end, 10);
-        if (errno || end == value || *end || value[0] == '-' || v < d->min || v > d->max) {
+        if (errno || end == value || *end || value[0] < '0' || value[0] > '9' || v < d->min ||
+            v > d->max) {
             fprintf(stderr, "mutexd: %s: --%s must be a whole number from %lu to %lu, not '%s'\n",
                     from, d->flag, (unsigned long)d->min, (unsigned long)d->max, value);
             return -1;
