@@ -13,7 +13,7 @@ RUN apt-get update \
       libmicrohttpd-dev libcjson-dev libsqlite3-dev libcurl4-openssl-dev libssl-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
-COPY CMakeLists.txt ./
+COPY CMakeLists.txt VERSION ./
 COPY common common
 COPY actors actors
 COPY persistence persistence

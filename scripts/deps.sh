@@ -11,7 +11,8 @@ set -euo pipefail
 build_pkgs=(build-essential cmake pkg-config
     libmicrohttpd-dev libcjson-dev libsqlite3-dev libcurl4-openssl-dev libssl-dev libcmocka-dev)
 # chromium: a real browser, headless, for the web-page attacks (test_hardening.py)
-test_pkgs=(python3 python3-pytest python3-yaml curl openssl docker-compose clang-format chromium)
+test_pkgs=(python3 python3-pytest python3-yaml curl openssl docker-compose clang-format chromium
+    mypy)
 # The Python client's documented install (a venv, offline).
 test_pkgs+=(python3-venv python3-wheel)
 # Debian 12's Node.js 18, unpacked beside any other node by

@@ -22,9 +22,11 @@ configure() { # dir, cmake options...
 stage "build (RelWithDebInfo)"
 configure build
 
-stage "checks: C formatting, include direction, unit-test registration follows the sources"
+stage "checks: C formatting, include direction, one version, the clients' types, unit-test registration follows the sources"
 scripts/check-format.sh
 scripts/check-layers.sh
+scripts/check-version.sh
+scripts/check-types.sh
 tests/meta/registration.sh
 
 stage "unit tests"

@@ -161,9 +161,11 @@ class Transport:
                 if conn.sock is None:
                     conn.timeout = self._left(deadline)
                     conn.connect()
-                conn.sock.settimeout(self._left(deadline))
+                # Kept: getresponse() forgets conn.sock when the server closes after its answer.
+                sock = conn.sock
+                assert sock is not None  # connect() set it, or raised
+                sock.settimeout(self._left(deadline))
                 conn.request(method, target, body=data, headers=headers)
-                sock = conn.sock  # getresponse() forgets it when the server closes after
                 sock.settimeout(self._left(deadline))
                 resp = conn.getresponse()
                 raw = self._read_all(resp, sock, deadline)

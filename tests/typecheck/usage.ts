@@ -1,0 +1,59 @@
+// Type-checked, never run: the Node.js client used the way its README and docs use it, so
+// that a declaration in index.d.ts that does not fit its use fails `tsc`.
+import {
+  Client,
+  Lock,
+  Lease,
+  LeaseHeldError,
+  LeaseLostError,
+  LeaseExpiredError,
+  MutexdError,
+  MutexdTransportError,
+  ResourceState,
+} from '../../clients/node/index.js';
+
+async function main(): Promise<void> {
+  const client = new Client('http://127.0.0.1:8080', { owner: 'worker-1', timeoutMs: 5000 });
+  try {
+    const lease: Lease = await client.acquire('jobs/nightly', { ttlMs: 15000, waitMs: 30000 });
+    const token: bigint = lease.fencingToken;
+    await client.renew(lease);
+    await client.release(lease);
+    void token;
+  } catch (err) {
+    if (err instanceof LeaseHeldError) {
+      const holder = err.holder;
+      void holder;
+    } else if (err instanceof MutexdError) {
+      const code: string = err.code;
+      void code;
+    } else if (err instanceof MutexdTransportError) {
+      void err.code;
+    }
+  }
+  const state: ResourceState = await client.get('jobs/nightly');
+  await client.watch('jobs/nightly', state.index, { waitMs: 60000 });
+  for await (const page of client.list({ prefix: 'jobs/' })) {
+    void page.resources.length;
+  }
+  const lock: Lock = await client.lock('jobs/nightly', { ttlMs: 15000 });
+  lock.check();
+  const reason = lock.lost ? 'lost' : 'held';
+  lock.signal.addEventListener('abort', () => {
+    const why = lock.signal.reason as LeaseLostError | LeaseExpiredError;
+    void why;
+  });
+  await lock.release();
+  const result: number = await client.runWhenLeader('leader/demo', async (signal, held) => {
+    while (!signal.aborted) {
+      void held.fencingToken;
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+    return 1;
+  });
+  void reason;
+  void result;
+  client.close();
+}
+
+void main;
