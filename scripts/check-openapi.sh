@@ -7,9 +7,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 dir=tests/openapi
-# npm writes node_modules/.package-lock.json on every install: it dates the installed tree.
-stamp=$dir/node_modules/.package-lock.json
-if [ ! -f "$stamp" ] || [ "$dir/package-lock.json" -nt "$stamp" ]; then
-    (cd "$dir" && npm ci --no-audit --no-fund) >&2
-fi
+scripts/npm-deps.sh "$dir"
 exec node "$dir/check.mjs" "$@"

@@ -6,10 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 dir=tests/typecheck
-stamp=$dir/node_modules/.package-lock.json
-if [ ! -f "$stamp" ] || [ "$dir/package-lock.json" -nt "$stamp" ]; then
-    (cd "$dir" && npm ci --no-audit --no-fund) >&2
-fi
+scripts/npm-deps.sh "$dir"
 "$dir/node_modules/.bin/tsc" -p "$dir"
 echo "types: clients/node/index.d.ts checked by tsc $("$dir/node_modules/.bin/tsc" --version | cut -d' ' -f2)"
 (cd clients/python && mypy --strict --no-error-summary mutexd)
