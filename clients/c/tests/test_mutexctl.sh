@@ -500,9 +500,11 @@ test_run_stops_the_group_when_the_lease_is_broken() {
     child=$(cat "$tmp/s.child")
     grandchild=$(cat "$tmp/s.grandchild")
     sleep 0.3
-    "$M" break lost >/dev/null
+    # t0 before the break: the runner may see the lease lost (and send SIGTERM) before the
+    # break command itself has exited, so a t0 taken after it can be late by its exit time.
     local t0 t1
     t0=$(now_ms)
+    "$M" break lost >/dev/null
     wait_for gone "$child" "$grandchild" || fail "the command's group outlived the lease"
     t1=$(now_ms)
     wait "$runner"
