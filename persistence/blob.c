@@ -10,6 +10,7 @@
 #include "persistence/blob_internal.h"
 #include "persistence/blob_shared.h"
 
+#include <ctype.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -37,6 +38,17 @@ static void reset_headers(struct blob_result *r)
     r->error_code[0] = r->etag[0] = r->request_id[0] = r->lease_id[0] = '\0';
     r->lease_time = -1;
     r->append_offset = r->committed_blocks = r->content_length = -1;
+    r->lease_state[0] = '\0';
+    r->sealed = false;
+    r->nmeta = 0;
+}
+
+const char *blob_result_meta(const struct blob_result *r, const char *name)
+{
+    for (size_t i = 0; i < r->nmeta; i++)
+        if (strcmp(r->meta[i].name, name) == 0)
+            return r->meta[i].value;
+    return NULL;
 }
 
 void blob_result_free(struct blob_result *r)
@@ -226,6 +238,18 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *arg)
         r->committed_blocks = parse_count(v.p, v.n);
     else if (ieq(data, name_len, "content-length"))
         r->content_length = parse_count(v.p, v.n);
+    else if (ieq(data, name_len, "x-ms-lease-state"))
+        copy_field(r->lease_state, sizeof r->lease_state, v.p, v.n);
+    else if (ieq(data, name_len, "x-ms-blob-sealed"))
+        r->sealed = ieq(v.p, v.n, "true");
+    else if (name_len > 10 && name_len - 10 < BLOB_META_NAME_MAX &&
+             ieq(data, 10, "x-ms-meta-") && r->nmeta < BLOB_META_MAX) {
+        struct blob_meta *m = &r->meta[r->nmeta++];
+        for (size_t i = 10; i < name_len; i++)
+            m->name[i - 10] = (char)tolower((unsigned char)data[i]);
+        m->name[name_len - 10] = '\0';
+        copy_field(m->value, sizeof m->value, v.p, v.n);
+    }
     return n;
 }
 
@@ -615,6 +639,42 @@ out:
     free(pfx);
     free(mark);
     return rc;
+}
+
+int blob_seal(struct blob_client *c, const char *name, const struct blob_cond *cond,
+              struct blob_result *res)
+{
+    struct call k;
+    call_init(&k, "PUT", name, cond);
+    if (call_start(&k, res) != 0)
+        return -1;
+    call_query(&k, "comp", "seal");
+    return perform(c, &k.req, 200, res);
+}
+
+int blob_set_metadata(struct blob_client *c, const char *name, const struct blob_meta *meta,
+                      size_t n, const struct blob_cond *cond, struct blob_result *res)
+{
+    struct call k;
+    char names[BLOB_META_MAX][BLOB_META_NAME_MAX + 10];
+    call_init(&k, "PUT", name, cond);
+    if (n > BLOB_META_MAX && !k.problem)
+        k.problem = "too many metadata pairs";
+    for (size_t i = 0; i < n && !k.problem; i++) {
+        bool ok = meta[i].name[0] != '\0';
+        for (const char *p = meta[i].name; *p; p++)
+            ok = ok && ((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9'));
+        if (!ok || !header_value_ok(meta[i].value, BLOB_META_VALUE_MAX))
+            k.problem = "a metadata name is lower-case letters and digits, a value printable";
+    }
+    if (call_start(&k, res) != 0)
+        return -1;
+    call_query(&k, "comp", "metadata");
+    for (size_t i = 0; i < n; i++) {
+        snprintf(names[i], sizeof names[i], "x-ms-meta-%s", meta[i].name);
+        call_xms(&k, names[i], meta[i].value);
+    }
+    return perform(c, &k.req, 200, res);
 }
 
 /* A lease action on `name`; `id` (may be NULL) goes in x-ms-lease-id. */

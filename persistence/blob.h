@@ -29,6 +29,9 @@
 #define BLOB_ETAG_MAX         96
 #define BLOB_LEASE_ID_MAX     64
 #define BLOB_NAME_MAX         1024 /* bytes of a blob name, as Azure limits it */
+#define BLOB_META_MAX         4    /* metadata pairs kept from an answer, and sent at most */
+#define BLOB_META_NAME_MAX    32
+#define BLOB_META_VALUE_MAX   256
 
 /* Once per process, before any thread is started; and once at the end. 0 or -1. */
 int blob_global_init(void);
@@ -94,6 +97,14 @@ struct blob_result {
     int64_t append_offset;            /* x-ms-blob-append-offset, or -1 */
     int64_t committed_blocks;         /* x-ms-blob-committed-block-count, or -1 */
     int64_t content_length;           /* Content-Length of a HEAD or GET answer, or -1 */
+    char lease_state[16];             /* x-ms-lease-state (available, leased, broken...), or "" */
+    bool sealed;                      /* x-ms-blob-sealed: true */
+    /* The blob's metadata (x-ms-meta-<name>), as far as BLOB_META_MAX of them fit. */
+    struct blob_meta {
+        char name[BLOB_META_NAME_MAX];
+        char value[BLOB_META_VALUE_MAX];
+    } meta[BLOB_META_MAX];
+    size_t nmeta;
     char message[256];                /* why the call failed when no status explains it, else "" */
     char *body; /* the response body, NUL-terminated (the NUL is not counted), or NULL */
     size_t body_len;
@@ -101,6 +112,8 @@ struct blob_result {
 
 /* Frees the body and resets every field. Safe on a zeroed or already freed result. */
 void blob_result_free(struct blob_result *r);
+/* The value of metadata `name` (lower case, without x-ms-meta-) in an answer, or NULL. */
+const char *blob_result_meta(const struct blob_result *r, const char *name);
 
 /* True when trying the same request again later may succeed: a transport failure (connect,
  * timeout, reset) or status 408, 429, 500, 502, 503 or 504. */
@@ -179,6 +192,15 @@ int blob_create_append(struct blob_client *c, const char *name, const struct blo
 int blob_append_block(struct blob_client *c, const char *name, const void *data, size_t len,
                       int64_t append_pos, const struct blob_cond *cond, struct blob_result *res);
 
+/* Seal an append blob (comp=seal): from then on every Append Block fails with 409
+ * BlobIsSealed. Sealing a sealed blob succeeds again. 200. */
+int blob_seal(struct blob_client *c, const char *name, const struct blob_cond *cond,
+              struct blob_result *res);
+/* Set Blob Metadata (comp=metadata): replaces the blob's metadata with the `n` pairs (names of
+ * lower-case letters and digits, values printable ASCII; n <= BLOB_META_MAX). With
+ * cond->lease_id it succeeds only while that lease holds the blob. 200. */
+int blob_set_metadata(struct blob_client *c, const char *name, const struct blob_meta *meta,
+                      size_t n, const struct blob_cond *cond, struct blob_result *res);
 /* One page of a listing. Owned by the caller: start it zeroed; free with blob_list_free(). */
 struct blob_item {
     char *name;               /* unescaped */

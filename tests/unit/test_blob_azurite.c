@@ -407,6 +407,51 @@ static void leases(void **st)
     blob_client_free(c);
 }
 
+/* A sealed append blob refuses every append; metadata on a leased blob needs the lease. */
+static void seal_and_metadata(void **st)
+{
+    (void)st;
+    char name[64];
+    struct blob_client *c = open_client(name, sizeof name);
+    struct blob_result r = {0};
+    const char *id = "6e8d5f33-5db8-44ef-a5c1-ec5e2c5ea949";
+    const char *other = "0f0e0d0c-0b0a-4908-8706-050403020100";
+    EXPECT(blob_create_append(c, "j", NULL, &r), 0, 201, "");
+    EXPECT(blob_append_block(c, "j", "a\n", 2, 0, NULL, &r), 0, 201, "");
+    EXPECT(blob_seal(c, "j", NULL, &r), 0, 200, "");
+    EXPECT(blob_append_block(c, "j", "b\n", 2, 2, NULL, &r), -1, 409, "BlobIsSealed");
+    EXPECT(blob_append_block(c, "j", "b\n", 2, -1, NULL, &r), -1, 409, "BlobIsSealed");
+    EXPECT(blob_seal(c, "j", NULL, &r), 0, 200, "");
+    EXPECT(blob_head(c, "j", &r), 0, 200, "");
+    assert_true(r.sealed);
+    assert_int_equal(r.content_length, 2);
+    EXPECT(blob_seal(c, "missing", NULL, &r), -1, 404, "BlobNotFound");
+
+    EXPECT(blob_put(c, "owner", "", 0, NULL, &r), 0, 201, "");
+    EXPECT(blob_lease_acquire(c, "owner", 15, id, &r), 0, 201, "");
+    struct blob_meta meta[2] = {{"url", "http://127.0.0.1:1"}, {"generation", "7"}};
+    EXPECT(blob_set_metadata(c, "owner", meta, 2, NULL, &r), -1, 412, "LeaseIdMissing");
+    EXPECT(blob_set_metadata(c, "owner", meta, 2, &(struct blob_cond){.lease_id = id}, &r), 0,
+           200, "");
+    EXPECT(blob_head(c, "owner", &r), 0, 200, "");
+    assert_string_equal(r.lease_state, "leased");
+    assert_non_null(blob_result_meta(&r, "url"));
+    assert_string_equal(blob_result_meta(&r, "url"), "http://127.0.0.1:1");
+    assert_string_equal(blob_result_meta(&r, "generation"), "7");
+    assert_null(blob_result_meta(&r, "journal"));
+    /* After a break and a new holder, the old lease id writes nothing. */
+    EXPECT(blob_lease_break(c, "owner", 0, &r), 0, 202, "");
+    EXPECT(blob_lease_acquire(c, "owner", 15, other, &r), 0, 201, "");
+    EXPECT(blob_set_metadata(c, "owner", meta, 1, &(struct blob_cond){.lease_id = id}, &r), -1,
+           412, "LeaseIdMismatchWithBlobOperation");
+    struct blob_meta bad[1] = {{"Bad-Name", "x"}};
+    assert_int_equal(blob_set_metadata(c, "owner", bad, 1, NULL, &r), -1);
+    assert_int_equal(r.status, 0);
+    EXPECT(blob_lease_release(c, "owner", other, &r), 0, 200, "");
+    blob_result_free(&r);
+    blob_client_free(c);
+}
+
 /* curl_easy_reset between requests keeps the connection open. */
 static void connection_is_reused(void **st)
 {
@@ -435,6 +480,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test_setup_teardown(append_blocks, setup, teardown),
     cmocka_unit_test_setup_teardown(wrong_key_is_403, setup, teardown),
     cmocka_unit_test_setup_teardown(leases, setup, teardown),
+    cmocka_unit_test_setup_teardown(seal_and_metadata, setup, teardown),
     cmocka_unit_test_setup_teardown(connection_is_reused, setup, teardown),
 };
 MX_TEST_MAIN(tests)
