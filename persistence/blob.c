@@ -242,8 +242,8 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *arg)
         copy_field(r->lease_state, sizeof r->lease_state, v.p, v.n);
     else if (ieq(data, name_len, "x-ms-blob-sealed"))
         r->sealed = ieq(v.p, v.n, "true");
-    else if (name_len > 10 && name_len - 10 < BLOB_META_NAME_MAX &&
-             ieq(data, 10, "x-ms-meta-") && r->nmeta < BLOB_META_MAX) {
+    else if (name_len > 10 && name_len - 10 < BLOB_META_NAME_MAX && ieq(data, 10, "x-ms-meta-") &&
+             r->nmeta < BLOB_META_MAX) {
         struct blob_meta *m = &r->meta[r->nmeta++];
         for (size_t i = 10; i < name_len; i++)
             m->name[i - 10] = (char)tolower((unsigned char)data[i]);

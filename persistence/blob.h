@@ -105,8 +105,8 @@ struct blob_result {
         char value[BLOB_META_VALUE_MAX];
     } meta[BLOB_META_MAX];
     size_t nmeta;
-    char message[256];                /* why the call failed when no status explains it, else "" */
-    char *body; /* the response body, NUL-terminated (the NUL is not counted), or NULL */
+    char message[256]; /* why the call failed when no status explains it, else "" */
+    char *body;        /* the response body, NUL-terminated (the NUL is not counted), or NULL */
     size_t body_len;
 };
 

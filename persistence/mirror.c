@@ -317,6 +317,72 @@ static void renew_lease(struct mirror *m)
     blob_result_free(&r);
 }
 
+/* The owner blob's metadata names this server, its generation and the journal blob it
+ * appends to. It is written with the lease: once another server holds the lease, this fails
+ * (and the server is fenced), so the name there is the last one the old owner could use. */
+static int publish_owner(struct mirror *m, const char *journal)
+{
+    struct blob_meta meta[3] = {{.name = "generation"}, {.name = "journal"}, {.name = "url"}};
+    snprintf(meta[0].value, sizeof meta[0].value, "%lu", (unsigned long)m->generation);
+    snprintf(meta[1].value, sizeof meta[1].value, "%s", journal);
+    snprintf(meta[2].value, sizeof meta[2].value, "%s",
+             m->cfg.advertise_url ? m->cfg.advertise_url : "-");
+    struct blob_result r = {0};
+    struct blob_cond cond = {.lease_id = m->lease_id};
+    int rc = 0;
+    if (blob_set_metadata(m->c, OWNER_BLOB, meta, 3, &cond, &r) != 0) {
+        if (r.status == 409 || r.status == 412 || r.status == 404) {
+            fence(m, "the owner lease was taken by another server");
+        } else {
+            mirror_note_error(m, "publish owner", &r);
+            backoff(m);
+        }
+        rc = -1;
+    }
+    blob_result_free(&r);
+    return rc;
+}
+
+/* After taking the lease: seal the journal blob the previous owner names in the owner
+ * blob's metadata. It can name no later one (its metadata writes fail without the lease),
+ * and it appends to no other (it names a blob before appending to it). */
+static int seal_previous(struct mirror *m, char *err, size_t errlen)
+{
+    struct blob_result r = {0};
+    int rc = -1;
+    for (int attempt = 0;; attempt++) {
+        if (blob_head(m->c, OWNER_BLOB, &r) != 0) {
+            if (!blob_result_transient(&r) || attempt >= 4) {
+                snprintf(err, errlen, "cannot read the owner blob: %ld %s %s", r.status,
+                         r.error_code, r.message);
+                break;
+            }
+        } else {
+            const char *journal = blob_result_meta(&r, "journal");
+            if (!journal || !journal[0]) {
+                rc = 0; /* no owner named one (a container of an earlier version, or new) */
+                break;
+            }
+            char name[96];
+            snprintf(name, sizeof name, "%s", journal);
+            if (blob_seal(m->c, name, NULL, &r) == 0 || r.status == 404) {
+                mx_info("mirror: sealed the previous owner's journal", "journal=%s", name);
+                rc = 0;
+                break;
+            }
+            if (!blob_result_transient(&r) || attempt >= 4) {
+                snprintf(err, errlen, "cannot seal the previous owner's journal %s: %ld %s %s",
+                         name, r.status, r.error_code, r.message);
+                break;
+            }
+        }
+        struct timespec ts = {0, 200 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    blob_result_free(&r);
+    return rc;
+}
+
 /* Writing is allowed only while the lease is surely ours. */
 static bool lease_trusted(struct mirror *m)
 {
@@ -349,6 +415,8 @@ static int new_journal(struct mirror *m, uint64_t first_seq)
         mx_buf_free(&m->unsure);
     }
     blob_result_free(&r);
+    if (rc == 0)
+        rc = publish_owner(m, name);
     if (rc == 0) {
         struct mx_buf b = {0};
         jr_encode_begin(&b, m->generation,
@@ -390,6 +458,28 @@ static int settle_unsure(struct mirror *m)
     return rc;
 }
 
+/* Testing (MUTEXD_FAULT_APPEND_PAUSE_MS): once the file `fault-pause-append` appears in
+ * the data directory, the next append stops for that long after its ownership check, as a
+ * server frozen at the worst moment would; the file is removed. */
+static void fault_pause(struct mirror *m)
+{
+#ifdef MUTEXD_FAULT_INJECTION
+    if (!m->cfg.fault_append_pause_ms)
+        return;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/fault-pause-append", m->cfg.data_dir);
+    if (unlink(path) != 0)
+        return;
+    mx_warn("fault: pausing before an append", "pause_ms=%lu",
+            (unsigned long)m->cfg.fault_append_pause_ms);
+    uint64_t ms = m->cfg.fault_append_pause_ms;
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+#else
+    (void)m;
+#endif
+}
+
 /* One block at the position we expect. 0: appended; -1: failed (backing off). */
 static int append_block(struct mirror *m, const char *data, size_t len)
 {
@@ -401,6 +491,7 @@ static int append_block(struct mirror *m, const char *data, size_t len)
         if (!lease_trusted(m))
             return -1;
     }
+    fault_pause(m);
     struct blob_result r = {0};
     struct blob_cond cond = {.if_match = m->journal_etag[0] ? m->journal_etag : NULL};
     uint64_t t0 = mx_mono_ns();
@@ -414,9 +505,12 @@ static int append_block(struct mirror *m, const char *data, size_t len)
         m->uncertain = false;
         recovered(m);
         rc = 0;
-    } else if (r.status == 412 || r.status == 404) {
+    } else if (r.status == 412 || r.status == 404 ||
+               (r.status == 409 && strcmp(r.error_code, "BlobIsSealed") == 0)) {
         fence(m, r.status == 404 ? "the journal blob was deleted by someone else"
-                                 : "the journal was appended to by another writer");
+                 : r.status == 409
+                     ? "the journal was sealed by the server that took the container"
+                     : "the journal was changed by another server (appended to, or sealed)");
     } else {
         mirror_note_error(m, "append", &r);
         if (r.status == 0 || r.status >= 500) {
@@ -476,8 +570,10 @@ static int cleanup_item(void *arg, const struct blob_item *it)
     struct cleanup *c = arg;
     uint64_t g, s;
     bool old = false;
+    /* Never a later generation's: a server that has lost the container may still get
+     * here, and must not delete what the new owner wrote. */
     if (mirror_parse_journal_name(it->name, &g, &s))
-        old = strcmp(it->name, c->m->journal) != 0; /* all but the one being written */
+        old = g <= c->keep_gen && strcmp(it->name, c->m->journal) != 0; /* not the current */
     else if (mirror_parse_snapshot_name(it->name, &g, &s))
         old = g < c->keep_gen || (g == c->keep_gen && s < c->keep_seq);
     if (old && c->n < c->cap)
@@ -936,7 +1032,8 @@ int mirror_open(struct mirror **out, const struct mirror_config *cfg, struct sto
                  r.status, r.error_code, r.message[0] ? r.message : "");
         goto fail;
     }
-    if (load_lease_id(m, err, errlen) != 0 || take_lease(m, err, errlen) != 0)
+    if (load_lease_id(m, err, errlen) != 0 || take_lease(m, err, errlen) != 0 ||
+        seal_previous(m, err, errlen) != 0)
         goto fail;
     blob_result_free(&r);
     mx_info("mirror: owner of the container", "container=%s mode=%s", cfg->container,
@@ -1032,6 +1129,10 @@ void mirror_close(struct mirror *m)
     }
     if (!atomic_load(&m->fenced)) {
         struct blob_result r = {0};
+        /* The next owner then need not wait for anything to land here. */
+        if (m->journal[0] && blob_seal(m->c, m->journal, NULL, &r) != 0)
+            mx_warn("mirror: could not seal the journal; the next owner seals it", "status=%ld",
+                    r.status);
         if (blob_lease_release(m->c, OWNER_BLOB, m->lease_id, &r) != 0)
             mx_warn("mirror: could not release the owner lease; it lapses by itself", "status=%ld",
                     r.status);
@@ -1045,6 +1146,16 @@ void mirror_close(struct mirror *m)
 enum mirror_mode mirror_mode(const struct mirror *m)
 {
     return m->cfg.mode;
+}
+
+bool mirror_fenced(struct mirror *m)
+{
+    return atomic_load(&m->fenced);
+}
+
+uint64_t mirror_generation(const struct mirror *m)
+{
+    return m->generation;
 }
 
 const char *mirror_write_gate(struct mirror *m)

@@ -4,7 +4,9 @@
  * can be rebuilt (DESIGN.md, "Blob mirror").
  *
  * In the container:
- *   owner                                  a blob whose Azure lease the running server holds
+ *   owner                                  a blob whose Azure lease the running server holds;
+ *                                          its metadata: url, generation, journal (the blob
+ *                                          appended to now), written with that lease
  *   snapshots/<generation>-<seq>.jsonl     every row as of commit <seq>
  *   journal/<generation>/<first-seq>       append blobs: one block per shipped batch
  * Lines are described in journal.h. A generation is one server's tenure over the
@@ -40,6 +42,8 @@ struct mirror_config {
     uint64_t sync_timeout_ms;        /* a sync answer waits this long for the blob; 0: 10000 */
     uint64_t takeover_wait_ms;       /* wait for another owner's lease to lapse; 0: 20000 */
     uint64_t request_timeout_ms;     /* one blob request at most; 0: 5000 */
+    const char *advertise_url;       /* published in the owner blob's metadata; NULL: none */
+    uint64_t fault_append_pause_ms;  /* testing: see MUTEXD_FAULT_APPEND_PAUSE_MS */
     /* The server's fencing-token counter, and the ceiling the mirror reserves (tokens
      * above it must not be handed out). */
     _Atomic uint64_t *last_token;
@@ -51,7 +55,9 @@ struct mirror;
 enum mirror_mode mirror_parse_mode(const char *s); /* -1 (as int) when unknown */
 
 /* Connects, creates the container if needed and takes its owner lease (waiting up to
- * takeover_wait_ms for another holder's lease to lapse). Returns 0, or -1 with err. */
+ * takeover_wait_ms for another holder's lease to lapse), then seals the journal blob the
+ * previous owner was appending to: from then on nothing it appends lands, however late it
+ * resumes. Returns 0, or -1 with err. */
 int mirror_open(struct mirror **out, const struct mirror_config *cfg, struct store *store,
                 char *err, size_t errlen);
 
@@ -77,8 +83,8 @@ int mirror_start(struct mirror *m, bool restored, char *err, size_t errlen);
  * progress is finished first). It still takes the batches the store's writer hands it. */
 void mirror_detach(struct mirror *m);
 
-/* Ships what is queued (for a few seconds at most), releases the owner lease, frees. Call
- * after store_close(). */
+/* Ships what is queued (for a few seconds at most), seals the journal, releases the owner
+ * lease, frees. Call after store_close(). */
 void mirror_close(struct mirror *m);
 
 /* NULL when writes may proceed; else why not (sync mode and the blob store unreachable,
@@ -92,6 +98,12 @@ bool mirror_ready(struct mirror *m, char *why, size_t len);
 void mirror_lag(struct mirror *m, uint64_t *changes, uint64_t *ms);
 
 enum mirror_mode mirror_mode(const struct mirror *m);
+
+/* True once another server has taken the container: this one never writes to it again. */
+bool mirror_fenced(struct mirror *m);
+
+/* The generation being written (0 before mirror_start). */
+uint64_t mirror_generation(const struct mirror *m);
 
 void mirror_metrics(struct mirror *m, struct mx_buf *b);
 

@@ -120,6 +120,7 @@ static int open_mirror(struct server *s, char *err, size_t errlen)
         .snapshot_every_changes = o->snapshot_every_changes,
         .snapshot_every_ms = o->snapshot_every_ms,
         .takeover_wait_ms = o->mirror_takeover_ms,
+        .fault_append_pause_ms = o->fault_append_pause_ms,
         .last_token = &s->domain.last_token,
         .token_ceiling = &s->domain.token_ceiling,
     };

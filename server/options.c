@@ -350,9 +350,35 @@ static int check_list(const char *list, const char *flag, bool (*ok)(const char 
     }
 }
 
+/* MUTEXD_FAULT_APPEND_PAUSE_MS: how long the mirror stops before an append once asked to
+ * (see fault_pause() in the mirror). */
+static int parse_append_pause(struct options *o)
+{
+    const char *f = getenv("MUTEXD_FAULT_APPEND_PAUSE_MS");
+    if (!f || !*f)
+        return 0;
+#ifndef MUTEXD_FAULT_INJECTION
+    (void)o;
+    fprintf(stderr,
+            "mutexd: MUTEXD_FAULT_APPEND_PAUSE_MS is set but this build has no fault injection\n");
+    return -1;
+#else
+    char *end;
+    o->fault_append_pause_ms = strtoull(f, &end, 10);
+    if (*end || o->fault_append_pause_ms == 0 || o->fault_append_pause_ms > 600000) {
+        fprintf(stderr, "mutexd: MUTEXD_FAULT_APPEND_PAUSE_MS must be 1 to 600000\n");
+        return -1;
+    }
+    fprintf(stderr, "mutexd: fault injection on: MUTEXD_FAULT_APPEND_PAUSE_MS=%s\n", f);
+    return 0;
+#endif
+}
+
 /* MUTEXD_FAULT_COMMIT: "N" fails commit N, "N:K" K commits from N, "every:N" every Nth. */
 static int parse_faults(struct options *o)
 {
+    if (parse_append_pause(o) != 0)
+        return -1;
     const char *f = getenv("MUTEXD_FAULT_COMMIT");
     if (!f || !*f)
         return 0;

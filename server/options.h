@@ -30,6 +30,7 @@ struct options {
     bool probe; /* --probe: check a running server's /healthz and exit */
     /* testing only: MUTEXD_FAULT_COMMIT (builds with MUTEXD_FAULT_INJECTION) */
     uint64_t fault_commit_every, fault_commit_first, fault_commit_count;
+    uint64_t fault_append_pause_ms; /* MUTEXD_FAULT_APPEND_PAUSE_MS */
 };
 
 /* Returns -1 to go on, or the exit status to leave with (0 after --help or --version, 2

@@ -492,3 +492,49 @@ def test_standard_azure_variable_turns_on_an_async_mirror(azurite):
         c.close()
     cont, _, _, _ = container_rows(azurite, name)
     assert "via-env" in cont
+
+
+def test_a_paused_owner_cannot_append_after_the_container_was_taken(azurite):
+    """The fence is in the storage: a sync server that checked its lease and then stalled
+    before its append (MUTEXD_FAULT_APPEND_PAUSE_MS) resumes after another server took the
+    container. Its append is refused by the blob store, its client is not told 200, and the
+    new owner never heard of the change. The new owner is itself held (by the same seam)
+    after it read the container and before it deletes the old journal, so that nothing but
+    the seal can refuse the late append."""
+    name = container()
+    b_dir = tempfile.mkdtemp(prefix="mutexd-taker-")
+    with Server(args=mirror_args(azurite, name, "sync"),
+                env={"MUTEXD_FAULT_APPEND_PAUSE_MS": "4000"}) as a:
+        ca = a.client()
+        assert ca.acquire("before", owner="a", ttl_ms=60000).status == 200
+        open(os.path.join(a.data_dir, "fault-pause-append"), "w").close()
+        answer = {}
+
+        def late():
+            c = a.client(timeout=60)
+            answer["r"] = c.acquire("late", owner="a", ttl_ms=60000)
+            c.close()
+
+        t = threading.Thread(target=late)
+        t.start()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not any("pausing before an append" in line
+                                                      for line in a.lines):
+            time.sleep(0.05)
+        assert any("pausing before an append" in line for line in a.lines), a.lines[-20:]
+        # Meanwhile an operator breaks the owner lease and another server takes over.
+        azurite.break_lease(name, "owner")
+        open(os.path.join(b_dir, "fault-pause-append"), "w").close()
+        with Server(data_dir=b_dir, args=mirror_args(azurite, name, "sync"),
+                    env={"MUTEXD_FAULT_APPEND_PAUSE_MS": "8000"}) as b:
+            t.join(timeout=60)
+            r = answer["r"]
+            assert r.status == 503, r  # the append was refused
+            cb = b.client()
+            assert cb.get("before").json["state"] == "held"
+            assert cb.get("late").json["state"] != "held"
+            assert cb.acquire("late", owner="b").status == 200  # nobody holds it
+            assert readyz(ca).status == 503
+            assert any("mirror: stopped" in line for line in a.lines), "\n".join(a.lines[-20:])
+            cb.close()
+        ca.close()

@@ -431,8 +431,8 @@ static void seal_and_metadata(void **st)
     EXPECT(blob_lease_acquire(c, "owner", 15, id, &r), 0, 201, "");
     struct blob_meta meta[2] = {{"url", "http://127.0.0.1:1"}, {"generation", "7"}};
     EXPECT(blob_set_metadata(c, "owner", meta, 2, NULL, &r), -1, 412, "LeaseIdMissing");
-    EXPECT(blob_set_metadata(c, "owner", meta, 2, &(struct blob_cond){.lease_id = id}, &r), 0,
-           200, "");
+    EXPECT(blob_set_metadata(c, "owner", meta, 2, &(struct blob_cond){.lease_id = id}, &r), 0, 200,
+           "");
     EXPECT(blob_head(c, "owner", &r), 0, 200, "");
     assert_string_equal(r.lease_state, "leased");
     assert_non_null(blob_result_meta(&r, "url"));
@@ -442,8 +442,8 @@ static void seal_and_metadata(void **st)
     /* After a break and a new holder, the old lease id writes nothing. */
     EXPECT(blob_lease_break(c, "owner", 0, &r), 0, 202, "");
     EXPECT(blob_lease_acquire(c, "owner", 15, other, &r), 0, 201, "");
-    EXPECT(blob_set_metadata(c, "owner", meta, 1, &(struct blob_cond){.lease_id = id}, &r), -1,
-           412, "LeaseIdMismatchWithBlobOperation");
+    EXPECT(blob_set_metadata(c, "owner", meta, 1, &(struct blob_cond){.lease_id = id}, &r), -1, 412,
+           "LeaseIdMismatchWithBlobOperation");
     struct blob_meta bad[1] = {{"Bad-Name", "x"}};
     assert_int_equal(blob_set_metadata(c, "owner", bad, 1, NULL, &r), -1);
     assert_int_equal(r.status, 0);
