@@ -403,19 +403,29 @@ void res_init(struct res *r, uint64_t index)
     r->row.index = index;
 }
 
-void res_load(struct res *r, struct store_row *row, const struct res_now *now)
+uint64_t res_deadline_ns(const struct res_domain *d, int64_t deadline_ms, const struct res_now *now)
+{
+    /* The wall clock carries the deadline across restarts and takeovers: the lease keeps
+     * the time it had left, not its full TTL. */
+    int64_t left = deadline_ms - now->wall_ms;
+    uint64_t at = now->mono_ns + (left > 0 ? (uint64_t)left * MX_NS_PER_MS : 0);
+    int64_t took = atomic_load(&d->failover_at_ms);
+    uint64_t grace = atomic_load(&d->failover_grace_until_ns);
+    if (took && deadline_ms < took && grace > at)
+        at = grace;
+    return at;
+}
+
+void res_load(struct res *r, const struct res_domain *d, struct store_row *row,
+              const struct res_now *now)
 {
     mx_str_unref(r->row.owner);
     mx_str_unref(r->row.metadata);
     r->row = *row;
     memset(row, 0, sizeof *row);
     r->deadline_ns = 0;
-    if (r->row.has_lease && r->row.held) {
-        /* The wall clock carries the deadline across restarts: the lease keeps the time it
-         * had left, not its full TTL. */
-        int64_t left = r->row.deadline_ms - now->wall_ms;
-        r->deadline_ns = now->mono_ns + (left > 0 ? (uint64_t)left * MX_NS_PER_MS : 0);
-    }
+    if (r->row.has_lease && r->row.held)
+        r->deadline_ns = res_deadline_ns(d, r->row.deadline_ms, now);
 }
 
 void res_free(struct res *r)

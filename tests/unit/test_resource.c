@@ -629,7 +629,7 @@ static void load_keeps_remaining_wall_time(void **st)
                             .renewed_at_ms = NOW.wall_ms - 4000,
                             .deadline_ms = NOW.wall_ms + 6000};
     row.owner = mx_str_new("o", 1);
-    res_load(&r, &row, &NOW);
+    res_load(&r, &D, &row, &NOW);
     atomic_fetch_add(&D.held, 1);
     struct res_req *g = req(RES_GET);
     handle(&r, g);
@@ -649,7 +649,7 @@ static void load_keeps_remaining_wall_time(void **st)
                             .ttl_ms = 10000,
                             .deadline_ms = NOW.wall_ms - 1};
     old.owner = mx_str_new("o", 1);
-    res_load(&r2, &old, &NOW);
+    res_load(&r2, &D, &old, &NOW);
     atomic_fetch_add(&D.held, 1);
     atomic_store(&D.last_index, 20);
     tick(&r2);
@@ -659,6 +659,78 @@ static void load_keeps_remaining_wall_time(void **st)
     done(g);
     res_free(&r);
     res_free(&r2);
+}
+
+/* After a takeover, a lease that ran out while no server was active stays its holder's
+ * for the failover grace: others get lease_held, the holder renews it with the same token.
+ * A lease that ends after the takeover is not helped. */
+static void failover_grace_keeps_a_lapsed_lease_for_its_holder(void **st)
+{
+    (void)st;
+    setup_domain();
+    static const uint8_t id[16] = {1, 2, 3};
+    atomic_store(&D.failover_at_ms, NOW.wall_ms);
+    atomic_store(&D.failover_grace_until_ns, NOW.mono_ns + 15000 * MS);
+    struct res r, later;
+    res_init(&r, 0);
+    res_init(&later, 0);
+    struct store_row row = {.index = 9,
+                            .has_lease = true,
+                            .held = true,
+                            .token = 5,
+                            .ttl_ms = 10000,
+                            .deadline_ms = NOW.wall_ms - 2000};
+    memcpy(row.lease_id, id, 16);
+    row.owner = mx_str_new("o", 1);
+    res_load(&r, &D, &row, &NOW);
+    struct store_row row2 = {.index = 3,
+                             .has_lease = true,
+                             .held = true,
+                             .token = 6,
+                             .ttl_ms = 10000,
+                             .deadline_ms = NOW.wall_ms + 1000};
+    row2.owner = mx_str_new("p", 1);
+    res_load(&later, &D, &row2, &NOW);
+    atomic_fetch_add(&D.held, 2);
+    assert_int_equal(res_lease_deadline(&r), NOW.mono_ns + 15000 * MS);
+    assert_int_equal(res_lease_deadline(&later), NOW.mono_ns + 1000 * MS);
+
+    advance(5000);
+    struct res_req *other = acquire_req("x", 10000, 0);
+    handle(&r, other);
+    expect(other, RES_ERR_HELD);
+    assert_int_equal(other->view.expires_in_ms, 10000); /* until the grace ends */
+    struct res_req *renew = with_id(req(RES_RENEW), id);
+    handle(&r, renew);
+    expect(renew, RES_OK_LEASE);
+    assert_int_equal(renew->view.token, 5);
+    /* The lease that ended after the takeover expired on time. */
+    tick(&later);
+    assert_false(later.row.held);
+
+    /* Unrenewed, a lapsed lease is free when the grace ends. */
+    struct res r3;
+    res_init(&r3, 0);
+    struct store_row row3 = {.index = 4,
+                             .has_lease = true,
+                             .held = true,
+                             .token = 7,
+                             .ttl_ms = 10000,
+                             .deadline_ms = NOW.wall_ms - 6000};
+    row3.owner = mx_str_new("q", 1);
+    res_load(&r3, &D, &row3, &NOW);
+    atomic_fetch_add(&D.held, 1);
+    advance(9999);
+    tick(&r3);
+    assert_true(r3.row.held);
+    advance(1);
+    tick(&r3);
+    assert_false(r3.row.held);
+    done(other);
+    done(renew);
+    res_free(&r);
+    res_free(&later);
+    res_free(&r3);
 }
 
 static void next_deadline_and_idle(void **st)
@@ -783,6 +855,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(watcher_can_be_dropped_and_cancelled),
     cmocka_unit_test(fencing_tokens_increase_across_resources),
     cmocka_unit_test(load_keeps_remaining_wall_time),
+    cmocka_unit_test(failover_grace_keeps_a_lapsed_lease_for_its_holder),
     cmocka_unit_test(next_deadline_and_idle),
 };
 MX_TEST_MAIN(tests)
