@@ -322,15 +322,17 @@ static void renew_lease(struct mirror *m)
  * (and the server is fenced), so the name there is the last one the old owner could use. */
 static int publish_owner(struct mirror *m, const char *journal)
 {
-    struct blob_meta meta[3] = {{.name = "generation"}, {.name = "journal"}, {.name = "url"}};
+    struct blob_meta meta[4] = {
+        {.name = "generation"}, {.name = "journal"}, {.name = "since"}, {.name = "url"}};
     snprintf(meta[0].value, sizeof meta[0].value, "%lu", (unsigned long)m->generation);
     snprintf(meta[1].value, sizeof meta[1].value, "%s", journal);
-    snprintf(meta[2].value, sizeof meta[2].value, "%s",
+    snprintf(meta[2].value, sizeof meta[2].value, "%lld", (long long)m->since_ms);
+    snprintf(meta[3].value, sizeof meta[3].value, "%s",
              m->cfg.advertise_url ? m->cfg.advertise_url : "-");
     struct blob_result r = {0};
     struct blob_cond cond = {.lease_id = m->lease_id};
     int rc = 0;
-    if (blob_set_metadata(m->c, OWNER_BLOB, meta, 3, &cond, &r) != 0) {
+    if (blob_set_metadata(m->c, OWNER_BLOB, meta, 4, &cond, &r) != 0) {
         if (r.status == 409 || r.status == 412 || r.status == 404) {
             fence(m, "the owner lease was taken by another server");
         } else {
@@ -1087,6 +1089,7 @@ int mirror_start(struct mirror *m, bool restored, char *err, size_t errlen)
         return -1;
     }
     m->generation = newest + 1;
+    m->since_ms = mx_wall_ms();
     if (write_generation_file(m, err, errlen) != 0)
         return -1;
     /* Tokens: everything the store has seen, then a first reservation above it. */

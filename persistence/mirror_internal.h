@@ -41,6 +41,7 @@ struct mirror {
     struct blob_client *c, *bulk;
     char lease_id[40];
     uint64_t generation;
+    int64_t since_ms; /* when this generation began (wall clock) */
 
     /* The mirror thread's own. */
     char journal[96];
