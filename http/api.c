@@ -24,7 +24,7 @@ static const char *const route_names[ROUTE_COUNT] = {
     [ROUTE_NONE] = "other",      [ROUTE_ACQUIRE] = "acquire", [ROUTE_RENEW] = "renew",
     [ROUTE_RELEASE] = "release", [ROUTE_BREAK] = "break",     [ROUTE_GET] = "get",
     [ROUTE_LIST] = "list",       [ROUTE_HEALTHZ] = "healthz", [ROUTE_READYZ] = "readyz",
-    [ROUTE_METRICS] = "metrics",
+    [ROUTE_METRICS] = "metrics", [ROUTE_SERVERS] = "servers",
 };
 
 const char *api_route_name(enum api_route r)
@@ -127,6 +127,12 @@ bool api_route(const char *method, const char *path, enum api_route *route, cons
         if (!is_get(method))
             return not_allowed(e, "GET, HEAD");
         *route = path[1] == 'h' ? ROUTE_HEALTHZ : path[1] == 'r' ? ROUTE_READYZ : ROUTE_METRICS;
+        return true;
+    }
+    if (strcmp(path, "/v1/servers") == 0) {
+        if (!is_get(method))
+            return not_allowed(e, "GET, HEAD");
+        *route = ROUTE_SERVERS;
         return true;
     }
     if (strncmp(path, prefix, plen) != 0 || (path[plen] != '\0' && path[plen] != '/'))

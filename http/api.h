@@ -31,6 +31,7 @@ enum api_route {
     ROUTE_HEALTHZ,
     ROUTE_READYZ,
     ROUTE_METRICS,
+    ROUTE_SERVERS, /* GET /v1/servers: the server group, answered by every server itself */
     ROUTE_COUNT
 };
 

@@ -119,9 +119,15 @@ void render_error(const struct api_error *e, struct render *out)
 
 void render_unavailable(const char *reason, uint32_t retry_after_s, struct render *out)
 {
+    render_unavailable_message(reason, reason, retry_after_s, out);
+}
+
+void render_unavailable_message(const char *reason, const char *message, uint32_t retry_after_s,
+                                struct render *out)
+{
     cJSON *inner;
     const char *why = reason ? reason : "unavailable";
-    cJSON *o = error_object("unavailable", why, &inner);
+    cJSON *o = error_object("unavailable", message ? message : why, &inner);
     cJSON_AddStringToObject(inner, "reason", why);
     out->status = 503;
     out->retry_after_s = retry_after_s ? retry_after_s : 1;

@@ -26,6 +26,9 @@ void render_answer(const char *name, size_t len, const struct res_req *rq, struc
 void render_error(const struct api_error *e, struct render *out);
 /* A 503 `unavailable` with a reason; Retry-After `retry_after_s` (0: 1 s). */
 void render_unavailable(const char *reason, uint32_t retry_after_s, struct render *out);
+/* The same with a message of its own beside the reason. */
+void render_unavailable_message(const char *reason, const char *message, uint32_t retry_after_s,
+                                struct render *out);
 /* The list of held resources; `next_cursor` NULL for the last page. */
 void render_list(const struct ra_list *l, const char *next_cursor, struct render *out);
 /* {"status": "...", "reason": "...", <details>} for /healthz and /readyz (reason may be

@@ -17,6 +17,10 @@
  *   5. The actor's answer arrives on some other thread (reply()): unregister, resume.
  *   6. The access handler runs again: render the answer, queue the response.
  *   7. The completion callback records metrics and frees the state.
+ * In a standby (role HTTP_ROLE_FORWARD or HTTP_ROLE_HOLD) step 4 hands a /v1 request, once
+ * it has passed every check above, to the forwarder instead of an actor (forward.h); its
+ * answer comes back on the forwarder's thread (on_forwarded()) and is relayed in step 6.
+ * A held request whose role turns to HTTP_ROLE_SERVE comes back to be served here.
  * A connection is always suspended before its request is handed on, so an answer that
  * arrives at once finds it suspended (resuming before suspending is not allowed).
  */
@@ -44,6 +48,7 @@
 #include "common/log.h"
 #include "http/api.h"
 #include "http/conns.h"
+#include "http/forward.h"
 #include "http/hangup.h"
 #include "http/listener.h"
 #include "http/render.h"
@@ -64,6 +69,10 @@ struct http {
     _Atomic uint64_t next_id;
     struct http_stats stats;
     char *tls_cert, *tls_key;
+    struct fwd *fwd;
+    /* Once a role other than serve was set: requests keep their target as received, to be
+     * forwarded. Never goes back. */
+    _Atomic bool grouped;
 };
 
 struct hreq {
@@ -81,7 +90,12 @@ struct hreq {
     bool too_large; /* the body went over the limit: 413 at its end */
     bool counted;   /* counted in h->suspended until its answer is handled */
     bool oom;
-    bool bad_path; /* a control character in the path, seen before it was decoded */
+    bool bad_path;   /* a control character in the path, seen before it was decoded */
+    bool v1;         /* the path is under /v1: Mutexd-Served-By */
+    bool forwarding; /* handed to the forwarder: `fwd` holds its answer */
+    bool here;       /* serve here whatever the role (held, then the role became serve) */
+    char *target;    /* path and query as received, when the server is in a group */
+    struct fwd_req fwd;
     size_t discarded;
     int status; /* the status sent, for metrics */
     int fd;
@@ -131,6 +145,8 @@ static enum MHD_Result send_body(struct hreq *q, int status, char *body, const c
         MHD_add_response_header(r, "Allow", allow);
     if (q->unauthorized)
         MHD_add_response_header(r, "WWW-Authenticate", "Bearer realm=\"mutexd\"");
+    if (q->v1 && q->h->cfg.served_by)
+        MHD_add_response_header(r, "Mutexd-Served-By", q->h->cfg.served_by);
     if (q->close)
         MHD_add_response_header(r, "Connection", "close");
     q->status = status;
@@ -158,6 +174,54 @@ static enum MHD_Result send_unavailable(struct hreq *q, const char *reason)
     struct render rd;
     render_unavailable(reason, 0, &rd);
     return send_render(q, &rd, NULL);
+}
+
+/* A 503 of a server group, with its contract's reason and a sentence for people. */
+static enum MHD_Result send_group_unavailable(struct hreq *q, const char *reason)
+{
+    const char *msg = strcmp(reason, FWD_FENCED) == 0
+                          ? "this server has just lost the blob container to another server and "
+                            "answers no requests until it has rejoined the group as a standby"
+                      : strcmp(reason, FWD_NO_ACTIVE) == 0
+                          ? "no server of the group is active (a takeover is in progress): "
+                            "retry, here or on another server"
+                      : strcmp(reason, FWD_ACTIVE_LOST) == 0
+                          ? "the connection to the active server was lost after the request "
+                            "may have reached it: retry (acquire with the same lease_id)"
+                          : reason;
+    struct render rd;
+    render_unavailable_message(reason, msg, 1, &rd);
+    return send_render(q, &rd, NULL);
+}
+
+/* The active's answer as it gave it: status, body, and the headers clients act on. */
+static enum MHD_Result send_relayed(struct hreq *q)
+{
+    struct fwd_req *f = &q->fwd;
+    char *body = f->answer;
+    size_t len = f->answer_len;
+    f->answer = NULL;
+    struct MHD_Response *r = MHD_create_response_from_buffer(
+        len, body ? body : (void *)"", body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+    if (!r) {
+        free(body);
+        return MHD_NO;
+    }
+    for (int i = 0; i < FWD_NHEADERS; i++) {
+        const char *v = f->headers[i];
+        if (i == FWD_H_REQUEST_ID && !v)
+            v = q->rid;
+        if (v)
+            MHD_add_response_header(r, fwd_header_names[i], v);
+    }
+    MHD_add_response_header(r, "Cache-Control", "no-store");
+    if (q->close)
+        MHD_add_response_header(r, "Connection", "close");
+    q->status = f->status;
+    q->phase = PH_DONE;
+    enum MHD_Result rc = MHD_queue_response(q->conn, (unsigned)f->status, r);
+    MHD_destroy_response(r);
+    return rc;
 }
 
 /* ---- answers from actors --------------------------------------------------------- */
@@ -189,7 +253,23 @@ static void on_hangup(void *ctx, uint64_t id, void *arg)
     struct http *h = ctx;
     struct hreq *q = arg;
     /* q->watched stays: unwatching an id the watcher dropped already is harmless. */
-    ra_send_drop(h->cfg.rt, q->name, q->name_len, id);
+    if (q->forwarding)
+        fwd_cancel(h->fwd, &q->fwd); /* the transfer is closed: the active drops its waiter */
+    else
+        ra_send_drop(h->cfg.rt, q->name, q->name_len, id);
+}
+
+/* The forwarder's thread: the answer (or the refusal) is in q->fwd. */
+static void on_forwarded(struct fwd_req *r)
+{
+    struct hreq *q = container_of(r, struct hreq, fwd);
+    if (q->watched) {
+        /* Before the connection may close; it also waits out an on_hangup() under way,
+         * which may still be cancelling this request. */
+        hangup_unwatch(q->h->hangup, q->id);
+        q->watched = false;
+    }
+    MHD_resume_connection(q->conn);
 }
 
 static void suspend(struct hreq *q)
@@ -209,9 +289,39 @@ static void uncount(struct hreq *q)
     }
 }
 
+static enum MHD_Result dispatch(struct hreq *q);
+
+static enum MHD_Result answer_forwarded(struct hreq *q)
+{
+    q->forwarding = false;
+    switch (q->fwd.outcome) {
+    case FWD_RELAYED:
+        return send_relayed(q);
+    case FWD_SERVE_HERE:
+        /* Held, and this server now serves: from the start, as a request just arrived. */
+        q->here = true;
+        res_req_clear(&q->ra.rq);
+        memset(&q->ra, 0, sizeof q->ra);
+        return dispatch(q);
+    case FWD_REFUSED:
+        if (strcmp(q->fwd.reason, FWD_SHUTTING_DOWN) == 0) {
+            q->close = true;
+            return send_unavailable(q, "shutting down");
+        }
+        return send_group_unavailable(q, q->fwd.reason);
+    case FWD_GONE:
+        break;
+    }
+    q->status = 499; /* nobody to answer: close */
+    q->phase = PH_DONE;
+    return MHD_NO;
+}
+
 static enum MHD_Result answer_resumed(struct hreq *q)
 {
     uncount(q);
+    if (q->forwarding)
+        return answer_forwarded(q);
     struct render rd;
     if (q->list) {
         struct ra_list *l = q->list;
@@ -251,13 +361,15 @@ static enum MHD_Result query_param(void *cls, enum MHD_ValueKind kind, const cha
 }
 
 static enum MHD_Result serve_metrics(struct hreq *q);
+static enum MHD_Result serve_servers(struct hreq *q);
+static enum MHD_Result forward(struct hreq *q, uint64_t wait_ms);
 
 /* Answers a complete request: at once, or by handing it to the actors (the connection is
  * then suspended until the answer). Called only through dispatch(). */
 static enum MHD_Result serve_request(struct hreq *q);
 
-/* Everything that reaches into the runtime or the store from libmicrohttpd's threads goes
- * through here, so that http_quiesce() can wait for it to be over. */
+/* Everything that reaches into the runtime, the store or the forwarder from libmicrohttpd's
+ * threads goes through here, so that http_quiesce() can wait for it to be over. */
 static enum MHD_Result dispatch(struct hreq *q)
 {
     struct http *h = q->h;
@@ -309,7 +421,7 @@ static enum MHD_Result serve_request(struct hreq *q)
     }
 
     struct query_ctx qc = {.q = q, .ok = true};
-    if (q->route == ROUTE_GET || q->route == ROUTE_LIST) {
+    if (q->route == ROUTE_GET || q->route == ROUTE_LIST || q->route == ROUTE_SERVERS) {
         MHD_get_connection_values(q->conn, MHD_GET_ARGUMENT_KIND, query_param, &qc);
         if (!qc.ok)
             return send_error(q, &q->err);
@@ -317,9 +429,12 @@ static enum MHD_Result serve_request(struct hreq *q)
                                 sizeof q->reason, &q->err)) {
         return send_error(q, &q->err);
     }
+    if (q->route == ROUTE_SERVERS)
+        return serve_servers(q); /* every role answers it itself */
+    if (q->route == ROUTE_GET)
+        api_query_finish(q->route, &qc.query, h->cfg.lim, &q->ra.rq);
 
     if (q->route == ROUTE_LIST) {
-        int limit = qc.query.has_limit ? (int)qc.query.limit : API_DEFAULT_LIMIT;
         const char *prefix = qc.query.prefix ? qc.query.prefix : "";
         if (h->cfg.auth && !auth_prefix_allows(&q->grant, prefix, strlen(prefix))) {
             api_fail(&q->err, 403, "forbidden", NULL,
@@ -327,6 +442,16 @@ static enum MHD_Result serve_request(struct hreq *q)
                      q->grant.name, q->grant.prefix);
             return send_error(q, &q->err);
         }
+    }
+    /* Every check of this server passed: a standby hands it on, a fenced server refuses. */
+    enum http_role role = q->here ? HTTP_ROLE_SERVE : fwd_role(h->fwd);
+    if (role == HTTP_ROLE_FENCED)
+        return send_group_unavailable(q, FWD_FENCED);
+    if (role != HTTP_ROLE_SERVE)
+        return forward(q, q->ra.rq.wait_ms);
+
+    if (q->route == ROUTE_LIST) {
+        int limit = qc.query.has_limit ? (int)qc.query.limit : API_DEFAULT_LIMIT;
         q->phase = PH_WAIT;
         suspend(q);
         q->list = ra_list_start(h->cfg.rt, h->cfg.store, qc.query.prefix, qc.query.cursor, limit,
@@ -339,8 +464,6 @@ static enum MHD_Result serve_request(struct hreq *q)
         }
         return MHD_YES;
     }
-    if (q->route == ROUTE_GET)
-        api_query_finish(q->route, &qc.query, h->cfg.lim, &q->ra.rq);
     if (q->route == ROUTE_BREAK) {
         char reason[2 * API_MAX_REASON + 8]; /* the client's text, escaped: one log line */
         mx_info("break requested", "resource=%s reason=%s request_id=%s", q->name,
@@ -362,6 +485,59 @@ static enum MHD_Result serve_request(struct hreq *q)
                      : rc == RT_ELIMIT ? "too many active resources"
                                        : rt_strerror(rc);
         on_reply(&q->ra);
+    }
+    return MHD_YES;
+}
+
+/* GET /v1/servers: the group as the callback renders it. */
+static enum MHD_Result serve_servers(struct hreq *q)
+{
+    struct http *h = q->h;
+    if (!h->cfg.servers) {
+        api_fail(&q->err, 404, "not_found", NULL,
+                 "not in a server group: this server runs without --ha");
+        return send_error(q, &q->err);
+    }
+    struct mx_buf b = {0};
+    int rc = h->cfg.servers(h->cfg.ctx, &b);
+    char *body = mx_buf_take(&b);
+    if (rc != 0 || !body) {
+        free(body);
+        return send_unavailable(q, rc != 0 ? "the server group cannot be described now"
+                                           : "out of memory");
+    }
+    return send_body(q, 200, body, "application/json; charset=utf-8", 0, NULL);
+}
+
+/* Hands a checked request to the forwarder; the connection waits for its answer. */
+static enum MHD_Result forward(struct hreq *q, uint64_t wait_ms)
+{
+    struct http *h = q->h;
+    if (!q->target) /* arrived before the first role change: its target was not kept */
+        return send_group_unavailable(q, FWD_NO_ACTIVE);
+    bool post = q->route == ROUTE_ACQUIRE || q->route == ROUTE_RENEW || q->route == ROUTE_RELEASE ||
+                q->route == ROUTE_BREAK;
+    struct fwd_req *f = &q->fwd;
+    f->method = post ? "POST" : q->head ? "HEAD" : "GET";
+    f->target = q->target;
+    f->body = q->body;
+    f->body_len = q->body_len;
+    f->authorization = MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, "Authorization");
+    f->content_type = MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, "Content-Type");
+    f->accept = MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, "Accept");
+    f->request_id = q->rid;
+    f->arrival_ns = q->start_ns;
+    f->wait_ms = wait_ms;
+    f->done = on_forwarded;
+    q->forwarding = true;
+    q->phase = PH_WAIT;
+    suspend(q);
+    if (wait_ms > 0 && hangup_watch(h->hangup, q->fd, q->id, q) == 0)
+        q->watched = true;
+    if (fwd_submit(h->fwd, f) != 0) {
+        f->outcome = FWD_REFUSED;
+        f->reason = FWD_SHUTTING_DOWN;
+        on_forwarded(f);
     }
     return MHD_YES;
 }
@@ -407,6 +583,10 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
     q->id = atomic_fetch_add(&h->next_id, 1) + 1;
     q->fd = -1;
     q->bad_path = !api_path_clean(uri); /* libmicrohttpd decodes it in place after this */
+    q->v1 = strncmp(uri, "/v1", 3) == 0 && (uri[3] == '/' || uri[3] == '?' || uri[3] == '\0');
+    if (q->v1 && atomic_load(&h->grouped)) {
+        q->target = strdup(uri); /* NULL (out of memory): answered 503 if it is forwarded */
+    }
     q->body = q->small;
     q->body_cap = sizeof q->small;
     atomic_fetch_add(&h->stats.in_flight, 1);
@@ -447,6 +627,7 @@ static unsigned route_scope(enum api_route r)
         return AUTH_ADMIN;
     case ROUTE_GET:
     case ROUTE_LIST:
+    case ROUTE_SERVERS:
         return AUTH_READ;
     case ROUTE_METRICS:
         return AUTH_METRICS;
@@ -878,6 +1059,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (q->watched)
         hangup_unwatch(h->hangup, q->id);
     res_req_clear(&q->ra.rq);
+    fwd_req_clear(&q->fwd);
+    free(q->target);
     if (q->list)
         ra_list_free(q->list);
     if (q->body != q->small)
@@ -916,6 +1099,7 @@ static enum MHD_Result serve_metrics(struct hreq *q)
                  conns_reaped(h->conns));
     if (h->cfg.auth)
         auth_metrics(h->cfg.auth, &b);
+    fwd_metrics(h->fwd, &b);
     if (h->cfg.metrics)
         h->cfg.metrics(h->cfg.ctx, &b);
     if (b.oom) {
@@ -927,6 +1111,38 @@ static enum MHD_Result serve_metrics(struct hreq *q)
 }
 
 /* ---- start and stop -------------------------------------------------------------- */
+
+/* The fault seam's roles (see http_config), before the first request. */
+static int apply_fault_roles(struct http *h, char *err, size_t errlen)
+{
+    enum http_role role;
+    const char *url;
+    if (h->cfg.fault_role) {
+        if (!fwd_parse_role(h->cfg.fault_role, &role, &url)) {
+            snprintf(err, errlen, "not a role: %s", h->cfg.fault_role);
+            return -1;
+        }
+        http_set_role(h, role, url);
+    }
+    if (h->cfg.fault_role_after) {
+        if (!fwd_parse_role(h->cfg.fault_role_after, &role, &url)) {
+            snprintf(err, errlen, "not a role: %s", h->cfg.fault_role_after);
+            return -1;
+        }
+        /* Requests must keep their targets from now on: the change may come any time. */
+        atomic_store(&h->grouped, true);
+        fwd_set_role_later(h->fwd, h->cfg.fault_role_after_ms, role, url);
+    }
+    return 0;
+}
+
+void http_set_role(struct http *h, enum http_role role, const char *active_url)
+{
+    if (role != HTTP_ROLE_SERVE)
+        atomic_store(&h->grouped,
+                     true); /* before the role: a request that sees it kept its target */
+    fwd_set_role(h->fwd, role, active_url);
+}
 
 int http_start(struct http **out, const struct http_config *cfg, char *err, size_t errlen)
 {
@@ -963,6 +1179,10 @@ int http_start(struct http **out, const struct http_config *cfg, char *err, size
         snprintf(err, errlen, "cannot start the connection reaper");
         goto fail;
     }
+    if (fwd_start(&h->fwd, cfg->forward_timeout_ms, err, errlen) != 0)
+        goto fail;
+    if (apply_fault_roles(h, err, errlen) != 0)
+        goto fail;
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
                      MHD_USE_ERROR_LOG;
     bool tls = cfg->tls_cert_file && cfg->tls_key_file;
@@ -1004,6 +1224,7 @@ int http_start(struct http **out, const struct http_config *cfg, char *err, size
     *out = h;
     return 0;
 fail:
+    fwd_free(h->fwd);
     if (h->conns)
         conns_stop(h->conns);
     if (h->hangup)
@@ -1028,6 +1249,9 @@ void http_quiesce(struct http *h)
     while (atomic_load(&h->dispatching) > 0)
         sched_yield();
     hangup_mute(h->hangup); /* on_hangup sends to the runtime, which stops next */
+    /* Every request forwarded or held is answered 503 now: the active's waiters are dropped
+     * as their transfers close, and nothing here waits for a server elsewhere. */
+    fwd_stop(h->fwd);
     /* No MHD_quiesce_daemon(): it takes the listen socket out of the pool threads' epoll
      * sets from this thread, racing with those threads' own handling of it. Connections
      * still arrive until http_stop(); dispatch() answers them 503 with Connection: close. */
@@ -1047,6 +1271,7 @@ void http_stop(struct http *h)
         mx_error("http: requests still waiting at shutdown", "count=%ld",
                  atomic_load(&h->stats.suspended));
     MHD_stop_daemon(h->daemon);
+    fwd_free(h->fwd);
     conns_stop(h->conns);
     hangup_stop(h->hangup);
     if (h->listen_fd >= 0)

@@ -3,6 +3,10 @@
  * and validated on libmicrohttpd's threads; lease requests go to resource actors with
  * their connection suspended, and are resumed when the answer is durable.
  *
+ * In a server group, a standby's front forwards /v1 requests to the active server
+ * (forward.h), holds them while there is none, or refuses them once fenced: its role, set
+ * by whoever runs the group through http_set_role().
+ *
  * Threads: http_start(), http_quiesce() and http_stop() from the main thread.
  */
 #ifndef MX_HTTP_SERVER_H
@@ -19,6 +23,13 @@
 struct store; /* only handed on to the actors (ra_list_start) */
 
 struct http;
+
+enum http_role {
+    HTTP_ROLE_SERVE,   /* answer requests here (the active server, or no group) */
+    HTTP_ROLE_FORWARD, /* a standby: send /v1 requests to active_url */
+    HTTP_ROLE_HOLD,    /* a standby while no server is active: hold /v1 requests */
+    HTTP_ROLE_FENCED,  /* just lost the container: 503 unavailable, reason "fenced" */
+};
 
 struct http_config {
     const char *listen;        /* HOST:PORT; PORT 0 picks a free port */
@@ -40,11 +51,28 @@ struct http_config {
     bool (*ready)(void *ctx, char *why, size_t len, struct mx_buf *details);
     /* /metrics: appends the other modules' metrics. Any thread. */
     void (*metrics)(void *ctx, struct mx_buf *b);
+    /* Forwarding (see http_set_role()). A held request waits at most forward_timeout_ms
+     * from its arrival, and a forwarded one its own wait_ms plus this (0: 10000). */
+    uint64_t forward_timeout_ms;
+    /* This server's advertised URL: the Mutexd-Served-By header of every /v1 answer it
+     * serves itself. NULL: no header. */
+    const char *served_by;
+    /* GET /v1/servers: appends the whole JSON body to `out` and returns 0; -1: 503. NULL:
+     * the route answers 404 not_found (not in a server group). Any thread. */
+    int (*servers)(void *ctx, struct mx_buf *out);
     void *ctx;
+    /* Testing only (builds with MUTEXD_FAULT_INJECTION): the role to start in, and one to
+     * take role_after_ms later, as "forward:URL", "hold", "fenced" or "serve". NULL: none. */
+    const char *fault_role, *fault_role_after;
+    uint64_t fault_role_after_ms;
 };
 
 /* Listens and starts serving. On failure returns -1 and writes a sentence into err. */
 int http_start(struct http **out, const struct http_config *cfg, char *err, size_t errlen);
+/* Any thread, any time. `active_url`: the active's advertised URL (HTTP_ROLE_FORWARD;
+ * copied). Requests held or about to be forwarded follow the new role at once; those
+ * already sent to the active finish there. Starts as HTTP_ROLE_SERVE. */
+void http_set_role(struct http *h, enum http_role role, const char *active_url);
 /* The address actually bound, as HOST:PORT. */
 const char *http_address(const struct http *h);
 /* From here on every request is answered 503 (Connection: close); returns once no request

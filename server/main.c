@@ -327,7 +327,12 @@ int main(int argc, char **argv)
         .lim = &s.domain.lim,
         .ready = server_ready,
         .metrics = server_metrics,
+        .forward_timeout_ms = s.opt.forward_timeout_ms,
+        .served_by = s.opt.ha ? s.opt.advertise_url : s.opt.fault_served_by,
         .ctx = &s,
+        .fault_role = s.opt.fault_role,
+        .fault_role_after = s.opt.fault_role_after,
+        .fault_role_after_ms = s.opt.fault_role_after_ms,
     };
     if (http_start(&s.http, &hc, err, sizeof err) != 0) {
         failed = "cannot start the HTTP server";

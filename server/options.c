@@ -24,8 +24,9 @@
 #include "persistence/blob.h"
 #include "persistence/mirror.h"
 
-/* T_ADDR: HOST:PORT; T_FILE: a file that must be readable now. */
-enum type { T_STR, T_U64, T_LEVEL, T_ADDR, T_FILE };
+/* T_ADDR: HOST:PORT; T_FILE: a file that must be readable now; T_URL: http(s)://HOST:PORT;
+ * T_BOOL: a flag without a value, its variable 1 or 0. */
+enum type { T_STR, T_U64, T_LEVEL, T_ADDR, T_FILE, T_URL, T_BOOL };
 
 struct def {
     const char *flag, *env, *metavar;
@@ -95,6 +96,21 @@ static const struct def defs[] = {
     {"mirror-takeover-ms", "MUTEXD_MIRROR_TAKEOVER_MS", "MS", T_U64, OFF(mirror_takeover_ms),
      "20000", 1000, 600000,
      "at start, how long to wait for another server's lease on the container to lapse"},
+    {"ha", "MUTEXD_HA", "", T_BOOL, OFF(ha), NULL, 0, 0,
+     "join a server group on the blob container: one active server serves, the others "
+     "forward to it (needs --mirror sync and --advertise-url)"},
+    {"advertise-url", "MUTEXD_ADVERTISE_URL", "URL", T_URL, OFF(advertise_url), NULL, 0, 0,
+     "http://HOST:PORT or https://HOST:PORT the other servers of the group reach this one at"},
+    {"failover-after-ms", "MUTEXD_FAILOVER_AFTER_MS", "MS", T_U64, OFF(failover_after_ms), "3000",
+     500, 600000, "a standby takes over after the active has not answered for this long"},
+    {"failover-grace-ms", "MUTEXD_FAILOVER_GRACE_MS", "MS", T_U64, OFF(failover_grace_ms), "15000",
+     0, 3600000,
+     "after a takeover, a lease that ran out while no server was active stays its holder's "
+     "for this long"},
+    {"forward-timeout-ms", "MUTEXD_FORWARD_TIMEOUT_MS", "MS", T_U64, OFF(forward_timeout_ms),
+     "10000", 100, 600000,
+     "a standby holds a request this long for an active server to forward it to (and waits "
+     "this long for the active's answer beyond the request's own wait_ms)"},
     {"log-level", "MUTEXD_LOG_LEVEL", "LEVEL", T_LEVEL, OFF(log_level), "info", 0, 0,
      "debug, info, warn, error or off"},
 };
@@ -108,10 +124,13 @@ static void usage(FILE *f)
                "variable; a flag wins over its variable.\n\n");
     for (size_t i = 0; i < NDEFS; i++) {
         char left[64];
-        snprintf(left, sizeof left, "--%s %s", defs[i].flag, defs[i].metavar);
+        snprintf(left, sizeof left, "--%s%s%s", defs[i].flag, *defs[i].metavar ? " " : "",
+                 defs[i].metavar);
         fprintf(f, "  %-28s %s\n  %-28s env %s", left, defs[i].help, "", defs[i].env);
         if (defs[i].offset == OFF(blob_connection_string))
             fprintf(f, " or AZURE_STORAGE_CONNECTION_STRING");
+        if (defs[i].type == T_BOOL)
+            fprintf(f, "=1");
         if (defs[i].def)
             fprintf(f, ", default %s", defs[i].def);
         if (defs[i].type == T_U64 && defs[i].max)
@@ -188,6 +207,8 @@ static int check_file(const struct def *d, const char *value, const char *from)
     return 0;
 }
 
+static bool valid_url(const char *s);
+
 static int set_value(struct options *o, const struct def *d, const char *value, const char *from)
 {
     void *field = (char *)o + d->offset;
@@ -195,6 +216,7 @@ static int set_value(struct options *o, const struct def *d, const char *value, 
     case T_STR:
     case T_ADDR:
     case T_FILE:
+    case T_URL:
         if (!*value) {
             fprintf(stderr, "mutexd: %s: --%s must not be empty\n", from, d->flag);
             return -1;
@@ -203,7 +225,21 @@ static int set_value(struct options *o, const struct def *d, const char *value, 
             return -1;
         if (d->type == T_FILE && check_file(d, value, from) != 0)
             return -1;
+        if (d->type == T_URL && !valid_url(value)) {
+            fprintf(stderr,
+                    "mutexd: %s: --%s must be http://HOST:PORT or https://HOST:PORT (a port "
+                    "from 1 to 65535, no path), not '%s'\n",
+                    from, d->flag, value);
+            return -1;
+        }
         *(const char **)field = value;
+        return 0;
+    case T_BOOL:
+        if (strcmp(value, "1") != 0 && strcmp(value, "0") != 0) {
+            fprintf(stderr, "mutexd: %s: %s must be 1 or 0, not '%s'\n", from, d->env, value);
+            return -1;
+        }
+        *(bool *)field = value[0] == '1';
         return 0;
     case T_LEVEL: {
         int lvl = mx_log_parse_level(value);
@@ -328,6 +364,21 @@ static bool valid_origin(const char *s, size_t n)
     return valid_host_chars(s, hn);
 }
 
+/* http(s)://host:port, a trailing '/' allowed: where the other servers of a group send
+ * this one's requests. The port is required: a group's servers often share a host. */
+static bool valid_url(const char *s)
+{
+    size_t n = strlen(s);
+    if (n && s[n - 1] == '/')
+        n--;
+    if (!valid_origin(s, n))
+        return false;
+    const char *host = strstr(s, "://") + 3;
+    const char *from = host[0] == '[' ? memchr(host, ']', n - (size_t)(host - s)) : host;
+    const char *colon = from ? memchr(from, ':', n - (size_t)(from - s)) : NULL;
+    return colon && strtoul(colon + 1, NULL, 10) >= 1 && strtoul(colon + 1, NULL, 10) <= 65535;
+}
+
 /* A comma-separated list (spaces around items allowed) whose every item passes `ok`. */
 static int check_list(const char *list, const char *flag, bool (*ok)(const char *, size_t),
                       const char *want)
@@ -374,10 +425,66 @@ static int parse_append_pause(struct options *o)
 #endif
 }
 
+/* A role of the HTTP front as the fault seam names it: forward:URL, hold, fenced, and
+ * (when `serve` is true) serve. */
+static bool valid_role(const char *r, bool serve)
+{
+    if (strncmp(r, "forward:", 8) == 0)
+        return valid_url(r + 8);
+    return strcmp(r, "hold") == 0 || strcmp(r, "fenced") == 0 || (serve && strcmp(r, "serve") == 0);
+}
+
+/* MUTEXD_FAULT_ROLE=ROLE, MUTEXD_FAULT_ROLE_AFTER_MS=MS:ROLE, MUTEXD_FAULT_SERVED_BY=URL:
+ * the HTTP front's role set from outside, for tests of forwarding. */
+static int parse_role_faults(struct options *o)
+{
+    const char *role = getenv("MUTEXD_FAULT_ROLE");
+    const char *after = getenv("MUTEXD_FAULT_ROLE_AFTER_MS");
+    const char *served = getenv("MUTEXD_FAULT_SERVED_BY");
+    role = role && *role ? role : NULL;
+    after = after && *after ? after : NULL;
+    served = served && *served ? served : NULL;
+    if (!role && !after && !served)
+        return 0;
+#ifndef MUTEXD_FAULT_INJECTION
+    (void)o;
+    fprintf(stderr, "mutexd: MUTEXD_FAULT_ROLE, MUTEXD_FAULT_ROLE_AFTER_MS or "
+                    "MUTEXD_FAULT_SERVED_BY is set but this build has no fault injection\n");
+    return -1;
+#else
+    if (role && !valid_role(role, true)) {
+        fprintf(stderr, "mutexd: MUTEXD_FAULT_ROLE must be forward:URL, hold, fenced or serve\n");
+        return -1;
+    }
+    if (after) {
+        char *end;
+        errno = 0;
+        unsigned long long ms = strtoull(after, &end, 10);
+        if (errno || end == after || *end != ':' || ms > 86400000 || !valid_role(end + 1, true)) {
+            fprintf(stderr, "mutexd: MUTEXD_FAULT_ROLE_AFTER_MS must be MS:ROLE, ROLE "
+                            "forward:URL, hold, fenced or serve\n");
+            return -1;
+        }
+        o->fault_role_after_ms = ms;
+        o->fault_role_after = end + 1;
+    }
+    if (served && !valid_url(served)) {
+        fprintf(stderr, "mutexd: MUTEXD_FAULT_SERVED_BY must be http(s)://HOST:PORT\n");
+        return -1;
+    }
+    o->fault_role = role;
+    o->fault_served_by = served;
+    fprintf(stderr,
+            "mutexd: fault injection on: MUTEXD_FAULT_ROLE=%s MUTEXD_FAULT_ROLE_AFTER_MS=%s\n",
+            role ? role : "", after ? after : "");
+    return 0;
+#endif
+}
+
 /* MUTEXD_FAULT_COMMIT: "N" fails commit N, "N:K" K commits from N, "every:N" every Nth. */
 static int parse_faults(struct options *o)
 {
-    if (parse_append_pause(o) != 0)
+    if (parse_append_pause(o) != 0 || parse_role_faults(o) != 0)
         return -1;
     const char *f = getenv("MUTEXD_FAULT_COMMIT");
     if (!f || !*f)
@@ -405,12 +512,35 @@ static int parse_faults(struct options *o)
 #endif
 }
 
+/* --ha needs the container it coordinates on, written synchronously (no 2xx may escape the
+ * fence), and the URL the others forward to. Everything missing is named at once. */
+static int check_ha(const struct options *o)
+{
+    const char *missing[3];
+    int n = 0;
+    if (!o->blob_connection_string)
+        missing[n++] = "--blob-connection-string (or MUTEXD_BLOB_CONNECTION_STRING or "
+                       "AZURE_STORAGE_CONNECTION_STRING)";
+    if (o->mirror_mode != MIRROR_SYNC)
+        missing[n++] = "--mirror sync";
+    if (!o->advertise_url)
+        missing[n++] = "--advertise-url";
+    if (n == 0)
+        return 0;
+    fprintf(stderr, "mutexd: --ha needs");
+    for (int i = 0; i < n; i++)
+        fprintf(stderr, "%s %s", i == 0 ? "" : i == n - 1 ? " and" : ",", missing[i]);
+    fprintf(stderr, "\n");
+    return -1;
+}
+
 int options_parse(struct options *o, int argc, char **argv)
 {
     memset(o, 0, sizeof *o);
     struct option longopts[NDEFS + 4];
     for (size_t i = 0; i < NDEFS; i++)
-        longopts[i] = (struct option){defs[i].flag, required_argument, NULL, (int)i};
+        longopts[i] = (struct option){
+            defs[i].flag, defs[i].type == T_BOOL ? no_argument : required_argument, NULL, (int)i};
     longopts[NDEFS] = (struct option){"help", no_argument, NULL, 'h'};
     longopts[NDEFS + 1] = (struct option){"version", no_argument, NULL, 'V'};
     longopts[NDEFS + 2] = (struct option){"probe", no_argument, NULL, 'P'};
@@ -442,7 +572,8 @@ int options_parse(struct options *o, int argc, char **argv)
             return 2;
         }
         if (c == '?' || c == ':' || c < 0 || (size_t)c >= NDEFS) {
-            if (c == '?' && (optopt == 'h' || optopt == 'V' || optopt == 'P'))
+            if (c == '?' && (optopt == 'h' || optopt == 'V' || optopt == 'P' ||
+                             (optopt > 0 && (size_t)optopt < NDEFS && defs[optopt].type == T_BOOL)))
                 fprintf(stderr, "mutexd: %s takes no value\n", argv[optind - 1]);
             else
                 fprintf(stderr, "mutexd: unknown option: %s\n", argv[optind - 1]);
@@ -450,7 +581,7 @@ int options_parse(struct options *o, int argc, char **argv)
             return 2;
         }
         given[c] = true;
-        values[c] = optarg;
+        values[c] = defs[c].type == T_BOOL ? "1" : optarg;
     }
     if (optind < argc) {
         fprintf(stderr, "mutexd: unexpected argument: %s\nTry 'mutexd --help'.\n", argv[optind]);
@@ -496,6 +627,8 @@ int options_parse(struct options *o, int argc, char **argv)
     } else {
         o->mirror_mode = o->blob_connection_string ? MIRROR_ASYNC : MIRROR_OFF;
     }
+    if (o->ha && check_ha(o) != 0)
+        return 2;
     if (o->mirror_mode != MIRROR_OFF && !o->blob_connection_string) {
         fprintf(stderr,
                 "mutexd: --mirror %s needs --blob-connection-string (or "

@@ -27,10 +27,19 @@ struct options {
     int mirror_mode; /* enum mirror_mode, decided from --mirror and the connection string */
     uint64_t restore_grace_ms, snapshot_every_changes, snapshot_every_ms, mirror_takeover_ms;
     uint64_t log_level;
+    /* A server group (--ha): one active server, the others forward to it. */
+    bool ha;
+    const char *advertise_url; /* http(s)://host:port this server is reached at */
+    uint64_t failover_after_ms, failover_grace_ms, forward_timeout_ms;
     bool probe; /* --probe: check a running server's /healthz and exit */
     /* testing only: MUTEXD_FAULT_COMMIT (builds with MUTEXD_FAULT_INJECTION) */
     uint64_t fault_commit_every, fault_commit_first, fault_commit_count;
     uint64_t fault_append_pause_ms; /* MUTEXD_FAULT_APPEND_PAUSE_MS */
+    /* testing only: MUTEXD_FAULT_ROLE ("forward:URL", "hold" or "fenced"), and
+     * MUTEXD_FAULT_ROLE_AFTER_MS ("MS:ROLE", ROLE as before or "serve") split in two;
+     * MUTEXD_FAULT_SERVED_BY (a Mutexd-Served-By without --ha). NULL: not set. */
+    const char *fault_role, *fault_role_after, *fault_served_by;
+    uint64_t fault_role_after_ms;
 };
 
 /* Returns -1 to go on, or the exit status to leave with (0 after --help or --version, 2

@@ -126,3 +126,54 @@ def test_blob_options_are_checked_before_the_disk(tmp_path, args):
     # The mirror would otherwise be opened (and the name refused) after the store.
     err = refuse(tmp_path, ["--listen", "127.0.0.1:0", "--mirror-takeover-ms", "1000"] + args)
     assert "--blob-" in err, err
+
+
+@pytest.mark.parametrize("args,missing", [
+    (["--ha"], ["--blob-connection-string", "--mirror sync", "--advertise-url"]),
+    (["--ha", "--blob-connection-string", "UseDevelopmentStorage=true", "--mirror", "async",
+      "--advertise-url", "http://127.0.0.1:8081"], ["--mirror sync"]),
+    (["--ha", "--blob-connection-string", "UseDevelopmentStorage=true", "--mirror", "sync"],
+     ["--advertise-url"]),
+])
+def test_ha_without_what_it_needs_names_what_is_missing(tmp_path, args, missing):
+    err = refuse(tmp_path, ["--listen", "127.0.0.1:0"] + args)
+    assert err.startswith("mutexd: --ha needs"), err
+    for m in missing:
+        assert m in err, (m, err)
+    for m in {"--blob-connection-string", "--mirror sync", "--advertise-url"} - set(missing):
+        assert m not in err, (m, err)
+
+
+def test_ha_from_the_environment_is_1_or_0(tmp_path):
+    err = refuse(tmp_path, ["--listen", "127.0.0.1:0"], env={"MUTEXD_HA": "yes"})
+    assert "MUTEXD_HA must be 1 or 0" in err, err
+    err = refuse(tmp_path, ["--listen", "127.0.0.1:0"], env={"MUTEXD_HA": "1"})
+    assert "--ha needs" in err, err
+    err = refuse(tmp_path, ["--ha=1"])
+    assert "--ha=1 takes no value" in err, err
+
+
+@pytest.mark.parametrize("url", ["127.0.0.1:8081", "http://127.0.0.1", "ftp://a:21",
+                                 "http://a:0", "http://a:80/v1"])
+def test_advertise_url_must_be_http_with_a_host_and_a_port(tmp_path, url):
+    err = refuse(tmp_path, ["--listen", "127.0.0.1:0", "--advertise-url", url])
+    assert "--advertise-url must be http://HOST:PORT" in err, err
+
+
+@pytest.mark.parametrize("flag,low,high", [("failover-after-ms", 499, 600001),
+                                           ("failover-grace-ms", None, 3600001),
+                                           ("forward-timeout-ms", 99, 600001)])
+def test_group_durations_are_bounded(tmp_path, flag, low, high):
+    for v in [low, high]:
+        if v is not None:
+            err = refuse(tmp_path, ["--listen", "127.0.0.1:0", "--" + flag, str(v)])
+            assert "--%s must be a whole number" % flag in err, err
+
+
+def test_help_lists_the_group_options():
+    out = subprocess.run([BIN, "--help"], capture_output=True, text=True, check=True).stdout
+    for flag, env in [("--ha ", "MUTEXD_HA=1"), ("--advertise-url URL", "MUTEXD_ADVERTISE_URL"),
+                      ("--failover-after-ms MS", "MUTEXD_FAILOVER_AFTER_MS, default 3000"),
+                      ("--failover-grace-ms MS", "MUTEXD_FAILOVER_GRACE_MS, default 15000"),
+                      ("--forward-timeout-ms MS", "MUTEXD_FORWARD_TIMEOUT_MS, default 10000")]:
+        assert flag in out and env in out, (flag, env)

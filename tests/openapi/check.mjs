@@ -60,6 +60,7 @@ const REQUIRED_OPERATIONS = [
   ["get", "/healthz"],
   ["get", "/readyz"],
   ["get", "/metrics"],
+  ["get", "/v1/servers"],
 ];
 const REQUIRED_QUERY = {
   "get /v1/resources/{resource}": ["index", "wait_ms"],

@@ -53,6 +53,10 @@ static void routing(void **st)
     route_ok("GET", "/healthz", ROUTE_HEALTHZ, NULL);
     route_ok("GET", "/readyz", ROUTE_READYZ, NULL);
     route_ok("GET", "/metrics", ROUTE_METRICS, NULL);
+    route_ok("GET", "/v1/servers", ROUTE_SERVERS, NULL);
+    route_ok("HEAD", "/v1/servers", ROUTE_SERVERS, NULL);
+    route_err("POST", "/v1/servers", 405, "method_not_allowed");
+    route_err("GET", "/v1/servers/a", 404, "not_found");
 
     route_err("POST", "/v1/resources/a/frobnicate", 404, "not_found");
     route_err("POST", "/v1/resources/acquire", 400, "invalid_resource"); /* no name */

@@ -20,13 +20,16 @@ static void clear_env(void)
         unsetenv(defs[i].env);
     unsetenv("AZURE_STORAGE_CONNECTION_STRING");
     unsetenv("MUTEXD_FAULT_COMMIT");
+    unsetenv("MUTEXD_FAULT_ROLE");
+    unsetenv("MUTEXD_FAULT_ROLE_AFTER_MS");
+    unsetenv("MUTEXD_FAULT_SERVED_BY");
 }
 
 /* options_parse on argv {"mutexd", args..., NULL}: its result and the options. */
 static int parse(struct options *o, int n, const char **args)
 {
-    char *argv[8] = {"mutexd"};
-    assert_true(n < 7);
+    char *argv[12] = {"mutexd"};
+    assert_true(n < 11);
     for (int i = 0; i < n; i++)
         argv[i + 1] = (char *)args[i];
     optind = 0; /* getopt starts afresh */
@@ -141,10 +144,156 @@ static void cross_option_checks_refuse_what_cannot_work(void **state)
     assert_int_equal(parse(&o, 2, missing), 2);
 }
 
+/* The defaults and bounds of the group's options, as API.md states them. */
+static void group_options_have_the_contracts_defaults(void **state)
+{
+    (void)state;
+    struct options o;
+    clear_env();
+    const char *none[] = {"--listen", "127.0.0.1:0"};
+    assert_int_equal(parse(&o, 2, none), -1);
+    assert_false(o.ha);
+    assert_null(o.advertise_url);
+    assert_int_equal(o.failover_after_ms, 3000);
+    assert_int_equal(o.failover_grace_ms, 15000);
+    assert_int_equal(o.forward_timeout_ms, 10000);
+    static const struct {
+        const char *flag;
+        uint64_t min, max;
+    } bounds[] = {
+        {"failover-after-ms", 500, 600000},
+        {"failover-grace-ms", 0, 3600000},
+        {"forward-timeout-ms", 100, 600000},
+    };
+    for (size_t i = 0; i < sizeof bounds / sizeof bounds[0]; i++) {
+        const struct def *d = NULL;
+        for (size_t k = 0; k < NDEFS; k++)
+            if (strcmp(defs[k].flag, bounds[i].flag) == 0)
+                d = &defs[k];
+        assert_non_null(d);
+        assert_int_equal(d->min, bounds[i].min);
+        assert_int_equal(d->max, bounds[i].max);
+    }
+}
+
+static void ha_is_a_flag_without_a_value_and_its_variable_is_1_or_0(void **state)
+{
+    (void)state;
+    struct options o;
+    const char *group[] = {
+        "--blob-connection-string", "UseDevelopmentStorage=true", "--mirror", "sync",
+        "--advertise-url",          "http://127.0.0.1:8081",      "--ha"};
+    clear_env();
+    assert_int_equal(parse(&o, 7, group), -1);
+    assert_true(o.ha);
+    assert_string_equal(o.advertise_url, "http://127.0.0.1:8081");
+    setenv("MUTEXD_HA", "1", 1);
+    assert_int_equal(parse(&o, 6, group), -1);
+    assert_true(o.ha);
+    setenv("MUTEXD_HA", "0", 1);
+    assert_int_equal(parse(&o, 6, group), -1);
+    assert_false(o.ha);
+    assert_int_equal(parse(&o, 7, group), -1); /* the flag wins */
+    assert_true(o.ha);
+    const char *bad[] = {"yes", "true", "2", " 1", "10"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        setenv("MUTEXD_HA", bad[i], 1);
+        assert_int_equal(parse(&o, 6, group), 2);
+    }
+    clear_env();
+    const char *with_value[] = {"--ha=1"};
+    assert_int_equal(parse(&o, 1, with_value), 2);
+}
+
+static void ha_refuses_to_start_without_what_it_needs(void **state)
+{
+    (void)state;
+    struct options o;
+    clear_env();
+    const char *alone[] = {"--ha"};
+    assert_int_equal(parse(&o, 1, alone), 2);
+    const char *no_url[] = {"--ha", "--blob-connection-string", "UseDevelopmentStorage=true",
+                            "--mirror", "sync"};
+    assert_int_equal(parse(&o, 5, no_url), 2);
+    const char *async[] = {
+        "--ha",  "--blob-connection-string", "UseDevelopmentStorage=true", "--mirror",
+        "async", "--advertise-url",          "http://127.0.0.1:8081"};
+    assert_int_equal(parse(&o, 7, async), 2);
+    const char *no_blob[] = {"--ha", "--advertise-url", "http://127.0.0.1:8081"};
+    assert_int_equal(parse(&o, 3, no_blob), 2);
+    /* Without --ha the URL is only checked. */
+    assert_int_equal(parse(&o, 2, no_blob + 1), -1);
+    assert_false(o.ha);
+}
+
+static void advertise_url_is_http_or_https_with_a_host_and_a_port(void **state)
+{
+    (void)state;
+    struct options o;
+    const char *good[] = {"http://127.0.0.1:8081", "https://mutexd-a.example:443",
+                          "http://[::1]:8081", "http://host-a:1/", "https://a:65535"};
+    const char *bad[] = {"127.0.0.1:8081",  "http://127.0.0.1",     "ftp://a:21",
+                         "http://:8081",    "http://a:0",           "http://a:65536",
+                         "http://a:80/v1",  "http://a:80?x",        "http://a b:80",
+                         "http://a:8x",     "https://[::1]",        "http://user@a:80",
+                         "http://a:123456", "HTTP://a:80 trailing", ""};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        clear_env();
+        const char *args[] = {"--advertise-url", good[i]};
+        assert_int_equal(parse(&o, 2, args), -1);
+        assert_string_equal(o.advertise_url, good[i]);
+        setenv("MUTEXD_ADVERTISE_URL", good[i], 1);
+        assert_int_equal(parse(&o, 0, args), -1);
+        assert_string_equal(o.advertise_url, good[i]);
+    }
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        clear_env();
+        const char *args[] = {"--advertise-url", bad[i]};
+        assert_int_equal(parse(&o, 2, args), 2);
+        if (*bad[i]) {
+            setenv("MUTEXD_ADVERTISE_URL", bad[i], 1);
+            assert_int_equal(parse(&o, 0, args), 2);
+        }
+    }
+    clear_env();
+}
+
+static void the_role_seam_is_checked(void **state)
+{
+    (void)state;
+    struct options o;
+    const char *none[] = {"--listen", "127.0.0.1:0"};
+    clear_env();
+    setenv("MUTEXD_FAULT_ROLE", "forward:http://127.0.0.1:9", 1);
+    setenv("MUTEXD_FAULT_ROLE_AFTER_MS", "250:serve", 1);
+    assert_int_equal(parse(&o, 2, none), -1);
+    assert_string_equal(o.fault_role, "forward:http://127.0.0.1:9");
+    assert_int_equal(o.fault_role_after_ms, 250);
+    assert_string_equal(o.fault_role_after, "serve");
+    const char *roles[] = {"forward:", "forward:127.0.0.1:9", "standby", "hold "};
+    for (size_t i = 0; i < sizeof roles / sizeof roles[0]; i++) {
+        clear_env();
+        setenv("MUTEXD_FAULT_ROLE", roles[i], 1);
+        assert_int_equal(parse(&o, 2, none), 2);
+    }
+    const char *afters[] = {"hold", "x:hold", "100", "100:", "100:bogus", "-1:hold"};
+    for (size_t i = 0; i < sizeof afters / sizeof afters[0]; i++) {
+        clear_env();
+        setenv("MUTEXD_FAULT_ROLE_AFTER_MS", afters[i], 1);
+        assert_int_equal(parse(&o, 2, none), 2);
+    }
+    clear_env();
+}
+
 int main(int argc, char **argv);
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(every_numeric_option_takes_its_bounds_and_refuses_past_them),
     cmocka_unit_test(a_flag_wins_over_its_variable_and_needs_a_value),
     cmocka_unit_test(cross_option_checks_refuse_what_cannot_work),
+    cmocka_unit_test(group_options_have_the_contracts_defaults),
+    cmocka_unit_test(ha_is_a_flag_without_a_value_and_its_variable_is_1_or_0),
+    cmocka_unit_test(ha_refuses_to_start_without_what_it_needs),
+    cmocka_unit_test(advertise_url_is_http_or_https_with_a_host_and_a_port),
+    cmocka_unit_test(the_role_seam_is_checked),
 };
 MX_TEST_MAIN(tests)

@@ -1,0 +1,658 @@
+/*
+ * The forwarder (see forward.h).
+ *
+ * One thread owns a libcurl multi handle, and with it a cache of keep-alive connections to
+ * the active. Requests arrive on `incoming` (under the lock) and live on one of two lists
+ * that only the thread touches: `held` (waiting for an active, or for the next attempt to
+ * connect) and `sending` (a transfer in progress). Each turn of the loop:
+ *   1. applies a role change that fell due, takes the new requests, and reads the role;
+ *   2. aborts the transfers whose clients hung up; after a role change, takes back to
+ *      `held` the transfers that have not sent a byte yet (their target may have moved);
+ *   3. settles `held`: served here (SERVE), refused (FENCED, or the forward timeout from
+ *      arrival passed), or sent (FORWARD, when its next attempt is due);
+ *   4. runs the transfers and settles the finished ones: relayed; held again when nothing
+ *      was sent (the active could not be connected to: the request surely never reached
+ *      it); refused `active_lost` when it may have been delivered;
+ *   5. sleeps in curl_multi_poll() until a socket, the nearest deadline or a wake-up.
+ * `done` is called with no lock held, after the request has left every list.
+ */
+#include "http/forward.h"
+
+#include <curl/curl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/prom.h"
+
+#define URL_MAX        512
+#define ANSWER_MAX     ((size_t)64 << 20)   /* a list of 1000 resources is far less */
+#define RETRY_NS       (200 * MX_NS_PER_MS) /* between attempts to connect to the active */
+#define CONNECT_MAX_MS 1000 /* then held again: a role change can redirect it meanwhile */
+#define IDLE_TICK_MS   1000
+
+const char *const fwd_header_names[FWD_NHEADERS] = {
+    [FWD_H_CONTENT_TYPE] = "Content-Type",
+    [FWD_H_RETRY_AFTER] = "Retry-After",
+    [FWD_H_ALLOW] = "Allow",
+    [FWD_H_WWW_AUTHENTICATE] = "WWW-Authenticate",
+    [FWD_H_SERVED_BY] = "Mutexd-Served-By",
+    [FWD_H_REQUEST_ID] = "X-Request-Id",
+};
+
+/* Statuses counted one by one in metrics; the last slot is any other. */
+static const int counted_codes[] = {200, 400, 401, 403, 404, 405, 409, 413, 415, 429, 500, 503, 0};
+#define NCODES (sizeof counted_codes / sizeof counted_codes[0])
+
+struct fwd {
+    uint64_t timeout_ns;
+    CURLM *multi;
+    pthread_t thread;
+    bool thread_started;
+    bool stopped; /* fwd_stop() returned (the stopping thread's own) */
+
+    pthread_mutex_t lock;
+    /* lock */
+    struct fwd_req *incoming, **incoming_tail;
+    bool stopping;
+    char url[URL_MAX]; /* the active's, for HTTP_ROLE_FORWARD */
+    uint64_t gen;      /* changes with every role change */
+    bool later;        /* a role change is due at later_ns */
+    uint64_t later_ns;
+    enum http_role later_role;
+    char later_url[URL_MAX];
+
+    /* any thread: written under the lock, read without it */
+    _Atomic int role;
+
+    /* the forwarder thread's */
+    struct fwd_req *held, *sending;
+    char cur_url[URL_MAX];
+    uint64_t cur_gen;
+
+    /* metrics, any thread */
+    _Atomic uint64_t relayed[NCODES];
+    _Atomic uint64_t no_active, lost, served_here, gone;
+    _Atomic long n_held, n_sending;
+};
+
+static const char *role_name(enum http_role r)
+{
+    switch (r) {
+    case HTTP_ROLE_SERVE:
+        return "serve";
+    case HTTP_ROLE_FORWARD:
+        return "forward";
+    case HTTP_ROLE_HOLD:
+        return "hold";
+    case HTTP_ROLE_FENCED:
+        return "fenced";
+    }
+    return "unknown";
+}
+
+bool fwd_parse_role(const char *spec, enum http_role *role, const char **url)
+{
+    *url = NULL;
+    if (strncmp(spec, "forward:", 8) == 0 && spec[8]) {
+        *role = HTTP_ROLE_FORWARD;
+        *url = spec + 8;
+    } else if (strcmp(spec, "hold") == 0) {
+        *role = HTTP_ROLE_HOLD;
+    } else if (strcmp(spec, "fenced") == 0) {
+        *role = HTTP_ROLE_FENCED;
+    } else if (strcmp(spec, "serve") == 0) {
+        *role = HTTP_ROLE_SERVE;
+    } else {
+        return false;
+    }
+    return true;
+}
+
+/* ---- lists (the thread's) ---------------------------------------------------------- */
+
+static void push(struct fwd_req **list, struct fwd_req *r)
+{
+    r->_next = *list;
+    *list = r;
+}
+
+static void unlink_req(struct fwd_req **list, struct fwd_req *r)
+{
+    for (struct fwd_req **pp = list; *pp; pp = &(*pp)->_next)
+        if (*pp == r) {
+            *pp = r->_next;
+            r->_next = NULL;
+            return;
+        }
+}
+
+static void free_headers(struct fwd_req *r)
+{
+    for (int i = 0; i < FWD_NHEADERS; i++) {
+        free(r->headers[i]);
+        r->headers[i] = NULL;
+    }
+}
+
+static void end_transfer(struct fwd *f, struct fwd_req *r)
+{
+    if (r->_easy) {
+        curl_multi_remove_handle(f->multi, r->_easy);
+        curl_easy_cleanup(r->_easy);
+        r->_easy = NULL;
+        atomic_fetch_sub(&f->n_sending, 1);
+    }
+}
+
+/* `r` is on no list. Settles it and hands it back: after `done` it is not touched. */
+static void complete(struct fwd *f, struct fwd_req *r, enum fwd_outcome outcome, const char *reason)
+{
+    end_transfer(f, r);
+    curl_slist_free_all(r->_send_headers);
+    r->_send_headers = NULL;
+    r->outcome = outcome;
+    r->reason = reason;
+    if (outcome == FWD_RELAYED) {
+        int slot = (int)NCODES - 1;
+        for (size_t i = 0; i + 1 < NCODES; i++)
+            if (counted_codes[i] == r->status)
+                slot = (int)i;
+        atomic_fetch_add(&f->relayed[slot], 1);
+    } else {
+        mx_buf_free(&r->_body);
+        free_headers(r);
+        if (outcome == FWD_SERVE_HERE)
+            atomic_fetch_add(&f->served_here, 1);
+        else if (outcome == FWD_GONE)
+            atomic_fetch_add(&f->gone, 1);
+        else if (strcmp(reason, FWD_NO_ACTIVE) == 0)
+            atomic_fetch_add(&f->no_active, 1);
+        else if (strcmp(reason, FWD_ACTIVE_LOST) == 0)
+            atomic_fetch_add(&f->lost, 1);
+    }
+    r->done(r);
+}
+
+/* ---- one transfer ------------------------------------------------------------------- */
+
+static size_t on_data(char *p, size_t size, size_t n, void *arg)
+{
+    struct fwd_req *r = arg;
+    mx_buf_append(&r->_body, p, size * n);
+    return r->_body.oom ? 0 : size * n; /* 0 aborts the transfer */
+}
+
+static size_t on_header(char *p, size_t size, size_t n, void *arg)
+{
+    struct fwd_req *r = arg;
+    size_t len = size * n;
+    if (len >= 5 && strncmp(p, "HTTP/", 5) == 0) {
+        free_headers(r); /* a new answer begins (after a 1xx): only its own count */
+        return len;
+    }
+    const char *colon = memchr(p, ':', len), *end = p + len;
+    if (!colon)
+        return len;
+    size_t nl = (size_t)(colon - p);
+    for (int i = 0; i < FWD_NHEADERS; i++) {
+        if (strlen(fwd_header_names[i]) != nl || strncasecmp(p, fwd_header_names[i], nl) != 0)
+            continue;
+        const char *v = colon + 1;
+        while (v < end && (*v == ' ' || *v == '\t'))
+            v++;
+        while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' ' || end[-1] == '\t'))
+            end--;
+        free(r->headers[i]);
+        r->headers[i] = strndup(v, (size_t)(end - v)); /* NULL (out of memory): not relayed */
+    }
+    return len;
+}
+
+static uint64_t deadline(const struct fwd *f, const struct fwd_req *r)
+{
+    return r->arrival_ns + f->timeout_ns;
+}
+
+/* Starts sending `r` (on no list) to the current URL; on success it is on `sending`. */
+static bool start(struct fwd *f, struct fwd_req *r, uint64_t now)
+{
+    char url[URL_MAX + 8192];
+    size_t base = strlen(f->cur_url);
+    while (base && f->cur_url[base - 1] == '/')
+        base--;
+    int n = snprintf(url, sizeof url, "%.*s%s", (int)base, f->cur_url, r->target);
+    if (n < 0 || (size_t)n >= sizeof url)
+        return false;
+    CURL *e = curl_easy_init();
+    if (!e)
+        return false;
+    mx_buf_free(&r->_body);
+    r->_body = MX_BUF_INIT(ANSWER_MAX);
+    free_headers(r);
+    uint64_t left_ms = (deadline(f, r) - now) / MX_NS_PER_MS + 1;
+    bool ok =
+        curl_easy_setopt(e, CURLOPT_URL, url) == CURLE_OK &&
+        curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https") == CURLE_OK &&
+        curl_easy_setopt(e, CURLOPT_PROXY, "") == CURLE_OK && /* never *_proxy variables */
+        curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L) == CURLE_OK &&
+        curl_easy_setopt(e, CURLOPT_HTTPHEADER, r->_send_headers) == CURLE_OK &&
+        curl_easy_setopt(e, CURLOPT_PRIVATE, r) == CURLE_OK &&
+        curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_data) == CURLE_OK &&
+        curl_easy_setopt(e, CURLOPT_WRITEDATA, r) == CURLE_OK &&
+        curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header) == CURLE_OK &&
+        curl_easy_setopt(e, CURLOPT_HEADERDATA, r) == CURLE_OK &&
+        curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
+                         (long)(left_ms < CONNECT_MAX_MS ? left_ms : CONNECT_MAX_MS)) == CURLE_OK &&
+        /* A blocking acquire or a watch waits at the active for its whole wait. */
+        curl_easy_setopt(e, CURLOPT_TIMEOUT_MS,
+                         (long)(r->wait_ms + f->timeout_ns / MX_NS_PER_MS)) == CURLE_OK;
+    if (ok && strcmp(r->method, "POST") == 0)
+        ok =
+            curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)r->body_len) == CURLE_OK &&
+            curl_easy_setopt(e, CURLOPT_POSTFIELDS, r->body_len ? r->body : "") == CURLE_OK;
+    else if (ok)
+        ok = curl_easy_setopt(e, CURLOPT_HTTPGET, 1L) == CURLE_OK;
+    if (!ok || curl_multi_add_handle(f->multi, e) != CURLM_OK) {
+        curl_easy_cleanup(e);
+        return false;
+    }
+    r->_easy = e;
+    r->_sent_ns = now;
+    atomic_fetch_add(&f->n_sending, 1);
+    push(&f->sending, r);
+    return true;
+}
+
+/* Back on `held`, to be sent again at `not_before` or as the role says. */
+static void hold(struct fwd *f, struct fwd_req *r, uint64_t not_before)
+{
+    end_transfer(f, r);
+    r->_not_before_ns = not_before;
+    push(&f->held, r);
+    atomic_fetch_add(&f->n_held, 1);
+}
+
+static void log_refused(const struct fwd *f, const struct fwd_req *r, const char *reason,
+                        const char *detail)
+{
+    char t[300], d[200];
+    mx_warn("forward: request refused",
+            "reason=%s method=%s target=%s active=%s detail=%s request_id=%s", reason, r->method,
+            mx_log_quote(t, sizeof t, r->target), f->cur_url[0] ? f->cur_url : "none",
+            mx_log_quote(d, sizeof d, detail), r->request_id ? r->request_id : "");
+}
+
+/* A transfer ended. */
+static void finished(struct fwd *f, CURL *e, CURLcode rc, uint64_t now)
+{
+    struct fwd_req *r = NULL;
+    curl_easy_getinfo(e, CURLINFO_PRIVATE, (char **)&r);
+    if (!r)
+        return;
+    unlink_req(&f->sending, r);
+    if (rc == CURLE_OK) {
+        long status = 0;
+        curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
+        r->status = (int)status;
+        r->answer_len = r->_body.len;
+        r->answer = mx_buf_take(&r->_body);
+        if (!r->answer) {
+            log_refused(f, r, FWD_ACTIVE_LOST, "out_of_memory");
+            complete(f, r, FWD_REFUSED, FWD_ACTIVE_LOST);
+            return;
+        }
+        char t[300];
+        mx_debug("forwarded", "method=%s target=%s status=%d ms=%lu active=%s request_id=%s",
+                 r->method, mx_log_quote(t, sizeof t, r->target), r->status,
+                 (unsigned long)((now - r->_sent_ns) / MX_NS_PER_MS), f->cur_url,
+                 r->request_id ? r->request_id : "");
+        complete(f, r, FWD_RELAYED, NULL);
+        return;
+    }
+    long sent = 0;
+    curl_easy_getinfo(e, CURLINFO_REQUEST_SIZE, &sent);
+    if (sent == 0) {
+        /* Not a byte of the request went out (refused, unreachable, connect timeout): the
+         * active never saw it, so it can go again, there or wherever the role says. */
+        char d[200];
+        mx_debug("forward: cannot reach the active; holding", "active=%s error=%s request_id=%s",
+                 f->cur_url, mx_log_quote(d, sizeof d, curl_easy_strerror(rc)),
+                 r->request_id ? r->request_id : "");
+        hold(f, r, now + RETRY_NS);
+        return;
+    }
+    log_refused(f, r, FWD_ACTIVE_LOST,
+                rc == CURLE_WRITE_ERROR ? "answer_too_large" : curl_easy_strerror(rc));
+    complete(f, r, FWD_REFUSED, FWD_ACTIVE_LOST);
+}
+
+/* ---- the thread ---------------------------------------------------------------------- */
+
+/* lock held */
+static void apply_role(struct fwd *f, enum http_role role, const char *url)
+{
+    if (role == HTTP_ROLE_FORWARD && (!url || !*url || strlen(url) >= URL_MAX))
+        role = HTTP_ROLE_HOLD;
+    snprintf(f->url, sizeof f->url, "%s", role == HTTP_ROLE_FORWARD ? url : "");
+    f->gen++;
+    enum http_role old = (enum http_role)atomic_exchange(&f->role, (int)role);
+    mx_info("http role", "role=%s previous=%s active=%s", role_name(role), role_name(old),
+            f->url[0] ? f->url : "none");
+}
+
+/* Settles what is held, and returns the nearest time something held is due. */
+static uint64_t settle_held(struct fwd *f, enum http_role role, uint64_t now, uint64_t wake)
+{
+    struct fwd_req *list = f->held;
+    f->held = NULL;
+    while (list) {
+        struct fwd_req *r = list;
+        list = r->_next;
+        r->_next = NULL;
+        atomic_fetch_sub(&f->n_held, 1);
+        if (atomic_load(&r->_cancel)) {
+            complete(f, r, FWD_GONE, NULL);
+        } else if (role == HTTP_ROLE_SERVE) {
+            complete(f, r, FWD_SERVE_HERE, NULL);
+        } else if (role == HTTP_ROLE_FENCED) {
+            complete(f, r, FWD_REFUSED, FWD_FENCED);
+        } else if (now >= deadline(f, r)) {
+            log_refused(f, r, FWD_NO_ACTIVE, "held_for_the_forward_timeout");
+            complete(f, r, FWD_REFUSED, FWD_NO_ACTIVE);
+        } else if (role == HTTP_ROLE_FORWARD && now >= r->_not_before_ns) {
+            if (!start(f, r, now)) {
+                log_refused(f, r, FWD_ACTIVE_LOST, "cannot_start_a_transfer");
+                complete(f, r, FWD_REFUSED, FWD_ACTIVE_LOST);
+            }
+        } else {
+            hold(f, r, r->_not_before_ns);
+            if (deadline(f, r) < wake)
+                wake = deadline(f, r);
+            if (role == HTTP_ROLE_FORWARD && r->_not_before_ns < wake)
+                wake = r->_not_before_ns;
+        }
+    }
+    return wake;
+}
+
+static void *fwd_main(void *arg)
+{
+    struct fwd *f = arg;
+    for (;;) {
+        uint64_t now = mx_mono_ns(), wake = now + IDLE_TICK_MS * MX_NS_PER_MS;
+        pthread_mutex_lock(&f->lock);
+        if (f->later && now >= f->later_ns) {
+            f->later = false;
+            apply_role(f, f->later_role, f->later_url);
+        }
+        if (f->later && f->later_ns < wake)
+            wake = f->later_ns;
+        while (f->incoming) {
+            struct fwd_req *r = f->incoming;
+            f->incoming = r->_next;
+            r->_next = NULL;
+            hold(f, r, 0);
+        }
+        f->incoming_tail = &f->incoming;
+        bool stopping = f->stopping, moved = f->gen != f->cur_gen;
+        enum http_role role = (enum http_role)atomic_load(&f->role);
+        if (moved) {
+            memcpy(f->cur_url, f->url, sizeof f->cur_url);
+            f->cur_gen = f->gen;
+        }
+        pthread_mutex_unlock(&f->lock);
+        if (stopping)
+            break;
+
+        for (struct fwd_req *r = f->sending, *next; r; r = next) {
+            next = r->_next;
+            long sent = 0;
+            if (!atomic_load(&r->_cancel) && moved)
+                curl_easy_getinfo(r->_easy, CURLINFO_REQUEST_SIZE, &sent);
+            if (atomic_load(&r->_cancel)) {
+                /* Closing the connection is what tells the active its waiter has gone. */
+                unlink_req(&f->sending, r);
+                complete(f, r, FWD_GONE, NULL);
+            } else if (moved && sent == 0) {
+                unlink_req(&f->sending, r);
+                hold(f, r, 0);
+            }
+        }
+        wake = settle_held(f, role, now, wake);
+
+        int running = 0, left = 0;
+        curl_multi_perform(f->multi, &running);
+        CURLMsg *m;
+        while ((m = curl_multi_info_read(f->multi, &left)))
+            if (m->msg == CURLMSG_DONE)
+                finished(f, m->easy_handle, m->data.result, mx_mono_ns());
+        /* What finished unsent is due again later: settle_held() sees it next turn. */
+        for (struct fwd_req *r = f->held; r; r = r->_next) {
+            if (deadline(f, r) < wake)
+                wake = deadline(f, r);
+            if (r->_not_before_ns < wake)
+                wake = r->_not_before_ns;
+        }
+        now = mx_mono_ns();
+        int timeout = wake > now ? (int)((wake - now + MX_NS_PER_MS - 1) / MX_NS_PER_MS) : 0;
+        curl_multi_poll(f->multi, NULL, 0, timeout, NULL);
+    }
+
+    /* Shutting down: nothing more is taken (fwd_submit() sees `stopping`). */
+    pthread_mutex_lock(&f->lock);
+    while (f->incoming) {
+        struct fwd_req *r = f->incoming;
+        f->incoming = r->_next;
+        r->_next = NULL;
+        hold(f, r, 0);
+    }
+    pthread_mutex_unlock(&f->lock);
+    while (f->sending) {
+        struct fwd_req *r = f->sending;
+        f->sending = r->_next;
+        r->_next = NULL;
+        complete(f, r, FWD_REFUSED, FWD_SHUTTING_DOWN);
+    }
+    while (f->held) {
+        struct fwd_req *r = f->held;
+        f->held = r->_next;
+        r->_next = NULL;
+        atomic_fetch_sub(&f->n_held, 1);
+        complete(f, r, FWD_REFUSED, FWD_SHUTTING_DOWN);
+    }
+    return NULL;
+}
+
+/* ---- the interface --------------------------------------------------------------------- */
+
+int fwd_start(struct fwd **out, uint64_t timeout_ms, char *err, size_t errlen)
+{
+    struct fwd *f = calloc(1, sizeof *f);
+    if (!f) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    f->timeout_ns = (timeout_ms ? timeout_ms : 10000) * MX_NS_PER_MS;
+    f->incoming_tail = &f->incoming;
+    atomic_init(&f->role, HTTP_ROLE_SERVE);
+    pthread_mutex_init(&f->lock, NULL);
+    /* libcurl's global state is set up once by whoever comes first; the blob client's
+     * blob_global_init() does the same, and curl counts the calls. */
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+        snprintf(err, errlen, "cannot initialize libcurl");
+        pthread_mutex_destroy(&f->lock);
+        free(f);
+        return -1;
+    }
+    f->multi = curl_multi_init();
+    if (!f->multi || pthread_create(&f->thread, NULL, fwd_main, f) != 0) {
+        snprintf(err, errlen, "cannot start the forwarder");
+        if (f->multi)
+            curl_multi_cleanup(f->multi);
+        curl_global_cleanup();
+        pthread_mutex_destroy(&f->lock);
+        free(f);
+        return -1;
+    }
+    f->thread_started = true;
+    *out = f;
+    return 0;
+}
+
+void fwd_set_role(struct fwd *f, enum http_role role, const char *url)
+{
+    pthread_mutex_lock(&f->lock);
+    apply_role(f, role, url);
+    pthread_mutex_unlock(&f->lock);
+    curl_multi_wakeup(f->multi);
+}
+
+void fwd_set_role_later(struct fwd *f, uint64_t after_ms, enum http_role role, const char *url)
+{
+    pthread_mutex_lock(&f->lock);
+    f->later = true;
+    f->later_ns = mx_mono_ns() + after_ms * MX_NS_PER_MS;
+    f->later_role = role;
+    snprintf(f->later_url, sizeof f->later_url, "%s", url ? url : "");
+    pthread_mutex_unlock(&f->lock);
+    curl_multi_wakeup(f->multi);
+}
+
+enum http_role fwd_role(struct fwd *f)
+{
+    return (enum http_role)atomic_load(&f->role);
+}
+
+static struct curl_slist *add_header(struct curl_slist *l, bool *ok, const char *name,
+                                     const char *value)
+{
+    char line[8300];
+    /* "Name:" alone keeps libcurl from sending its own (an Accept of any type, a form's
+     * Content-Type). */
+    snprintf(line, sizeof line, "%s:%s%s", name, value ? " " : "", value ? value : "");
+    struct curl_slist *n = curl_slist_append(l, line);
+    if (!n) {
+        *ok = false;
+        return l;
+    }
+    return n;
+}
+
+int fwd_submit(struct fwd *f, struct fwd_req *r)
+{
+    bool ok = true;
+    struct curl_slist *h = NULL;
+    if (r->authorization)
+        h = add_header(h, &ok, "Authorization", r->authorization);
+    h = add_header(h, &ok, "Content-Type", r->content_type);
+    h = add_header(h, &ok, "Accept", r->accept);
+    h = add_header(h, &ok, "X-Request-Id", r->request_id);
+    h = add_header(h, &ok, "Expect", NULL); /* no 100-continue round trip */
+    r->_next = NULL;
+    r->_easy = NULL;
+    r->_send_headers = h;
+    r->_body = MX_BUF_INIT(ANSWER_MAX);
+    r->_not_before_ns = 0;
+    atomic_init(&r->_cancel, false);
+    r->answer = NULL;
+    r->answer_len = 0;
+    r->status = 0;
+    r->reason = NULL;
+    memset(r->headers, 0, sizeof r->headers);
+    pthread_mutex_lock(&f->lock);
+    bool stopping = f->stopping;
+    if (ok && !stopping) {
+        *f->incoming_tail = r;
+        f->incoming_tail = &r->_next;
+    }
+    pthread_mutex_unlock(&f->lock);
+    if (!ok || stopping) {
+        curl_slist_free_all(h);
+        r->_send_headers = NULL;
+        return -1;
+    }
+    curl_multi_wakeup(f->multi);
+    return 0;
+}
+
+void fwd_cancel(struct fwd *f, struct fwd_req *r)
+{
+    atomic_store(&r->_cancel, true);
+    curl_multi_wakeup(f->multi);
+}
+
+void fwd_stop(struct fwd *f)
+{
+    if (f->stopped)
+        return;
+    pthread_mutex_lock(&f->lock);
+    f->stopping = true;
+    pthread_mutex_unlock(&f->lock);
+    curl_multi_wakeup(f->multi);
+    pthread_join(f->thread, NULL);
+    f->stopped = true;
+}
+
+void fwd_free(struct fwd *f)
+{
+    if (!f)
+        return;
+    fwd_stop(f);
+    curl_multi_cleanup(f->multi);
+    curl_global_cleanup();
+    pthread_mutex_destroy(&f->lock);
+    free(f);
+}
+
+void fwd_req_clear(struct fwd_req *r)
+{
+    free(r->answer);
+    r->answer = NULL;
+    free_headers(r);
+    mx_buf_free(&r->_body);
+}
+
+void fwd_metrics(struct fwd *f, struct mx_buf *b)
+{
+    prom_header(b, "mutexd_http_role", "gauge",
+                "The HTTP front's role: 1 for the one in force (serve: answer here; forward: "
+                "send to the active; hold: wait for an active; fenced: refuse).");
+    enum http_role role = fwd_role(f);
+    for (int r = HTTP_ROLE_SERVE; r <= HTTP_ROLE_FENCED; r++)
+        mx_buf_printf(b, "mutexd_http_role{role=\"%s\"} %d\n", role_name((enum http_role)r),
+                      r == (int)role);
+    prom_header(b, "mutexd_forwarded_requests_total", "counter",
+                "Requests forwarded to the active server and answered by it, by status.");
+    for (size_t i = 0; i < NCODES; i++) {
+        uint64_t n = atomic_load(&f->relayed[i]);
+        if (!n)
+            continue;
+        if (counted_codes[i])
+            mx_buf_printf(b, "mutexd_forwarded_requests_total{code=\"%d\"} %lu\n", counted_codes[i],
+                          (unsigned long)n);
+        else
+            mx_buf_printf(b, "mutexd_forwarded_requests_total{code=\"other\"} %lu\n",
+                          (unsigned long)n);
+    }
+    prom_header(b, "mutexd_forward_refused_total", "counter",
+                "Requests to forward answered 503 here: no active server within the forward "
+                "timeout, or the active lost after the request may have reached it.");
+    mx_buf_printf(b, "mutexd_forward_refused_total{reason=\"no_active_server\"} %lu\n",
+                  (unsigned long)atomic_load(&f->no_active));
+    mx_buf_printf(b, "mutexd_forward_refused_total{reason=\"active_lost\"} %lu\n",
+                  (unsigned long)atomic_load(&f->lost));
+    prom_counter(b, "mutexd_forward_served_here_total",
+                 "Held requests served here after all, the role having become serve.",
+                 atomic_load(&f->served_here));
+    prom_counter(b, "mutexd_forward_abandoned_total",
+                 "Forwarded or held requests whose client hung up first.", atomic_load(&f->gone));
+    prom_gauge(b, "mutexd_forward_held", "Requests held for an active server to send them to.",
+               atomic_load(&f->n_held));
+    prom_gauge(b, "mutexd_forward_in_flight", "Requests being sent to or answered by the active.",
+               atomic_load(&f->n_sending));
+}

@@ -1,0 +1,107 @@
+/*
+ * Forwarding to the active server of a group: a standby sends each /v1 request to the
+ * active over HTTP/1.1 keep-alive (one libcurl multi handle on one thread, connections
+ * reused across requests) and hands the answer back to be relayed as given. While no
+ * server is active, or the active cannot be connected to, requests are held until there
+ * is one to send them to, or to serve them here, for at most the forward timeout.
+ *
+ * A request is a struct fwd_req that the HTTP front embeds in its own request state, with
+ * a `done` callback the forwarder calls exactly once, on its own thread, with no lock held:
+ * on an answer, a refusal, a cancel, or at fwd_stop().
+ *
+ * Threads: fwd_start(), fwd_stop() and fwd_free() from one thread; the rest from any.
+ */
+#ifndef MX_HTTP_FORWARD_H
+#define MX_HTTP_FORWARD_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/buf.h"
+#include "http/server.h"
+
+struct fwd;
+
+enum fwd_outcome {
+    FWD_RELAYED,    /* the active's answer: status, body, headers */
+    FWD_SERVE_HERE, /* the role became HTTP_ROLE_SERVE while it was held: serve it here */
+    FWD_REFUSED,    /* answer 503 `unavailable` with `reason` */
+    FWD_GONE,       /* cancelled (the client hung up): nobody to answer */
+};
+
+/* The headers of the active's answer that are relayed, in this order. */
+enum fwd_header {
+    FWD_H_CONTENT_TYPE,
+    FWD_H_RETRY_AFTER,
+    FWD_H_ALLOW,
+    FWD_H_WWW_AUTHENTICATE,
+    FWD_H_SERVED_BY,
+    FWD_H_REQUEST_ID,
+    FWD_NHEADERS
+};
+extern const char *const fwd_header_names[FWD_NHEADERS];
+
+/* Reasons of FWD_REFUSED. */
+#define FWD_NO_ACTIVE     "no_active_server"
+#define FWD_ACTIVE_LOST   "active_lost"
+#define FWD_FENCED        "fenced"
+#define FWD_SHUTTING_DOWN "shutting down"
+
+struct fwd_req {
+    /* public: set before fwd_submit(), unchanged until `done` */
+    const char *method; /* GET, HEAD (sent as GET, so the relayed length is right) or POST */
+    const char *target; /* path and query, as the client sent them */
+    const char *body;   /* POST: the body (may be empty) */
+    size_t body_len;
+    /* The client's headers that are sent on (NULL: none), and the request id. Copied by
+     * fwd_submit(). */
+    const char *authorization, *content_type, *accept, *request_id;
+    uint64_t arrival_ns; /* held at most the forward timeout from here */
+    uint64_t wait_ms;    /* the request's own wait: added to the timeout of the transfer */
+    void (*done)(struct fwd_req *r);
+
+    /* results: valid in `done` and after; fwd_req_clear() frees them */
+    enum fwd_outcome outcome;
+    int status;                  /* FWD_RELAYED */
+    const char *reason;          /* FWD_REFUSED: one of FWD_* above */
+    char *answer;                /* FWD_RELAYED: the body (NUL-terminated), or NULL */
+    size_t answer_len;           /* its length */
+    char *headers[FWD_NHEADERS]; /* FWD_RELAYED: header values, NULL where absent */
+
+    /* private: the forwarder's */
+    struct fwd_req *_next;
+    void *_easy;         /* CURL *: a transfer in progress */
+    void *_send_headers; /* struct curl_slist * */
+    struct mx_buf _body;
+    uint64_t _not_before_ns; /* held: next attempt */
+    uint64_t _sent_ns;
+    _Atomic bool _cancel;
+};
+
+/* `timeout_ms`: the forward timeout (0: 10000). Returns 0, or -1 with a sentence in err. */
+int fwd_start(struct fwd **out, uint64_t timeout_ms, char *err, size_t errlen);
+/* The role and, for HTTP_ROLE_FORWARD, the active's URL (copied; NULL or too long: the role
+ * becomes HTTP_ROLE_HOLD). Held requests follow the new role at once. */
+void fwd_set_role(struct fwd *f, enum http_role role, const char *url);
+/* The same, `after_ms` from now (one change at most is pending; a later call replaces it). */
+void fwd_set_role_later(struct fwd *f, uint64_t after_ms, enum http_role role, const char *url);
+enum http_role fwd_role(struct fwd *f);
+/* Takes `r` to forward. Returns -1 when the forwarder has stopped (`done` is not called). */
+int fwd_submit(struct fwd *f, struct fwd_req *r);
+/* The client of `r` has gone: abort it (its `done` comes with FWD_GONE, unless it came
+ * already). Valid only until `done` has returned. */
+void fwd_cancel(struct fwd *f, struct fwd_req *r);
+/* Answers every request FWD_REFUSED FWD_SHUTTING_DOWN and joins the thread. Idempotent. */
+void fwd_stop(struct fwd *f);
+void fwd_free(struct fwd *f);
+/* Appends the forwarder's metrics. Any thread. */
+void fwd_metrics(struct fwd *f, struct mx_buf *b);
+void fwd_req_clear(struct fwd_req *r);
+
+/* "forward:URL", "hold", "fenced" or "serve" (as the fault seam writes roles): the role,
+ * and for forward the URL (pointing into `spec`). False when it is none of these. */
+bool fwd_parse_role(const char *spec, enum http_role *role, const char **url);
+
+#endif
