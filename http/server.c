@@ -1144,6 +1144,14 @@ void http_set_role(struct http *h, enum http_role role, const char *active_url)
     fwd_set_role(h->fwd, role, active_url);
 }
 
+void http_set_core(struct http *h, struct rt *rt, struct store *store)
+{
+    /* Read only by requests served here, which see HTTP_ROLE_SERVE (an atomic set after
+     * this) first. */
+    h->cfg.rt = rt;
+    h->cfg.store = store;
+}
+
 int http_start(struct http **out, const struct http_config *cfg, char *err, size_t errlen)
 {
     struct http *h = calloc(1, sizeof *h);

@@ -73,6 +73,9 @@ int http_start(struct http **out, const struct http_config *cfg, char *err, size
  * copied). Requests held or about to be forwarded follow the new role at once; those
  * already sent to the active finish there. Starts as HTTP_ROLE_SERVE. */
 void http_set_role(struct http *h, enum http_role role, const char *active_url);
+/* A server of a group that starts without a core (a standby) gets one when it takes over:
+ * call before http_set_role(HTTP_ROLE_SERVE), from the thread that sets roles. */
+void http_set_core(struct http *h, struct rt *rt, struct store *store);
 /* The address actually bound, as HOST:PORT. */
 const char *http_address(const struct http *h);
 /* From here on every request is answered 503 (Connection: close); returns once no request

@@ -27,6 +27,7 @@
 #include "persistence/blob.h"
 #include "persistence/mirror.h"
 #include "persistence/store.h"
+#include "server/ha.h"
 #include "server/options.h"
 #include "server/probe.h"
 
@@ -40,11 +41,31 @@ struct server {
     struct res_domain domain;
     struct ra_ctx actx;
     _Atomic bool recovered;
+    struct ha *ha;           /* NULL: not in a server group */
+    _Atomic bool forwarding; /* a standby that knows the active */
+    char *const *argv;       /* as given, to start again as a standby when fenced */
+    size_t leases;           /* leases in force when the core started */
 };
 
 static bool server_ready(void *ctx, char *why, size_t len, struct mx_buf *details)
 {
     struct server *s = ctx;
+    if (s->ha) {
+        enum ha_role role = ha_role(s->ha);
+        mx_buf_printf(details, "\"role\":\"%s\"%s", ha_role_name(role),
+                      role == HA_ACTIVE ? "," : "");
+        if (role == HA_FENCED) {
+            snprintf(why, len, "fenced");
+            return false;
+        }
+        if (role != HA_ACTIVE) {
+            if (!atomic_load(&s->forwarding)) {
+                snprintf(why, len, "no_active_server");
+                return false;
+            }
+            return true; /* a standby is ready when it can forward */
+        }
+    }
     if (s->mirror) {
         uint64_t changes, ms;
         mirror_lag(s->mirror, &changes, &ms);
@@ -77,6 +98,10 @@ static const char *write_gate(void *arg)
 static void server_metrics(void *ctx, struct mx_buf *b)
 {
     struct server *s = ctx;
+    if (s->ha)
+        ha_metrics(s->ha, b);
+    if (!s->rt)
+        return; /* a standby: its requests are counted by the HTTP front */
     struct res_domain *d = &s->domain;
     struct rt_stats st;
     rt_get_stats(s->rt, &st);
@@ -119,7 +144,9 @@ static int open_mirror(struct server *s, char *err, size_t errlen)
         .mode = (enum mirror_mode)o->mirror_mode,
         .snapshot_every_changes = o->snapshot_every_changes,
         .snapshot_every_ms = o->snapshot_every_ms,
-        .takeover_wait_ms = o->mirror_takeover_ms,
+        /* In a group, a server takes the container only when it is free: one attempt. */
+        .takeover_wait_ms = o->ha ? 1 : o->mirror_takeover_ms,
+        .advertise_url = o->ha ? o->advertise_url : NULL,
         .fault_append_pause_ms = o->fault_append_pause_ms,
         .last_token = &s->domain.last_token,
         .token_ceiling = &s->domain.token_ceiling,
@@ -211,10 +238,191 @@ static int check_data_dir(const char *dir, char *err, size_t errlen)
     return 0;
 }
 
+/* Opens the store and starts everything behind HTTP: the mirror (restoring first when the
+ * store is new), the actors, the alarms, and the leases in force. On failure returns -1 with
+ * what failed and why; close_core() stops what had started. */
+static int start_core(struct server *s, char *err, size_t errlen, const char **failed)
+{
+    int rc;
+    struct store_config sc = {
+        .dir = s->opt.data_dir,
+        .fault_commit_every = s->opt.fault_commit_every,
+        .fault_commit_first = s->opt.fault_commit_first,
+        .fault_commit_count = s->opt.fault_commit_count,
+    };
+    if (store_open(&s->store, &sc, err, errlen) != 0) {
+        *failed = "cannot open the store";
+        return -1;
+    }
+
+    s->domain.lim = (struct res_limits){
+        .min_ttl_ms = s->opt.min_ttl_ms,
+        .max_ttl_ms = s->opt.max_ttl_ms,
+        .max_wait_ms = s->opt.max_wait_ms,
+        .max_waiters = (uint32_t)s->opt.max_waiters,
+    };
+    prom_hist_init(&s->domain.expiry_lateness, prom_latency_bounds, prom_latency_nbounds, 1e9);
+    atomic_init(&s->domain.last_token, store_token_hwm(s->store));
+    uint64_t idx = store_index_hwm(s->store), floor = store_index_floor(s->store);
+    atomic_init(&s->domain.last_index, idx > floor ? idx : floor);
+    s->actx = (struct ra_ctx){.domain = &s->domain, .store = s->store};
+    if (open_mirror(s, err, errlen) != 0) {
+        *failed = "cannot start the blob mirror";
+        return -1;
+    }
+
+    struct rt_config rc_cfg = {
+        .behavior = &ra_behavior,
+        .ctx = &s->actx,
+        .workers = (unsigned)s->opt.threads,
+        .max_actors = s->opt.max_actors,
+        .barrier_passed = ra_barrier_passed,
+    };
+    if ((rc = rt_start(&s->rt, &rc_cfg)) != 0) {
+        *failed = "cannot start the actor runtime";
+        snprintf(err, errlen, "%s", strerror(rc));
+        return -1;
+    }
+    if ((rc = rt_alarms_start(&s->actx.alarms, s->rt, RA_MSG_ALARM)) != 0) {
+        *failed = "cannot start the alarm thread";
+        snprintf(err, errlen, "%s", strerror(rc));
+        return -1;
+    }
+    rt_alarms_pace(s->actx.alarms, store_behind, s->store);
+
+    /* Leases in force at the last stop are counted and their expiries set again, each with
+     * the time it had left; their resources stay on disk until something asks for them. */
+    size_t unset = 0;
+    if (ra_restore(&s->actx, &s->leases, &unset) != STORE_OK) {
+        *failed = "cannot read the leases in force from the store";
+        snprintf(err, errlen, "a read of the store failed");
+        return -1;
+    }
+    if (unset)
+        mx_warn("out of memory setting lease expiries; those leases expire when next used",
+                "count=%zu", unset);
+
+    return 0;
+}
+
+/* ---- the server group (--ha) ----------------------------------------------------- */
+
+#define GROUP_TICK_MS 100
+
+static int render_servers(void *ctx, struct mx_buf *out)
+{
+    struct server *s = ctx;
+    return ha_render_servers(s->ha, out);
+}
+
+static int open_group(struct server *s, char *err, size_t errlen, const char **failed)
+{
+    struct ha_config hc = {
+        .advertise_url = s->opt.advertise_url,
+        .connection_string = s->opt.blob_connection_string,
+        .container = s->opt.blob_container,
+        .failover_after_ms = s->opt.failover_after_ms,
+    };
+    if (blob_global_init() != 0) {
+        *failed = "cannot join the server group";
+        snprintf(err, errlen, "cannot initialize libcurl");
+        return -1;
+    }
+    if (ha_open(&s->ha, &hc, err, errlen) != 0) {
+        blob_global_cleanup();
+        *failed = "cannot join the server group";
+        return -1;
+    }
+    return 0;
+}
+
+/* A server of a group keeps no store of its own between terms as active: the container is
+ * the truth, and it is read again at each takeover. */
+static int wipe_store(const char *dir, char *err, size_t errlen)
+{
+    static const char *const files[] = {"mutexd.db", "mutexd.db-wal", "mutexd.db-shm"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        if (unlink(path) != 0 && errno != ENOENT) {
+            snprintf(err, errlen, "cannot remove %.400s: %s", path, strerror(errno));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The container is free, or its holder was given up: read it and serve. */
+static void take_over(struct server *s)
+{
+    uint64_t t0 = mx_mono_ns();
+    http_set_role(s->http, HTTP_ROLE_HOLD, NULL);
+    atomic_store(&s->forwarding, false);
+    ha_set_role(s->ha, HA_JOINING);
+    char err[512] = "", quoted[1100];
+    const char *failed = "cannot clear the data directory";
+    /* Leases that ran out while no server was active stay their holders' for a while. */
+    atomic_store(&s->domain.failover_at_ms, mx_wall_ms());
+    atomic_store(&s->domain.failover_grace_until_ns,
+                 mx_mono_ns() + s->opt.failover_grace_ms * MX_NS_PER_MS);
+    if (wipe_store(s->opt.data_dir, err, sizeof err) != 0 ||
+        start_core(s, err, sizeof err, &failed) != 0) {
+        mx_warn("could not take the container; staying a standby", "step=\"%s\" error=%s", failed,
+                mx_log_quote(quoted, sizeof quoted, err));
+        close_core(s);
+        s->store = NULL;
+        s->mirror = NULL;
+        s->rt = NULL;
+        s->actx.alarms = NULL;
+        ha_set_role(s->ha, HA_STANDBY);
+        return;
+    }
+    http_set_core(s->http, s->rt, s->store);
+    http_set_role(s->http, HTTP_ROLE_SERVE, NULL);
+    ha_set_role(s->ha, HA_ACTIVE);
+    uint64_t ms = (mx_mono_ns() - t0) / MX_NS_PER_MS;
+    ha_count_takeover(s->ha, ms);
+    mx_info("serving as the active server", "generation=%lu leases=%zu took_ms=%lu",
+            (unsigned long)mirror_generation(s->mirror), s->leases, (unsigned long)ms);
+}
+
+/* One look at the group. Returns 1 when this server was fenced and must start again. */
+static int group_tick(struct server *s)
+{
+    if (!s->rt) {
+        char active[256];
+        if (ha_watch(s->ha, active, sizeof active) == HA_TAKE) {
+            take_over(s);
+        } else {
+            atomic_store(&s->forwarding, active[0] != '\0');
+            http_set_role(s->http, active[0] ? HTTP_ROLE_FORWARD : HTTP_ROLE_HOLD, active);
+            if (ha_role(s->ha) != HA_STANDBY)
+                ha_set_role(s->ha, HA_STANDBY);
+        }
+        if (!s->rt)
+            ha_heartbeat(s->ha, false, 0, 0);
+        return 0;
+    }
+    if (mirror_fenced(s->mirror)) {
+        ha_set_role(s->ha, HA_FENCED);
+        http_set_role(s->http, HTTP_ROLE_FENCED, NULL);
+        return 1;
+    }
+    uint64_t changes, ms;
+    mirror_lag(s->mirror, &changes, &ms);
+    ha_heartbeat(s->ha, true, changes, ms);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     struct server s;
     memset(&s, 0, sizeof s);
+    /* A copy, before getopt reorders it: a fenced server starts itself again with it. */
+    char **args = calloc((size_t)argc + 1, sizeof *args);
+    for (int i = 0; args && i < argc; i++)
+        args[i] = argv[i];
+    s.argv = args ? args : argv;
     int rc = options_parse(&s.opt, argc, argv);
     if (rc >= 0)
         return rc; /* --help, --version, or a bad option (already reported) */
@@ -253,63 +461,9 @@ int main(int argc, char **argv)
         failed = "refusing the data directory";
         goto fail;
     }
-    struct store_config sc = {
-        .dir = s.opt.data_dir,
-        .fault_commit_every = s.opt.fault_commit_every,
-        .fault_commit_first = s.opt.fault_commit_first,
-        .fault_commit_count = s.opt.fault_commit_count,
-    };
-    if (store_open(&s.store, &sc, err, sizeof err) != 0) {
-        failed = "cannot open the store";
+    if (s.opt.ha ? open_group(&s, err, sizeof err, &failed) != 0
+                 : start_core(&s, err, sizeof err, &failed) != 0)
         goto fail;
-    }
-
-    s.domain.lim = (struct res_limits){
-        .min_ttl_ms = s.opt.min_ttl_ms,
-        .max_ttl_ms = s.opt.max_ttl_ms,
-        .max_wait_ms = s.opt.max_wait_ms,
-        .max_waiters = (uint32_t)s.opt.max_waiters,
-    };
-    prom_hist_init(&s.domain.expiry_lateness, prom_latency_bounds, prom_latency_nbounds, 1e9);
-    atomic_init(&s.domain.last_token, store_token_hwm(s.store));
-    uint64_t idx = store_index_hwm(s.store), floor = store_index_floor(s.store);
-    atomic_init(&s.domain.last_index, idx > floor ? idx : floor);
-    s.actx = (struct ra_ctx){.domain = &s.domain, .store = s.store};
-    if (open_mirror(&s, err, sizeof err) != 0) {
-        failed = "cannot start the blob mirror";
-        goto fail;
-    }
-
-    struct rt_config rc_cfg = {
-        .behavior = &ra_behavior,
-        .ctx = &s.actx,
-        .workers = (unsigned)s.opt.threads,
-        .max_actors = s.opt.max_actors,
-        .barrier_passed = ra_barrier_passed,
-    };
-    if ((rc = rt_start(&s.rt, &rc_cfg)) != 0) {
-        failed = "cannot start the actor runtime";
-        snprintf(err, sizeof err, "%s", strerror(rc));
-        goto fail;
-    }
-    if ((rc = rt_alarms_start(&s.actx.alarms, s.rt, RA_MSG_ALARM)) != 0) {
-        failed = "cannot start the alarm thread";
-        snprintf(err, sizeof err, "%s", strerror(rc));
-        goto fail;
-    }
-    rt_alarms_pace(s.actx.alarms, store_behind, s.store);
-
-    /* Leases in force at the last stop are counted and their expiries set again, each with
-     * the time it had left; their resources stay on disk until something asks for them. */
-    size_t leases = 0, unset = 0;
-    if (ra_restore(&s.actx, &leases, &unset) != STORE_OK) {
-        failed = "cannot read the leases in force from the store";
-        snprintf(err, sizeof err, "a read of the store failed");
-        goto fail;
-    }
-    if (unset)
-        mx_warn("out of memory setting lease expiries; those leases expire when next used",
-                "count=%zu", unset);
 
     struct http_config hc = {
         .auth = s.auth,
@@ -329,6 +483,7 @@ int main(int argc, char **argv)
         .metrics = server_metrics,
         .forward_timeout_ms = s.opt.forward_timeout_ms,
         .served_by = s.opt.ha ? s.opt.advertise_url : s.opt.fault_served_by,
+        .servers = s.opt.ha ? render_servers : NULL,
         .ctx = &s,
         .fault_role = s.opt.fault_role,
         .fault_role_after = s.opt.fault_role_after,
@@ -338,13 +493,30 @@ int main(int argc, char **argv)
         failed = "cannot start the HTTP server";
         goto fail;
     }
+    if (s.ha)
+        http_set_role(s.http, HTTP_ROLE_HOLD, NULL); /* until the group is known */
     atomic_store(&s.recovered, true);
-    mx_info("started", "version=%s address=%s data_dir=%s leases=%zu", MUTEXD_VERSION,
-            http_address(s.http), s.opt.data_dir, leases);
+    mx_info("started", "version=%s address=%s data_dir=%s leases=%zu role=%s", MUTEXD_VERSION,
+            http_address(s.http), s.opt.data_dir, s.leases,
+            s.ha ? ha_role_name(ha_role(s.ha)) : "active");
 
     int sig = 0;
+    bool fenced = false;
     for (;;) {
-        sigwait(&set, &sig);
+        if (s.ha) {
+            /* A server of a group looks at the group between signals. */
+            struct timespec tick = {0, GROUP_TICK_MS * 1000000L};
+            sig = sigtimedwait(&set, NULL, &tick);
+            if (sig < 0) {
+                if (group_tick(&s) != 0) {
+                    fenced = true;
+                    break;
+                }
+                continue;
+            }
+        } else {
+            sigwait(&set, &sig);
+        }
         if (sig != SIGHUP)
             break;
         char quoted[1100];
@@ -357,11 +529,23 @@ int main(int argc, char **argv)
                      "error=%s", mx_log_quote(quoted, sizeof quoted, err));
         }
     }
-    mx_info("shutting down", "signal=%s", sig == SIGTERM ? "TERM" : "INT");
+    if (fenced)
+        mx_warn("another server has taken the container: starting again as a standby", NULL);
+    else
+        mx_info("shutting down", "signal=%s", sig == SIGTERM ? "TERM" : "INT");
     http_quiesce(s.http);
     close_core(&s);
     http_stop(s.http);
+    if (s.ha) {
+        ha_close(s.ha);
+        blob_global_cleanup();
+    }
     auth_free(s.auth);
+    if (fenced) {
+        execv("/proc/self/exe", s.argv);
+        mx_error("cannot start again", "error=%s", strerror(errno));
+        return 1;
+    }
     mx_info("stopped", NULL);
     return 0;
 
@@ -370,6 +554,10 @@ fail:;
     mx_error(failed, "error=%s", mx_log_quote(quoted, sizeof quoted, err));
     fprintf(stderr, "mutexd: %s\n", err);
     close_core(&s);
+    if (s.ha) {
+        ha_close(s.ha);
+        blob_global_cleanup();
+    }
     auth_free(s.auth);
     return 1;
 }

@@ -1,0 +1,409 @@
+/*
+ * The server group, seen from the blob container (see ha.h).
+ *
+ * Layout: state and names; the owner blob and the probe (ha_watch); heartbeats and the
+ * group's listing; rendering and metrics.
+ *
+ * Safety does not depend on anything here: a standby that takes over too early (the active
+ * was alive, only unreachable from it) costs a takeover, never a second holder, because the
+ * old active's next append meets a sealed journal (mirror.c, seal_previous()).
+ */
+#include "server/ha.h"
+
+#include <cjson/cJSON.h>
+#include <curl/curl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/prom.h"
+#include "http/render.h"
+#include "persistence/blob.h"
+
+#define OWNER_BLOB      "owner"
+#define HEARTBEAT_NS    (1000 * MX_NS_PER_MS)
+#define SERVER_STALE_MS 10000 /* a heartbeat older than this: the server is gone */
+
+struct ha {
+    struct ha_config cfg;
+    struct blob_account account;
+    struct blob_client *c;
+    CURL *probe;
+    char probe_url[300];
+    uint64_t last_ok_ns;   /* the active last answered its /healthz */
+    uint64_t heartbeat_ns; /* the last heartbeat written */
+    char id[20];           /* this server's heartbeat blob: servers/<id>.json */
+
+    pthread_mutex_t lock;
+    enum ha_role role;            /* lock */
+    char active[256];             /* lock: the active's URL, or "" */
+    uint64_t generation;          /* lock */
+    int64_t since_ms;             /* lock */
+    struct mx_buf servers;        /* lock: the "servers" array, rendered */
+    uint64_t lag_changes, lag_ms; /* lock: this server's own, as last reported */
+
+    _Atomic uint64_t takeovers, last_takeover_ms, role_changes;
+};
+
+const char *ha_role_name(enum ha_role role)
+{
+    switch (role) {
+    case HA_ACTIVE:
+        return "active";
+    case HA_STANDBY:
+        return "standby";
+    case HA_FENCED:
+        return "fenced";
+    case HA_JOINING:
+        break;
+    }
+    return "joining";
+}
+
+/* FNV-1a of the URL: a stable name for this server's heartbeat. */
+static void server_id(const char *url, char out[20])
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (const char *p = url; *p; p++)
+        h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
+    snprintf(out, 20, "%016" PRIx64, h);
+}
+
+static size_t discard(char *data, size_t size, size_t nmemb, void *arg)
+{
+    (void)data;
+    (void)arg;
+    return size * nmemb;
+}
+
+int ha_open(struct ha **out, const struct ha_config *cfg, char *err, size_t errlen)
+{
+    struct ha *h = calloc(1, sizeof *h);
+    if (!h) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    h->cfg = *cfg;
+    pthread_mutex_init(&h->lock, NULL);
+    server_id(cfg->advertise_url, h->id);
+    /* Short timeouts: a standby looks several times a second. */
+    struct blob_options quick = {.connect_timeout_ms = 1000, .timeout_ms = 2000};
+    if (blob_parse_connection_string(cfg->connection_string, &h->account, err, errlen) != 0 ||
+        blob_client_new(&h->account, cfg->container, &quick, &h->c, err, errlen) != 0)
+        goto fail;
+    struct blob_result r = {0};
+    if (blob_create_container(h->c, &r) != 0) {
+        snprintf(err, errlen, "cannot create the blob container '%s': %ld %s %s", cfg->container,
+                 r.status, r.error_code, r.message);
+        blob_result_free(&r);
+        goto fail;
+    }
+    blob_result_free(&r);
+    h->probe = curl_easy_init();
+    if (!h->probe) {
+        snprintf(err, errlen, "cannot initialize libcurl");
+        goto fail;
+    }
+    *out = h;
+    return 0;
+fail:
+    ha_close(h);
+    return -1;
+}
+
+void ha_close(struct ha *h)
+{
+    if (!h)
+        return;
+    if (h->c) {
+        struct blob_result r = {0};
+        char name[64];
+        snprintf(name, sizeof name, "servers/%s.json", h->id);
+        blob_delete(h->c, name, NULL, &r); /* gone from the listing at once */
+        blob_result_free(&r);
+        blob_client_free(h->c);
+    }
+    if (h->probe)
+        curl_easy_cleanup(h->probe);
+    blob_account_wipe(&h->account);
+    mx_buf_free(&h->servers);
+    pthread_mutex_destroy(&h->lock);
+    free(h);
+}
+
+void ha_set_role(struct ha *h, enum ha_role role)
+{
+    pthread_mutex_lock(&h->lock);
+    enum ha_role was = h->role;
+    h->role = role;
+    if (role == HA_ACTIVE) {
+        snprintf(h->active, sizeof h->active, "%s", h->cfg.advertise_url);
+        h->since_ms = mx_wall_ms();
+    }
+    pthread_mutex_unlock(&h->lock);
+    if (was != role) {
+        atomic_fetch_add(&h->role_changes, 1);
+        mx_info("role changed", "from=%s to=%s url=%s", ha_role_name(was), ha_role_name(role),
+                h->cfg.advertise_url);
+        h->heartbeat_ns = 0; /* tell the group now */
+    }
+}
+
+enum ha_role ha_role(struct ha *h)
+{
+    pthread_mutex_lock(&h->lock);
+    enum ha_role r = h->role;
+    pthread_mutex_unlock(&h->lock);
+    return r;
+}
+
+/* ---- the owner blob and the probe ------------------------------------------------- */
+
+static bool probe_active(struct ha *h, const char *url)
+{
+    snprintf(h->probe_url, sizeof h->probe_url, "%s/healthz", url);
+    long timeout = (long)(h->cfg.failover_after_ms / 3);
+    if (timeout > 1000)
+        timeout = 1000;
+    if (timeout < 100)
+        timeout = 100;
+    curl_easy_setopt(h->probe, CURLOPT_URL, h->probe_url);
+    curl_easy_setopt(h->probe, CURLOPT_TIMEOUT_MS, timeout);
+    curl_easy_setopt(h->probe, CURLOPT_CONNECTTIMEOUT_MS, timeout);
+    curl_easy_setopt(h->probe, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h->probe, CURLOPT_WRITEFUNCTION, discard);
+    /* Liveness only: the active's certificate may not name the address used here. */
+    curl_easy_setopt(h->probe, CURLOPT_SSL_VERIFYPEER, 0L);
+    curl_easy_setopt(h->probe, CURLOPT_SSL_VERIFYHOST, 0L);
+    long status = 0;
+    if (curl_easy_perform(h->probe) == CURLE_OK)
+        curl_easy_getinfo(h->probe, CURLINFO_RESPONSE_CODE, &status);
+    return status == 200;
+}
+
+static bool lease_free(const char *state)
+{
+    return strcmp(state, "available") == 0 || strcmp(state, "expired") == 0 ||
+           strcmp(state, "broken") == 0;
+}
+
+enum ha_verdict ha_watch(struct ha *h, char *active, size_t len)
+{
+    struct blob_result r = {0};
+    enum ha_verdict v = HA_WAIT;
+    pthread_mutex_lock(&h->lock);
+    snprintf(active, len, "%s", h->active);
+    pthread_mutex_unlock(&h->lock);
+    if (blob_head(h->c, OWNER_BLOB, &r) != 0) {
+        if (r.status == 404)
+            v = HA_TAKE; /* a new container */
+        /* else the blob store is out of reach: keep what we knew, take nothing */
+        goto out;
+    }
+    const char *url = blob_result_meta(&r, "url");
+    const char *gen = blob_result_meta(&r, "generation");
+    const char *since = blob_result_meta(&r, "since");
+    if (lease_free(r.lease_state)) {
+        v = HA_TAKE;
+        goto out;
+    }
+    if (!url || strcmp(url, "-") == 0) {
+        /* Held by a server that has not named itself yet (taking over now), or by a
+         * server outside any group: wait for its lease, as a single server would. */
+        active[0] = '\0';
+        goto out;
+    }
+    if (strcmp(url, h->cfg.advertise_url) == 0) {
+        v = HA_TAKE; /* our own lease, from before a restart: the lease id is ours */
+        goto out;
+    }
+    uint64_t now = mx_mono_ns();
+    pthread_mutex_lock(&h->lock);
+    if (strcmp(h->active, url) != 0) {
+        snprintf(h->active, sizeof h->active, "%s", url);
+        h->last_ok_ns = now; /* a new active gets the whole failover time to answer */
+    }
+    h->generation = gen ? strtoull(gen, NULL, 10) : 0;
+    h->since_ms = since ? strtoll(since, NULL, 10) : 0;
+    pthread_mutex_unlock(&h->lock);
+    snprintf(active, len, "%s", url);
+    if (probe_active(h, url)) {
+        h->last_ok_ns = mx_mono_ns();
+        goto out;
+    }
+    if (now - h->last_ok_ns < h->cfg.failover_after_ms * MX_NS_PER_MS)
+        goto out;
+    /* Given up: break its lease at once (period 0), if it is still the same holder. */
+    char suspect[256];
+    snprintf(suspect, sizeof suspect, "%s", url);
+    if (blob_head(h->c, OWNER_BLOB, &r) != 0 || !blob_result_meta(&r, "url") ||
+        strcmp(blob_result_meta(&r, "url"), suspect) != 0)
+        goto out;
+    mx_warn("the active server does not answer: breaking its lease", "active=%s silent_ms=%lu",
+            suspect, (unsigned long)((now - h->last_ok_ns) / MX_NS_PER_MS));
+    if (blob_lease_break(h->c, OWNER_BLOB, 0, &r) == 0 || r.status == 409)
+        v = HA_TAKE; /* 409: no lease to break any more */
+out:
+    blob_result_free(&r);
+    return v;
+}
+
+/* ---- heartbeats and the group ------------------------------------------------------ */
+
+static void iso_time(int64_t wall_ms, char out[32])
+{
+    render_time(wall_ms, out);
+}
+
+/* Rereads every heartbeat into h->servers. */
+static void read_group(struct ha *h)
+{
+    struct blob_list page = {0};
+    struct blob_result r = {0};
+    cJSON *arr = cJSON_CreateArray();
+    char *marker = NULL;
+    int64_t now = mx_wall_ms();
+    bool ok = arr != NULL;
+    for (int pages = 0; ok && pages < 10; pages++) {
+        if (blob_list_page(h->c, "servers/", marker, 100, &page, &r) != 0) {
+            ok = false;
+            break;
+        }
+        for (size_t i = 0; i < page.count; i++) {
+            if (blob_get(h->c, page.items[i].name, NULL, &r) != 0 || !r.body)
+                continue;
+            cJSON *o = cJSON_ParseWithLength(r.body, r.body_len);
+            cJSON *seen = o ? cJSON_GetObjectItemCaseSensitive(o, "seen_ms") : NULL;
+            if (!cJSON_IsNumber(seen) || now - (int64_t)seen->valuedouble > SERVER_STALE_MS) {
+                cJSON_Delete(o);
+                continue;
+            }
+            char t[32];
+            iso_time((int64_t)seen->valuedouble, t);
+            cJSON_DeleteItemFromObjectCaseSensitive(o, "seen_ms");
+            cJSON_AddStringToObject(o, "seen_at", t);
+            cJSON_AddItemToArray(arr, o);
+        }
+        free(marker);
+        marker = page.next_marker ? strdup(page.next_marker) : NULL;
+        if (!marker)
+            break;
+    }
+    free(marker);
+    blob_list_free(&page);
+    blob_result_free(&r);
+    char *text = ok ? cJSON_PrintUnformatted(arr) : NULL;
+    cJSON_Delete(arr);
+    if (!text)
+        return; /* keep the last listing */
+    pthread_mutex_lock(&h->lock);
+    mx_buf_free(&h->servers);
+    mx_buf_append(&h->servers, text, strlen(text));
+    pthread_mutex_unlock(&h->lock);
+    free(text);
+}
+
+void ha_heartbeat(struct ha *h, bool has_copy, uint64_t lag_changes, uint64_t lag_ms)
+{
+    uint64_t now = mx_mono_ns();
+    if (h->heartbeat_ns && now - h->heartbeat_ns < HEARTBEAT_NS)
+        return;
+    h->heartbeat_ns = now;
+    pthread_mutex_lock(&h->lock);
+    h->lag_changes = lag_changes;
+    h->lag_ms = lag_ms;
+    enum ha_role role = h->role;
+    pthread_mutex_unlock(&h->lock);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "url", h->cfg.advertise_url);
+    cJSON_AddStringToObject(o, "role", ha_role_name(role));
+    if (has_copy) {
+        cJSON_AddNumberToObject(o, "lag_changes", (double)lag_changes);
+        cJSON_AddNumberToObject(o, "lag_ms", (double)lag_ms);
+    } else { /* a standby reads the container when it takes over: no copy to lag */
+        cJSON_AddNullToObject(o, "lag_changes");
+        cJSON_AddNullToObject(o, "lag_ms");
+    }
+    cJSON_AddNumberToObject(o, "seen_ms", (double)mx_wall_ms());
+    char *text = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    if (text) {
+        char name[64];
+        struct blob_result r = {0};
+        snprintf(name, sizeof name, "servers/%s.json", h->id);
+        blob_put(h->c, name, text, strlen(text), NULL, &r);
+        blob_result_free(&r);
+        free(text);
+    }
+    read_group(h);
+}
+
+/* ---- rendering and metrics --------------------------------------------------------- */
+
+int ha_render_servers(struct ha *h, struct mx_buf *out)
+{
+    cJSON *o = cJSON_CreateObject(), *self = cJSON_CreateObject(), *act = NULL, *list = NULL;
+    pthread_mutex_lock(&h->lock);
+    cJSON_AddStringToObject(self, "url", h->cfg.advertise_url);
+    cJSON_AddStringToObject(self, "role", ha_role_name(h->role));
+    if (h->active[0]) {
+        char t[32];
+        act = cJSON_CreateObject();
+        cJSON_AddStringToObject(act, "url", h->active);
+        if (h->since_ms > 0) {
+            iso_time(h->since_ms, t);
+            cJSON_AddStringToObject(act, "since", t);
+        } else {
+            cJSON_AddNullToObject(act, "since");
+        }
+        cJSON_AddNumberToObject(act, "generation", (double)h->generation);
+    }
+    if (h->servers.len)
+        list = cJSON_ParseWithLength(h->servers.p, h->servers.len);
+    pthread_mutex_unlock(&h->lock);
+    cJSON_AddItemToObject(o, "self", self);
+    cJSON_AddItemToObject(o, "active", act ? act : cJSON_CreateNull());
+    cJSON_AddItemToObject(o, "servers", list ? list : cJSON_CreateArray());
+    char *text = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    if (!text)
+        return -1;
+    mx_buf_append(out, text, strlen(text));
+    free(text);
+    return out->oom ? -1 : 0;
+}
+
+void ha_metrics(struct ha *h, struct mx_buf *b)
+{
+    enum ha_role role = ha_role(h);
+    prom_header(b, "mutexd_role", "gauge", "1 for this server's role in its group.");
+    static const enum ha_role roles[] = {HA_JOINING, HA_STANDBY, HA_ACTIVE, HA_FENCED};
+    for (size_t i = 0; i < sizeof roles / sizeof roles[0]; i++)
+        mx_buf_printf(b, "mutexd_role{role=\"%s\"} %d\n", ha_role_name(roles[i]), roles[i] == role);
+    prom_counter(b, "mutexd_takeovers_total", "Times this server took the container over.",
+                 atomic_load(&h->takeovers));
+    prom_gauge_f(b, "mutexd_last_takeover_seconds",
+                 "How long this server's last takeover took, from its decision to serving.",
+                 (double)atomic_load(&h->last_takeover_ms) / 1000);
+    prom_counter(b, "mutexd_role_changes_total", "Role changes of this server.",
+                 atomic_load(&h->role_changes));
+    pthread_mutex_lock(&h->lock);
+    uint64_t lag_changes = h->lag_changes, lag_ms = h->lag_ms;
+    pthread_mutex_unlock(&h->lock);
+    prom_gauge(b, "mutexd_standby_lag_changes",
+               "Changes the active has that this standby has not read (0 on the active).",
+               lag_changes);
+    prom_gauge_f(b, "mutexd_standby_lag_seconds", "Age of this standby's copy (0 on the active).",
+                 (double)lag_ms / 1000);
+}
+
+void ha_count_takeover(struct ha *h, uint64_t ms)
+{
+    atomic_fetch_add(&h->takeovers, 1);
+    atomic_store(&h->last_takeover_ms, ms);
+}

@@ -1,0 +1,59 @@
+/*
+ * The server group (DESIGN.md, "High availability"): which server is active, seen from the
+ * blob container alone. The owner blob's Azure lease says whether a server holds the
+ * container, and its metadata which one (url, generation, since). A standby watches it,
+ * probes the active's /healthz, and says when to take over; every server writes a small
+ * heartbeat blob (servers/<id>.json) so that any of them can list the group.
+ *
+ * Threads: everything from the main thread, except ha_render_servers() and ha_role_name(),
+ * which any thread may call.
+ */
+#ifndef MX_HA_H
+#define MX_HA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/buf.h"
+
+struct ha_config {
+    const char *advertise_url;
+    const char *connection_string;
+    const char *container;
+    uint64_t failover_after_ms; /* the active unanswered this long: take over */
+};
+
+enum ha_role { HA_JOINING, HA_STANDBY, HA_ACTIVE, HA_FENCED };
+
+/* What a standby should do after one look. */
+enum ha_verdict {
+    HA_WAIT, /* another server is active (or none is known yet): forward, or hold */
+    HA_TAKE, /* the container is free, or its holder was given up: take it now */
+};
+
+struct ha;
+
+int ha_open(struct ha **out, const struct ha_config *cfg, char *err, size_t errlen);
+void ha_close(struct ha *h);
+
+/* One look at the owner blob (and a probe of the active). `active` gets the active's URL, or
+ * "" when none is known. */
+enum ha_verdict ha_watch(struct ha *h, char *active, size_t len);
+
+/* This server's role, for /v1/servers, the metrics and the logs. */
+void ha_set_role(struct ha *h, enum ha_role role);
+enum ha_role ha_role(struct ha *h);
+const char *ha_role_name(enum ha_role role);
+/* Call often; once a second it writes this server's heartbeat and rereads the others'.
+ * `has_copy`: the server has a copy of the leases (the active), whose lag is given. */
+void ha_heartbeat(struct ha *h, bool has_copy, uint64_t lag_changes, uint64_t lag_ms);
+
+/* The body of GET /v1/servers (API.md, "Servers"). 0, or -1 when out of memory. */
+int ha_render_servers(struct ha *h, struct mx_buf *out);
+
+/* Metrics: role, takeovers, the last takeover's duration. */
+void ha_metrics(struct ha *h, struct mx_buf *b);
+void ha_count_takeover(struct ha *h, uint64_t ms);
+
+#endif

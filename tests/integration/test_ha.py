@@ -1,0 +1,240 @@
+"""A server group (--ha) of three real servers on loopback over one real Azurite container:
+election, forwarding, takeover after SIGKILL and SIGSTOP, handover on SIGTERM, racing
+standbys. Checked from the clients' side: every change answered 2xx is there after each
+takeover, fencing tokens only grow, and no lease is granted to two holders at once."""
+
+import json
+import os
+import signal
+import threading
+import time
+import uuid
+
+import pytest
+
+from azure import Azurite
+from harness import Client, Server, free_port
+
+
+@pytest.fixture(scope="module")
+def azurite():
+    a = Azurite()
+    yield a
+    a.stop()
+
+
+class Group:
+    """Three servers of one group, each on a port chosen before it starts (its advertised
+    URL must be known to it)."""
+
+    def __init__(self, az, n=3, extra=(), env=None):
+        self.az = az
+        self.container = "g" + uuid.uuid4().hex[:20]
+        self.extra = list(extra)
+        self.env = env or {}
+        self.servers = [self.make() for _ in range(n)]
+
+    def make(self, port=None):
+        port = port or free_port()
+        url = "http://127.0.0.1:%d" % port
+        s = Server(listen="127.0.0.1:%d" % port, env=self.env,
+                   args=["--ha", "--advertise-url", url, "--mirror", "sync",
+                         "--blob-connection-string", self.az.connection_string,
+                         "--blob-container", self.container] + self.extra)
+        s.url = url
+        return s
+
+    def start(self):
+        for s in self.servers:
+            s.start()
+        return self
+
+    def stop(self):
+        for s in self.servers:
+            if s.proc and s.proc.poll() is None:
+                s.stop()
+
+    def alive(self):
+        return [s for s in self.servers if s.proc and s.proc.poll() is None]
+
+    def view(self, s):
+        c = s.client(timeout=5)
+        try:
+            r = c.request("GET", "/v1/servers")
+            return r.json if r.status == 200 else None
+        except OSError:
+            return None
+        finally:
+            c.close()
+
+    def active(self, timeout=20, among=None):
+        """The server every live one names as active, once they agree."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            live = among or self.alive()
+            views = [self.view(s) for s in live]
+            urls = {v["active"]["url"] if v and v["active"] else None for v in views}
+            roles = [v["self"]["role"] if v else None for v in views]
+            if len(urls) == 1 and None not in urls and roles.count("active") == 1:
+                url = urls.pop()
+                return next(s for s in self.servers if s.url == url)
+            time.sleep(0.1)
+        raise AssertionError("no agreed active server: %r" % [self.view(s) for s in self.alive()])
+
+    def standbys(self, active):
+        return [s for s in self.alive() if s is not active]
+
+
+@pytest.fixture
+def group(azurite):
+    g = Group(azurite)
+    yield g
+    g.stop()
+
+
+def wait_write(servers, resource, timeout, owner="probe"):
+    """Acquires `resource` through any of `servers` until one answers 200; returns the
+    answer and when it came."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for s in servers:
+            c = s.client(timeout=5)
+            try:
+                r = c.acquire(resource, owner=owner, ttl_ms=30000)
+                if r.status == 200:
+                    return r, time.monotonic()
+            except OSError:
+                pass
+            finally:
+                c.close()
+        time.sleep(0.02)
+    raise AssertionError("no server granted %s within %.1f s" % (resource, timeout))
+
+
+def test_one_server_is_active_and_the_others_forward_to_it(group):
+    group.start()
+    active = group.active()
+    standbys = group.standbys(active)
+    assert len(standbys) == 2
+    for s in standbys:
+        v = group.view(s)
+        assert v["self"] == {"url": s.url, "role": "standby"}
+        assert v["active"]["url"] == active.url and v["active"]["generation"] >= 1
+    c = standbys[0].client()
+    r = c.acquire("job", owner="w1", ttl_ms=30000)
+    assert r.status == 200, r
+    assert r.header("mutexd-served-by") == active.url
+    lease = r.json
+    # The same answer from the other standby and from the active.
+    r2 = standbys[1].client().acquire("job", owner="w2", ttl_ms=30000)
+    assert r2.status == 409 and r2.json["error"]["code"] == "lease_held", r2
+    assert r2.header("retry-after")
+    g = active.client().get("job")
+    assert g.json["state"] == "held" and g.json["lease"]["lease_id"] == lease["lease_id"]
+    # Every server lists the whole group.
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        urls = {x["url"] for x in group.view(standbys[1])["servers"]}
+        if urls == {s.url for s in group.servers}:
+            break
+        time.sleep(0.2)
+    assert urls == {s.url for s in group.servers}
+    # Readiness per role; metrics name the role.
+    assert standbys[0].client().request("GET", "/readyz").status == 200
+    m = standbys[0].client().request("GET", "/metrics").body
+    assert 'mutexd_role{role="standby"} 1' in m
+
+
+def test_sigkill_of_the_active_loses_no_answered_change(group):
+    group.start()
+    active = group.active()
+    ca = active.client()
+    held = {}
+    for i in range(20):
+        r = ca.acquire("k%d" % i, owner="w", ttl_ms=60000)
+        assert r.status == 200, r
+        held["k%d" % i] = r.json
+    top = max(x["fencing_token"] for x in held.values())
+    t0 = time.monotonic()
+    active.kill()
+    r, t1 = wait_write(group.alive(), "after-kill", timeout=15)
+    took = t1 - t0
+    assert took <= 5.5, "takeover took %.2f s" % took
+    assert r.json["fencing_token"] > top
+    new = group.active()
+    assert new is not active
+    cn = new.client()
+    for name, lease in held.items():
+        g = cn.get(name).json
+        assert g["state"] == "held", (name, g)
+        assert g["lease"]["lease_id"] == lease["lease_id"]
+        assert g["lease"]["fencing_token"] == lease["fencing_token"]
+        # its holder renews it, same token
+        rr = cn.renew(name, lease["lease_id"])
+        assert rr.status == 200 and rr.json["fencing_token"] == lease["fencing_token"], rr
+
+
+def test_sigterm_hands_over_in_under_a_second(group):
+    group.start()
+    active = group.active()
+    standbys = group.standbys(active)
+    assert active.client().acquire("before", owner="w", ttl_ms=60000).status == 200
+    t0 = time.monotonic()
+    active.proc.send_signal(signal.SIGTERM)
+    r, t1 = wait_write(standbys, "after-term", timeout=10)
+    assert t1 - t0 < 1.0, "handover took %.2f s" % (t1 - t0)
+    assert active.proc.wait(timeout=20) == 0
+    new = group.active(among=standbys)
+    assert new.client().get("before").json["state"] == "held"
+
+
+def test_two_standbys_racing_for_one_takeover_one_wins(group):
+    group.start()
+    active = group.active()
+    standbys = group.standbys(active)
+    active.kill()
+    new = group.active(timeout=20, among=standbys)
+    # Exactly one took the container; the other forwards to it.
+    took = [s for s in standbys if any("serving as the active server" in l for l in s.lines)]
+    assert took == [new], [s.url for s in took]
+    other = next(s for s in standbys if s is not new)
+    assert group.view(other)["self"]["role"] == "standby"
+    r = other.client().acquire("x", owner="w", ttl_ms=30000)
+    assert r.status == 200 and r.header("mutexd-served-by") == new.url
+
+
+def test_a_frozen_active_is_fenced_and_rejoins_as_a_standby(group):
+    group.start()
+    active = group.active()
+    standbys = group.standbys(active)
+    ca = active.client(timeout=30)
+    assert ca.acquire("before", owner="w", ttl_ms=60000).status == 200
+    active.proc.send_signal(signal.SIGSTOP)
+    try:
+        r, _ = wait_write(standbys, "during", timeout=15)
+        new = group.active(among=standbys)
+    finally:
+        active.proc.send_signal(signal.SIGCONT)
+    # The old active answers no change with 2xx after the takeover...
+    answers = []
+    for i in range(5):
+        try:
+            answers.append(active.client(timeout=5).acquire("late%d" % i, owner="old").status)
+        except OSError:
+            answers.append(None)
+    assert 200 not in answers, answers
+    # ... and comes back as a standby that forwards to the new active.
+    deadline = time.monotonic() + 20
+    role = None
+    while time.monotonic() < deadline:
+        v = group.view(active)
+        role = v and v["self"]["role"]
+        if role == "standby" and v["active"]["url"] == new.url:
+            break
+        time.sleep(0.2)
+    assert role == "standby", active.lines[-20:]
+    cn = new.client()
+    assert cn.get("before").json["state"] == "held"
+    assert cn.get("during").json["state"] == "held"
+    for i in range(5):
+        assert cn.get("late%d" % i).json["state"] != "held"
