@@ -1,11 +1,17 @@
 /*
  * The blob mirror's decisions without a blob store: how queued batches are packed into
  * Append Blocks and split at line ends, which blobs a restore reads and in which order,
- * and the blob names they rest on.
+ * and the blob names they rest on. Last, mirror_restore() against a loopback server that
+ * answers listings as told: a listing that failed is never read as a container's content.
  */
 #include "testutil.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "persistence/journal.h"
 #include "persistence/mirror_internal.h"
@@ -410,13 +416,164 @@ static void plan_gap_is_not_a_plan_error(void **st)
 static void plan_newer_generation_journal_ignored(void **st)
 {
     (void)st;
-    const char *names[] = {snap(0, 3, 10), jr(0, 3, 11), jr(1, 4, 11)};
+    const char *names[] = {snap(0, 3, 10), jr(0, 3, 11), jr(1, 4, 50)};
     struct mirror_plan plan;
     plan_ok(names, 3, &plan);
     assert_int_equal(plan.generation, 3);
     uint64_t want[] = {11};
     assert_journal(&plan, want, 1);
     mirror_plan_free(&plan);
+}
+
+/* ---- restore's listing ----------------------------------------------------------- */
+
+#define LIST_EMPTY                                                                                 \
+    "<?xml version=\"1.0\" encoding=\"utf-8\"?><EnumerationResults><Blobs></Blobs>"                \
+    "<NextMarker/></EnumerationResults>"
+#define LIST_JOURNAL                                                                               \
+    "<?xml version=\"1.0\" encoding=\"utf-8\"?><EnumerationResults><Blobs><Blob>"                  \
+    "<Name>journal/0000000001/00000000000000000001</Name></Blob></Blobs><NextMarker/>"             \
+    "</EnumerationResults>"
+#define FAILED "FAIL"
+
+/* A loopback HTTP server: a listing of prefix snapshots/ or journal/ gets the answer set
+ * for it (FAILED: a 500), one request per connection. */
+struct fake {
+    int fd, port;
+    const char *snapshots, *journal;
+    pthread_t thread;
+};
+
+static void *fake_main(void *arg)
+{
+    struct fake *f = arg;
+    for (;;) {
+        int c = accept(f->fd, NULL, NULL);
+        if (c < 0)
+            return NULL; /* closed: the case is over */
+        char req[8192];
+        size_t len = 0;
+        while (len < sizeof req - 1) {
+            ssize_t n = read(c, req + len, sizeof req - 1 - len);
+            if (n <= 0)
+                break;
+            len += (size_t)n;
+            req[len] = '\0';
+            if (strstr(req, "\r\n\r\n"))
+                break;
+        }
+        req[len] = '\0';
+        const char *body = strstr(req, "prefix=snapshots") ? f->snapshots : f->journal;
+        char resp[1024];
+        int n;
+        if (strcmp(body, FAILED) == 0)
+            n = snprintf(resp, sizeof resp,
+                         "HTTP/1.1 500 Internal Server Error\r\nx-ms-error-code: InternalError\r\n"
+                         "Content-Length: 0\r\nConnection: close\r\n\r\n");
+        else
+            n = snprintf(resp, sizeof resp,
+                         "HTTP/1.1 200 OK\r\nContent-Type: application/xml\r\n"
+                         "Content-Length: %zu\r\nConnection: close\r\n\r\n%s",
+                         strlen(body), body);
+        if (write(c, resp, (size_t)n) != n)
+            fprintf(stderr, "fake: short write\n");
+        close(c);
+    }
+}
+
+static void fake_start(struct fake *f, const char *snapshots, const char *journal)
+{
+    f->snapshots = snapshots;
+    f->journal = journal;
+    f->fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(f->fd >= 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(bind(f->fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    assert_int_equal(listen(f->fd, 16), 0);
+    socklen_t len = sizeof sa;
+    assert_int_equal(getsockname(f->fd, (struct sockaddr *)&sa, &len), 0);
+    f->port = ntohs(sa.sin_port);
+    assert_int_equal(pthread_create(&f->thread, NULL, fake_main, f), 0);
+}
+
+static void fake_stop(struct fake *f)
+{
+    shutdown(f->fd, SHUT_RDWR);
+    close(f->fd);
+    pthread_join(f->thread, NULL);
+}
+
+#define DEV_KEY                                                                                    \
+    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+
+/* mirror_restore() into a new store, the container answered by `f`. Returns its result;
+ * err says why it failed. */
+static int restore_against(struct fake *f, char *err, size_t errlen)
+{
+    char dir[] = "/tmp/mx-mirror-plan-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    struct store *s;
+    struct store_config cfg = {.dir = dir};
+    char why[256];
+    if (store_open(&s, &cfg, why, sizeof why) != 0)
+        fail_msg("store: %s", why);
+    assert_true(store_created(s));
+
+    struct mirror m = {.store = s};
+    pthread_mutex_init(&m.err_lock, NULL);
+    char ep[64];
+    snprintf(ep, sizeof ep, "http://127.0.0.1:%d", f->port);
+    struct blob_options o = {.connect_timeout_ms = 2000, .timeout_ms = 5000};
+    if (blob_account_init(&m.account, ep, "devstoreaccount1", DEV_KEY, why, sizeof why) != 0 ||
+        blob_client_new(&m.account, "cnt", &o, &m.bulk, why, sizeof why) != 0)
+        fail_msg("client: %s", why);
+    struct mirror_restored out;
+    err[0] = '\0';
+    int rc = mirror_restore(&m, &out, err, errlen);
+    assert_false(out.restored);
+
+    blob_client_free(m.bulk);
+    blob_account_wipe(&m.account);
+    pthread_mutex_destroy(&m.err_lock);
+    store_close(s);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+    return rc;
+}
+
+/* No snapshot listed, then the journal's listing fails: that failure is the answer, not
+ * "a journal but no snapshot", nor an empty container (which would start afresh over a
+ * mirror it could not see). The same with the snapshots' listing failing. The answers
+ * that were listed still decide: the fake is heard. */
+static void restore_failed_listing_is_not_a_verdict(void **st)
+{
+    (void)st;
+    assert_int_equal(blob_global_init(), 0);
+    struct fake f;
+    char err[512];
+
+    fake_start(&f, LIST_EMPTY, FAILED);
+    assert_int_equal(restore_against(&f, err, sizeof err), -1);
+    fake_stop(&f);
+    assert_non_null(strstr(err, "cannot list the journal"));
+    assert_null(strstr(err, "no snapshot"));
+
+    fake_start(&f, FAILED, LIST_JOURNAL);
+    assert_int_equal(restore_against(&f, err, sizeof err), -1);
+    fake_stop(&f);
+    assert_non_null(strstr(err, "cannot list snapshots"));
+    assert_null(strstr(err, "no snapshot"));
+
+    fake_start(&f, LIST_EMPTY, LIST_JOURNAL);
+    assert_int_equal(restore_against(&f, err, sizeof err), -1);
+    fake_stop(&f);
+    assert_non_null(strstr(err, "journal but no snapshot"));
+
+    fake_start(&f, LIST_EMPTY, LIST_EMPTY);
+    assert_int_equal(restore_against(&f, err, sizeof err), 0); /* empty: a fresh start */
+    fake_stop(&f);
+    blob_global_cleanup();
 }
 
 /* ---- names ----------------------------------------------------------------------- */
@@ -509,6 +666,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(plan_journal_straddling_the_snapshot),
     cmocka_unit_test(plan_gap_is_not_a_plan_error),
     cmocka_unit_test(plan_newer_generation_journal_ignored),
+    cmocka_unit_test(restore_failed_listing_is_not_a_verdict),
     cmocka_unit_test(names_round_trip),
     cmocka_unit_test(names_refused),
     cmocka_unit_test(name_generation),
