@@ -33,6 +33,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/uuid.h"
+#include "persistence/mirror_plan.h"
 
 static int append_block(struct mirror *m, const char *data, size_t len);
 
@@ -102,10 +103,8 @@ int mirror_list(struct mirror *m, const char *prefix,
 
 static int max_gen_item(void *arg, const struct blob_item *it)
 {
-    uint64_t *max = arg, g, s;
-    if ((mirror_parse_snapshot_name(it->name, &g, &s) ||
-         mirror_parse_journal_name(it->name, &g, &s)) &&
-        g > *max)
+    uint64_t *max = arg, g;
+    if (mirror_name_generation(it->name, &g) && g > *max)
         *max = g;
     return 0;
 }
@@ -809,22 +808,21 @@ static int ship_queued(struct mirror *m)
         }
         /* Build one block from as many whole batches as fit (at least one). */
         struct mx_buf block = {0};
-        size_t nbatches = 0;
-        for (struct batch *x = b; x; x = x->next) {
+        struct mirror_pack pack;
+        mirror_pack_init(&pack, MAX_BLOCK);
+        for (struct batch *x = b; x && !pack.full;) {
             size_t before = block.len;
             for (struct store_rec *r = x->recs; r; r = store_next_rec(r))
                 if (r->commit_seq > m->shipped_seq)
                     jr_encode_rec(&block, r);
-            if (block.len > MAX_BLOCK && nbatches > 0) {
+            uint64_t first = x->first_seq > m->shipped_seq ? x->first_seq : m->shipped_seq + 1;
+            if (!mirror_pack_offer(&pack, block.len - before, first, x->last_seq)) {
                 block.len = before; /* it goes in the next block */
                 break;
             }
-            nbatches++;
             pthread_mutex_lock(&m->lock);
-            struct batch *next = x->next;
+            x = x->next;
             pthread_mutex_unlock(&m->lock);
-            if (!next || block.len > MAX_BLOCK / 2)
-                break;
         }
         if (block.oom) {
             mx_buf_free(&block);
@@ -834,12 +832,7 @@ static int ship_queued(struct mirror *m)
         size_t off = 0;
         int rc = 0;
         while (rc == 0 && off < block.len) {
-            size_t n = block.len - off;
-            if (n > MAX_BLOCK) {
-                n = MAX_BLOCK;
-                while (n > 0 && block.p[off + n - 1] != '\n')
-                    n--;
-            }
+            size_t n = mirror_pack_piece(block.p + off, block.len - off, MAX_BLOCK);
             rc = append_block(m, block.p + off, n);
             if (rc == 0)
                 off += n;
@@ -850,13 +843,9 @@ static int ship_queued(struct mirror *m)
              * starts over: a restore applies a line once per seq. */
             return -1;
         }
-        for (size_t i = 0; i < nbatches; i++) {
-            pthread_mutex_lock(&m->lock);
-            uint64_t last = m->head->last_seq;
-            pthread_mutex_unlock(&m->lock);
-            m->shipped_seq = last;
+        m->shipped_seq = pack.last_seq;
+        for (size_t i = 0; i < pack.nbatches; i++)
             pop_batch(m, STORE_OK);
-        }
     }
 }
 

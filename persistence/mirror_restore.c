@@ -17,6 +17,7 @@
 
 #include "common/hash.h"
 #include "common/log.h"
+#include "persistence/mirror_plan.h"
 
 struct rows {
     struct store_import_row *v;
@@ -172,61 +173,39 @@ static int apply_text(struct state *st, const char *name, const char *text, size
     return 0;
 }
 
-struct found {
-    uint64_t gen, seq;
-    char name[96];
-    bool any_journal;
-};
-
-static int newest_snapshot(void *arg, const struct blob_item *it)
-{
-    struct found *f = arg;
-    uint64_t g, s;
-    if (mirror_parse_snapshot_name(it->name, &g, &s) &&
-        (!f->name[0] || g > f->gen || (g == f->gen && s > f->seq))) {
-        f->gen = g;
-        f->seq = s;
-        snprintf(f->name, sizeof f->name, "%s", it->name);
-    }
-    return 0;
-}
-
-static int any_journal(void *arg, const struct blob_item *it)
-{
-    uint64_t g, s;
-    if (mirror_parse_journal_name(it->name, &g, &s))
-        ((struct found *)arg)->any_journal = true;
-    return 1; /* one is enough */
-}
-
-struct journals {
-    uint64_t gen;
-    uint64_t *first;
+/* The names of every blob listed, for the plan. */
+struct names {
+    char **v;
     size_t n, cap;
+    bool oom;
 };
 
-static int gather_journal(void *arg, const struct blob_item *it)
+static int gather_name(void *arg, const struct blob_item *it)
 {
-    struct journals *j = arg;
-    uint64_t g, s;
-    if (!mirror_parse_journal_name(it->name, &g, &s) || g != j->gen)
-        return 0;
-    if (j->n == j->cap) {
-        size_t cap = j->cap ? j->cap * 2 : 64;
-        uint64_t *v = realloc(j->first, cap * sizeof *v);
-        if (!v)
+    struct names *l = arg;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 64;
+        char **v = realloc(l->v, cap * sizeof *v);
+        if (!v) {
+            l->oom = true;
             return 1;
-        j->first = v;
-        j->cap = cap;
+        }
+        l->v = v;
+        l->cap = cap;
     }
-    j->first[j->n++] = s;
+    if (!(l->v[l->n] = strdup(it->name))) {
+        l->oom = true;
+        return 1;
+    }
+    l->n++;
     return 0;
 }
 
-static int cmp_u64(const void *a, const void *b)
+static void names_free(struct names *l)
 {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
+    for (size_t i = 0; i < l->n; i++)
+        free(l->v[i]);
+    free(l->v);
 }
 
 int mirror_restore(struct mirror *m, struct mirror_restored *out, char *err, size_t errlen)
@@ -235,48 +214,42 @@ int mirror_restore(struct mirror *m, struct mirror_restored *out, char *err, siz
     if (!store_created(m->store))
         return 0; /* the local store is the truth; nothing to restore */
     struct blob_result r = {0};
-    struct found f = {0};
+    struct names names = {0};
+    struct mirror_plan plan = {0};
     struct state st = {0};
-    struct journals j = {0};
     int rc = -1;
-    if (mirror_list(m, "snapshots/", newest_snapshot, &f, &r) != 0) {
+    /* A listing that failed says nothing of what the container holds: it must never read
+     * as an empty container, nor as a journal without a snapshot. */
+    if (mirror_list(m, "snapshots/", gather_name, &names, &r) != 0) {
         snprintf(err, errlen, "cannot list snapshots: %s", r.message[0] ? r.message : r.error_code);
         goto out;
     }
-    if (!f.name[0]) {
-        if (mirror_list(m, "journal/", any_journal, &f, &r) != 0) {
-            snprintf(err, errlen, "cannot list the journal: %s",
-                     r.message[0] ? r.message : r.error_code);
-            goto out;
-        }
-        if (f.any_journal) {
-            snprintf(err, errlen,
-                     "the container has a journal but no snapshot: refusing to "
-                     "start on an incomplete mirror");
-            goto out;
-        }
+    if (mirror_list(m, "journal/", gather_name, &names, &r) != 0) {
+        snprintf(err, errlen, "cannot list the journal: %s",
+                 r.message[0] ? r.message : r.error_code);
+        goto out;
+    }
+    if (names.oom) {
+        snprintf(err, errlen, "out of memory listing the container");
+        goto out;
+    }
+    if (mirror_plan_restore((const char *const *)names.v, names.n, &plan, err, errlen) != 0)
+        goto out;
+    if (!plan.snapshot[0]) {
         rc = 0; /* an empty container: a fresh start */
         goto out;
     }
-    mx_info("mirror: restoring", "snapshot=%s", f.name);
-    if (blob_get(m->bulk, f.name, NULL, &r) != 0) {
-        snprintf(err, errlen, "cannot read %s: %ld %s", f.name, r.status, r.error_code);
+    mx_info("mirror: restoring", "snapshot=%s", plan.snapshot);
+    if (blob_get(m->bulk, plan.snapshot, NULL, &r) != 0) {
+        snprintf(err, errlen, "cannot read %s: %ld %s", plan.snapshot, r.status, r.error_code);
         goto out;
     }
-    if (apply_text(&st, f.name, r.body ? r.body : "", r.body_len, true, err, errlen) != 0)
+    if (apply_text(&st, plan.snapshot, r.body ? r.body : "", r.body_len, true, err, errlen) != 0)
         goto out;
 
-    j.gen = f.gen;
-    if (mirror_list(m, "journal/", gather_journal, &j, &r) != 0) {
-        snprintf(err, errlen, "cannot list the journal");
-        goto out;
-    }
-    qsort(j.first, j.n, sizeof *j.first, cmp_u64);
-    for (size_t i = 0; i < j.n; i++) {
-        if (i + 1 < j.n && j.first[i + 1] <= st.snapshot_seq + 1)
-            continue; /* every line of it is in the snapshot */
+    for (size_t i = 0; i < plan.njournal; i++) {
         char name[96];
-        mirror_journal_name(name, sizeof name, j.gen, j.first[i]);
+        mirror_journal_name(name, sizeof name, plan.generation, plan.journal[i]);
         if (blob_get(m->bulk, name, NULL, &r) != 0) {
             snprintf(err, errlen, "cannot read %s: %ld %s", name, r.status, r.error_code);
             goto out;
@@ -306,15 +279,16 @@ int mirror_restore(struct mirror *m, struct mirror_restored *out, char *err, siz
     out->restored = true;
     out->may_lag = st.mode != JR_MODE_SYNC;
     out->rows = st.rows.n;
-    out->generation = f.gen;
+    out->generation = plan.generation;
     out->commit_seq = st.last_seq;
     mx_info("mirror: restored", "generation=%lu rows=%zu seq=%lu token_hwm=%lu mode=%s",
-            (unsigned long)f.gen, st.rows.n, (unsigned long)st.last_seq,
+            (unsigned long)plan.generation, st.rows.n, (unsigned long)st.last_seq,
             (unsigned long)st.marks.token_hwm, jr_mode_name(st.mode));
     rc = 0;
 out:
     blob_result_free(&r);
     rows_free(&st.rows);
-    free(j.first);
+    mirror_plan_free(&plan);
+    names_free(&names);
     return rc;
 }

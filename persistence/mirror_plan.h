@@ -1,0 +1,72 @@
+/*
+ * The blob mirror's decisions that need no blob store, apart from its requests so that
+ * they can be tested alone: how the queued batches are packed into Append Blocks
+ * (mirror.c), and which blobs a restore reads, in which order (mirror_restore.c). Pure
+ * functions; any thread.
+ */
+#ifndef MX_MIRROR_PLAN_H
+#define MX_MIRROR_PLAN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- packing the queue into blocks ---------------------------------------------- */
+
+/* One block being filled. Offer the queued batches in order until one is refused or the
+ * block is full; then append the block (in pieces, see mirror_pack_piece) and start the
+ * next one with the batch refused, if any. */
+struct mirror_pack {
+    size_t max;                   /* a block's limit (Append Block's: 4 MiB) */
+    size_t len;                   /* bytes taken */
+    size_t nbatches;              /* whole batches taken */
+    uint64_t first_seq, last_seq; /* the changes they hold; once shipped, up to last_seq */
+    bool full;                    /* take no more */
+};
+
+void mirror_pack_init(struct mirror_pack *p, size_t max);
+
+/* Offers the next queued batch: `size` bytes of lines, holding the changes first_seq to
+ * last_seq. True: it is in the block. False: it is not (it would go over max), and the
+ * block is full. The first batch is always taken, however large: the block then goes in
+ * several pieces. A block that holds more than half of max takes no more batches, so that
+ * whole batches fill each block at least half. */
+bool mirror_pack_offer(struct mirror_pack *p, size_t size, uint64_t first_seq, uint64_t last_seq);
+
+/* How many of the `len` bytes at `data` (whole lines) the next Append Block holds: all of
+ * them when they fit in `max`, else as many as fit up to a line end, so that a line is
+ * never split across blocks. 0 when the first `max` bytes hold no line end: a single line
+ * longer than a block (no change's line comes near: a resource, an owner and metadata are
+ * a few KiB at most). */
+size_t mirror_pack_piece(const char *data, size_t len, size_t max);
+
+/* ---- restore planning ------------------------------------------------------------ */
+
+/* What a restore reads. */
+struct mirror_plan {
+    char snapshot[96];   /* the newest snapshot's blob; "" when there is nothing to restore */
+    uint64_t generation; /* its generation */
+    uint64_t seq;        /* the last change it holds (from its name) */
+    uint64_t *journal;   /* first-seqs of its generation's journal blobs to replay, in order */
+    size_t njournal;
+};
+
+/* Plans a restore from the names of every blob under snapshots/ and journal/, in any
+ * order: the newest snapshot (highest generation, then highest seq), and every journal
+ * blob of that generation that may hold a change after it, in sequence order (a blob
+ * followed by one that begins at or before seq + 1 holds nothing newer and is left out).
+ * Journal blobs of other generations and names of neither form are ignored. Returns 0
+ * (no snapshot and no journal: an empty container, nothing to restore), or -1 with err:
+ * a journal without a snapshot, or out of memory. Free the plan with mirror_plan_free(),
+ * also after a failure. */
+int mirror_plan_restore(const char *const *names, size_t n, struct mirror_plan *plan, char *err,
+                        size_t errlen);
+
+void mirror_plan_free(struct mirror_plan *plan);
+
+/* ---- names ----------------------------------------------------------------------- */
+
+/* The generation of a snapshot or journal blob's name; false for any other name. */
+bool mirror_name_generation(const char *name, uint64_t *generation);
+
+#endif
