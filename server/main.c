@@ -255,12 +255,6 @@ static int start_core(struct server *s, char *err, size_t errlen, const char **f
         return -1;
     }
 
-    s->domain.lim = (struct res_limits){
-        .min_ttl_ms = s->opt.min_ttl_ms,
-        .max_ttl_ms = s->opt.max_ttl_ms,
-        .max_wait_ms = s->opt.max_wait_ms,
-        .max_waiters = (uint32_t)s->opt.max_waiters,
-    };
     prom_hist_init(&s->domain.expiry_lateness, prom_latency_bounds, prom_latency_nbounds, 1e9);
     atomic_init(&s->domain.last_token, store_token_hwm(s->store));
     uint64_t idx = store_index_hwm(s->store), floor = store_index_floor(s->store);
@@ -461,6 +455,13 @@ int main(int argc, char **argv)
         failed = "refusing the data directory";
         goto fail;
     }
+    /* The limits a request is checked against, on every server of a group alike. */
+    s.domain.lim = (struct res_limits){
+        .min_ttl_ms = s.opt.min_ttl_ms,
+        .max_ttl_ms = s.opt.max_ttl_ms,
+        .max_wait_ms = s.opt.max_wait_ms,
+        .max_waiters = (uint32_t)s.opt.max_waiters,
+    };
     if (s.opt.ha ? open_group(&s, err, sizeof err, &failed) != 0
                  : start_core(&s, err, sizeof err, &failed) != 0)
         goto fail;
