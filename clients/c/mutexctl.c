@@ -42,14 +42,22 @@ static const char main_usage[] =
     "  token hash TOKEN             print the line of the server's --auth-tokens file for TOKEN\n"
     "\n"
     "Options of every command (before or after its name):\n"
-    "  --server URL     the server (env MUTEXD_URL, default " DEFAULT_URL ")\n"
+    "  --url URLS       the server's URL, or the URLs of a group's servers separated by\n"
+    "                   commas (env MUTEXD_URL, default " DEFAULT_URL ");\n"
+    "                   --server is the same\n"
     "  --token TOKEN    bearer token (env MUTEXD_TOKEN)\n"
     "  --ca-file FILE   certificate authorities of an https server (env MUTEXD_CA_FILE)\n"
-    "  --timeout DUR    time for one request (default 30s; waits come on top)\n"
+    "  --timeout DUR    time for one request to one server (default 30s; waits come on\n"
+    "                   top)\n"
     "  --json           print the API's JSON; an error answer's JSON goes to stdout too\n"
     "  --quiet          say nothing on stderr when a resource is held (exit status 1)\n"
     "  --help, -h       this help; `mutexctl COMMAND --help` for a command's\n"
     "  --version        print the version\n"
+    "\n"
+    "Several servers: a request goes first to the one that last answered, and on to the\n"
+    "next when no answer comes or it answers 503 (unavailable), at most twice round the\n"
+    "list; the error shown is the last one's. An acquire proposes the same lease id to\n"
+    "each, so that one carried out whose answer was lost gives the same lease back.\n"
     "\n"
     "Durations: 500ms, 15s, 2m, 1h, or plain milliseconds (1500).\n"
     "\n"
@@ -156,8 +164,8 @@ static const char run_usage[] =
     "  - COMMAND runs in its own process group, with MUTEXD_RESOURCE, MUTEXD_LEASE_ID and\n"
     "    MUTEXD_FENCING_TOKEN in its environment (pass the token to what you protect), and\n"
     "    MUTEXD_LEASE_FILE, where `mutexctl check` reads the lease's deadline;\n"
-    "  - the lease is renewed at a third of its TTL; a renewal that fails is tried again on\n"
-    "    a new connection until the lease's deadline;\n"
+    "  - the lease is renewed at a third of its TTL, through whichever server answers; a\n"
+    "    renewal that fails is tried again on a new connection until the lease's deadline;\n"
     "  - if the lease is lost (the server answers lease_lost, or renewals keep failing until\n"
     "    the lease's deadline passes), the whole group gets SIGTERM, and SIGKILL after the\n"
     "    grace period;\n"
@@ -212,7 +220,7 @@ static const char token_usage[] =
 /* ---- Settings shared by every command ------------------------------------------------------ */
 
 struct ctl {
-    const char *server;
+    const char *server; /* one URL, or several separated by commas */
     const char *token;
     const char *ca_file;
     int64_t timeout_ms;
@@ -222,8 +230,8 @@ struct ctl {
 };
 
 #define GLOBAL_OPTS                                                                                \
-    {"--server", 1, NULL}, {"--token", 1, NULL}, {"--ca-file", 1, NULL}, {"--timeout", 1, NULL},   \
-        {"--json", 0, NULL}, {"--quiet", 0, NULL}, {"--help", 0, NULL},                            \
+    {"--url", 1, NULL}, {"--server", 1, NULL}, {"--token", 1, NULL}, {"--ca-file", 1, NULL},       \
+        {"--timeout", 1, NULL}, {"--json", 0, NULL}, {"--quiet", 0, NULL}, {"--help", 0, NULL},    \
     {                                                                                              \
         "--version", 0, NULL                                                                       \
     }
@@ -255,7 +263,9 @@ static int duration_opt(const struct mxctl_opt *opts, size_t n, const char *name
 static int setup(struct ctl *ctl, const struct mxctl_opt *opts, size_t n, const char *command)
 {
     const char *env;
-    ctl->server = mxctl_opt(opts, n, "--server");
+    ctl->server = mxctl_opt(opts, n, "--url");
+    if (ctl->server == NULL)
+        ctl->server = mxctl_opt(opts, n, "--server");
     if (ctl->server == NULL)
         ctl->server = (env = getenv("MUTEXD_URL")) != NULL && env[0] != '\0' ? env : DEFAULT_URL;
     ctl->token = mxctl_opt(opts, n, "--token");
@@ -277,7 +287,10 @@ static int setup(struct ctl *ctl, const struct mxctl_opt *opts, size_t n, const 
         .request_timeout_ms = (long)ctl->timeout_ms,
     };
     if (mutexd_client_new(&ctl->client, ctl->server, &o) != MUTEXD_OK)
-        return usage_error(command, "not a server URL (http:// or https://): '%s'", ctl->server);
+        return usage_error(command,
+                           "not a server URL, or a comma-separated list of them (http:// or "
+                           "https://): '%s'",
+                           ctl->server);
     return 0;
 }
 

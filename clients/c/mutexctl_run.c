@@ -295,7 +295,10 @@ static void renew(struct supervisor *s)
     struct mutexd_error err = {0};
     int64_t sent = now_ms();
     /* One attempt takes at most a third of the TTL, and never goes past the deadline, so that
-     * a server gone silent leaves time for more attempts, each on a new connection. */
+     * a server gone silent leaves time for more attempts, each on a new connection. With
+     * several servers the library moves on to the next one that answers, each attempt within
+     * this budget and all of them within the lease's deadline: the lease survives a switch
+     * of server, and only a deadline passed without a renewal loses it. */
     int64_t budget = min64(s->deadline - sent, cfg->ttl_ms / 3);
     long timeout = cfg->request_timeout_ms;
     if (budget < timeout)

@@ -3,7 +3,8 @@
  *
  * It acquires the lease (waiting if asked), starts the command in its own process group with
  * MUTEXD_RESOURCE, MUTEXD_LEASE_ID and MUTEXD_FENCING_TOKEN in its environment, and renews at
- * a third of the TTL. When the lease is lost (renew answers lease_lost, or no renewal
+ * a third of the TTL, through whichever of the client's servers answers (the library moves
+ * on from one that does not). When the lease is lost (renew answers lease_lost, or no renewal
  * succeeded before the lease's deadline, measured on the monotonic clock from the moment each
  * successful renewal was sent) it sends SIGTERM to the whole group, and SIGKILL after the
  * grace period. SIGTERM, SIGINT and SIGHUP sent to mutexctl are forwarded to the group. When

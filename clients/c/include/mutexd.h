@@ -1,9 +1,20 @@
 /*
  * libmutexd: the C client of mutexd, a lease server (HTTP API version 1).
  *
- * A client is bound to one server URL. Each call is one HTTP request, answered synchronously:
+ * A client is bound to one server URL, or to several: the servers of one group (mutexd --ha),
+ * any of which answers any request. Each call is one HTTP request, answered synchronously:
  * acquire, renew, release and break a lease; read a resource's state, watch it for the next
  * change, and list held resources page by page.
+ *
+ * Several servers. A call goes first to the server that last answered. When no answer comes
+ * from it (a connection error, a timeout) or it answers 503 (unavailable), the call sends the
+ * same request to the next one, and so on round the list; before going round a second time
+ * it pauses for the Retry-After of the 503s (250 ms without one, 2 s at most). It goes round
+ * at most twice; when every attempt failed, it returns what the last one gave. With one
+ * server a call is one attempt, as always. A request that got no answer may have been
+ * carried out: an acquire is safe to send again, since it proposes the same lease id to every
+ * server (the same lease comes back); a release sent again after that may answer
+ * MUTEXD_LOST, a break broken = 0.
  *
  * Results. Every call returns a mutexd_result: MUTEXD_OK, two "declined" answers that are part
  * of normal operation (MUTEXD_HELD: someone else holds the resource; MUTEXD_LOST: your lease is
@@ -90,19 +101,37 @@ struct mutexd_client_options {
     const char *ca_file;
     /* Time to connect (TCP and TLS); 0: 5000 ms. */
     long connect_timeout_ms;
-    /* Time for one whole request; 0: 30000 ms. A request that asks the server to wait
-     * (acquire with wait_ms, watch) gets its wait on top of this. */
+    /* Time for one whole request to one server; 0: 30000 ms. A request that asks the server
+     * to wait (acquire with wait_ms, watch) gets its wait on top of this. */
     long request_timeout_ms;
 };
 
 /*
  * Creates a client for the server at `url`, for example "http://127.0.0.1:8080" (a path
- * prefix is kept: "https://host/mutexd" sends "https://host/mutexd/v1/..."). `options` may be
- * NULL. Nothing is sent until the first call. On MUTEXD_OK *client is the new client, to be
- * freed with mutexd_client_free(); on failure *client is NULL.
+ * prefix is kept: "https://host/mutexd" sends "https://host/mutexd/v1/..."), or for several
+ * servers given as a comma-separated list ("http://10.0.0.1:8080,http://10.0.0.2:8080";
+ * blanks around each URL are left out). `options` may be NULL. Nothing is sent until the first
+ * call. On MUTEXD_OK *client is the new client, to be freed with mutexd_client_free(); on
+ * failure *client is NULL: MUTEXD_ERR_ARG when a URL is not http or https (an empty item of
+ * the list included), or there are more than 64.
  */
 MUTEXD_API mutexd_result mutexd_client_new(mutexd_client **client, const char *url,
                                            const struct mutexd_client_options *options);
+
+/*
+ * Creates a client for the `count` servers of `urls`, tried in that order (see "Several
+ * servers" above). Each string is one URL, as for mutexd_client_new(), and is not split at
+ * commas. The strings are copied. MUTEXD_ERR_ARG when count is 0 or over 64, or a URL is NULL
+ * or not http or https.
+ */
+MUTEXD_API mutexd_result mutexd_client_new_list(mutexd_client **client, const char *const *urls,
+                                                size_t count,
+                                                const struct mutexd_client_options *options);
+
+/* The URL the next call goes to first: the server that last answered (after one that did
+ * not, the one after it); at first, the first given. Without its trailing '/'. Owned by the
+ * client; NULL for a NULL client. */
+MUTEXD_API const char *mutexd_client_url(const mutexd_client *client);
 
 /* Closes the connection and frees the client. NULL is allowed. */
 MUTEXD_API void mutexd_client_free(mutexd_client *client);
@@ -198,9 +227,10 @@ struct mutexd_acquire_options {
     int64_t ttl_ms;
     /* 0: answer at once; > 0: wait in the resource's queue at most this long. */
     int64_t wait_ms;
-    /* A lease id proposed by the caller; NULL: the library makes a random one. Acquiring
-     * again with the same id returns the same lease (same fencing token), so a caller that
-     * got no answer (MUTEXD_ERR_TRANSPORT) can retry safely with the id it proposed. */
+    /* A lease id proposed by the caller; NULL: the library makes a random one (a UUID v4),
+     * the same for every server the call tries. Acquiring again with the same id returns the
+     * same lease (same fencing token), so a caller that got no answer (MUTEXD_ERR_TRANSPORT)
+     * can retry safely with the id it proposed. */
     const char *lease_id;
     /* JSON text of an object stored with the lease (at most 4096 bytes); NULL: none. */
     const char *metadata;
@@ -239,7 +269,8 @@ MUTEXD_API mutexd_result mutexd_new_lease_id(char *out);
 struct mutexd_renew_options {
     int64_t ttl_ms;       /* 0: the lease's own */
     const char *metadata; /* JSON text of an object that replaces the metadata; NULL: keep */
-    long timeout_ms;      /* the time for this request; 0: the client's request timeout */
+    long timeout_ms;      /* the time for each attempt (each server tried); 0: the client's
+                           * request timeout */
 };
 
 /*
@@ -248,6 +279,12 @@ struct mutexd_renew_options {
  * the lease is gone; stop the work it guards. `resource` and `lease_id` may point into
  * *lease itself (`mutexd_renew(c, l.resource, l.lease_id, NULL, &l, &e)`): they are read
  * before *lease is replaced.
+ *
+ * When *lease holds this same lease and its deadline_ms is still ahead, the call keeps
+ * within it: every attempt ends by the deadline, and none begins after it, so that with
+ * several servers the call does not outlast the lease; once it has passed, the call returns
+ * what the last attempt gave. A renewal begun after the deadline is not bounded by it (the
+ * server may still hold the lease: see mutexd_lease_held() for what the holder must do).
  */
 MUTEXD_API mutexd_result mutexd_renew(mutexd_client *client, const char *resource,
                                       const char *lease_id,

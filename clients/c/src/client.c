@@ -32,6 +32,14 @@
 #define DEFAULT_CONNECT_TIMEOUT_MS 5000L
 #define DEFAULT_REQUEST_TIMEOUT_MS 30000L
 
+/* Several servers: each call goes round them at most FAILOVER_ROUNDS times, pausing between
+ * rounds for the Retry-After of a 503, else PAUSE_DEFAULT_MS, and never more than
+ * PAUSE_MAX_MS. */
+#define MAX_URLS         64
+#define FAILOVER_ROUNDS  2
+#define PAUSE_DEFAULT_MS 250
+#define PAUSE_MAX_MS     2000
+
 /* ---- Results and errors ------------------------------------------------------------------- */
 
 const char *mutexd_result_name(mutexd_result result)
@@ -104,7 +112,10 @@ static mutexd_result end(mutexd_result result, struct mutexd_error *err,
 struct mutexd_client {
     CURL *curl;
     struct curl_slist *headers;
-    char *base; /* the URL given, without trailing '/' */
+    char **urls; /* the servers, as given, without trailing '/' */
+    size_t nurls;
+    size_t next; /* the URL tried first: the one that last answered, or the one after the one
+                  * that last failed */
     long request_timeout_ms;
     int failed; /* the last request got no answer: the next one connects afresh */
     char errbuf[CURL_ERROR_SIZE];
@@ -127,8 +138,64 @@ static int has_line_break(const char *s)
     return strpbrk(s, "\r\n") != NULL;
 }
 
-mutexd_result mutexd_client_new(mutexd_client **client, const char *url,
-                                const struct mutexd_client_options *options)
+/* Adds the URL of `len` bytes at `url`, blanks around it left out. 0, or -1 when it is not
+ * an http(s) URL (MUTEXD_ERR_ARG) or memory ran out (*nomem set). */
+static int add_url(mutexd_client *c, const char *url, size_t len, int *nomem)
+{
+    while (len > 0 && (*url == ' ' || *url == '\t')) {
+        url++;
+        len--;
+    }
+    while (len > 0 && (url[len - 1] == ' ' || url[len - 1] == '\t'))
+        len--;
+    if ((len < 7 || strncasecmp(url, "http://", 7) != 0) &&
+        (len < 8 || strncasecmp(url, "https://", 8) != 0))
+        return -1;
+    char *copy = strndup(url, len);
+    if (copy == NULL || has_line_break(copy)) {
+        *nomem = copy == NULL;
+        free(copy);
+        return -1;
+    }
+    for (size_t n = len; n > 0 && copy[n - 1] == '/'; n--)
+        copy[n - 1] = '\0';
+    c->urls[c->nurls++] = copy;
+    return 0;
+}
+
+/* The URLs of the constructors: `count` of them, each split at commas when `split` is set. */
+static mutexd_result add_urls(mutexd_client *c, const char *const *urls, size_t count, int split)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < count; i++) {
+        if (urls[i] == NULL)
+            return MUTEXD_ERR_ARG;
+        total++;
+        for (const char *p = urls[i]; split && *p != '\0'; p++)
+            total += *p == ',';
+    }
+    if (total == 0 || total > MAX_URLS)
+        return MUTEXD_ERR_ARG;
+    c->urls = calloc(total, sizeof(*c->urls));
+    if (c->urls == NULL)
+        return MUTEXD_ERR_NOMEM;
+    int nomem = 0;
+    for (size_t i = 0; i < count; i++) {
+        const char *p = urls[i];
+        for (;;) {
+            size_t len = split ? strcspn(p, ",") : strlen(p);
+            if (add_url(c, p, len, &nomem) != 0)
+                return nomem ? MUTEXD_ERR_NOMEM : MUTEXD_ERR_ARG;
+            if (p[len] != ',' || !split)
+                break;
+            p += len + 1;
+        }
+    }
+    return MUTEXD_OK;
+}
+
+static mutexd_result client_new(mutexd_client **client, const char *const *urls, size_t count,
+                                int split, const struct mutexd_client_options *options)
 {
     mutexd_result result = MUTEXD_ERR_ARG;
     mutexd_client *c = NULL;
@@ -139,10 +206,7 @@ mutexd_result mutexd_client_new(mutexd_client **client, const char *url,
     if (client == NULL)
         goto out;
     *client = NULL;
-    if (url == NULL ||
-        (strncasecmp(url, "http://", 7) != 0 && strncasecmp(url, "https://", 8) != 0))
-        goto out;
-    if (has_line_break(url) || (o->token != NULL && has_line_break(o->token)) ||
+    if (urls == NULL || (o->token != NULL && has_line_break(o->token)) ||
         o->connect_timeout_ms < 0 || o->request_timeout_ms < 0)
         goto out;
 
@@ -153,14 +217,12 @@ mutexd_result mutexd_client_new(mutexd_client **client, const char *url,
     c = calloc(1, sizeof(*c));
     if (c == NULL)
         goto out;
-    c->base = strdup(url);
-    if (c->base == NULL)
+    result = add_urls(c, urls, count, split);
+    if (result != MUTEXD_OK)
         goto out;
-    for (size_t n = strlen(c->base); n > 0 && c->base[n - 1] == '/'; n--)
-        c->base[n - 1] = '\0';
+    result = MUTEXD_ERR_NOMEM;
     c->request_timeout_ms =
         o->request_timeout_ms > 0 ? o->request_timeout_ms : DEFAULT_REQUEST_TIMEOUT_MS;
-
     struct curl_slist *h = NULL;
     const char *fixed[] = {"Accept: application/json", "Content-Type: application/json", "Expect:"};
     for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++) {
@@ -219,6 +281,18 @@ out:
     return result;
 }
 
+mutexd_result mutexd_client_new(mutexd_client **client, const char *url,
+                                const struct mutexd_client_options *options)
+{
+    return client_new(client, url != NULL ? &url : NULL, 1, 1, options);
+}
+
+mutexd_result mutexd_client_new_list(mutexd_client **client, const char *const *urls, size_t count,
+                                     const struct mutexd_client_options *options)
+{
+    return client_new(client, urls, count, 0, options);
+}
+
 void mutexd_client_free(mutexd_client *client)
 {
     if (client == NULL)
@@ -226,8 +300,15 @@ void mutexd_client_free(mutexd_client *client)
     if (client->curl != NULL)
         curl_easy_cleanup(client->curl);
     curl_slist_free_all(client->headers);
-    free(client->base);
+    for (size_t i = 0; i < client->nurls; i++)
+        free(client->urls[i]);
+    free(client->urls);
     free(client);
+}
+
+const char *mutexd_client_url(const mutexd_client *client)
+{
+    return client != NULL ? client->urls[client->next] : NULL;
 }
 
 /* ---- One request -------------------------------------------------------------------------- */
@@ -302,15 +383,15 @@ static size_t on_header(char *data, size_t size, size_t n, void *arg)
     return len;
 }
 
-/* Sends one request: a POST when `body` is not NULL, else a GET. MUTEXD_OK once an answer
- * (any status) is in *a. */
-static mutexd_result perform(mutexd_client *c, const char *path, const char *body, long timeout_ms,
-                             struct answer *a, struct mutexd_error *err)
+/* Sends one request to `base`: a POST when `body` is not NULL, else a GET. MUTEXD_OK once an
+ * answer (any status) is in *a. */
+static mutexd_result perform(mutexd_client *c, const char *base, const char *path, const char *body,
+                             long timeout_ms, struct answer *a, struct mutexd_error *err)
 {
     mutexd_result result = MUTEXD_ERR_NOMEM;
     struct mxc_buf ub;
     mxc_buf_init(&ub, URL_MAX);
-    mxc_buf_str(&ub, c->base);
+    mxc_buf_str(&ub, base);
     mxc_buf_str(&ub, path);
     char *url = mxc_buf_take(&ub);
     if (url == NULL) {
@@ -344,8 +425,10 @@ static mutexd_result perform(mutexd_client *c, const char *path, const char *bod
         } else if (a->body.nomem) {
             result = MUTEXD_ERR_NOMEM;
         } else {
+            /* With several servers, say which one did not answer. */
             err->transport = 1;
-            result = fail(err, MUTEXD_ERR_TRANSPORT, "%s",
+            result = fail(err, MUTEXD_ERR_TRANSPORT, "%s%s%s", c->nurls > 1 ? base : "",
+                          c->nurls > 1 ? ": " : "",
                           c->errbuf[0] != '\0' ? c->errbuf : curl_easy_strerror(rc));
         }
         goto out;
@@ -355,6 +438,66 @@ static mutexd_result perform(mutexd_client *c, const char *path, const char *bod
     result = MUTEXD_OK;
 out:
     free(url);
+    return result;
+}
+
+static void sleep_ms(int64_t ms)
+{
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    while (ms > 0 && nanosleep(&ts, &ts) != 0)
+        ;
+}
+
+/*
+ * Sends one request to the servers: to the one tried first (c->next), and on to the next
+ * when no answer comes (connection error, timeout) or the answer is 503, until one answers
+ * or, with several servers, every one was tried FAILOVER_ROUNDS times. Before going round
+ * again it pauses for the shortest Retry-After of the round's 503s (PAUSE_DEFAULT_MS
+ * without one, at most PAUSE_MAX_MS). Each attempt takes at most `timeout_ms`; with `until`
+ * (monotonic ms, 0: none) none begins once it has passed and none lasts beyond it. *sent
+ * is when the last attempt was sent. Returns what the last attempt gave: MUTEXD_OK with its
+ * answer in *a (a 503 too, for read_answer to report), or its error in *err.
+ */
+static mutexd_result exchange(mutexd_client *c, const char *path, const char *body, long timeout_ms,
+                              int64_t until, struct answer *a, int64_t *sent,
+                              struct mutexd_error *err)
+{
+    mutexd_result result = MUTEXD_ERR_TRANSPORT;
+    int rounds = c->nurls > 1 ? FAILOVER_ROUNDS : 1;
+    int tried = 0;
+    for (int round = 0; round < rounds; round++) {
+        long pause_s = -1;
+        for (size_t k = 0; k < c->nurls; k++) {
+            long t = timeout_ms;
+            int64_t now = mutexd_monotonic_ms();
+            if (until > 0 && tried && now >= until)
+                return result;
+            if (until > 0 && until - now < t)
+                t = until - now > 1 ? (long)(until - now) : 1;
+            size_t i = c->next;
+            if (tried) {
+                mutexd_error_clear(err);
+                answer_free(a);
+                answer_init(a);
+            }
+            tried = 1;
+            *sent = now;
+            result = perform(c, c->urls[i], path, body, t, a, err);
+            int unavailable = result == MUTEXD_OK && a->status == 503;
+            if (result != MUTEXD_ERR_TRANSPORT && !unavailable)
+                return result; /* answered: this server is tried first next time */
+            c->next = (i + 1) % c->nurls;
+            if (unavailable && a->retry_after_s >= 0 && (pause_s < 0 || a->retry_after_s < pause_s))
+                pause_s = a->retry_after_s;
+        }
+        if (round + 1 == rounds)
+            break;
+        int64_t pause = pause_s >= 0 ? (int64_t)pause_s * 1000 : PAUSE_DEFAULT_MS;
+        pause = pause > PAUSE_MAX_MS ? PAUSE_MAX_MS : pause;
+        if (until > 0 && mutexd_monotonic_ms() + pause >= until)
+            break;
+        sleep_ms(pause);
+    }
     return result;
 }
 
@@ -477,12 +620,15 @@ static mutexd_result take(struct mxc_buf *b, char **text, struct mutexd_error *e
                    : MUTEXD_ERR_NOMEM;
 }
 
-/* Sends a POST (or a GET when body is NULL) and reads the answer into *doc. */
+/* Sends a POST (or a GET when body is NULL) and reads the answer into *doc. *sent (may be
+ * NULL): when the request that got the answer was sent. */
 static mutexd_result call(mutexd_client *c, const char *path, const char *body, long wait_ms,
-                          struct answer *a, struct mxc_doc *doc, struct mutexd_error *err)
+                          struct answer *a, struct mxc_doc *doc, int64_t *sent,
+                          struct mutexd_error *err)
 {
     long timeout = c->request_timeout_ms + (wait_ms > 0 ? wait_ms : 0);
-    mutexd_result result = perform(c, path, body, timeout, a, err);
+    int64_t at;
+    mutexd_result result = exchange(c, path, body, timeout, 0, a, sent != NULL ? sent : &at, err);
     if (result != MUTEXD_OK)
         return result;
     return read_answer(a, doc, err);
@@ -614,8 +760,8 @@ mutexd_result mutexd_acquire(mutexd_client *client, const char *resource,
         goto out;
 
     long wait = o->wait_ms > 0 && o->wait_ms < 86400000 ? (long)o->wait_ms : 0;
-    int64_t sent = mutexd_monotonic_ms();
-    result = call(client, path, body, wait, &a, &doc, err);
+    int64_t sent;
+    result = call(client, path, body, wait, &a, &doc, &sent, err);
     if (result != MUTEXD_OK)
         goto out;
     /* After a wait in the queue the grant came some time before the answer: count from it. */
@@ -653,6 +799,13 @@ mutexd_result mutexd_renew(mutexd_client *client, const char *resource, const ch
     if (result != MUTEXD_OK)
         goto out;
 
+    /* Renewing the lease that *lease holds, before its deadline: no attempt goes past it. */
+    int64_t until = 0;
+    if (lease != NULL && lease->deadline_ms > mutexd_monotonic_ms() && lease->lease_id != NULL &&
+        strcasecmp(lease->lease_id, lease_id) == 0 && lease->resource != NULL &&
+        strcmp(lease->resource, resource) == 0)
+        until = lease->deadline_ms;
+
     /* Path and body are built before anything else, as they may point into *lease. */
     mxc_buf_init(&b, URL_MAX);
     add_resource_path(&b, resource, "renew");
@@ -674,8 +827,8 @@ mutexd_result mutexd_renew(mutexd_client *client, const char *resource, const ch
         goto out;
 
     long timeout = o->timeout_ms > 0 ? o->timeout_ms : client->request_timeout_ms;
-    int64_t sent = mutexd_monotonic_ms();
-    result = perform(client, path, body, timeout, &a, err);
+    int64_t sent;
+    result = exchange(client, path, body, timeout, until, &a, &sent, err);
     if (result != MUTEXD_OK)
         goto out;
     result = read_answer(&a, &doc, err);
@@ -720,7 +873,7 @@ static mutexd_result post_flag(mutexd_client *client, const char *resource, cons
     result = take(&b, &body, err);
     if (result != MUTEXD_OK)
         goto out;
-    result = call(client, path, body, 0, &a, &doc, err);
+    result = call(client, path, body, 0, &a, &doc, NULL, err);
     if (result != MUTEXD_OK)
         goto out;
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(doc.root, flag);
@@ -795,7 +948,7 @@ static mutexd_result get_state(mutexd_client *client, const char *resource, int 
     if (result != MUTEXD_OK)
         goto out;
     long wait = watch && wait_ms > 0 && wait_ms < 86400000 ? (long)wait_ms : 0;
-    result = call(client, path, NULL, wait, &a, &doc, err);
+    result = call(client, path, NULL, wait, &a, &doc, NULL, err);
     if (result != MUTEXD_OK)
         goto out;
     result = mxc_decode_state(&doc, doc.root, &fresh);
@@ -872,7 +1025,7 @@ mutexd_result mutexd_list(mutexd_client *client, const struct mutexd_list_option
     result = take(&b, &path, err);
     if (result != MUTEXD_OK)
         goto out;
-    result = call(client, path, NULL, 0, &a, &doc, err);
+    result = call(client, path, NULL, 0, &a, &doc, NULL, err);
     if (result != MUTEXD_OK)
         goto out;
     result = mxc_decode_page(&doc, doc.root, &fresh);

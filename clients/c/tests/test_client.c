@@ -2,13 +2,15 @@
  * The library against a real mutexd: every call, and every error code a real server gives
  * on demand. Run through with-server.sh, which starts a fresh server for each case
  * (--min-ttl-ms 500) and exports MUTEXD_URL; the too_many_waiters case gets a server with
- * --max-waiters 1, the auth_ cases one with the tokens of tests/auth-tokens.
+ * --max-waiters 1, the auth_ cases one with the tokens of tests/auth-tokens. The cases of
+ * several servers put a dead port, or a fake_server.c that drops the answers, before it.
  */
 #include "testing.h"
 
 #include <pthread.h>
 #include <unistd.h>
 
+#include "fake_server.h"
 #include "mutexd.h"
 
 static mutexd_client *connect_with(const char *token)
@@ -711,6 +713,75 @@ static void auth_scopes_and_prefixes_are_enforced(void **state)
     mutexd_client_free(admin);
 }
 
+static void a_dead_server_first_is_passed_over(void **state)
+{
+    (void)state;
+    const char *live = getenv("MUTEXD_URL");
+    char dead[64], urls[256];
+    fake_closed_url(dead, sizeof(dead));
+    snprintf(urls, sizeof(urls), "%s,%s", dead, live);
+    mutexd_client *c = NULL;
+    struct mutexd_client_options o = {.request_timeout_ms = 10000};
+    assert_int_equal(mutexd_client_new(&c, urls, &o), MUTEXD_OK);
+    assert_string_equal(mutexd_client_url(c), dead);
+    struct mutexd_lease l = {0};
+    struct mutexd_error e = {0};
+    struct mutexd_acquire_options ao = {.owner = "w", .ttl_ms = 3000};
+    assert_int_equal(mutexd_acquire(c, "ha/r", &ao, &l, &e), MUTEXD_OK);
+    assert_null(e.message);
+    assert_string_equal(mutexd_client_url(c), live);
+    assert_int_equal(mutexd_renew(c, l.resource, l.lease_id, NULL, &l, &e), MUTEXD_OK);
+    struct mutexd_state s = {0};
+    assert_int_equal(mutexd_get(c, "ha/r", &s, &e), MUTEXD_OK);
+    assert_true(s.held && s.holder.fencing_token == l.fencing_token);
+    assert_int_equal(mutexd_release(c, l.resource, l.lease_id, &e), MUTEXD_OK);
+    mutexd_state_clear(&s);
+    mutexd_lease_clear(&l);
+    mutexd_client_free(c);
+
+    /* The same through the list constructor, and with the dead one last. */
+    const char *list[] = {live, dead};
+    assert_int_equal(mutexd_client_new_list(&c, list, 2, &o), MUTEXD_OK);
+    assert_int_equal(mutexd_acquire(c, "ha/r", &ao, &l, &e), MUTEXD_OK);
+    assert_string_equal(mutexd_client_url(c), live);
+    mutexd_lease_clear(&l);
+    mutexd_client_free(c);
+}
+
+/* The first server carries the acquire out and its answer is lost on the way back: the
+ * second, asked with the same proposed lease id, gives that same lease. */
+static void an_acquire_whose_answer_was_lost_gets_the_same_lease(void **state)
+{
+    (void)state;
+    const char *live = getenv("MUTEXD_URL");
+    struct fake_server *lossy = fake_start_swallowing(live);
+    assert_non_null(lossy);
+    char urls[256];
+    snprintf(urls, sizeof(urls), "%s,%s", fake_url(lossy), live);
+    mutexd_client *c = NULL;
+    struct mutexd_client_options o = {.request_timeout_ms = 10000};
+    assert_int_equal(mutexd_client_new(&c, urls, &o), MUTEXD_OK);
+    struct mutexd_lease l = {0};
+    struct mutexd_error e = {0};
+    struct mutexd_acquire_options ao = {.owner = "w", .ttl_ms = 5000};
+    mutexd_result r = mutexd_acquire(c, "ha/lost-answer", &ao, &l, &e);
+    if (r != MUTEXD_OK)
+        fail_msg("acquire: %s: %s", mutexd_result_name(r), e.message);
+    assert_int_equal(fake_requests(lossy), 1);
+    char *first = fake_last_answer(lossy);
+    assert_non_null(first);
+    assert_non_null(strstr(first, " 200 "));
+    char want[64];
+    snprintf(want, sizeof(want), "\"fencing_token\":%llu,", (unsigned long long)l.fencing_token);
+    if (strstr(first, want) == NULL || strstr(first, l.lease_id) == NULL)
+        fail_msg("the lease granted first:\n%s\nis not the one given: %s", first, l.json);
+    free(first);
+    assert_string_equal(mutexd_client_url(c), live);
+    mutexd_lease_clear(&l);
+    mutexd_client_free(c);
+    fake_stop(lossy);
+}
+
 int main(int argc, char **argv);
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(acquire_grants_a_lease_with_every_field),
@@ -736,5 +807,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(fencing_tokens_increase_with_every_grant),
     cmocka_unit_test(auth_without_a_valid_token_is_unauthorized),
     cmocka_unit_test(auth_scopes_and_prefixes_are_enforced),
+    cmocka_unit_test(a_dead_server_first_is_passed_over),
+    cmocka_unit_test(an_acquire_whose_answer_was_lost_gets_the_same_lease),
 };
 TEST_MAIN(tests)

@@ -2,7 +2,8 @@
  * The library against a canned-answer server (fake_server.c): what it sends (headers, token,
  * body, path encoding), and the answers a real mutexd does not give on demand: 401, 403,
  * 503 with a reason and Retry-After, error codes of requests the library never makes, broken
- * bodies, silence (timeouts), and nobody listening.
+ * bodies, silence (timeouts), and nobody listening; and a client of several servers moving on
+ * from those that do not answer or answer 503.
  */
 #include "testing.h"
 
@@ -259,6 +260,240 @@ static void nobody_listening_is_a_transport_error(void **state)
     mutexd_client_free(c);
 }
 
+/* ---- Several servers ------------------------------------------------------------------------ */
+
+static mutexd_client *client_of(const char *urls, long request_timeout_ms)
+{
+    mutexd_client *c = NULL;
+    struct mutexd_client_options o = {.request_timeout_ms = request_timeout_ms};
+    assert_int_equal(mutexd_client_new(&c, urls, &o), MUTEXD_OK);
+    return c;
+}
+
+/* The lease id of the acquire body in a request the fake read. */
+static void proposed_lease_id(struct fake_server *f, char *out)
+{
+    char *req = fake_last_request(f);
+    assert_non_null(req);
+    const char *at = strstr(req, "\"lease_id\":\"");
+    assert_non_null(at);
+    snprintf(out, MUTEXD_LEASE_ID_LEN + 1, "%s", at + 12);
+    free(req);
+}
+
+static void url_lists_are_parsed(void **state)
+{
+    (void)state;
+    mutexd_client *c = NULL;
+    assert_int_equal(mutexd_client_new(&c, " http://a:1/ ,\thttps://b:2/x//", NULL), MUTEXD_OK);
+    assert_string_equal(mutexd_client_url(c), "http://a:1");
+    mutexd_client_free(c);
+    const char *bad[] = {"",
+                         ",",
+                         "http://a:1,",
+                         ",http://a:1",
+                         "http://a:1,,http://b:2",
+                         "http://a:1,ftp://b:2",
+                         "http://a:1,http://b:2\r\nX: y"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        c = (mutexd_client *)1;
+        if (mutexd_client_new(&c, bad[i], NULL) != MUTEXD_ERR_ARG)
+            fail_msg("'%s' was taken as a list of URLs", bad[i]);
+        assert_null(c);
+    }
+    char many[64 * 16 + 32] = "";
+    for (int i = 0; i < 65; i++)
+        strcat(many, i == 0 ? "http://a:1" : ",http://a:1");
+    assert_int_equal(mutexd_client_new(&c, many, NULL), MUTEXD_ERR_ARG);
+    many[strlen(many) - strlen(",http://a:1")] = '\0';
+    assert_int_equal(mutexd_client_new(&c, many, NULL), MUTEXD_OK); /* 64 */
+    mutexd_client_free(c);
+
+    /* The list constructor splits nothing: a comma belongs to its URL. */
+    const char *list[] = {"http://a:1/p,q/", "https://b:2"};
+    assert_int_equal(mutexd_client_new_list(&c, list, 2, NULL), MUTEXD_OK);
+    assert_string_equal(mutexd_client_url(c), "http://a:1/p,q");
+    mutexd_client_free(c);
+    assert_int_equal(mutexd_client_new_list(&c, list, 0, NULL), MUTEXD_ERR_ARG);
+    assert_int_equal(mutexd_client_new_list(&c, NULL, 1, NULL), MUTEXD_ERR_ARG);
+    const char *with_null[] = {"http://a:1", NULL};
+    assert_int_equal(mutexd_client_new_list(&c, with_null, 2, NULL), MUTEXD_ERR_ARG);
+    const char *not_http[] = {"http://a:1", "a:1"};
+    assert_int_equal(mutexd_client_new_list(&c, not_http, 2, NULL), MUTEXD_ERR_ARG);
+    assert_null(mutexd_client_url(NULL));
+}
+
+static void unavailable_server_moves_the_client_on(void **state)
+{
+    (void)state;
+    const char *body = ERR("unavailable", ",\"reason\":\"fenced\"");
+    struct fake_server *down =
+        fake_start("HTTP/1.1 503 Service Unavailable", "Retry-After: 1\r\n", body, 0);
+    struct fake_server *up = fake_start("HTTP/1.1 200 OK", "", lease_json, 0);
+    assert_non_null(down);
+    assert_non_null(up);
+    const char *urls[] = {fake_url(down), fake_url(up)};
+    mutexd_client *c = NULL;
+    assert_int_equal(mutexd_client_new_list(&c, urls, 2, NULL), MUTEXD_OK);
+    struct mutexd_lease l = {0};
+    struct mutexd_error e = {0};
+    int64_t t0 = test_now_ms();
+    assert_int_equal(mutexd_acquire(c, "a", NULL, &l, &e), MUTEXD_OK);
+    assert_in_range(test_now_ms() - t0, 0, 900); /* no pause: the second one answered */
+    assert_null(e.message);                      /* the 503 left nothing in the error */
+    assert_true(l.fencing_token == UINT64_MAX);
+    assert_int_equal(fake_requests(down), 1);
+    assert_int_equal(fake_requests(up), 1);
+    /* Both were asked with the lease id the library proposed. */
+    char id_down[MUTEXD_LEASE_ID_LEN + 1], id_up[MUTEXD_LEASE_ID_LEN + 1];
+    proposed_lease_id(down, id_down);
+    proposed_lease_id(up, id_up);
+    assert_string_equal(id_down, id_up);
+    /* The one that answered is asked first from now on. */
+    assert_string_equal(mutexd_client_url(c), fake_url(up));
+    assert_int_equal(mutexd_get(c, "a", NULL, &e), MUTEXD_ERR_PROTOCOL); /* a lease, not a state */
+    assert_int_equal(fake_requests(down), 1);
+    assert_int_equal(fake_requests(up), 2);
+    mutexd_lease_clear(&l);
+    mutexd_error_clear(&e);
+    mutexd_client_free(c);
+    fake_stop(down);
+    fake_stop(up);
+}
+
+static void every_server_failing_gives_the_last_error(void **state)
+{
+    (void)state;
+    char closed[64], urls[256];
+    fake_closed_url(closed, sizeof(closed));
+    const char *body = ERR("unavailable", ",\"reason\":\"no_active_server\"");
+    struct fake_server *down =
+        fake_start("HTTP/1.1 503 Service Unavailable", "Retry-After: 1\r\n", body, 0);
+    assert_non_null(down);
+
+    /* Nobody, then a 503 with Retry-After 1: round, a pause of 1 s, round again. */
+    snprintf(urls, sizeof(urls), "%s,%s", closed, fake_url(down));
+    mutexd_client *c = client_of(urls, 2000);
+    struct mutexd_error e = {0};
+    int64_t t0 = test_now_ms();
+    mutexd_result r = mutexd_get(c, "a", NULL, &e);
+    int64_t took = test_now_ms() - t0;
+    assert_int_equal(r, MUTEXD_ERR_API);
+    assert_int_equal(e.status, 503);
+    assert_string_equal(e.reason, "no_active_server");
+    assert_int_equal(e.retry_after_s, 1);
+    assert_int_equal(e.transport, 0);
+    assert_int_equal(fake_requests(down), 2);
+    assert_in_range(took, 950, 1900);
+    mutexd_client_free(c);
+
+    /* The other way round, the last attempt is the one nobody answered. */
+    snprintf(urls, sizeof(urls), "%s,%s", fake_url(down), closed);
+    c = client_of(urls, 2000);
+    r = mutexd_get(c, "a", NULL, &e);
+    assert_int_equal(r, MUTEXD_ERR_TRANSPORT);
+    assert_int_equal(e.transport, 1);
+    assert_int_equal(e.status, 0);
+    assert_null(e.reason);
+    assert_non_null(strstr(e.message, closed)); /* it says which server */
+    assert_int_equal(fake_requests(down), 4);
+    mutexd_client_free(c);
+    fake_stop(down);
+
+    /* A long Retry-After is cut short. */
+    struct fake_server *a =
+        fake_start("HTTP/1.1 503 Service Unavailable", "Retry-After: 3600\r\n", body, 0);
+    struct fake_server *b =
+        fake_start("HTTP/1.1 503 Service Unavailable", "Retry-After: 3600\r\n", body, 0);
+    snprintf(urls, sizeof(urls), "%s,%s", fake_url(a), fake_url(b));
+    c = client_of(urls, 2000);
+    t0 = test_now_ms();
+    assert_int_equal(mutexd_get(c, "a", NULL, &e), MUTEXD_ERR_API);
+    took = test_now_ms() - t0;
+    assert_in_range(took, 1900, 3500);
+    assert_int_equal(fake_requests(a), 2);
+    assert_int_equal(fake_requests(b), 2);
+    mutexd_error_clear(&e);
+    mutexd_client_free(c);
+    fake_stop(a);
+    fake_stop(b);
+}
+
+static void one_server_is_one_attempt(void **state)
+{
+    (void)state;
+    struct fake_server *down = fake_start("HTTP/1.1 503 Service Unavailable", "Retry-After: 1\r\n",
+                                          ERR("unavailable", ""), 0);
+    mutexd_client *c = client_of(fake_url(down), 2000);
+    int64_t t0 = test_now_ms();
+    assert_int_equal(mutexd_get(c, "a", NULL, NULL), MUTEXD_ERR_API);
+    assert_in_range(test_now_ms() - t0, 0, 900);
+    assert_int_equal(fake_requests(down), 1);
+    mutexd_client_free(c);
+    fake_stop(down);
+}
+
+static void renew_attempts_stop_at_the_deadline(void **state)
+{
+    (void)state;
+    struct fake_server *s1 = fake_start("HTTP/1.1 200 OK", "", "{}", 1);
+    struct fake_server *s2 = fake_start("HTTP/1.1 200 OK", "", "{}", 1);
+    char urls[256];
+    snprintf(urls, sizeof(urls), "%s,%s", fake_url(s1), fake_url(s2));
+    mutexd_client *c = client_of(urls, 5000);
+    struct mutexd_lease l = {.resource = strdup("a"),
+                             .lease_id = strdup("6ccb3e43-0489-4885-ac1c-bf894cffbd13")};
+    struct mutexd_error e = {0};
+
+    /* Silent servers: the first attempt ends at the deadline, and no other begins. */
+    l.deadline_ms = mutexd_monotonic_ms() + 500;
+    int64_t t0 = test_now_ms();
+    mutexd_result r = mutexd_renew(c, l.resource, l.lease_id, NULL, &l, &e);
+    int64_t took = test_now_ms() - t0;
+    assert_int_equal(r, MUTEXD_ERR_TRANSPORT);
+    assert_in_range(took, 400, 1200);
+    assert_true(mutexd_monotonic_ms() >= l.deadline_ms);
+    assert_int_equal(fake_requests(s1), 1);
+    assert_int_equal(fake_requests(s2), 0);
+    assert_string_equal(l.resource, "a"); /* a failed call leaves the lease as it was */
+    mutexd_client_free(c);
+    fake_stop(s1);
+    fake_stop(s2);
+
+    /* 503s: the pause before going round again would end past the deadline: no more. */
+    const char *body = ERR("unavailable", "");
+    s1 = fake_start("HTTP/1.1 503 Service Unavailable", "Retry-After: 1\r\n", body, 0);
+    s2 = fake_start("HTTP/1.1 503 Service Unavailable", "Retry-After: 1\r\n", body, 0);
+    snprintf(urls, sizeof(urls), "%s,%s", fake_url(s1), fake_url(s2));
+    c = client_of(urls, 5000);
+    l.deadline_ms = mutexd_monotonic_ms() + 500;
+    t0 = test_now_ms();
+    r = mutexd_renew(c, l.resource, l.lease_id, NULL, &l, &e);
+    took = test_now_ms() - t0;
+    assert_int_equal(r, MUTEXD_ERR_API);
+    assert_int_equal(e.status, 503);
+    assert_in_range(took, 0, 450);
+    assert_int_equal(fake_requests(s1), 1);
+    assert_int_equal(fake_requests(s2), 1);
+    /* Another lease's renewal, or one begun after the deadline, goes round again. */
+    t0 = test_now_ms();
+    r = mutexd_renew(c, l.resource, "0ccb3e43-0489-4885-ac1c-bf894cffbd13", NULL, &l, &e);
+    assert_int_equal(r, MUTEXD_ERR_API);
+    assert_in_range(test_now_ms() - t0, 950, 2500);
+    assert_int_equal(fake_requests(s1), 3);
+    assert_int_equal(fake_requests(s2), 3);
+    l.deadline_ms = mutexd_monotonic_ms() - 1;
+    r = mutexd_renew(c, l.resource, l.lease_id, NULL, &l, &e);
+    assert_int_equal(r, MUTEXD_ERR_API);
+    assert_int_equal(fake_requests(s1), 5);
+    assert_int_equal(fake_requests(s2), 5);
+    mutexd_error_clear(&e);
+    mutexd_lease_clear(&l);
+    mutexd_client_free(c);
+    fake_stop(s1);
+    fake_stop(s2);
+}
+
 int main(int argc, char **argv);
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(requests_carry_token_json_and_encoded_path),
@@ -269,5 +504,10 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(bodies_that_are_not_the_api),
     cmocka_unit_test(silence_times_out),
     cmocka_unit_test(nobody_listening_is_a_transport_error),
+    cmocka_unit_test(url_lists_are_parsed),
+    cmocka_unit_test(unavailable_server_moves_the_client_on),
+    cmocka_unit_test(every_server_failing_gives_the_last_error),
+    cmocka_unit_test(one_server_is_one_attempt),
+    cmocka_unit_test(renew_attempts_stop_at_the_deadline),
 };
 TEST_MAIN(tests)

@@ -476,6 +476,96 @@ test_run_held_and_wait() {
     expect_rc 3 "run with no server"
 }
 
+# Several servers (--url, MUTEXD_URL, --server): a dead port before the real server, and a
+# `run` that keeps its lease when the server it renews through goes away (a relay in front
+# of the real server, killed while the command runs).
+test_several_servers() {
+    command -v python3 >/dev/null || {
+        echo "SKIP: no python3 for the relay"
+        exit 77
+    }
+    local dead dead2
+    dead=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    dead2=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    m --url "http://127.0.0.1:$dead,$MUTEXD_URL" acquire ha/a --ttl 5s --owner first
+    expect_rc 0 "acquire with a dead server first in --url"
+    expect_out "^fencing_token: *[1-9][0-9]*$" "acquire with a dead server first in --url"
+    expect_quiet_err "acquire with a dead server first in --url"
+    MUTEXD_URL="http://127.0.0.1:$dead, $MUTEXD_URL" "$M" status ha/a >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    expect_rc 0 "status with a dead server first in MUTEXD_URL"
+    expect_out "^owner: *first$" "status with a dead server first in MUTEXD_URL"
+    m status ha/a --server "http://127.0.0.1:$dead,$MUTEXD_URL"
+    expect_rc 0 "--server takes a list too"
+    m --url "http://127.0.0.1:$dead,http://127.0.0.1:$dead2" status ha/a
+    expect_rc 3 "no server answers"
+    expect_err "127.0.0.1:$dead2" "the error is the last server's"
+    m --url "$MUTEXD_URL,ftp://127.0.0.1:$dead" status ha/a
+    expect_rc 2 "a list with a URL that is not http"
+    m --url "$MUTEXD_URL," status ha/a
+    expect_rc 2 "a list with an empty item"
+
+    cat >"$tmp/relay.py" <<'EOF'
+import os, socket, sys, threading
+upstream, out = int(sys.argv[1]), sys.argv[2]
+listener = socket.socket()
+listener.bind(("127.0.0.1", 0))
+listener.listen(16)
+with open(out + ".new", "w") as f:
+    f.write(str(listener.getsockname()[1]))
+os.rename(out + ".new", out)
+def pipe(a, b):
+    try:
+        while True:
+            data = a.recv(65536)
+            if not data:
+                break
+            b.sendall(data)
+    except OSError:
+        pass
+    for s in (a, b):
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+count = 0
+while True:
+    c, _ = listener.accept()
+    u = socket.create_connection(("127.0.0.1", upstream))
+    count += 1
+    with open(out + ".count", "w") as f:
+        f.write(str(count))
+    threading.Thread(target=pipe, args=(c, u), daemon=True).start()
+    threading.Thread(target=pipe, args=(u, c), daemon=True).start()
+EOF
+    python3 "$tmp/relay.py" "${MUTEXD_URL##*:}" "$tmp/relay" &
+    local relay=$!
+    bg_pids+=("$relay")
+    wait_for test -s "$tmp/relay" || fail "the relay started"
+    local ttl_ms=1500
+    "$M" run ha/run --url "http://127.0.0.1:$(cat "$tmp/relay"),$MUTEXD_URL" --ttl "${ttl_ms}ms" \
+        -- sh -c 'echo "$MUTEXD_FENCING_TOKEN" > "$1"; while [ ! -e "$2" ]; do sleep 0.05; done
+                  "$0" check' "$M" "$tmp/token" "$tmp/done" >"$tmp/out" 2>"$tmp/err" &
+    local runner=$!
+    bg_pids+=("$runner")
+    wait_for test -s "$tmp/token" || fail "the command started"
+    [ "$(cat "$tmp/relay.count" 2>/dev/null)" -ge 1 ] || fail "run went through the relay first"
+    sleep 1 # renewals through the relay
+    kill -KILL "$relay"
+    wait "$relay" 2>/dev/null
+    sleep $((ttl_ms * 2 / 1000)) # past the deadline of the relay's last renewal
+    "$M" status ha/run >"$tmp/status" 2>&1
+    grep -q "^fencing_token: *$(cat "$tmp/token")$" "$tmp/status" ||
+        fail "the lease is still the command's after the relay went away: $(cat "$tmp/status")"
+    touch "$tmp/done"
+    wait "$runner"
+    rc=$?
+    expect_rc 0 "run whose first server went away: the command's check passed at its end"
+    ! grep -q "lost\|deadline" "$tmp/err" || fail "run thought the lease lost: $(cat "$tmp/err")"
+    m status ha/run
+    expect_out "^state: *free$" "released at the end, through the server that answers"
+}
+
 # A script that ignores SIGTERM and starts a grandchild that ignores it too: only the whole
 # group's SIGKILL stops them. They write their PIDs to $0.child and $0.grandchild once their
 # traps are set.

@@ -17,7 +17,8 @@
 #   MUTEXD_URL=http://127.0.0.1:8080 clients/examples/shell/leader.sh
 #
 # Environment:
-#   MUTEXD_URL       the server (default http://127.0.0.1:8080)
+#   MUTEXD_URL       the server, or a group's servers separated by commas (default
+#                    http://127.0.0.1:8080)
 #   MUTEXD_RESOURCE  what to lead (default leader-election/demo)
 #   MUTEXD_TTL_MS    the lease's TTL in milliseconds (default 15000)
 #   MUTEXD_RETRY_S   seconds between two tries of a worker that does not lead (default 5)
