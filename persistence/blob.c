@@ -552,6 +552,26 @@ int blob_get(struct blob_client *c, const char *name, const struct blob_cond *co
     return perform(c, &k.req, 200, res);
 }
 
+int blob_get_from(struct blob_client *c, const char *name, int64_t offset, struct blob_result *res)
+{
+    struct call k;
+    call_init(&k, "GET", name, NULL);
+    if (offset < 0 && !k.problem)
+        k.problem = "a negative offset";
+    if (call_start(&k, res) != 0)
+        return -1;
+    snprintf(k.num, sizeof k.num, "bytes=%" PRId64 "-", offset);
+    call_xms(&k, "x-ms-range", k.num);
+    int rc = perform(c, &k.req, 206, res);
+    if (rc != 0 && res->status == 416) { /* nothing from there: the end */
+        free(res->body);
+        res->body = NULL;
+        res->body_len = 0;
+        rc = 0;
+    }
+    return rc;
+}
+
 int blob_head(struct blob_client *c, const char *name, struct blob_result *res)
 {
     struct call k;

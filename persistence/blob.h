@@ -173,6 +173,9 @@ int blob_put(struct blob_client *c, const char *name, const void *data, size_t l
 int blob_get(struct blob_client *c, const char *name, const struct blob_cond *cond,
              struct blob_result *res);
 
+/* Get Blob from byte `offset` to its end (x-ms-range: bytes=offset-): 206 with the bytes in
+ * res->body. At the end (offset == the blob's length) it returns 0 with an empty body. */
+int blob_get_from(struct blob_client *c, const char *name, int64_t offset, struct blob_result *res);
 /* Get Blob Properties (HEAD): 200 with etag, content_length and, for append blobs,
  * committed_blocks (the next append position is content_length). Answers carry no body. */
 int blob_head(struct blob_client *c, const char *name, struct blob_result *res);

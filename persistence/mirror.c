@@ -76,18 +76,16 @@ bool mirror_parse_journal_name(const char *name, uint64_t *generation, uint64_t 
            name[18] == '/' && digits(name + 8, 10, generation) && digits(name + 19, 20, first_seq);
 }
 
-int mirror_list(struct mirror *m, const char *prefix,
-                int (*fn)(void *arg, const struct blob_item *item), void *arg,
-                struct blob_result *res)
+int mirror_list_client(struct blob_client *c, const char *prefix,
+                       int (*fn)(void *arg, const struct blob_item *item), void *arg,
+                       struct blob_result *res)
 {
     char *marker = NULL;
     int rc = 0;
     do {
         struct blob_list page = {0};
-        if (blob_list_page(m->bulk, prefix, marker, 5000, &page, res) != 0) {
-            mirror_note_error(m, "list", res);
+        if (blob_list_page(c, prefix, marker, 5000, &page, res) != 0)
             rc = -1;
-        }
         free(marker);
         marker = NULL;
         for (size_t i = 0; rc == 0 && i < page.count; i++)
@@ -99,6 +97,16 @@ int mirror_list(struct mirror *m, const char *prefix,
     } while (rc == 0 && marker);
     free(marker);
     return rc < 0 ? -1 : 0;
+}
+
+int mirror_list(struct mirror *m, const char *prefix,
+                int (*fn)(void *arg, const struct blob_item *item), void *arg,
+                struct blob_result *res)
+{
+    int rc = mirror_list_client(m->bulk, prefix, fn, arg, res);
+    if (rc != 0)
+        mirror_note_error(m, "list", res);
+    return rc;
 }
 
 static int max_gen_item(void *arg, const struct blob_item *it)
@@ -360,6 +368,9 @@ static int seal_previous(struct mirror *m, char *err, size_t errlen)
             }
         } else {
             const char *journal = blob_result_meta(&r, "journal");
+            const char *gen = blob_result_meta(&r, "generation");
+            m->prev_generation = gen ? strtoull(gen, NULL, 10) : 0;
+            snprintf(m->prev_journal, sizeof m->prev_journal, "%s", journal ? journal : "");
             if (!journal || !journal[0]) {
                 rc = 0; /* no owner named one (a container of an earlier version, or new) */
                 break;

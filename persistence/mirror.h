@@ -44,6 +44,7 @@ struct mirror_config {
     uint64_t request_timeout_ms;     /* one blob request at most; 0: 5000 */
     const char *advertise_url;       /* published in the owner blob's metadata; NULL: none */
     uint64_t fault_append_pause_ms;  /* testing: see MUTEXD_FAULT_APPEND_PAUSE_MS */
+    struct mirror_copy *warm;        /* a standby's copy, used by mirror_restore; or NULL */
     /* The server's fencing-token counter, and the ceiling the mirror reserves (tokens
      * above it must not be handed out). */
     _Atomic uint64_t *last_token;
@@ -51,6 +52,7 @@ struct mirror_config {
 };
 
 struct mirror;
+struct mirror_copy;
 
 enum mirror_mode mirror_parse_mode(const char *s); /* -1 (as int) when unknown */
 
@@ -70,8 +72,28 @@ struct mirror_restored {
 };
 
 /* When the store was just created and the container holds a mirror, loads the newest
- * snapshot and the journal after it into the store. Returns 0 (see `out`), or -1 with err. */
+ * snapshot and the journal after it into the store; with a warm copy (cfg.warm) that
+ * follows the generation the previous owner wrote, only the journal's tail is read.
+ * Returns 0 (see `out`), or -1 with err. */
 int mirror_restore(struct mirror *m, struct mirror_restored *out, char *err, size_t errlen);
+
+/*
+ * A standby's copy of the container, kept warm by following the journal (the leases in
+ * memory, not in a store): when it takes over, the restore reads only what was appended
+ * since. Every call from one thread.
+ */
+int mirror_copy_open(struct mirror_copy **out, const char *connection_string, const char *container,
+                     char *err, size_t errlen);
+void mirror_copy_free(struct mirror_copy *c);
+/* Brings the copy up to the journal blob `journal` of `generation`, as the owner blob's
+ * metadata names them now: reads what was appended since the last call, or the newest
+ * snapshot and its journal after a new generation, a gap or a lost blob. 0, or -1 with err
+ * (the copy is then read anew next time). */
+int mirror_copy_follow(struct mirror_copy *c, uint64_t generation, const char *journal, char *err,
+                       size_t errlen);
+/* How many changes the last call found new, and how long ago the copy was last complete
+ * (ms). */
+void mirror_copy_lag(const struct mirror_copy *c, uint64_t *changes, uint64_t *ms);
 
 /* Starts a new generation: a snapshot of the store, a token reservation, then ships every
  * commit (the store's hook is set here). `restored`: the store was just loaded from this

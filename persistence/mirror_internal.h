@@ -42,6 +42,10 @@ struct mirror {
     char lease_id[40];
     uint64_t generation;
     int64_t since_ms; /* when this generation began (wall clock) */
+    /* What the owner blob named when this server took the container (and sealed it):
+     * the previous owner's generation and journal blob, or 0 and "". */
+    uint64_t prev_generation;
+    char prev_journal[96];
 
     /* The mirror thread's own. */
     char journal[96];
@@ -90,6 +94,11 @@ bool mirror_note_error(struct mirror *m, const char *what, const struct blob_res
 int mirror_list(struct mirror *m, const char *prefix,
                 int (*fn)(void *arg, const struct blob_item *item), void *arg,
                 struct blob_result *res);
+
+/* The same with any client, and without counting the failure. */
+int mirror_list_client(struct blob_client *c, const char *prefix,
+                       int (*fn)(void *arg, const struct blob_item *item), void *arg,
+                       struct blob_result *res);
 
 /* Names. */
 void mirror_snapshot_name(char *out, size_t len, uint64_t generation, uint64_t seq);

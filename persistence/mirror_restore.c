@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "common/hash.h"
 #include "common/log.h"
 #include "persistence/mirror_plan.h"
@@ -208,23 +209,19 @@ static void names_free(struct names *l)
     free(l->v);
 }
 
-int mirror_restore(struct mirror *m, struct mirror_restored *out, char *err, size_t errlen)
+/* Lists snapshots/ and journal/ and plans what to read. */
+static int plan_from(struct blob_client *c, struct mirror_plan *plan, char *err, size_t errlen)
 {
-    memset(out, 0, sizeof *out);
-    if (!store_created(m->store))
-        return 0; /* the local store is the truth; nothing to restore */
     struct blob_result r = {0};
     struct names names = {0};
-    struct mirror_plan plan = {0};
-    struct state st = {0};
     int rc = -1;
     /* A listing that failed says nothing of what the container holds: it must never read
      * as an empty container, nor as a journal without a snapshot. */
-    if (mirror_list(m, "snapshots/", gather_name, &names, &r) != 0) {
+    if (mirror_list_client(c, "snapshots/", gather_name, &names, &r) != 0) {
         snprintf(err, errlen, "cannot list snapshots: %s", r.message[0] ? r.message : r.error_code);
         goto out;
     }
-    if (mirror_list(m, "journal/", gather_name, &names, &r) != 0) {
+    if (mirror_list_client(c, "journal/", gather_name, &names, &r) != 0) {
         snprintf(err, errlen, "cannot list the journal: %s",
                  r.message[0] ? r.message : r.error_code);
         goto out;
@@ -233,62 +230,259 @@ int mirror_restore(struct mirror *m, struct mirror_restored *out, char *err, siz
         snprintf(err, errlen, "out of memory listing the container");
         goto out;
     }
-    if (mirror_plan_restore((const char *const *)names.v, names.n, &plan, err, errlen) != 0)
+    rc = mirror_plan_restore((const char *const *)names.v, names.n, plan, err, errlen);
+out:
+    blob_result_free(&r);
+    names_free(&names);
+    return rc;
+}
+
+/* Reads the newest snapshot and its journal into `st` (fresh). `last`/`last_len`: the last
+ * journal blob read and how many bytes of it were applied ("" when none). Returns 0 (an
+ * empty container leaves plan->snapshot ""), or -1 with err. */
+static int load(struct blob_client *c, struct state *st, struct mirror_plan *plan, char *last,
+                size_t lastlen, int64_t *last_len, char *err, size_t errlen)
+{
+    struct blob_result r = {0};
+    int rc = -1;
+    last[0] = '\0';
+    *last_len = 0;
+    if (plan_from(c, plan, err, errlen) != 0)
+        goto out;
+    if (!plan->snapshot[0]) {
+        rc = 0;
+        goto out;
+    }
+    if (blob_get(c, plan->snapshot, NULL, &r) != 0) {
+        snprintf(err, errlen, "cannot read %s: %ld %s", plan->snapshot, r.status, r.error_code);
+        goto out;
+    }
+    if (apply_text(st, plan->snapshot, r.body ? r.body : "", r.body_len, true, err, errlen) != 0)
+        goto out;
+    for (size_t i = 0; i < plan->njournal; i++) {
+        char name[96];
+        mirror_journal_name(name, sizeof name, plan->generation, plan->journal[i]);
+        if (blob_get(c, name, NULL, &r) != 0) {
+            snprintf(err, errlen, "cannot read %s: %ld %s", name, r.status, r.error_code);
+            goto out;
+        }
+        if (apply_text(st, name, r.body ? r.body : "", r.body_len, false, err, errlen) != 0)
+            goto out;
+        snprintf(last, lastlen, "%s", name);
+        *last_len = (int64_t)r.body_len;
+    }
+    rc = 0;
+out:
+    blob_result_free(&r);
+    return rc;
+}
+
+/* Writes `st` into the (new) store. */
+static int import(struct mirror *m, struct state *st, uint64_t generation,
+                  struct mirror_restored *out, char *err, size_t errlen)
+{
+    if (st->gaps)
+        mx_warn("mirror: the journal skips sequence numbers", "gaps=%lu", (unsigned long)st->gaps);
+    /* No token at or below the last reservation may be handed out again. */
+    if (st->ceiling > st->marks.token_hwm)
+        st->marks.token_hwm = st->ceiling;
+    st->marks.commit_seq = st->last_seq;
+    /* Only rows with a lease are stored; deleted ones live on in index_floor. */
+    size_t kept = 0;
+    for (size_t i = 0; i < st->rows.n; i++)
+        if (st->rows.v[i].row.has_lease)
+            st->rows.v[kept++] = st->rows.v[i];
+        else {
+            free((char *)st->rows.v[i].name);
+            store_row_clear(&st->rows.v[i].row);
+        }
+    st->rows.n = kept;
+    if (store_import(m->store, st->rows.v, st->rows.n, &st->marks, err, errlen) != STORE_OK)
+        return -1;
+    out->restored = true;
+    out->may_lag = st->mode != JR_MODE_SYNC;
+    out->rows = st->rows.n;
+    out->generation = generation;
+    out->commit_seq = st->last_seq;
+    mx_info("mirror: restored", "generation=%lu rows=%zu seq=%lu token_hwm=%lu mode=%s",
+            (unsigned long)generation, st->rows.n, (unsigned long)st->last_seq,
+            (unsigned long)st->marks.token_hwm, jr_mode_name(st->mode));
+    return 0;
+}
+
+/* ---- a standby's warm copy ------------------------------------------------------- */
+
+struct mirror_copy {
+    struct blob_account account;
+    struct blob_client *c;
+    struct state st;
+    bool loaded;
+    uint64_t generation;
+    char journal[96]; /* the blob being followed */
+    int64_t off;      /* bytes of it applied (whole lines) */
+    uint64_t found;   /* changes the last call found new */
+    uint64_t complete_ns;
+};
+
+int mirror_copy_open(struct mirror_copy **out, const char *connection_string, const char *container,
+                     char *err, size_t errlen)
+{
+    struct mirror_copy *c = calloc(1, sizeof *c);
+    if (!c) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    struct blob_options slow = {
+        .connect_timeout_ms = 2000, .timeout_ms = 600000, .max_body = 4ull * 1024 * 1024 * 1024};
+    if (blob_parse_connection_string(connection_string, &c->account, err, errlen) != 0 ||
+        blob_client_new(&c->account, container, &slow, &c->c, err, errlen) != 0) {
+        mirror_copy_free(c);
+        return -1;
+    }
+    *out = c;
+    return 0;
+}
+
+static void copy_reset(struct mirror_copy *c)
+{
+    rows_free(&c->st.rows);
+    memset(&c->st, 0, sizeof c->st);
+    c->loaded = false;
+    c->journal[0] = '\0';
+    c->off = 0;
+}
+
+void mirror_copy_free(struct mirror_copy *c)
+{
+    if (!c)
+        return;
+    copy_reset(c);
+    if (c->c)
+        blob_client_free(c->c);
+    blob_account_wipe(&c->account);
+    free(c);
+}
+
+/* Reads c->journal from c->off on. 1: the blob is gone; 0: read; -1: failed. */
+static int copy_tail(struct mirror_copy *c, char *err, size_t errlen)
+{
+    struct blob_result r = {0};
+    int rc = -1;
+    if (blob_get_from(c->c, c->journal, c->off, &r) != 0) {
+        if (r.status == 404)
+            rc = 1;
+        else
+            snprintf(err, errlen, "cannot read %s: %ld %s %s", c->journal, r.status, r.error_code,
+                     r.message);
+        goto out;
+    }
+    /* Blocks hold whole lines; should a read ever end inside one, it is read again. */
+    size_t n = r.body_len;
+    while (n > 0 && r.body[n - 1] != '\n')
+        n--;
+    uint64_t before = c->st.last_seq;
+    if (n > 0 && apply_text(&c->st, c->journal, r.body, n, false, err, errlen) != 0)
+        goto out;
+    c->off += (int64_t)n;
+    c->found += c->st.last_seq - before;
+    rc = 0;
+out:
+    blob_result_free(&r);
+    return rc;
+}
+
+int mirror_copy_follow(struct mirror_copy *c, uint64_t generation, const char *journal, char *err,
+                       size_t errlen)
+{
+    c->found = 0;
+    uint64_t g, first;
+    bool named = journal && mirror_parse_journal_name(journal, &g, &first) && g == generation;
+    if (c->loaded && named && c->generation == generation) {
+        int rc = copy_tail(c, err, errlen);
+        if (rc == 0 && strcmp(journal, c->journal) != 0) {
+            /* The owner moved on to a new blob after a snapshot: what it holds must follow
+             * what was read here without a gap, else the snapshot has what is missing. */
+            if (first == c->st.last_seq + 1) {
+                snprintf(c->journal, sizeof c->journal, "%s", journal);
+                c->off = 0;
+                rc = copy_tail(c, err, errlen);
+            } else {
+                rc = 1;
+            }
+        }
+        if (rc == 0) {
+            c->complete_ns = mx_mono_ns();
+            return 0;
+        }
+        if (rc < 0) {
+            copy_reset(c);
+            return -1;
+        }
+        /* a blob gone, or a gap: read the newest snapshot again */
+    }
+    copy_reset(c);
+    struct mirror_plan plan = {0};
+    int rc = load(c->c, &c->st, &plan, c->journal, sizeof c->journal, &c->off, err, errlen);
+    if (rc == 0 && plan.snapshot[0]) {
+        c->loaded = true;
+        c->generation = plan.generation;
+        c->found = c->st.last_seq;
+        c->complete_ns = mx_mono_ns();
+        if (!c->journal[0])
+            rc = -1, snprintf(err, errlen, "the newest snapshot has no journal after it yet");
+    } else if (rc == 0) {
+        rc = -1;
+        snprintf(err, errlen, "the container holds no snapshot yet");
+    }
+    mirror_plan_free(&plan);
+    if (rc != 0)
+        copy_reset(c);
+    return rc;
+}
+
+void mirror_copy_lag(const struct mirror_copy *c, uint64_t *changes, uint64_t *ms)
+{
+    *changes = c->found;
+    *ms = c->loaded && c->complete_ns ? (mx_mono_ns() - c->complete_ns) / MX_NS_PER_MS : 0;
+}
+
+/* ---- restore --------------------------------------------------------------------- */
+
+int mirror_restore(struct mirror *m, struct mirror_restored *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    if (!store_created(m->store))
+        return 0; /* the local store is the truth; nothing to restore */
+    struct mirror_copy *warm = m->cfg.warm;
+    if (warm && warm->loaded && m->prev_journal[0]) {
+        /* The journal the previous owner wrote is sealed now: read it to its end. */
+        char why[256];
+        uint64_t had = warm->st.last_seq;
+        if (mirror_copy_follow(warm, m->prev_generation, m->prev_journal, why, sizeof why) == 0 &&
+            warm->loaded) {
+            mx_info("mirror: restoring from the warm copy", "generation=%lu read_changes=%lu",
+                    (unsigned long)warm->generation, (unsigned long)(warm->st.last_seq - had));
+            int rc = import(m, &warm->st, warm->generation, out, err, errlen);
+            copy_reset(warm);
+            return rc;
+        }
+        mx_warn("mirror: the warm copy cannot be used; reading the container", "error=\"%s\"", why);
+    }
+    struct state st = {0};
+    struct mirror_plan plan = {0};
+    char last[96];
+    int64_t last_len;
+    int rc = -1;
+    if (load(m->bulk, &st, &plan, last, sizeof last, &last_len, err, errlen) != 0)
         goto out;
     if (!plan.snapshot[0]) {
         rc = 0; /* an empty container: a fresh start */
         goto out;
     }
-    mx_info("mirror: restoring", "snapshot=%s", plan.snapshot);
-    if (blob_get(m->bulk, plan.snapshot, NULL, &r) != 0) {
-        snprintf(err, errlen, "cannot read %s: %ld %s", plan.snapshot, r.status, r.error_code);
-        goto out;
-    }
-    if (apply_text(&st, plan.snapshot, r.body ? r.body : "", r.body_len, true, err, errlen) != 0)
-        goto out;
-
-    for (size_t i = 0; i < plan.njournal; i++) {
-        char name[96];
-        mirror_journal_name(name, sizeof name, plan.generation, plan.journal[i]);
-        if (blob_get(m->bulk, name, NULL, &r) != 0) {
-            snprintf(err, errlen, "cannot read %s: %ld %s", name, r.status, r.error_code);
-            goto out;
-        }
-        if (apply_text(&st, name, r.body ? r.body : "", r.body_len, false, err, errlen) != 0)
-            goto out;
-    }
-    if (st.gaps)
-        mx_warn("mirror: the journal skips sequence numbers", "gaps=%lu", (unsigned long)st.gaps);
-
-    /* No token at or below the last reservation may be handed out again. */
-    if (st.ceiling > st.marks.token_hwm)
-        st.marks.token_hwm = st.ceiling;
-    st.marks.commit_seq = st.last_seq;
-    /* Only rows with a lease are stored; deleted ones live on in index_floor. */
-    size_t kept = 0;
-    for (size_t i = 0; i < st.rows.n; i++)
-        if (st.rows.v[i].row.has_lease)
-            st.rows.v[kept++] = st.rows.v[i];
-        else {
-            free((char *)st.rows.v[i].name);
-            store_row_clear(&st.rows.v[i].row);
-        }
-    st.rows.n = kept;
-    if (store_import(m->store, st.rows.v, st.rows.n, &st.marks, err, errlen) != STORE_OK)
-        goto out;
-    out->restored = true;
-    out->may_lag = st.mode != JR_MODE_SYNC;
-    out->rows = st.rows.n;
-    out->generation = plan.generation;
-    out->commit_seq = st.last_seq;
-    mx_info("mirror: restored", "generation=%lu rows=%zu seq=%lu token_hwm=%lu mode=%s",
-            (unsigned long)plan.generation, st.rows.n, (unsigned long)st.last_seq,
-            (unsigned long)st.marks.token_hwm, jr_mode_name(st.mode));
-    rc = 0;
+    mx_info("mirror: restored from", "snapshot=%s", plan.snapshot);
+    rc = import(m, &st, plan.generation, out, err, errlen);
 out:
-    blob_result_free(&r);
     rows_free(&st.rows);
     mirror_plan_free(&plan);
-    names_free(&names);
     return rc;
 }

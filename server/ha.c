@@ -192,10 +192,13 @@ static bool lease_free(const char *state)
            strcmp(state, "broken") == 0;
 }
 
-enum ha_verdict ha_watch(struct ha *h, char *active, size_t len)
+enum ha_verdict ha_watch(struct ha *h, struct ha_view *view)
 {
     struct blob_result r = {0};
     enum ha_verdict v = HA_WAIT;
+    char *active = view->active;
+    size_t len = sizeof view->active;
+    memset(view, 0, sizeof *view);
     pthread_mutex_lock(&h->lock);
     snprintf(active, len, "%s", h->active);
     pthread_mutex_unlock(&h->lock);
@@ -208,6 +211,9 @@ enum ha_verdict ha_watch(struct ha *h, char *active, size_t len)
     const char *url = blob_result_meta(&r, "url");
     const char *gen = blob_result_meta(&r, "generation");
     const char *since = blob_result_meta(&r, "since");
+    const char *journal = blob_result_meta(&r, "journal");
+    view->generation = gen ? strtoull(gen, NULL, 10) : 0;
+    snprintf(view->journal, sizeof view->journal, "%s", journal ? journal : "");
     if (lease_free(r.lease_state)) {
         v = HA_TAKE;
         goto out;

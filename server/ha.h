@@ -37,9 +37,15 @@ struct ha;
 int ha_open(struct ha **out, const struct ha_config *cfg, char *err, size_t errlen);
 void ha_close(struct ha *h);
 
-/* One look at the owner blob (and a probe of the active). `active` gets the active's URL, or
- * "" when none is known. */
-enum ha_verdict ha_watch(struct ha *h, char *active, size_t len);
+/* What the owner blob says. */
+struct ha_view {
+    char active[256];    /* the active's URL, or "" when none is known */
+    uint64_t generation; /* the generation it writes, and its journal blob ("": unknown) */
+    char journal[96];
+};
+
+/* One look at the owner blob (and a probe of the active). */
+enum ha_verdict ha_watch(struct ha *h, struct ha_view *v);
 
 /* This server's role, for /v1/servers, the metrics and the logs. */
 void ha_set_role(struct ha *h, enum ha_role role);

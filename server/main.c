@@ -41,10 +41,13 @@ struct server {
     struct res_domain domain;
     struct ra_ctx actx;
     _Atomic bool recovered;
-    struct ha *ha;           /* NULL: not in a server group */
-    _Atomic bool forwarding; /* a standby that knows the active */
-    char *const *argv;       /* as given, to start again as a standby when fenced */
-    size_t leases;           /* leases in force when the core started */
+    struct ha *ha;            /* NULL: not in a server group */
+    _Atomic bool forwarding;  /* a standby that knows the active */
+    char *const *argv;        /* as given, to start again as a standby when fenced */
+    size_t leases;            /* leases in force when the core started */
+    struct mirror_copy *copy; /* a standby's warm copy of the container */
+    bool copy_ok;             /* it followed the journal at the last look */
+    uint64_t copy_said_ns;    /* when a failure to follow was last logged */
 };
 
 static bool server_ready(void *ctx, char *why, size_t len, struct mx_buf *details)
@@ -147,6 +150,7 @@ static int open_mirror(struct server *s, char *err, size_t errlen)
         /* In a group, a server takes the container only when it is free: one attempt. */
         .takeover_wait_ms = o->ha ? 1 : o->mirror_takeover_ms,
         .advertise_url = o->ha ? o->advertise_url : NULL,
+        .warm = s->copy,
         .fault_append_pause_ms = o->fault_append_pause_ms,
         .last_token = &s->domain.last_token,
         .token_ceiling = &s->domain.token_ceiling,
@@ -322,7 +326,11 @@ static int open_group(struct server *s, char *err, size_t errlen, const char **f
         snprintf(err, errlen, "cannot initialize libcurl");
         return -1;
     }
-    if (ha_open(&s->ha, &hc, err, errlen) != 0) {
+    if (ha_open(&s->ha, &hc, err, errlen) != 0 ||
+        mirror_copy_open(&s->copy, s->opt.blob_connection_string, s->opt.blob_container, err,
+                         errlen) != 0) {
+        ha_close(s->ha);
+        s->ha = NULL;
         blob_global_cleanup();
         *failed = "cannot join the server group";
         return -1;
@@ -380,21 +388,41 @@ static void take_over(struct server *s)
             (unsigned long)mirror_generation(s->mirror), s->leases, (unsigned long)ms);
 }
 
+/* A standby keeps its copy of the container warm. */
+static void follow(struct server *s, const struct ha_view *v)
+{
+    if (!v->journal[0])
+        return;
+    char err[512], quoted[1100];
+    bool ok = mirror_copy_follow(s->copy, v->generation, v->journal, err, sizeof err) == 0;
+    uint64_t now = mx_mono_ns();
+    if (!ok && (s->copy_ok || now - s->copy_said_ns > 10000 * MX_NS_PER_MS)) {
+        mx_warn("standby: cannot follow the journal; trying again", "error=%s",
+                mx_log_quote(quoted, sizeof quoted, err));
+        s->copy_said_ns = now;
+    }
+    s->copy_ok = ok;
+}
+
 /* One look at the group. Returns 1 when this server was fenced and must start again. */
 static int group_tick(struct server *s)
 {
     if (!s->rt) {
-        char active[256];
-        if (ha_watch(s->ha, active, sizeof active) == HA_TAKE) {
+        struct ha_view v;
+        if (ha_watch(s->ha, &v) == HA_TAKE) {
             take_over(s);
         } else {
-            atomic_store(&s->forwarding, active[0] != '\0');
-            http_set_role(s->http, active[0] ? HTTP_ROLE_FORWARD : HTTP_ROLE_HOLD, active);
+            atomic_store(&s->forwarding, v.active[0] != '\0');
+            http_set_role(s->http, v.active[0] ? HTTP_ROLE_FORWARD : HTTP_ROLE_HOLD, v.active);
             if (ha_role(s->ha) != HA_STANDBY)
                 ha_set_role(s->ha, HA_STANDBY);
+            follow(s, &v);
         }
-        if (!s->rt)
-            ha_heartbeat(s->ha, false, 0, 0);
+        if (!s->rt) {
+            uint64_t changes = 0, ms = 0;
+            mirror_copy_lag(s->copy, &changes, &ms);
+            ha_heartbeat(s->ha, s->copy_ok, changes, ms);
+        }
         return 0;
     }
     if (mirror_fenced(s->mirror)) {
@@ -412,11 +440,9 @@ int main(int argc, char **argv)
 {
     struct server s;
     memset(&s, 0, sizeof s);
-    /* A copy, before getopt reorders it: a fenced server starts itself again with it. */
-    char **args = calloc((size_t)argc + 1, sizeof *args);
-    for (int i = 0; args && i < argc; i++)
-        args[i] = argv[i];
-    s.argv = args ? args : argv;
+    /* A fenced server starts itself again with the same arguments (getopt may have
+     * reordered them; mutexd takes no operands, so their order does not matter). */
+    s.argv = argv;
     int rc = options_parse(&s.opt, argc, argv);
     if (rc >= 0)
         return rc; /* --help, --version, or a bad option (already reported) */
@@ -539,6 +565,7 @@ int main(int argc, char **argv)
     http_stop(s.http);
     if (s.ha) {
         ha_close(s.ha);
+        mirror_copy_free(s.copy);
         blob_global_cleanup();
     }
     auth_free(s.auth);
@@ -557,6 +584,7 @@ fail:;
     close_core(&s);
     if (s.ha) {
         ha_close(s.ha);
+        mirror_copy_free(s.copy);
         blob_global_cleanup();
     }
     auth_free(s.auth);

@@ -144,6 +144,10 @@ def test_one_server_is_active_and_the_others_forward_to_it(group):
             break
         time.sleep(0.2)
     assert urls == {s.url for s in group.servers}
+    # Standbys follow the journal: their copy's lag is known.
+    time.sleep(1.5)
+    for x in group.view(standbys[1])["servers"]:
+        assert isinstance(x["lag_changes"], int) and isinstance(x["lag_ms"], int), x
     # Readiness per role; metrics name the role.
     assert standbys[0].client().request("GET", "/readyz").status == 200
     m = standbys[0].client().request("GET", "/metrics").body
@@ -168,6 +172,7 @@ def test_sigkill_of_the_active_loses_no_answered_change(group):
     assert r.json["fencing_token"] > top
     new = group.active()
     assert new is not active
+    assert any("restoring from the warm copy" in l for l in new.lines), new.lines[-20:]
     cn = new.client()
     for name, lease in held.items():
         g = cn.get(name).json

@@ -418,13 +418,23 @@ static void seal_and_metadata(void **st)
     const char *other = "0f0e0d0c-0b0a-4908-8706-050403020100";
     EXPECT(blob_create_append(c, "j", NULL, &r), 0, 201, "");
     EXPECT(blob_append_block(c, "j", "a\n", 2, 0, NULL, &r), 0, 201, "");
+    EXPECT(blob_append_block(c, "j", "bc\n", 3, 2, NULL, &r), 0, 201, "");
+    EXPECT(blob_get_from(c, "j", 2, &r), 0, 206, "");
+    assert_int_equal(r.body_len, 3);
+    assert_memory_equal(r.body, "bc\n", 3);
+    EXPECT(blob_get_from(c, "j", 0, &r), 0, 206, "");
+    assert_int_equal(r.body_len, 5);
+    /* At the end: nothing new (Azure answers 416, Azurite an empty 206). */
+    assert_int_equal(blob_get_from(c, "j", 5, &r), 0);
+    assert_int_equal(r.body_len, 0);
+    EXPECT(blob_get_from(c, "missing", 0, &r), -1, 404, "BlobNotFound");
     EXPECT(blob_seal(c, "j", NULL, &r), 0, 200, "");
-    EXPECT(blob_append_block(c, "j", "b\n", 2, 2, NULL, &r), -1, 409, "BlobIsSealed");
+    EXPECT(blob_append_block(c, "j", "b\n", 2, 5, NULL, &r), -1, 409, "BlobIsSealed");
     EXPECT(blob_append_block(c, "j", "b\n", 2, -1, NULL, &r), -1, 409, "BlobIsSealed");
     EXPECT(blob_seal(c, "j", NULL, &r), 0, 200, "");
     EXPECT(blob_head(c, "j", &r), 0, 200, "");
     assert_true(r.sealed);
-    assert_int_equal(r.content_length, 2);
+    assert_int_equal(r.content_length, 5);
     EXPECT(blob_seal(c, "missing", NULL, &r), -1, 404, "BlobNotFound");
 
     EXPECT(blob_put(c, "owner", "", 0, NULL, &r), 0, 201, "");
