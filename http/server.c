@@ -145,7 +145,9 @@ static enum MHD_Result send_body(struct hreq *q, int status, char *body, const c
         MHD_add_response_header(r, "Allow", allow);
     if (q->unauthorized)
         MHD_add_response_header(r, "WWW-Authenticate", "Bearer realm=\"mutexd\"");
-    if (q->v1 && q->h->cfg.served_by)
+    /* Only the active names itself: a standby's own answers (a bad request, no active
+     * server) were not served by the active. */
+    if (q->v1 && q->h->cfg.served_by && fwd_role(q->h->fwd) == HTTP_ROLE_SERVE)
         MHD_add_response_header(r, "Mutexd-Served-By", q->h->cfg.served_by);
     if (q->close)
         MHD_add_response_header(r, "Connection", "close");

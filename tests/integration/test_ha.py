@@ -452,3 +452,57 @@ def test_an_active_cut_off_from_the_blob_store_steps_down(azurite):
     finally:
         g.stop()
         hole.close()
+
+
+LEADER_KINDS = {
+    "python": ["/usr/bin/python3", "-u", "clients/examples/python/leader.py"],
+    "node": ["node", "clients/examples/node/leader.mjs"],
+    "mutexctl": ["bash", "clients/examples/shell/leader.sh"],
+}
+
+
+@pytest.mark.parametrize("kind", sorted(LEADER_KINDS))
+def test_a_leader_keeps_its_lease_across_a_sigkill_of_the_active(group, kind):
+    """Two workers of one kind (the examples, TTL 10 s) given every server's URL: the leader
+    keeps its lease and fencing token while the active server is killed, and the other
+    worker never leads."""
+    from test_examples import ROOT, Worker, mutexctl
+    g = group.start()
+    env = dict(os.environ, MUTEXD_URL=",".join(s.url for s in g.servers),
+               MUTEXD_RESOURCE="ha/leader", MUTEXD_TTL_MS="10000", MUTEXD_RETRY_S="1",
+               MUTEXCTL=mutexctl() or "", PYTHONPATH=os.path.join(ROOT, "clients", "python"))
+    cmd = [c if not c.startswith("clients/") else os.path.join(ROOT, c)
+           for c in LEADER_KINDS[kind]]
+    workers = [Worker(kind, cmd, env) for _ in range(2)]
+    seen = GroupClient([s.url for s in g.servers])
+
+    def holder():
+        st, js = seen.request("GET", "/v1/resources/ha/leader", deadline=time.monotonic() + 1)
+        if st == 200 and js["state"] == "held":
+            return js["holder"]["owner"], js["holder"]["fencing_token"]
+        return None
+
+    try:
+        deadline = time.monotonic() + 20
+        first = None
+        while time.monotonic() < deadline and not first:
+            first = holder()
+            time.sleep(0.1)
+        assert first, [w.other for w in workers]
+        time.sleep(2)
+        g.active().kill()
+        # Through the takeover and a while after it, the holder never changes.
+        end = time.monotonic() + 15
+        samples = []
+        while time.monotonic() < end:
+            h = holder()
+            if h is not None:
+                samples.append(h)
+            time.sleep(0.1)
+        assert samples and set(samples) == {first}, (first, sorted(set(samples)))
+        assert all(w.proc.poll() is None for w in workers), [w.other for w in workers]
+    finally:
+        for w in workers:
+            if w.proc.poll() is None:
+                w.kill()
+        seen.close()
