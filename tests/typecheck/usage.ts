@@ -7,8 +7,11 @@ import {
   LeaseHeldError,
   LeaseLostError,
   LeaseExpiredError,
+  APIError,
+  TransportError,
   MutexdError,
   MutexdTransportError,
+  isRetryable,
   ResourceState,
 } from '../../clients/node/index.js';
 
@@ -24,11 +27,21 @@ async function main(): Promise<void> {
     if (err instanceof LeaseHeldError) {
       const holder = err.holder;
       void holder;
-    } else if (err instanceof MutexdError) {
+    } else if (err instanceof APIError) {
       const code: string = err.code;
+      const status: number = err.status;
       void code;
-    } else if (err instanceof MutexdTransportError) {
-      void err.code;
+      void status;
+    } else if (err instanceof TransportError) {
+      const code: string | undefined = err.code;
+      void code;
+    } else if (err instanceof MutexdError) {
+      void isRetryable(err);
+    }
+    // A deprecated name is the same class, and the same type.
+    if (err instanceof MutexdTransportError) {
+      const same: TransportError = err;
+      void same;
     }
   }
   const state: ResourceState = await client.get('jobs/nightly');

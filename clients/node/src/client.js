@@ -5,7 +5,7 @@ import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { Transport } from './transport.js';
 import { decodeJson, toLease, toState, toPage } from './model.js';
-import { apiError, isRetryable, LeaseHeldError, MutexdTransportError } from './errors.js';
+import { apiError, isRetryable, LeaseHeldError, ProtocolError } from './errors.js';
 import { Lock } from './lock.js';
 
 const DEFAULT_TIMEOUT_MS = 10_000;
@@ -147,8 +147,8 @@ export class Client {
     }
     if (status >= 200 && status < 300) {
       if (options.acceptText) return parsed ? body : text;
-      if (parsed && body !== null && typeof body === 'object') return body;
-      throw new MutexdTransportError(`${method} ${this.url}${path}: the answer (HTTP ${status}) is not a JSON object`, {
+      if (parsed && body !== null && typeof body === 'object' && !Array.isArray(body)) return body;
+      throw new ProtocolError(`${method} ${this.url}${path}: the answer (HTTP ${status}) is not a JSON object`, {
         code: 'ERR_INVALID_RESPONSE',
         status,
         method,
@@ -158,12 +158,10 @@ export class Client {
     if (parsed && body && typeof body.error === 'object' && body.error && typeof body.error.code === 'string') {
       throw apiError(status, body.error, headers);
     }
-    throw new MutexdTransportError(`${method} ${this.url}${path}: HTTP ${status} without an API error body`, {
-      code: 'ERR_INVALID_RESPONSE',
-      status,
-      method,
-      url: this.url + path,
-    });
+    // Not the API's error body (a proxy's page): the class of its status, code 'unknown'.
+    const err = apiError(status, { message: text.trim().slice(0, 200) }, headers);
+    err.details = {};
+    throw err;
   }
 
   /**
