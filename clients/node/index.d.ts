@@ -110,6 +110,9 @@ export interface AcquireOptions extends CallOptions {
 }
 
 export interface RenewOptions extends CallOptions {
+  /** A performance.now() value that bounds the whole call (every attempt, on every server):
+   * nothing is sent, or waited for, past it. */
+  deadline?: number;
   /** Default: the lease's own TTL. */
   ttlMs?: number;
   /** Replaces the lease's metadata. */
@@ -172,9 +175,14 @@ export interface RequestOptions extends CallOptions {
 }
 
 export declare class Client {
-  constructor(url: string | URL, options?: ClientOptions);
-  /** The base URL, without a trailing slash. */
+  /** `url`: one server, or several of a group (an array, or comma-separated); default
+   * MUTEXD_URL, else http://127.0.0.1:8080. */
+  constructor(url?: string | URL | ReadonlyArray<string | URL> | null, options?: ClientOptions);
+  /** The base URL of the server asked first (the one that answered last), without a
+   * trailing slash. */
   readonly url: string;
+  /** Every server's base URL, in the order given. */
+  readonly urls: string[];
   readonly owner: string;
   readonly timeoutMs: number;
   acquire(resource: string, options?: AcquireOptions): Promise<Lease>;

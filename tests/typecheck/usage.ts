@@ -44,6 +44,14 @@ async function main(): Promise<void> {
       void same;
     }
   }
+  const group = new Client(['http://a:8080', new URL('http://b:8080')], { timeoutMs: 2000 });
+  const urls: string[] = group.urls;
+  const lease2 = await group.acquire('jobs/nightly');
+  await group.renew(lease2, { deadline: performance.now() + lease2.expiresInMs });
+  void urls;
+  group.close();
+  new Client().close();
+  new Client('http://a:8080,http://b:8080').close();
   const state: ResourceState = await client.get('jobs/nightly');
   await client.watch('jobs/nightly', state.index, { waitMs: 60000 });
   for await (const page of client.list({ prefix: 'jobs/' })) {
