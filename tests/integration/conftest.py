@@ -4,3 +4,9 @@ import sys
 sys.path.insert(0, os.path.dirname(__file__))
 
 from fixtures import client, no_leftover_servers, server  # noqa: E402,F401
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "heavy: long load tests of a server group; the sanitizer stages leave them "
+        "out (-m 'not heavy'), the plain build runs them")

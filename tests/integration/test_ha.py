@@ -294,6 +294,7 @@ def fast_group(azurite):
     g.stop()
 
 
+@pytest.mark.heavy
 def test_sigkill_of_the_active_under_load_three_times(fast_group):
     g = fast_group.start()
     history, stop, threads, finals = loaded(g)
@@ -314,6 +315,7 @@ def test_sigkill_of_the_active_under_load_three_times(fast_group):
         finish(g, history, stop, threads, finals)
 
 
+@pytest.mark.heavy
 def test_a_frozen_active_under_load_answers_nothing_after_the_takeover(fast_group):
     g = fast_group.start()
     active = g.active()
@@ -346,6 +348,7 @@ def test_a_frozen_active_under_load_answers_nothing_after_the_takeover(fast_grou
     finish(g, history, stop, threads, finals)
 
 
+@pytest.mark.heavy
 def test_a_rolling_restart_under_load_fails_no_request(fast_group):
     g = fast_group.start()
     history, stop, threads, finals = loaded(g)
@@ -416,6 +419,7 @@ class Blackhole:
         self.lsock.close()
 
 
+@pytest.mark.heavy
 def test_an_active_cut_off_from_the_blob_store_steps_down(azurite):
     g = Group(azurite, extra=["--failover-grace-ms", "3000"])
     hole = Blackhole(azurite.port)
@@ -461,6 +465,7 @@ LEADER_KINDS = {
 }
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("kind", sorted(LEADER_KINDS))
 def test_a_leader_keeps_its_lease_across_a_sigkill_of_the_active(group, kind):
     """Two workers of one kind (the examples, TTL 10 s) given every server's URL: the leader
