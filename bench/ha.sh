@@ -18,7 +18,8 @@
 # configurations alternating in order between repetitions, each on a fresh container.
 #
 # Writes bench/results/ha-<date>.md (printed at the end) and .json (every figure), with the
-# commit, the machine and its load. Azurite (scripts/azurite.sh) and every server are
+# commit, the machine and its load, and keeps the servers' logs of the takeover rounds in
+# bench/results/ha-<date>-logs/. Azurite (scripts/azurite.sh) and every server are
 # stopped on exit, on failure and on Ctrl-C. Needs python3, node and npm (for Azurite).
 # BUILD (default: build) is where mutexd and loadgen are; they are built when missing.
 # HA_ROUNDS, HA_REPS, HA_SECONDS override the counts above.
@@ -106,10 +107,10 @@ TICKS_START=$(cpu_ticks)
 echo "load average at the start: $LOAD_START"
 
 echo "takeover after SIGKILL"
-group takeover --signal KILL --rounds "$ROUNDS" --json "$WORK/kill.json"
+group takeover --signal KILL --rounds "$ROUNDS" --json "$WORK/kill.json" --logs "$OUT-logs/kill"
 LOAD_KILL=$(load)
 echo "handover on SIGTERM"
-group takeover --signal TERM --rounds "$ROUNDS" --json "$WORK/term.json"
+group takeover --signal TERM --rounds "$ROUNDS" --json "$WORK/term.json" --logs "$OUT-logs/term"
 LOAD_TERM=$(load)
 echo "throughput"
 group throughput --reps "$REPS" --seconds "$SECONDS_EACH" --warmup "$WARMUP" \
@@ -131,4 +132,4 @@ python3 bench/ha_group.py report --json "$OUT.json" --md "$OUT.md" \
 echo
 cat "$OUT.md"
 echo
-echo "written: ${OUT#"$ROOT"/}.md, .json"
+echo "written: ${OUT#"$ROOT"/}.md, .json, -logs/"

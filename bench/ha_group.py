@@ -275,30 +275,43 @@ def takeover_round(group, sig, k, args):
     new = next((s for s in standbys if s.url == served_by), None)
     row = {"round": k, "signal": signal.Signals(sig).name, "ms": round((t1 - t0) * 1000, 1),
            "old": old.url, "new": served_by, "attempts": attempts, "old_exit": rc}
-    # The new active's own account of it, from its log.
+    # The servers' own account of it, from their logs (timestamps in whole milliseconds).
+    def events(server, what):
+        for line in server.text().splitlines():
+            t = log_time(line)
+            if t is not None and t >= wall0 - 0.002 and what in line:
+                yield t, line
+
+    breaks = sorted((t, s.url) for s in standbys for t, _ in events(s, "breaking its lease"))
+    if breaks:
+        row["broken_by"] = breaks[0][1]
     if new is not None:
-        breaking = serving = None
-        took = None
-        for line in new.text().splitlines():
-            if "breaking its lease" in line and log_time(line) and log_time(line) >= wall0 - 0.5:
-                breaking = log_time(line)
-            m = re.search(r'msg="serving as the active server".* took_ms=(\d+)', line)
-            if m and log_time(line) and log_time(line) >= wall0 - 0.5:
-                serving, took = log_time(line), int(m.group(1))
-        if serving is not None:
-            start = serving - took / 1000.0  # when it had the owner lease and began
+        serving = [(t, int(re.search(r"took_ms=(\d+)", line).group(1)))
+                   for t, line in events(new, 'msg="serving as the active server"')]
+        if serving:
+            t_serve, took = serving[0]
+            start = t_serve - took / 1000.0  # when it had the owner lease and began
             row["took_ms"] = took
             row["until_lease_ms"] = round((start - wall0) * 1000)
-            if breaking is not None:
-                row["detect_ms"] = round((breaking - wall0) * 1000)
-                row["lease_ms"] = round((start - breaking) * 1000)
-            row["after_ms"] = round(row["ms"] - (serving - wall0) * 1000)
+            if breaks:
+                row["detect_ms"] = round((breaks[0][0] - wall0) * 1000)
+                row["lease_ms"] = round((start - breaks[0][0]) * 1000)
+            row["after_ms"] = round(row["ms"] - (t_serve - wall0) * 1000)
     if sig == signal.SIGTERM and rc != 0:
         raise RuntimeError("round %d: the old active exited %s on SIGTERM:\n%s"
                            % (k, rc, old.text()[-3000:]))
     # Back as a standby, on its port; then wait for the three to agree.
     old.start()
-    group.agreed()
+    settled = group.agreed()
+    # Every term as active begun since the signal: more than one is a second takeover.
+    terms = sorted((t, s.url) for s in group.servers
+                   for t, _ in events(s, 'msg="serving as the active server"'))
+    row["takeovers"] = len(terms)
+    row["lease_breaks"] = sum(1 for s in group.servers for _ in events(s, "breaking its lease"))
+    row["settled_on"] = settled.url
+    if len(terms) != 1 or settled.url != served_by:
+        print("  round %d: %d takeovers (%s), settled on %s" % (
+            k, len(terms), ", ".join(u for _, u in terms), settled.url), flush=True)
     return row
 
 
@@ -462,6 +475,11 @@ def cmd_report(args):
         L.append(srow("the rest: the answer reaching the client", part.get("after_ms")))
         L.append("")
         L.append("Every round, ms: " + ", ".join("%.0f" % r["ms"] for r in rows) + ".")
+        multi = [r for r in rows if r.get("takeovers", 1) != 1]
+        L.append("Servers that began a term as active after the signal: %s (rounds with more "
+                 "than one: %d); owner lease breaks: %s." % (
+                     ", ".join(str(r.get("takeovers", "?")) for r in rows), len(multi),
+                     ", ".join(str(r.get("lease_breaks", "?")) for r in rows)))
         if part["signal"] == "TERM":
             codes = sorted({r["old_exit"] for r in rows})
             L.append("The old active's exit status: %s." % ", ".join(str(c) for c in codes))
@@ -527,6 +545,7 @@ def main():
     ap.add_argument("--warmup", type=float, default=2)
     ap.add_argument("--connections", default="16,64")
     ap.add_argument("--json", required=True)
+    ap.add_argument("--logs", help="copy every server's log into this directory at the end")
     ap.add_argument("--md", help="report: the Markdown written")
     ap.add_argument("--inputs", nargs="*", default=[], help="report: the JSON of the runs")
     ap.add_argument("--meta", nargs="*", default=[], help="report: KEY=VALUE, the machine")
@@ -547,6 +566,11 @@ def main():
             json.dump(result, f, indent=1)
         ok = True
     finally:
+        if args.logs:
+            os.makedirs(args.logs, exist_ok=True)
+            for name in os.listdir(work):
+                if name.endswith(".log"):
+                    shutil.copy(os.path.join(work, name), args.logs)
         if ok:
             shutil.rmtree(work, ignore_errors=True)
         else:
