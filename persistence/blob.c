@@ -751,11 +751,13 @@ int blob_lease_release(struct blob_client *c, const char *name, const char *leas
     return lease_with_id(c, name, "release", lease_id, res);
 }
 
-int blob_lease_break(struct blob_client *c, const char *name, int break_period,
-                     struct blob_result *res)
+static int lease_break(struct blob_client *c, const char *name, int break_period,
+                       const char *if_match, struct blob_result *res)
 {
     struct call k;
-    lease_init(&k, name, "break", NULL);
+    call_init(&k, "PUT", name, &(struct blob_cond){.if_match = if_match});
+    call_query(&k, "comp", "lease");
+    call_xms(&k, "x-ms-lease-action", "break");
     if (break_period > 60 && !k.problem)
         k.problem = "a break period is 0 to 60 seconds";
     if (break_period >= 0) {
@@ -765,4 +767,21 @@ int blob_lease_break(struct blob_client *c, const char *name, int break_period,
     if (call_start(&k, res) != 0)
         return -1;
     return perform(c, &k.req, 202, res);
+}
+
+int blob_lease_break(struct blob_client *c, const char *name, int break_period,
+                     struct blob_result *res)
+{
+    return lease_break(c, name, break_period, NULL, res);
+}
+
+int blob_lease_break_if(struct blob_client *c, const char *name, int break_period,
+                        const char *if_match, struct blob_result *res)
+{
+    if (!if_match) {
+        blob_result_free(res);
+        snprintf(res->message, sizeof res->message, "no ETag to break the lease on");
+        return -1;
+    }
+    return lease_break(c, name, break_period, if_match, res);
 }

@@ -240,5 +240,8 @@ int blob_lease_release(struct blob_client *c, const char *name, const char *leas
                        struct blob_result *res);
 int blob_lease_break(struct blob_client *c, const char *name, int break_period,
                      struct blob_result *res);
+/* The same only while the blob's ETag is `if_match` (412 ConditionNotMet otherwise). */
+int blob_lease_break_if(struct blob_client *c, const char *name, int break_period,
+                        const char *if_match, struct blob_result *res);
 
 #endif

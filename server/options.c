@@ -425,6 +425,7 @@ static int parse_append_pause(struct options *o)
 #endif
 }
 
+#ifdef MUTEXD_FAULT_INJECTION
 /* A role of the HTTP front as the fault seam names it: forward:URL, hold, fenced, and
  * (when `serve` is true) serve. */
 static bool valid_role(const char *r, bool serve)
@@ -433,6 +434,7 @@ static bool valid_role(const char *r, bool serve)
         return valid_url(r + 8);
     return strcmp(r, "hold") == 0 || strcmp(r, "fenced") == 0 || (serve && strcmp(r, "serve") == 0);
 }
+#endif
 
 /* MUTEXD_FAULT_ROLE=ROLE, MUTEXD_FAULT_ROLE_AFTER_MS=MS:ROLE, MUTEXD_FAULT_SERVED_BY=URL:
  * the HTTP front's role set from outside, for tests of forwarding. */

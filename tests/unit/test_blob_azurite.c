@@ -449,8 +449,17 @@ static void seal_and_metadata(void **st)
     assert_string_equal(blob_result_meta(&r, "url"), "http://127.0.0.1:1");
     assert_string_equal(blob_result_meta(&r, "generation"), "7");
     assert_null(blob_result_meta(&r, "journal"));
+    /* A break on a condition: the owner's metadata changed since it was read, no break. */
+    char etag[BLOB_ETAG_MAX];
+    snprintf(etag, sizeof etag, "%s", r.etag);
+    EXPECT(blob_set_metadata(c, "owner", meta, 2, &(struct blob_cond){.lease_id = id}, &r), 0,
+           200, "");
+    EXPECT(blob_lease_break_if(c, "owner", 0, etag, &r), -1, 412, "ConditionNotMet");
+    EXPECT(blob_head(c, "owner", &r), 0, 200, "");
+    assert_string_equal(r.lease_state, "leased");
+    snprintf(etag, sizeof etag, "%s", r.etag);
     /* After a break and a new holder, the old lease id writes nothing. */
-    EXPECT(blob_lease_break(c, "owner", 0, &r), 0, 202, "");
+    EXPECT(blob_lease_break_if(c, "owner", 0, etag, &r), 0, 202, "");
     EXPECT(blob_lease_acquire(c, "owner", 15, other, &r), 0, 201, "");
     EXPECT(blob_set_metadata(c, "owner", meta, 1, &(struct blob_cond){.lease_id = id}, &r), -1, 412,
            "LeaseIdMismatchWithBlobOperation");
