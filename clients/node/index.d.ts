@@ -110,6 +110,9 @@ export interface AcquireOptions extends CallOptions {
 }
 
 export interface RenewOptions extends CallOptions {
+  /** A performance.now() value that bounds the whole call (every attempt, on every server):
+   * nothing is sent, or waited for, past it. */
+  deadline?: number;
   /** Default: the lease's own TTL. */
   ttlMs?: number;
   /** Replaces the lease's metadata. */
@@ -172,9 +175,14 @@ export interface RequestOptions extends CallOptions {
 }
 
 export declare class Client {
-  constructor(url: string | URL, options?: ClientOptions);
-  /** The base URL, without a trailing slash. */
+  /** `url`: one server, or several of a group (an array, or comma-separated); default
+   * MUTEXD_URL, else http://127.0.0.1:8080. */
+  constructor(url?: string | URL | ReadonlyArray<string | URL> | null, options?: ClientOptions);
+  /** The base URL of the server asked first (the one that answered last), without a
+   * trailing slash. */
   readonly url: string;
+  /** Every server's base URL, in the order given. */
+  readonly urls: string[];
   readonly owner: string;
   readonly timeoutMs: number;
   acquire(resource: string, options?: AcquireOptions): Promise<Lease>;
@@ -241,56 +249,29 @@ export type ErrorCode =
   | 'too_many_waiters'
   | 'unavailable';
 
-/** The server answered with an API error. */
-export declare class MutexdError extends Error {
-  constructor(status: number, error: Record<string, unknown>, headers?: Record<string, string | string[] | undefined>);
-  /** The API's error code (a code unknown to this client is kept as sent). */
-  code: ErrorCode | (string & {});
-  /** The HTTP status. */
-  status: number;
-  /** The whole `error` object, with every extra field. */
-  details: Record<string, unknown>;
-  /** The answer's X-Request-Id. */
-  requestId: string | undefined;
-  /** The Retry-After header in seconds. */
-  retryAfter: number | undefined;
-}
+// The errors: one hierarchy, the same as the Python client's class for class, with the
+// same parents (docs/clients.md has the table).
+//
+// MutexdError
+// ├── TransportError
+// │   ├── TimeoutError
+// │   └── ProtocolError
+// ├── APIError
+// │   ├── InvalidRequestError, UnauthorizedError, ForbiddenError, NotFoundError,
+// │   │   MethodNotAllowedError, BodyTooLargeError, UnsupportedMediaTypeError,
+// │   │   TooManyWaitersError, UnavailableError, ServerError
+// │   └── ConflictError
+// │       ├── LeaseHeldError
+// │       └── LeaseLostError
+// └── LeaseExpiredError
 
-/** 400. */
-export declare class BadRequestError extends MutexdError {
-  /** The field at fault (every code but invalid_json and invalid_resource). */
-  field: string | undefined;
-}
-/** 401 unauthorized. */
-export declare class UnauthorizedError extends MutexdError {}
-/** 403 forbidden. */
-export declare class ForbiddenError extends MutexdError {}
-/** 404 not_found. */
-export declare class NotFoundError extends MutexdError {}
-/** 405 method_not_allowed. */
-export declare class MethodNotAllowedError extends MutexdError {
-  /** The Allow header. */
-  allow: string | undefined;
-}
-/** 409 lease_held. */
-export declare class LeaseHeldError extends MutexdError {
-  holder: HolderInfo | null;
-}
-/** 409 lease_lost. */
-export declare class LeaseLostError extends MutexdError {}
-/** 413 body_too_large. */
-export declare class BodyTooLargeError extends MutexdError {}
-/** 415 unsupported_media_type. */
-export declare class UnsupportedMediaTypeError extends MutexdError {}
-/** 429 too_many_waiters. */
-export declare class TooManyWaitersError extends MutexdError {}
-/** 503 unavailable. */
-export declare class UnavailableError extends MutexdError {
-  reason: string | undefined;
+/** The base class of every error of this client. */
+export declare class MutexdError extends Error {
+  constructor(message?: string, options?: { cause?: unknown });
 }
 
 /** No usable answer (connection, TLS, timeout, not the API's JSON). */
-export declare class MutexdTransportError extends Error {
+export declare class TransportError extends MutexdError {
   constructor(
     message: string,
     info?: { cause?: unknown; code?: string; status?: number; method?: string; url?: string },
@@ -304,13 +285,83 @@ export declare class MutexdTransportError extends Error {
 }
 
 /** The request took longer than its timeout. */
-export declare class MutexdTimeoutError extends MutexdTransportError {}
+export declare class TimeoutError extends TransportError {}
+
+/** An answer that is not the JSON the API defines (code ERR_INVALID_RESPONSE). */
+export declare class ProtocolError extends TransportError {}
+
+/** The server answered with an error status. */
+export declare class APIError extends MutexdError {
+  constructor(status: number, error: Record<string, unknown>, headers?: Record<string, string | string[] | undefined>);
+  /** The API's error code (a code unknown to this client is kept as sent; 'unknown' when the
+   * answer was not an API error, as from a proxy). */
+  code: ErrorCode | (string & {});
+  /** The HTTP status. */
+  status: number;
+  /** The whole `error` object, with every extra field. */
+  details: Record<string, unknown>;
+  /** The answer's X-Request-Id. */
+  requestId: string | undefined;
+  /** The Retry-After header in seconds. */
+  retryAfter: number | undefined;
+}
+
+/** 400. */
+export declare class InvalidRequestError extends APIError {
+  /** The field at fault (every code but invalid_json and invalid_resource). */
+  field: string | undefined;
+}
+/** 401 unauthorized. */
+export declare class UnauthorizedError extends APIError {}
+/** 403 forbidden. */
+export declare class ForbiddenError extends APIError {}
+/** 404 not_found. */
+export declare class NotFoundError extends APIError {}
+/** 405 method_not_allowed. */
+export declare class MethodNotAllowedError extends APIError {
+  /** The Allow header. */
+  allow: string | undefined;
+}
+/** 409: base of LeaseHeldError and LeaseLostError. */
+export declare class ConflictError extends APIError {}
+/** 409 lease_held. */
+export declare class LeaseHeldError extends ConflictError {
+  holder: HolderInfo | null;
+}
+/** 409 lease_lost. */
+export declare class LeaseLostError extends ConflictError {}
+/** 413 body_too_large. */
+export declare class BodyTooLargeError extends APIError {}
+/** 415 unsupported_media_type. */
+export declare class UnsupportedMediaTypeError extends APIError {}
+/** 429 too_many_waiters. */
+export declare class TooManyWaitersError extends APIError {}
+/** 503 unavailable. */
+export declare class UnavailableError extends APIError {
+  reason: string | undefined;
+}
+/** Any other 5xx. */
+export declare class ServerError extends APIError {}
 
 /** A lock's lease passed its deadline without a successful renewal. */
-export declare class LeaseExpiredError extends Error {
+export declare class LeaseExpiredError extends MutexdError {
   constructor(message?: string, options?: { cause?: unknown });
   code: 'lease_expired';
 }
 
-/** Transport errors, 503 unavailable and 429 too_many_waiters: trying again later may work. */
+/** @deprecated The earlier name of InvalidRequestError. */
+export declare const BadRequestError: typeof InvalidRequestError;
+/** @deprecated The earlier name of InvalidRequestError. */
+export type BadRequestError = InvalidRequestError;
+/** @deprecated The earlier name of TransportError. */
+export declare const MutexdTransportError: typeof TransportError;
+/** @deprecated The earlier name of TransportError. */
+export type MutexdTransportError = TransportError;
+/** @deprecated The earlier name of TimeoutError. */
+export declare const MutexdTimeoutError: typeof TimeoutError;
+/** @deprecated The earlier name of TimeoutError. */
+export type MutexdTimeoutError = TimeoutError;
+
+/** Transport errors, 503 unavailable, 429 too_many_waiters and other 5xx: trying again later
+ * may work. */
 export declare function isRetryable(err: unknown): boolean;

@@ -4,20 +4,28 @@ export { Client, defaultOwner } from './src/client.js';
 export { Lock } from './src/lock.js';
 export {
   MutexdError,
-  BadRequestError,
+  TransportError,
+  TimeoutError,
+  ProtocolError,
+  APIError,
+  InvalidRequestError,
   UnauthorizedError,
   ForbiddenError,
   NotFoundError,
   MethodNotAllowedError,
+  ConflictError,
   LeaseHeldError,
   LeaseLostError,
   BodyTooLargeError,
   UnsupportedMediaTypeError,
   TooManyWaitersError,
   UnavailableError,
+  ServerError,
+  LeaseExpiredError,
+  // Deprecated names of earlier versions, the same classes.
+  BadRequestError,
   MutexdTransportError,
   MutexdTimeoutError,
-  LeaseExpiredError,
   isRetryable,
 } from './src/errors.js';
 export { VERSION } from './src/transport.js';

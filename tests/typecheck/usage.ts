@@ -7,8 +7,11 @@ import {
   LeaseHeldError,
   LeaseLostError,
   LeaseExpiredError,
+  APIError,
+  TransportError,
   MutexdError,
   MutexdTransportError,
+  isRetryable,
   ResourceState,
 } from '../../clients/node/index.js';
 
@@ -24,13 +27,31 @@ async function main(): Promise<void> {
     if (err instanceof LeaseHeldError) {
       const holder = err.holder;
       void holder;
-    } else if (err instanceof MutexdError) {
+    } else if (err instanceof APIError) {
       const code: string = err.code;
+      const status: number = err.status;
       void code;
-    } else if (err instanceof MutexdTransportError) {
-      void err.code;
+      void status;
+    } else if (err instanceof TransportError) {
+      const code: string | undefined = err.code;
+      void code;
+    } else if (err instanceof MutexdError) {
+      void isRetryable(err);
+    }
+    // A deprecated name is the same class, and the same type.
+    if (err instanceof MutexdTransportError) {
+      const same: TransportError = err;
+      void same;
     }
   }
+  const group = new Client(['http://a:8080', new URL('http://b:8080')], { timeoutMs: 2000 });
+  const urls: string[] = group.urls;
+  const lease2 = await group.acquire('jobs/nightly');
+  await group.renew(lease2, { deadline: performance.now() + lease2.expiresInMs });
+  void urls;
+  group.close();
+  new Client().close();
+  new Client('http://a:8080,http://b:8080').close();
   const state: ResourceState = await client.get('jobs/nightly');
   await client.watch('jobs/nightly', state.index, { waitMs: 60000 });
   for await (const page of client.list({ prefix: 'jobs/' })) {

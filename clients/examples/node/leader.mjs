@@ -12,7 +12,7 @@
 //   node clients/examples/node/leader.mjs
 //
 // Environment:
-//   MUTEXD_URL       the server (default http://127.0.0.1:8080)
+//   MUTEXD_URL       the server, or several comma-separated (default http://127.0.0.1:8080)
 //   MUTEXD_RESOURCE  the resource to lead (default leader-election/demo)
 //   MUTEXD_TTL_MS    the lease's TTL in ms (default 15000); renewed every third of it
 //   MUTEXD_RETRY_S   seconds between attempts of a follower (default 5)

@@ -11,7 +11,7 @@ another process takes over at once) and exits 0.
 
 Configuration, by environment:
 
-    MUTEXD_URL        the server (default http://127.0.0.1:8080)
+    MUTEXD_URL        the server, or several comma-separated (default http://127.0.0.1:8080)
     MUTEXD_RESOURCE   the resource to lead (default leader-election/demo)
     MUTEXD_TTL_MS     the lease's TTL in ms (default 15000); renewed every third of it
     MUTEXD_RETRY_S    seconds between two tries of a follower (default 5)

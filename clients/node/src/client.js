@@ -5,12 +5,42 @@ import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { Transport } from './transport.js';
 import { decodeJson, toLease, toState, toPage } from './model.js';
-import { apiError, isRetryable, LeaseHeldError, MutexdTransportError } from './errors.js';
+import {
+  apiError,
+  isRetryable,
+  APIError,
+  LeaseHeldError,
+  ProtocolError,
+  TimeoutError,
+  TransportError,
+  UnavailableError,
+} from './errors.js';
 import { Lock } from './lock.js';
 
 const DEFAULT_TIMEOUT_MS = 10_000;
 const DEFAULT_WATCH_WAIT_MS = 60_000;
 const DEFAULT_RETRY_MS = 5_000;
+/** The server when neither the constructor nor MUTEXD_URL names one. */
+const DEFAULT_URL = 'http://127.0.0.1:8080';
+// The pause before a call goes round its servers again after 503 answers: their Retry-After,
+// at most this long, at least the other.
+const RETRY_AFTER_CAP_MS = 2_000;
+const RETRY_AFTER_MIN_MS = 100;
+
+// The list of server URLs: `url` (a string, comma-separated, a URL, or an array of them), or
+// MUTEXD_URL, or the default.
+function serverUrls(url) {
+  if (url === undefined || url === null) url = process.env.MUTEXD_URL || DEFAULT_URL;
+  const items = Array.isArray(url) ? url : [url];
+  const urls = [];
+  for (const item of items) {
+    if (item instanceof URL) urls.push(item.href);
+    else if (typeof item === 'string') urls.push(...item.split(',').map((u) => u.trim()).filter(Boolean));
+    else throw new TypeError(`a server URL must be a string or a URL, not ${typeof item}`);
+  }
+  if (urls.length === 0) throw new TypeError('no server URL given');
+  return urls;
+}
 
 /** The default owner: "<host name>:<process id>". */
 export function defaultOwner() {
@@ -98,27 +128,45 @@ function followDeadline(signal, lock) {
 }
 
 export class Client {
-  #t;
+  #ts;
+  #current = 0;
   #owner;
+  #timeoutMs;
 
   /**
-   * @param {string | URL} url the server's base URL, for example http://127.0.0.1:8080
+   * @param {string | URL | Array<string | URL>} [url] the server's base URL, for example
+   *   http://127.0.0.1:8080; or several servers of a group, as an array or comma-separated,
+   *   any of which answers any request. Default: MUTEXD_URL (a list too), else
+   *   http://127.0.0.1:8080.
    * @param {{ token?: string, caFile?: string, timeoutMs?: number, owner?: string }} [options]
    *   token: sent as `Authorization: Bearer <token>`. caFile: a PEM file of the CA(s) to trust
    *   for an https: URL, instead of the system's. timeoutMs: how long a request may take,
    *   beyond any wait it asks the server for (default 10000). owner: the default owner of
    *   acquire, lock and runWhenLeader (default "<host name>:<pid>").
+   *
+   * Several servers: a request goes to the server that answered last (the first at the
+   * start). On a TransportError (no connection, no answer within the timeout, an answer that
+   * is not the API's) or a 503 UnavailableError it goes to the next, each at most once per
+   * round. When a round ends in failures and some were 503 answers, the call pauses for their
+   * Retry-After (at most 2 s) and goes round again, as long as that leaves it within its
+   * timeout of its start; otherwise it rejects with the last attempt's error.
    */
   constructor(url, options = {}) {
     const { token, caFile, timeoutMs = DEFAULT_TIMEOUT_MS, owner } = options;
     if (!(Number.isFinite(timeoutMs) && timeoutMs > 0)) throw new TypeError('timeoutMs must be a positive number');
-    this.#t = new Transport(url, { token, caFile, timeoutMs });
+    this.#ts = serverUrls(url).map((u) => new Transport(u, { token, caFile, timeoutMs }));
+    this.#timeoutMs = timeoutMs;
     this.#owner = owner ?? defaultOwner();
   }
 
-  /** The base URL (without a trailing slash). */
+  /** The base URL (without a trailing slash) of the server asked first: the one that answered last. */
   get url() {
-    return this.#t.url;
+    return this.#ts[this.#current].url;
+  }
+
+  /** Every server's base URL, in the order given. */
+  get urls() {
+    return this.#ts.map((t) => t.url);
   }
 
   /** The default owner. */
@@ -128,11 +176,68 @@ export class Client {
 
   /** The request timeout in ms (beyond any wait). */
   get timeoutMs() {
-    return this.#t.timeoutMs;
+    return this.#timeoutMs;
   }
 
+  // Sends a request to the servers in turn (see the constructor). `timeoutMs` bounds each
+  // attempt; `deadline` (a performance.now() value), when given, bounds the whole call: no
+  // attempt starts or lasts past it.
   async #call(method, path, options) {
-    const res = await this.#t.request(method, path, options);
+    const { signal, deadline } = options;
+    const count = this.#ts.length;
+    const first = this.#current;
+    const waitMs = Number.isFinite(options.waitMs) && options.waitMs > 0 ? options.waitMs : 0;
+    const perAttempt = (options.timeoutMs ?? this.#timeoutMs) + waitMs;
+    const start = performance.now();
+    const end = deadline === undefined ? start + perAttempt : Math.min(start + perAttempt, deadline);
+    let last;
+    let pause; // the round's smallest Retry-After in ms, if it had a 503
+    for (let attempt = 0; ; attempt++) {
+      if (attempt > 0 && attempt % count === 0) {
+        // Back at a server tried in this call.
+        if (count === 1 || pause === undefined) throw last;
+        const ms = Math.min(RETRY_AFTER_CAP_MS, Math.max(RETRY_AFTER_MIN_MS, pause));
+        if (performance.now() + ms >= end) throw last;
+        await sleep(ms, signal);
+        pause = undefined;
+      }
+      const index = (first + attempt) % count;
+      let timeoutMs = options.timeoutMs;
+      if (deadline !== undefined) {
+        const left = deadline - performance.now();
+        if (left <= 0) {
+          const url = this.#ts[index].url + path;
+          throw last ?? new TimeoutError(`${method} ${url}: the deadline passed before the request was sent`, {
+            code: 'ETIMEDOUT',
+            method,
+            url,
+          });
+        }
+        timeoutMs = Math.max(1, Math.min(perAttempt, left) - waitMs);
+      }
+      try {
+        const result = await this.#once(this.#ts[index], method, path, { ...options, timeoutMs });
+        this.#current = index;
+        return result;
+      } catch (err) {
+        if (err instanceof TransportError) {
+          last = err;
+        } else if (err instanceof UnavailableError) {
+          last = err;
+          const after = (err.retryAfter ?? 0) * 1000;
+          pause = pause === undefined ? after : Math.min(pause, after);
+        } else {
+          // It answered (an error is an answer): ask it first next time.
+          if (err instanceof APIError) this.#current = index;
+          throw err;
+        }
+      }
+    }
+  }
+
+  async #once(t, method, path, options) {
+    const res = await t.request(method, path, options);
+    const url = t.url + path;
     const { status, headers, text } = res;
     let body;
     let parsed = false;
@@ -147,23 +252,21 @@ export class Client {
     }
     if (status >= 200 && status < 300) {
       if (options.acceptText) return parsed ? body : text;
-      if (parsed && body !== null && typeof body === 'object') return body;
-      throw new MutexdTransportError(`${method} ${this.url}${path}: the answer (HTTP ${status}) is not a JSON object`, {
+      if (parsed && body !== null && typeof body === 'object' && !Array.isArray(body)) return body;
+      throw new ProtocolError(`${method} ${url}: the answer (HTTP ${status}) is not a JSON object`, {
         code: 'ERR_INVALID_RESPONSE',
         status,
         method,
-        url: this.url + path,
+        url,
       });
     }
     if (parsed && body && typeof body.error === 'object' && body.error && typeof body.error.code === 'string') {
       throw apiError(status, body.error, headers);
     }
-    throw new MutexdTransportError(`${method} ${this.url}${path}: HTTP ${status} without an API error body`, {
-      code: 'ERR_INVALID_RESPONSE',
-      status,
-      method,
-      url: this.url + path,
-    });
+    // Not the API's error body (a proxy's page): the class of its status, code 'unknown'.
+    const err = apiError(status, { message: text.trim().slice(0, 200) }, headers);
+    err.details = {};
+    throw err;
   }
 
   /**
@@ -196,12 +299,17 @@ export class Client {
     return this.release({ resource, leaseId }).catch(() => {});
   }
 
-  /** Renew a lease: a fresh TTL (`ttlMs`, default the lease's own), the same fencing token. */
+  /**
+   * Renew a lease: a fresh TTL (`ttlMs`, default the lease's own), the same fencing token.
+   * `timeoutMs` bounds each attempt; `deadline`, a performance.now() value, bounds the whole
+   * call: no attempt is started, or lasts, past it (then it rejects with a TimeoutError, or the
+   * last attempt's error).
+   */
   async renew(lease, options = {}) {
     const { path, leaseId } = leaseRef(lease);
-    const { ttlMs, metadata, signal, timeoutMs } = options;
+    const { ttlMs, metadata, signal, timeoutMs, deadline } = options;
     const json = defined({ lease_id: leaseId, ttl_ms: ttlMs, metadata });
-    return toLease(await this.#call('POST', `${path}/renew`, { json, signal, timeoutMs }));
+    return toLease(await this.#call('POST', `${path}/renew`, { json, signal, timeoutMs, deadline }));
   }
 
   /** Release a lease; the next waiter is granted at once. */
@@ -355,6 +463,6 @@ export class Client {
   /** Close the client's connections. Requests still in flight fail; locks stop being renewed
    * successfully, so release them first. */
   close() {
-    this.#t.close();
+    for (const t of this.#ts) t.close();
   }
 }

@@ -1,25 +1,40 @@
 // Errors of the mutexd client.
 //
-// Two separate families, so that callers can tell "the server said no" from "there was no
-// answer":
+// One hierarchy, the same as the Python client's class for class, with the same parents
+// (docs/clients.md has the table). Everything derives from MutexdError:
 //
-// - MutexdError and its subclasses: the server answered with an API error
-//   {"error": {"code", "message", ...}}. `code` is the API's error code, `status` the HTTP
-//   status; the extra fields of the error object are on the instance.
-// - MutexdTransportError (and MutexdTimeoutError): no usable answer (connection refused or
-//   reset, TLS failure, timeout, an answer that is not the API's JSON). Whether the server
-//   acted on the request is unknown.
+// - TransportError (with TimeoutError and ProtocolError): no usable answer (connection
+//   refused or reset, TLS failure, timeout, an answer that is not the API's JSON). Whether
+//   the server acted on the request is unknown.
+// - APIError and its subclasses: the server answered with an error status. `code` is the
+//   API's error code, `status` the HTTP status; the extra fields of the error object are on
+//   the instance. The class is found by the code, else by the status.
+// - LeaseExpiredError: how a Lock reports that it could not renew its lease before the
+//   lease's deadline, measured on this process's monotonic clock.
 //
-// LeaseExpiredError is neither: it is how a Lock reports that it could not renew its lease
-// before the lease's deadline, measured on this process's monotonic clock.
+// The names of earlier versions stay as aliases of the same classes: BadRequestError
+// (InvalidRequestError), MutexdTransportError (TransportError), MutexdTimeoutError
+// (TimeoutError).
 //
 // A call cancelled by its AbortSignal rejects with the signal's reason (by default a
 // DOMException named "AbortError"), as fetch() does.
 
 import { toHolderInfo } from './model.js';
 
-/** The server answered with an API error. */
+/** The base class of every error of this client. */
 export class MutexdError extends Error {
+  /**
+   * @param {string} [message]
+   * @param {{ cause?: unknown }} [options]
+   */
+  constructor(message, options) {
+    super(message, options);
+    this.name = new.target.name;
+  }
+}
+
+/** The server answered with an error status. */
+export class APIError extends MutexdError {
   /**
    * @param {number} status HTTP status
    * @param {Record<string, unknown>} error the `error` object of the answer
@@ -27,9 +42,8 @@ export class MutexdError extends Error {
    */
   constructor(status, error, headers = {}) {
     const code = typeof error.code === 'string' ? error.code : 'unknown';
-    const message = typeof error.message === 'string' ? error.message : `HTTP ${status}`;
+    const message = typeof error.message === 'string' && error.message ? error.message : `HTTP ${status}`;
     super(message);
-    this.name = new.target.name;
     /** @type {string} */
     this.code = code;
     /** @type {number} */
@@ -44,7 +58,7 @@ export class MutexdError extends Error {
 }
 
 /** 400: bad input. `field` names the field (every code but invalid_json and invalid_resource). */
-export class BadRequestError extends MutexdError {
+export class InvalidRequestError extends APIError {
   constructor(status, error, headers) {
     super(status, error, headers);
     /** @type {string | undefined} */
@@ -53,16 +67,16 @@ export class BadRequestError extends MutexdError {
 }
 
 /** 401 unauthorized: authorization is on and the bearer token is missing or bad. */
-export class UnauthorizedError extends MutexdError {}
+export class UnauthorizedError extends APIError {}
 
 /** 403 forbidden: the token lacks the scope (`admin` for break). */
-export class ForbiddenError extends MutexdError {}
+export class ForbiddenError extends APIError {}
 
 /** 404 not_found: no such route (usually a wrong base URL) or an unknown action. */
-export class NotFoundError extends MutexdError {}
+export class NotFoundError extends APIError {}
 
 /** 405 method_not_allowed; `allow` is the Allow header. */
-export class MethodNotAllowedError extends MutexdError {
+export class MethodNotAllowedError extends APIError {
   constructor(status, error, headers) {
     super(status, error, headers);
     /** @type {string | undefined} */
@@ -70,8 +84,11 @@ export class MethodNotAllowedError extends MutexdError {
   }
 }
 
+/** 409: base of LeaseHeldError and LeaseLostError (and of a 409 code this client does not know). */
+export class ConflictError extends APIError {}
+
 /** 409 lease_held: another lease holds the resource (at once, or when the wait ran out). */
-export class LeaseHeldError extends MutexdError {
+export class LeaseHeldError extends ConflictError {
   constructor(status, error, headers) {
     super(status, error, headers);
     /** Who holds it: owner, fencingToken (bigint), expiresInMs; null if the server did not say. */
@@ -80,19 +97,19 @@ export class LeaseHeldError extends MutexdError {
 }
 
 /** 409 lease_lost: the lease is no longer the resource's. Stop the work it guarded. */
-export class LeaseLostError extends MutexdError {}
+export class LeaseLostError extends ConflictError {}
 
 /** 413 body_too_large: the request body is over 65536 bytes. */
-export class BodyTooLargeError extends MutexdError {}
+export class BodyTooLargeError extends APIError {}
 
 /** 415 unsupported_media_type. */
-export class UnsupportedMediaTypeError extends MutexdError {}
+export class UnsupportedMediaTypeError extends APIError {}
 
 /** 429 too_many_waiters: the resource's queue of waiters is full. */
-export class TooManyWaitersError extends MutexdError {}
+export class TooManyWaitersError extends APIError {}
 
 /** 503 unavailable: not ready, overloaded or shutting down. */
-export class UnavailableError extends MutexdError {
+export class UnavailableError extends APIError {
   constructor(status, error, headers) {
     super(status, error, headers);
     /** @type {string | undefined} */
@@ -100,15 +117,21 @@ export class UnavailableError extends MutexdError {
   }
 }
 
+/** Any other 5xx answer (an unexpected failure, or a proxy in front of the server). */
+export class ServerError extends APIError {}
+
+/** @deprecated The earlier name of InvalidRequestError. */
+export const BadRequestError = InvalidRequestError;
+
 const BY_CODE = {
-  invalid_json: BadRequestError,
-  invalid_field: BadRequestError,
-  unknown_field: BadRequestError,
-  missing_field: BadRequestError,
-  invalid_resource: BadRequestError,
-  invalid_ttl: BadRequestError,
-  invalid_wait: BadRequestError,
-  invalid_lease_id: BadRequestError,
+  invalid_json: InvalidRequestError,
+  invalid_field: InvalidRequestError,
+  unknown_field: InvalidRequestError,
+  missing_field: InvalidRequestError,
+  invalid_resource: InvalidRequestError,
+  invalid_ttl: InvalidRequestError,
+  invalid_wait: InvalidRequestError,
+  invalid_lease_id: InvalidRequestError,
   unauthorized: UnauthorizedError,
   forbidden: ForbiddenError,
   not_found: NotFoundError,
@@ -122,11 +145,12 @@ const BY_CODE = {
 };
 
 const BY_STATUS = {
-  400: BadRequestError,
+  400: InvalidRequestError,
   401: UnauthorizedError,
   403: ForbiddenError,
   404: NotFoundError,
   405: MethodNotAllowedError,
+  409: ConflictError,
   413: BodyTooLargeError,
   415: UnsupportedMediaTypeError,
   429: TooManyWaitersError,
@@ -134,27 +158,29 @@ const BY_STATUS = {
 };
 
 /**
- * The error for an API error answer: by `code`, or by status for a code this client does not
- * know (a newer server), or the base class.
+ * The error for an error answer: by `code`, or by status for a code this client does not
+ * know (a newer server) or an answer without the API's error body (a proxy's page), then
+ * ServerError for any other 5xx, else the base class.
  */
 export function apiError(status, error, headers) {
   const Class = Object.hasOwn(BY_CODE, error.code)
     ? BY_CODE[error.code]
     : Object.hasOwn(BY_STATUS, status)
       ? BY_STATUS[status]
-      : MutexdError;
+      : status >= 500
+        ? ServerError
+        : APIError;
   return new Class(status, error, headers);
 }
 
 /** No usable answer; the server may or may not have acted on the request. */
-export class MutexdTransportError extends Error {
+export class TransportError extends MutexdError {
   /**
    * @param {string} message
    * @param {{ cause?: unknown, code?: string, status?: number, method?: string, url?: string }} [info]
    */
   constructor(message, info = {}) {
     super(message, info.cause === undefined ? undefined : { cause: info.cause });
-    this.name = new.target.name;
     /** A system error code such as ECONNREFUSED, ETIMEDOUT for a timeout, or ERR_INVALID_RESPONSE. */
     this.code = info.code ?? (info.cause && typeof info.cause.code === 'string' ? info.cause.code : undefined);
     /** The HTTP status when an answer came but was not the API's JSON. */
@@ -165,36 +191,46 @@ export class MutexdTransportError extends Error {
 }
 
 /** The request took longer than the client's timeout (beyond any wait it asked for). */
-export class MutexdTimeoutError extends MutexdTransportError {}
+export class TimeoutError extends TransportError {}
+
+/** The server's answer could not be understood (a 2xx that is not the JSON object the API
+ * defines, or an answer over the size limit). `code` is ERR_INVALID_RESPONSE. */
+export class ProtocolError extends TransportError {}
+
+/** @deprecated The earlier name of TransportError. */
+export const MutexdTransportError = TransportError;
+
+/** @deprecated The earlier name of TimeoutError. */
+export const MutexdTimeoutError = TimeoutError;
 
 /**
  * A Lock could not renew its lease before the lease's deadline (measured on this process's
  * monotonic clock from the last successful renewal): the server may already have granted the
  * resource to someone else. `cause` is the last renewal failure.
  */
-export class LeaseExpiredError extends Error {
+export class LeaseExpiredError extends MutexdError {
   constructor(message, options) {
     super(message, options);
-    this.name = 'LeaseExpiredError';
     this.code = 'lease_expired';
   }
 }
 
 /**
- * Whether trying the same call again later may succeed: no answer at all, 503 unavailable,
- * or 429 too_many_waiters.
+ * Whether trying the same call again later may succeed: no usable answer (TransportError),
+ * 503 unavailable, 429 too_many_waiters, or another 5xx (ServerError).
  * @param {unknown} err
  */
 export function isRetryable(err) {
   return (
-    err instanceof MutexdTransportError ||
+    err instanceof TransportError ||
     err instanceof UnavailableError ||
-    err instanceof TooManyWaitersError
+    err instanceof TooManyWaitersError ||
+    err instanceof ServerError
   );
 }
 
 function header(headers, name) {
-  const v = headers[name];
+  const v = headers?.[name];
   return Array.isArray(v) ? v.join(', ') : v;
 }
 

@@ -2,9 +2,9 @@
 //
 // Renewal: every third of the lease's TTL. After a failure that is not lease_lost (no answer,
 // 503, anything else) it tries again every tenth of the TTL (at least 100 ms, at most 1 s), on
-// a new connection, until the deadline. One attempt may take at most a third of the TTL (and
-// never past the deadline), so that a request to a server that went silent leaves time for
-// others.
+// a new connection, until the deadline. One attempt may take at most a third of the TTL, so
+// that a request to a server that went silent leaves time for others; no attempt (to any of
+// the client's servers) is started or lasts past the deadline.
 //
 // Loss: the lock is lost, once and for good, when a renewal is answered lease_lost, or when
 // the lease's deadline passes without a successful renewal. The deadline is measured on this
@@ -237,7 +237,7 @@ export class Lock {
     try {
       const lease = await this.#client.renew(
         { resource: this.#lease.resource, leaseId: this.#lease.leaseId },
-        { signal: controller.signal, timeoutMs },
+        { signal: controller.signal, timeoutMs, deadline: this.#deadline },
       );
       this.#sentAt = undefined;
       if (this.#state !== 'held') return;

@@ -17,7 +17,7 @@
 import http from 'node:http';
 import https from 'node:https';
 import { readFileSync } from 'node:fs';
-import { MutexdTransportError, MutexdTimeoutError } from './errors.js';
+import { ProtocolError, TimeoutError, TransportError } from './errors.js';
 
 export const VERSION = '0.1.0';
 
@@ -117,8 +117,8 @@ export class Transport {
         // After a failure the idle connections may lead nowhere (a server that restarted, or
         // moved to another address): the next request connects afresh, with a new lookup.
         this.dropIdle();
-        if (err instanceof MutexdTransportError) throw err;
-        throw new MutexdTransportError(`${method} ${url}: ${err.message}`, { cause: err, method, url });
+        if (err instanceof TransportError) throw err;
+        throw new TransportError(`${method} ${url}: ${err.message}`, { cause: err, method, url });
       }
     }
   }
@@ -152,7 +152,7 @@ export class Transport {
       if (Number.isFinite(timeoutMs)) {
         timer = setTimeout(() => {
           settle(
-            new MutexdTimeoutError(`${method} ${url}: no answer within ${timeoutMs} ms`, {
+            new TimeoutError(`${method} ${url}: no answer within ${timeoutMs} ms`, {
               code: 'ETIMEDOUT',
               method,
               url,
@@ -175,7 +175,7 @@ export class Transport {
           size += chunk.length;
           if (size > MAX_ANSWER_BYTES) {
             settle(
-              new MutexdTransportError(`${method} ${url}: the answer is over ${MAX_ANSWER_BYTES} bytes`, {
+              new ProtocolError(`${method} ${url}: the answer is over ${MAX_ANSWER_BYTES} bytes`, {
                 code: 'ERR_INVALID_RESPONSE',
                 status: res.statusCode,
                 method,

@@ -1,5 +1,5 @@
-// Every error code of the API mapped to its class with its fields, and transport errors kept
-// apart. Against a real server, except the answers a real server does not give (none at all,
+// Every error code of the API mapped to its class with its fields, and transport errors told
+// apart from error answers. Against a real server, except the answers a real server does not give (none at all,
 // a proxy's HTML page, a code this client does not know, a fencing token above 2^53): those
 // come from a stand-in HTTP server on loopback.
 
@@ -12,7 +12,8 @@ import { writeFileSync, rmSync } from 'node:fs';
 import {
   Client,
   MutexdError,
-  BadRequestError,
+  APIError,
+  InvalidRequestError,
   UnauthorizedError,
   ForbiddenError,
   NotFoundError,
@@ -23,8 +24,10 @@ import {
   UnsupportedMediaTypeError,
   TooManyWaitersError,
   UnavailableError,
-  MutexdTransportError,
-  MutexdTimeoutError,
+  ServerError,
+  TransportError,
+  TimeoutError,
+  ProtocolError,
   isRetryable,
 } from '../index.js';
 import { startServer, uniqueName, rejection, sleep, tempDir } from '../test-support/harness.mjs';
@@ -44,8 +47,9 @@ after(async () => {
 
 function check(err, Class, code, status) {
   assert.ok(err instanceof Class, `${err?.name}: ${err?.message} is not a ${Class.name}`);
+  assert.ok(err instanceof APIError);
   assert.ok(err instanceof MutexdError);
-  assert.ok(!(err instanceof MutexdTransportError));
+  assert.ok(!(err instanceof TransportError));
   assert.equal(err.code, code);
   assert.equal(err.status, status);
   assert.equal(err.details.code, code);
@@ -57,59 +61,59 @@ function check(err, Class, code, status) {
 
 test('400 invalid_json: no field', async () => {
   const err = await rejection(client.request('POST', '/v1/resources/x/acquire', { body: 'not json' }));
-  check(err, BadRequestError, 'invalid_json', 400);
+  check(err, InvalidRequestError, 'invalid_json', 400);
   assert.equal(err.field, undefined);
   const err2 = await rejection(client.request('POST', '/v1/resources/x/acquire', { body: [1, 2] }));
-  check(err2, BadRequestError, 'invalid_json', 400);
+  check(err2, InvalidRequestError, 'invalid_json', 400);
 });
 
 test('400 invalid_field with field', async () => {
   const err = await rejection(client.acquire(uniqueName(), { owner: 42 }));
-  assert.equal(check(err, BadRequestError, 'invalid_field', 400).field, 'owner');
+  assert.equal(check(err, InvalidRequestError, 'invalid_field', 400).field, 'owner');
   const err2 = await rejection(client.acquire(uniqueName(), { metadata: [1] }));
-  assert.equal(check(err2, BadRequestError, 'invalid_field', 400).field, 'metadata');
+  assert.equal(check(err2, InvalidRequestError, 'invalid_field', 400).field, 'metadata');
   const err3 = await rejection(client.acquire(uniqueName(), { metadata: { big: 'x'.repeat(5000) } }));
-  assert.equal(check(err3, BadRequestError, 'invalid_field', 400).field, 'metadata');
+  assert.equal(check(err3, InvalidRequestError, 'invalid_field', 400).field, 'metadata');
   const err4 = await rejection(client.watch(uniqueName(), 'abc'));
-  assert.equal(check(err4, BadRequestError, 'invalid_field', 400).field, 'index');
+  assert.equal(check(err4, InvalidRequestError, 'invalid_field', 400).field, 'index');
   const err5 = await rejection(client.list({ limit: 0 }).next());
-  assert.equal(check(err5, BadRequestError, 'invalid_field', 400).field, 'limit');
+  assert.equal(check(err5, InvalidRequestError, 'invalid_field', 400).field, 'limit');
 });
 
 test('400 unknown_field names the field (a typo never falls back to a default)', async () => {
   const err = await rejection(client.request('POST', '/v1/resources/x/acquire', { body: { owner: 'a', ttl: 1000 } }));
-  assert.equal(check(err, BadRequestError, 'unknown_field', 400).field, 'ttl');
+  assert.equal(check(err, InvalidRequestError, 'unknown_field', 400).field, 'ttl');
   const err2 = await rejection(client.request('GET', '/v1/resources', { query: { prefx: 'a' } }));
-  assert.equal(check(err2, BadRequestError, 'unknown_field', 400).field, 'prefx');
+  assert.equal(check(err2, InvalidRequestError, 'unknown_field', 400).field, 'prefx');
 });
 
 test('400 missing_field with field', async () => {
   const err = await rejection(client.request('POST', '/v1/resources/x/renew', { body: {} }));
-  assert.equal(check(err, BadRequestError, 'missing_field', 400).field, 'lease_id');
+  assert.equal(check(err, InvalidRequestError, 'missing_field', 400).field, 'lease_id');
   const err2 = await rejection(client.request('POST', '/v1/resources/x/acquire', { body: {} }));
-  assert.equal(check(err2, BadRequestError, 'missing_field', 400).field, 'owner');
+  assert.equal(check(err2, InvalidRequestError, 'missing_field', 400).field, 'owner');
 });
 
 test('400 invalid_resource: no field', async () => {
   const err = await rejection(client.acquire('a//b'));
-  check(err, BadRequestError, 'invalid_resource', 400);
+  check(err, InvalidRequestError, 'invalid_resource', 400);
   assert.equal(err.field, undefined);
 });
 
 test('400 invalid_ttl, invalid_wait, invalid_lease_id with field', async () => {
   const name = uniqueName();
   const e1 = await rejection(client.acquire(name, { ttlMs: 10 }));
-  assert.equal(check(e1, BadRequestError, 'invalid_ttl', 400).field, 'ttl_ms');
+  assert.equal(check(e1, InvalidRequestError, 'invalid_ttl', 400).field, 'ttl_ms');
   const e2 = await rejection(client.acquire(name, { ttlMs: 1000.5 }));
-  assert.equal(check(e2, BadRequestError, 'invalid_ttl', 400).field, 'ttl_ms');
+  assert.equal(check(e2, InvalidRequestError, 'invalid_ttl', 400).field, 'ttl_ms');
   const e3 = await rejection(client.acquire(name, { waitMs: -1 }));
-  assert.equal(check(e3, BadRequestError, 'invalid_wait', 400).field, 'wait_ms');
+  assert.equal(check(e3, InvalidRequestError, 'invalid_wait', 400).field, 'wait_ms');
   const e4 = await rejection(client.watch(name, 0, { waitMs: 99_999_999 }));
-  assert.equal(check(e4, BadRequestError, 'invalid_wait', 400).field, 'wait_ms');
+  assert.equal(check(e4, InvalidRequestError, 'invalid_wait', 400).field, 'wait_ms');
   const e5 = await rejection(client.acquire(name, { leaseId: 'not-a-uuid' }));
-  assert.equal(check(e5, BadRequestError, 'invalid_lease_id', 400).field, 'lease_id');
+  assert.equal(check(e5, InvalidRequestError, 'invalid_lease_id', 400).field, 'lease_id');
   const e6 = await rejection(client.renew({ resource: name, leaseId: 'xyz' }));
-  assert.equal(check(e6, BadRequestError, 'invalid_lease_id', 400).field, 'lease_id');
+  assert.equal(check(e6, InvalidRequestError, 'invalid_lease_id', 400).field, 'lease_id');
 });
 
 test('404 not_found: a wrong base URL, an unknown action', async () => {
@@ -264,56 +268,90 @@ test('an unknown error code keeps its code, mapped by status', async () => {
   const fake = await standIn((req, res) => reply(res, 400, { error: { code: 'invalid_flavour', message: 'no', field: 'flavour' } }));
   const c = new Client(fake.url);
   const err = await rejection(c.get('x'));
-  check(err, BadRequestError, 'invalid_flavour', 400);
+  check(err, InvalidRequestError, 'invalid_flavour', 400);
   assert.equal(err.field, 'flavour');
   c.close();
   await fake.close();
 });
 
-test('transport errors are not MutexdError: connection refused', async () => {
+test('transport errors are MutexdError, not APIError: connection refused', async () => {
   const fake = await standIn(() => {});
   const url = fake.url;
   await fake.close();
   const c = new Client(url);
   const err = await rejection(c.get('x'));
-  assert.ok(err instanceof MutexdTransportError);
-  assert.ok(!(err instanceof MutexdError));
+  assert.ok(err instanceof TransportError);
+  assert.ok(err instanceof MutexdError);
+  assert.ok(!(err instanceof APIError));
   assert.equal(err.code, 'ECONNREFUSED');
   assert.ok(isRetryable(err));
   c.close();
 });
 
-test('transport errors: a timeout (beyond the wait asked for) is a MutexdTimeoutError', async () => {
+test('transport errors: a timeout (beyond the wait asked for) is a TimeoutError', async () => {
   const fake = await standIn(() => {}); // never answers
   const c = new Client(fake.url, { timeoutMs: 200 });
   const t0 = Date.now();
   const err = await rejection(c.get('x'));
-  assert.ok(err instanceof MutexdTimeoutError);
-  assert.ok(err instanceof MutexdTransportError);
+  assert.ok(err instanceof TimeoutError);
+  assert.ok(err instanceof TransportError);
   assert.equal(err.code, 'ETIMEDOUT');
   assert.ok(Date.now() - t0 >= 190);
   const t1 = Date.now();
   const err2 = await rejection(c.watch('x', 1, { waitMs: 300 }));
-  assert.ok(err2 instanceof MutexdTimeoutError);
+  assert.ok(err2 instanceof TimeoutError);
   assert.ok(Date.now() - t1 >= 490, 'the timeout counts from the end of the wait');
   const err3 = await rejection(c.get('x', { timeoutMs: 50 }));
-  assert.ok(err3 instanceof MutexdTimeoutError);
+  assert.ok(err3 instanceof TimeoutError);
   c.close();
   await fake.close();
 });
 
-test('transport errors: an answer that is not the API (a proxy page)', async () => {
+test('an error answer that is not the API (a proxy page) gets the class of its status', async () => {
+  const pages = [
+    [502, ServerError],
+    [503, UnavailableError],
+    [404, NotFoundError],
+  ];
+  let next = 0;
   const fake = await standIn((req, res) => {
-    res.writeHead(502, { 'content-type': 'text/html' });
+    res.writeHead(pages[next++][0], { 'content-type': 'text/html' });
     res.end('<html>Bad Gateway</html>');
   });
   const c = new Client(fake.url);
-  const err = await rejection(c.get('x'));
-  assert.ok(err instanceof MutexdTransportError);
-  assert.equal(err.status, 502);
-  assert.equal(err.code, 'ERR_INVALID_RESPONSE');
+  for (const [status, Class] of pages) {
+    const err = await rejection(c.get('x'));
+    assert.equal(Object.getPrototypeOf(err), Class.prototype, String(err));
+    assert.equal(err.status, status);
+    assert.equal(err.code, 'unknown');
+    assert.deepEqual(err.details, {});
+    assert.match(err.message, /Bad Gateway/);
+  }
   c.close();
   await fake.close();
+});
+
+test('transport errors: a 2xx that is not the API\'s JSON is a ProtocolError', async () => {
+  const bodies = ['[1]', 'not json'];
+  let next = 0;
+  const fake = await standIn((req, res) => {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(bodies[next++]);
+  });
+  const c = new Client(fake.url);
+  try {
+    for (let i = 0; i < bodies.length; i++) {
+      const err = await rejection(c.get('x'));
+      assert.ok(err instanceof ProtocolError, String(err));
+      assert.ok(err instanceof TransportError);
+      assert.equal(err.status, 200);
+      assert.equal(err.code, 'ERR_INVALID_RESPONSE');
+      assert.ok(isRetryable(err));
+    }
+  } finally {
+    c.close();
+    await fake.close();
+  }
 });
 
 test('fencing tokens above 2^53 are exact (stand-in server)', async () => {

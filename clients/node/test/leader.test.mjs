@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { hostname } from 'node:os';
-import { Client, LeaseHeldError, LeaseLostError, BadRequestError } from '../index.js';
+import { Client, LeaseHeldError, LeaseLostError, InvalidRequestError } from '../index.js';
 import { startServer, uniqueName, rejection, sleep, eventually, repoRoot } from '../test-support/harness.mjs';
 
 const TTL = 1500;
@@ -125,7 +125,7 @@ test('a task that returns ends the runner with its result, and one that throws w
 test('runWhenLeader: an error that retrying cannot fix is thrown; a stop while waiting ends it at once', async () => {
   const name = uniqueName('leader');
   const err = await rejection(client.runWhenLeader(name, () => {}, { ttlMs: 10 }));
-  assert.ok(err instanceof BadRequestError);
+  assert.ok(err instanceof InvalidRequestError);
   assert.equal(err.code, 'invalid_ttl');
   const holder = await client.acquire(name);
   const stop = new AbortController();

@@ -10,7 +10,7 @@ import {
   LeaseHeldError,
   LeaseLostError,
   LeaseExpiredError,
-  MutexdTransportError,
+  TransportError,
   Lock,
 } from '../index.js';
 import { startServer, uniqueName, rejection, sleep, eventually } from '../test-support/harness.mjs';
@@ -97,7 +97,7 @@ test('onLost fires when the server is killed and the lease deadline passes (clie
   await eventually(() => lost, { timeoutMs: 3 * TTL, message: 'onLost' });
   const after = lost.at - killedAt;
   assert.ok(lost.err instanceof LeaseExpiredError, String(lost.err));
-  assert.ok(lost.err.cause instanceof MutexdTransportError, 'the last renewal failure is the cause');
+  assert.ok(lost.err.cause instanceof TransportError, 'the last renewal failure is the cause');
   assert.equal(lost.err.code, 'lease_expired');
   assert.ok(Math.abs(after - remaining) < 200, `fired ${after} ms after the kill, deadline was ${remaining} ms away`);
   assert.ok(after <= TTL + 100, `no later than a TTL after the kill (${after} ms)`);

@@ -3,7 +3,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { rmSync } from 'node:fs';
-import { Client, MutexdTransportError, MutexdError, LeaseHeldError } from '../index.js';
+import { Client, TransportError, APIError, LeaseHeldError } from '../index.js';
 import { startServer, makeCertificates, tempDir, uniqueName, rejection } from '../test-support/harness.mjs';
 
 let server;
@@ -53,8 +53,8 @@ test('with "localhost" in the URL (the certificate names it too)', async () => {
 test('without caFile the private CA is not trusted: a transport error, not an API error', async () => {
   const client = new Client(server.url);
   const err = await rejection(client.get('x'));
-  assert.ok(err instanceof MutexdTransportError, String(err));
-  assert.ok(!(err instanceof MutexdError));
+  assert.ok(err instanceof TransportError, String(err));
+  assert.ok(!(err instanceof APIError));
   assert.match(String(err.code), /CERT|SELF_SIGNED|UNABLE/);
   client.close();
 });
@@ -62,7 +62,7 @@ test('without caFile the private CA is not trusted: a transport error, not an AP
 test('plain HTTP to the HTTPS port fails as a transport error', async () => {
   const client = new Client(server.url.replace('https:', 'http:'), { timeoutMs: 2000 });
   const err = await rejection(client.get('x'));
-  assert.ok(err instanceof MutexdTransportError, String(err));
+  assert.ok(err instanceof TransportError, String(err));
   client.close();
 });
 

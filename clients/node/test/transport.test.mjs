@@ -4,7 +4,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
-import { Client, MutexdTransportError, VERSION } from '../index.js';
+import { Client, TransportError, VERSION } from '../index.js';
 import { rejection } from '../test-support/harness.mjs';
 
 async function standIn(handler) {
@@ -65,7 +65,7 @@ test('a fresh connection closed unanswered is a transport error (no retry)', asy
   });
   const c = new Client(fake.url);
   const err = await rejection(c.get('x'));
-  assert.ok(err instanceof MutexdTransportError);
+  assert.ok(err instanceof TransportError);
   assert.equal(err.code, 'ECONNRESET');
   assert.equal(n, 1);
   c.close();

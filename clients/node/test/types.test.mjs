@@ -44,7 +44,7 @@ test('declared classes have their members, and their base classes', () => {
     let instance;
     if (name === 'Client') instance = new api.Client('http://127.0.0.1:9');
     else if (name === 'Lock') instance = Object.create(api.Lock.prototype);
-    else if (api[name].prototype instanceof api.MutexdError || name === 'MutexdError') {
+    else if (api[name].prototype instanceof api.APIError || name === 'APIError') {
       instance = new api[name](400, { code: 'x', message: 'm' }, {});
     } else instance = new api[name]('m');
     for (const m of members(body)) assert.ok(m in instance, `${name}.${m}`);

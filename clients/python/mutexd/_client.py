@@ -9,9 +9,21 @@ import threading
 import time
 import urllib.parse
 import uuid
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, Mapping, Optional, Tuple, Union
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Dict,
+    Iterator,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Tuple,
+    Union,
+)
 
-from ._errors import MutexdError, ProtocolError
+from ._errors import APIError, MutexdError, ProtocolError, Timeout, TransportError, Unavailable
 from ._http import Response, Transport
 from ._types import Duration, Lease, ResourcePage, ResourceState, to_ms
 
@@ -21,6 +33,30 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["Client", "default_owner"]
 
 __version__ = "0.1.0"
+
+#: The server when neither ``url`` nor ``MUTEXD_URL`` names one.
+DEFAULT_URL = "http://127.0.0.1:8080"
+
+# The pause before a call goes round its servers again after 503 answers: their
+# Retry-After, at most this long, at least the other.
+_RETRY_AFTER_CAP = 2.0
+_RETRY_AFTER_MIN = 0.1
+
+
+def _server_urls(url: Union[str, Sequence[str], None]) -> List[str]:
+    """The list of server URLs: ``url`` (a string, comma-separated, or a list of them), or
+    ``MUTEXD_URL``, or the default."""
+    if url is None:
+        url = os.environ.get("MUTEXD_URL") or DEFAULT_URL
+    items = [url] if isinstance(url, str) else list(url)
+    urls: List[str] = []
+    for item in items:
+        if not isinstance(item, str):
+            raise TypeError("a server URL must be a str, not %s" % type(item).__name__)
+        urls.extend(part.strip() for part in item.split(",") if part.strip())
+    if not urls:
+        raise ValueError("no server URL given")
+    return urls
 
 
 def default_owner() -> str:
@@ -54,11 +90,14 @@ def _lease_ref(lease: Any, lease_id: Optional[str]) -> Tuple[str, str]:
 
 
 class Client:
-    """A client of one mutexd server.
+    """A client of a mutexd server, or of a group of servers (``--ha``).
 
     Args:
         url: the server's base URL, ``http://host:port`` or ``https://host:port``
-            (a path prefix is kept, for a server behind a reverse proxy).
+            (a path prefix is kept, for a server behind a reverse proxy); or several,
+            as a list or comma-separated (``"http://a:8080,http://b:8080"``), any of
+            which answers any request. Default: ``MUTEXD_URL`` (which may be such a
+            list too), else ``http://127.0.0.1:8080``.
         token: sent as ``Authorization: Bearer <token>`` with every request.
         ca_file: a PEM file of the CA certificates that verify an HTTPS server
             (``ssl.create_default_context(cafile=ca_file)``). Without it, the system's
@@ -81,16 +120,25 @@ class Client:
     another thread's renewal. :meth:`close` closes the idle connections; the client can
     also be used as a context manager.
 
+    Several servers: a request goes to the server that answered last (the first at the
+    start). On a :class:`TransportError` (no connection, no answer within ``timeout``, an
+    answer that is not the API's) or a 503 :class:`Unavailable`, it is sent to the next
+    one, each at most once per round. When a round ends in failures and some of them were
+    503 answers, the call pauses for their ``Retry-After`` (at most 2 s) and goes round
+    again, as long as that leaves it within ``timeout`` of its start; otherwise it raises
+    the last attempt's error. Any other answer, an error included, ends the call and makes
+    that server the one asked first next time. With one URL, a request is sent once.
+
     Retries: when a kept-alive connection turns out to have been closed by the server
-    before it read the request, the request is sent once more on a new connection. Nothing
-    else is retried by the methods themselves. To make that resend (and your own retries)
-    safe, :meth:`acquire` always proposes a ``lease_id``: an acquire repeated with the same
-    ``lease_id`` gets the same lease back.
+    before it read the request, the request is sent once more on a new connection. To make
+    that resend, the move to another server (and your own retries) safe, :meth:`acquire`
+    always proposes a ``lease_id``: an acquire repeated with the same ``lease_id`` gets the
+    same lease back.
     """
 
     def __init__(
         self,
-        url: str = "http://127.0.0.1:8080",
+        url: Union[str, Sequence[str], None] = None,
         *,
         token: Optional[str] = None,
         ca_file: Optional[str] = None,
@@ -105,22 +153,34 @@ class Client:
         if not timeout > 0:
             raise ValueError("timeout must be positive")
         self.timeout = float(timeout)
-        self._transport = Transport(
-            url,
-            token=token,
-            ssl_context=ssl_context,
-            pool_size=pool_size,
-            user_agent="mutexd-python/%s" % __version__,
-        )
+        self._transports = [
+            Transport(
+                u,
+                token=token,
+                ssl_context=ssl_context,
+                pool_size=pool_size,
+                user_agent="mutexd-python/%s" % __version__,
+            )
+            for u in _server_urls(url)
+        ]
+        # The server asked first: the one that answered last. Read and written without a
+        # lock: a plain int, and any value is a valid choice.
+        self._current = 0
 
     @property
     def url(self) -> str:
-        """The server's base URL."""
-        return self._transport.url
+        """The base URL of the server asked first: the one that answered last."""
+        return self._transports[self._current].url
+
+    @property
+    def urls(self) -> Tuple[str, ...]:
+        """Every server's base URL, in the order given."""
+        return tuple(t.url for t in self._transports)
 
     def close(self) -> None:
         """Closes the kept-alive connections. Requests after this raise TransportError."""
-        self._transport.close()
+        for t in self._transports:
+            t.close()
 
     def __enter__(self) -> "Client":
         return self
@@ -129,16 +189,80 @@ class Client:
         self.close()
 
     def __repr__(self) -> str:
-        return "Client(%r)" % self.url
+        return "Client(%r)" % ",".join(self.urls)
 
     # -- plumbing ---------------------------------------------------------------------
 
+    def _send(
+        self,
+        method: str,
+        path: str,
+        body: Optional[Dict[str, Any]],
+        timeout: float,
+        deadline: Optional[float] = None,
+    ) -> Response:
+        """Sends a request to the servers in turn (see the class's "Several servers").
+        ``timeout`` bounds each attempt; ``deadline`` (``time.monotonic()``), when given,
+        bounds the whole call: no attempt starts or lasts past it."""
+        transports = self._transports
+        count = len(transports)
+        first = self._current
+        start = time.monotonic()
+        end = start + timeout if deadline is None else min(start + timeout, deadline)
+        last: Optional[MutexdError] = None
+        pause: Optional[float] = None  # the round's smallest Retry-After, if it had a 503
+        attempt = 0
+        while True:
+            if attempt and attempt % count == 0:  # back at a server tried in this call
+                assert last is not None
+                if count == 1 or pause is None:
+                    raise last
+                wait = min(_RETRY_AFTER_CAP, max(_RETRY_AFTER_MIN, pause))
+                if time.monotonic() + wait >= end:
+                    raise last
+                time.sleep(wait)
+                pause = None
+            index = (first + attempt) % count
+            attempt += 1
+            limit = timeout
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    if last is not None:
+                        raise last
+                    raise Timeout(
+                        "%s %s: the deadline passed before the request was sent"
+                        % (method, transports[index].url + path),
+                        method=method, url=transports[index].url + path,
+                    )
+                limit = min(limit, left)
+            try:
+                resp = transports[index].request(method, path, body, timeout=limit)
+            except TransportError as exc:
+                last = exc
+                continue
+            except Unavailable as exc:
+                last = exc
+                after = exc.retry_after if exc.retry_after is not None else 0.0
+                pause = after if pause is None else min(pause, after)
+                continue
+            except APIError:
+                self._current = index  # it answered: ask it first next time
+                raise
+            self._current = index
+            return resp
+
     def _post(
-        self, resource: str, action: str, body: Dict[str, Any], timeout: Optional[float] = None
+        self,
+        resource: str,
+        action: str,
+        body: Dict[str, Any],
+        timeout: Optional[float] = None,
+        deadline: Optional[float] = None,
     ) -> Response:
         path = "/v1/resources/%s/%s" % (_resource_path(resource), action)
-        return self._transport.request(
-            "POST", path, body, timeout=self.timeout if timeout is None else timeout
+        return self._send(
+            "POST", path, body, self.timeout if timeout is None else timeout, deadline
         )
 
     def _get(
@@ -146,9 +270,7 @@ class Client:
     ) -> Response:
         if query:
             path += "?" + urllib.parse.urlencode(query, safe="/:@")
-        return self._transport.request(
-            "GET", path, None, timeout=self.timeout if timeout is None else timeout
-        )
+        return self._send("GET", path, None, self.timeout if timeout is None else timeout)
 
     @staticmethod
     def _parse(build: Callable[[], Any]) -> Any:
@@ -177,7 +299,8 @@ class Client:
                 default) answers at once.
             lease_id: the lease id to propose; default: a new random UUID. Acquiring again
                 with the id of the resource's current lease returns that lease with a
-                fresh TTL and the same fencing token.
+                fresh TTL and the same fencing token; the move to another server after a
+                lost answer sends the same id, and so gets the same lease.
             metadata: a JSON object stored with the lease (at most 4096 bytes
                 serialized), for example the leader's address.
 
@@ -215,12 +338,18 @@ class Client:
         ttl: Optional[Duration] = None,
         metadata: Optional[Mapping[str, Any]] = None,
         timeout: Optional[float] = None,
+        deadline: Optional[float] = None,
     ) -> Lease:
         """Renews a lease: it now expires ``ttl`` (default: its own TTL) from now and keeps
         its fencing token. ``metadata``, if given, replaces the lease's.
 
         Call as ``renew(lease)`` or ``renew(resource, lease_id)``. Works also after the
         lease expired, as long as no other lease was granted since.
+
+        ``timeout`` bounds each attempt. ``deadline``, a ``time.monotonic()`` value (for
+        example the lease's own :attr:`Lease.deadline`), bounds the whole call: no attempt
+        is started, or lasts, past it; :class:`Timeout` (or the last attempt's error) is
+        raised then.
 
         Raises:
             LeaseLost: the lease is no longer the resource's.
@@ -232,7 +361,7 @@ class Client:
         if metadata is not None:
             body["metadata"] = dict(metadata)
         sent = time.monotonic()
-        resp = self._post(resource, "renew", body, timeout)
+        resp = self._post(resource, "renew", body, timeout, deadline)
         return self._parse(lambda: Lease.from_json(resp.body, sent))  # type: ignore[no-any-return]
 
     def release(

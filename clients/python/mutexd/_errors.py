@@ -1,12 +1,15 @@
 """The exceptions of the mutexd client.
 
-Every exception derives from :class:`MutexdError`. Below it:
+The Node.js client has the same hierarchy, class for class, with the same parents
+(``docs/clients.md`` has the table). Every exception derives from :class:`MutexdError`.
+Below it:
 
 - :class:`TransportError`: no usable HTTP answer was obtained (connection refused or
   reset, timeout, TLS failure, an answer that is not HTTP or not the JSON the API
-  defines). Whether the server acted on the request is unknown.
-- :class:`APIError`: the server answered with an error body
-  ``{"error": {"code", "message", ...}}``. One subclass per error code of the API.
+  defines). Whether the server acted on the request is unknown. :class:`Timeout` and
+  :class:`ProtocolError` are its subclasses.
+- :class:`APIError`: the server answered with an error status. One subclass per error
+  code of the API, found by the code, else by the status.
 - :class:`LeaseExpired`: a lease kept alive in the background passed its deadline
   without a successful renewal.
 """
@@ -20,6 +23,7 @@ from ._types import LeaseHolder
 __all__ = [
     "MutexdError",
     "TransportError",
+    "Timeout",
     "ProtocolError",
     "LeaseExpired",
     "APIError",
@@ -36,6 +40,7 @@ __all__ = [
     "TooManyWaiters",
     "Unavailable",
     "ServerError",
+    "is_retryable",
 ]
 
 
@@ -63,6 +68,10 @@ class TransportError(MutexdError):
 
 def _transport_error(cls, message, method, url):  # type: ignore[no-untyped-def]
     return cls(message, method=method, url=url)
+
+
+class Timeout(TransportError):
+    """No answer within the request's timeout (beyond any wait it asked the server for)."""
 
 
 class ProtocolError(TransportError):
@@ -247,6 +256,13 @@ _BY_STATUS: Dict[int, Type[APIError]] = {
     429: TooManyWaiters,
     503: Unavailable,
 }
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """Whether trying the same call again later may succeed: no usable answer
+    (:class:`TransportError`), :class:`Unavailable`, :class:`TooManyWaiters`, or another
+    5xx (:class:`ServerError`)."""
+    return isinstance(exc, (TransportError, Unavailable, TooManyWaiters, ServerError))
 
 
 def error_class(status: int, code: Optional[str]) -> Type[APIError]:

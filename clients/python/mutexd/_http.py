@@ -11,7 +11,7 @@ import time
 import urllib.parse
 from typing import Any, Dict, List, Optional, Tuple, Union
 
-from ._errors import ProtocolError, TransportError, error_class
+from ._errors import ProtocolError, Timeout, TransportError, error_class
 
 __all__ = ["Transport", "Response"]
 
@@ -181,7 +181,7 @@ class Transport:
             except (socket.timeout, _OutOfTime) as exc:
                 conn.close()
                 self.drop_idle()
-                raise TransportError(
+                raise Timeout(
                     "%s %s: no answer within %.3g s" % (method, url, timeout),
                     method=method, url=url,
                 ) from exc

@@ -7,14 +7,7 @@ import threading
 import uuid
 from typing import TYPE_CHECKING, Any, Callable, List, Mapping, Optional
 
-from ._errors import (
-    LeaseHeld,
-    MutexdError,
-    ServerError,
-    TooManyWaiters,
-    TransportError,
-    Unavailable,
-)
+from ._errors import LeaseHeld, MutexdError, is_retryable
 from ._lock import HeldLease, _ClockedEvent
 from ._types import Duration, Lease, to_ms
 
@@ -25,9 +18,6 @@ __all__ = ["LeaderStop", "run_when_leader"]
 
 log = logging.getLogger("mutexd")
 
-# Failures to acquire after which the loop waits and tries again; any other error (a bad
-# name or TTL, a refused token...) is raised, since trying again cannot help.
-RETRYABLE = (LeaseHeld, TooManyWaiters, Unavailable, ServerError, TransportError)
 
 # How often the loop looks at the caller's ``stop`` event.
 _POLL = 0.05
@@ -112,7 +102,12 @@ def run_when_leader(
             lease = client.acquire(
                 resource, owner=owner, ttl=ttl, wait=0, lease_id=lease_id, metadata=metadata
             )
-        except RETRYABLE as exc:
+        except MutexdError as exc:
+            # Held by another, or a failure that may pass (is_retryable): wait and try
+            # again. Any other error (a bad name or TTL, a refused token...) is raised,
+            # since trying again cannot help.
+            if not isinstance(exc, LeaseHeld) and not is_retryable(exc):
+                raise
             log.debug("not the leader of %s: %s", resource, exc)
             if on_standby is not None:
                 on_standby(exc, retry_s)

@@ -83,8 +83,8 @@ class HeldLease:
 
     Renewals are sent every third of the TTL; after a failure, again after a tenth of the
     TTL (at most 1 s), on a new connection, until the deadline. Each attempt may take at
-    most a third of the TTL (and never past the deadline), so that one unanswered request
-    leaves time for others.
+    most a third of the TTL, so that one unanswered request leaves time for others; no
+    attempt (to any of the client's servers) is started or lasts past the deadline.
     """
 
     def __init__(self, client: "Client", lease: Lease) -> None:
@@ -273,6 +273,7 @@ class HeldLease:
                 lease = self._client.renew(
                     self.resource, self.lease_id,
                     timeout=max(0.01, min(self._client.timeout, period, remaining)),
+                    deadline=sent + remaining,
                 )
             except LeaseLost as exc:
                 self._inflight = None

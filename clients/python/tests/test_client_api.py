@@ -313,7 +313,7 @@ def test_bad_input_is_invalid_request_with_its_field(client, name, call, code, f
 )
 def test_bodies_the_methods_never_send(client, name, body, code, field):
     with pytest.raises(mutexd.InvalidRequest) as info:
-        client._transport.request("POST", "/v1/resources/%s/acquire" % name, body, timeout=5)
+        client._transports[0].request("POST", "/v1/resources/%s/acquire" % name, body, timeout=5)
     assert (info.value.code, info.value.field) == (code, field)
 
 
@@ -330,9 +330,9 @@ def test_not_found_and_method_not_allowed(server, client, name):
             wrong.get(name)
     assert info.value.status == 404 and info.value.code == "not_found"
     with pytest.raises(mutexd.NotFound):
-        client._transport.request("POST", "/v1/resources/%s/lock" % name, {}, timeout=5)
+        client._transports[0].request("POST", "/v1/resources/%s/lock" % name, {}, timeout=5)
     with pytest.raises(mutexd.MethodNotAllowed) as info2:
-        client._transport.request("DELETE", "/v1/resources/%s" % name, None, timeout=5)
+        client._transports[0].request("DELETE", "/v1/resources/%s" % name, None, timeout=5)
     assert info2.value.status == 405 and info2.value.code == "method_not_allowed"
     assert "GET" in (info2.value.allow or "")
 
@@ -384,7 +384,7 @@ def test_connections_are_kept_alive_and_idle_closes_are_survived(start_server, n
     with mutexd.Client(server.url) as c:
         for _ in range(5):
             c.get(name)
-        assert len(c._transport._idle) == 1  # one connection served all five
+        assert len(c._transports[0]._idle) == 1  # one connection served all five
         time.sleep(1.5)  # the server closes the idle connection
         lease = c.acquire(name, ttl=5)  # sent again on a new connection
         assert c.get(name).holder.fencing_token == lease.fencing_token

@@ -139,10 +139,12 @@ def test_timeout_is_a_transport_error(stub):
     stub.delay = 1.0
     with mutexd.Client(stub.url, timeout=0.2) as c:
         start = time.monotonic()
-        with pytest.raises(mutexd.TransportError) as info:
+        with pytest.raises(mutexd.Timeout) as info:
             c.get("r")
         assert time.monotonic() - start < 0.9
         assert "0.2" in str(info.value)
+        assert isinstance(info.value, mutexd.TransportError)
+        assert mutexd.is_retryable(info.value)
 
 
 def test_waits_extend_the_timeout(stub):

@@ -63,7 +63,7 @@ def test_https_with_a_ca_file(tls_server, pki, name):
         assert [s.resource for s in c.list(prefix=name)] == [name]
         c.release(lease)
         assert c.get(name).state == "free"
-        assert len(c._transport._idle) == 1  # one kept-alive TLS connection
+        assert len(c._transports[0]._idle) == 1  # one kept-alive TLS connection
 
 
 def test_lock_over_https(tls_server, pki, name):
