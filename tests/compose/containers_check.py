@@ -1,12 +1,15 @@
 """The checks of tests/compose/containers.sh, on the topology it has brought up with
 `docker compose up -d` (the `docker` command being podman, which must be on PATH with the
-same CONTAINERS_CONF; COMPOSE_PROJECT_NAME and MUTEXD_HOST_PORT as the script set them).
+same CONTAINERS_CONF; COMPOSE_PROJECT_NAME as the script set it). The servers' ports on
+this machine are read from the engine.
 
-The leader is read from the server, not from the workers' output: the holder of the
+The leader is read from a server, not from the workers' output: the holder of the
 workers' resource has the owner "<hostname>:<pid>", and the hostname is a container's.
-Prints each check and its timing; exits 1 at the first that fails."""
+Either server of the group answers (a standby forwards to the active): the checks ask one
+that runs. Prints each check and its timing; exits 1 at the first that fails."""
 
 import argparse
+import datetime
 import json
 import os
 import subprocess
@@ -17,8 +20,14 @@ import urllib.request
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 PROJECT = os.environ["COMPOSE_PROJECT_NAME"]
-PORT = int(os.environ.get("MUTEXD_HOST_PORT", "8080"))
 HEALTHY_WITHIN_S = 180
+SERVERS = ("mutexd-a", "mutexd-b")
+# `docker kill` of the active server: the other is active within this (a takeover after
+# SIGKILL takes 3-5 s).
+TAKEOVER_WITHIN_S = 10.0
+SAMPLE_S = 0.2
+# Sampling goes on this long after the leader's first renewal through the new active.
+AFTER_S = 3.0
 
 
 class Failed(Exception):
@@ -58,10 +67,32 @@ def env_of(c):
     return dict(e.split("=", 1) for e in c["Config"]["Env"])
 
 
-def resource_state(resource):
-    url = "http://127.0.0.1:%d/v1/resources/%s" % (PORT, resource)
-    with urllib.request.urlopen(url, timeout=5) as r:
+def servers():
+    """{service: {"name", "url" (the advertised one), "port" (on this machine)}}."""
+    out = {}
+    for service in SERVERS:
+        (c,) = containers(service)
+        (binding,) = c["HostConfig"]["PortBindings"]["8080/tcp"]
+        out[service] = {"service": service, "name": name_of(c),
+                        "url": env_of(c)["MUTEXD_ADVERTISE_URL"],
+                        "port": int(binding["HostPort"])}
+    return out
+
+
+def stamp(text):
+    """Seconds since the epoch of an RFC 3339 time the server wrote, as "...Z"."""
+    return datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(
+        tzinfo=datetime.timezone.utc).timestamp()
+
+
+def get(port, path, timeout=5.0):
+    url = "http://127.0.0.1:%d%s" % (port, path)
+    with urllib.request.urlopen(url, timeout=timeout) as r:
         return json.load(r)
+
+
+def resource_state(resource, port, timeout=5.0):
+    return get(port, "/v1/resources/%s" % resource, timeout)
 
 
 def worker_hostnames():
@@ -75,20 +106,27 @@ def worker_hostnames():
     return {c["Config"]["Hostname"]: name_of(c) for c in cs}
 
 
-def holder(resource, hostnames):
-    """(container name, fencing token) of the lease's holder, or None when it is free or
-    the server cannot be asked right now."""
+def sample(resource, hostnames, port, timeout=5.0):
+    """The holder as (container name, fencing token, renewed_at); "free"; or None when the
+    server cannot be asked right now."""
     try:
-        st = resource_state(resource)
+        st = resource_state(resource, port, timeout)
     except (OSError, urllib.error.URLError, ValueError):
         return None
     h = st.get("holder")
     if st.get("state") != "held" or not h:
-        return None
+        return "free"
     hostname = h["owner"].rsplit(":", 1)[0]
     if hostname not in hostnames:
         raise Failed("the holder %r is none of the worker containers %s" % (h["owner"], hostnames))
-    return hostnames[hostname], h["fencing_token"]
+    return hostnames[hostname], h["fencing_token"], h["renewed_at"]
+
+
+def holder(resource, hostnames, port):
+    """(container name, fencing token) of the lease's holder, or None when it is free or
+    the server cannot be asked right now."""
+    h = sample(resource, hostnames, port)
+    return h[:2] if isinstance(h, tuple) else None
 
 
 def wait_healthy(up_started):
@@ -102,7 +140,7 @@ def wait_healthy(up_started):
             status[name_of(c)] = (service_of(c), c["State"]["Status"],
                                   health.get("Status") if has_check else None)
         checked = [s for s in status.values() if s[2] is not None]
-        if {s[0] for s in checked} == {"azurite", "mutexd"} and all(
+        if {s[0] for s in checked} == {"azurite", *SERVERS} and all(
                 s[2] == "healthy" for s in checked) and all(
                 s[1] == "running" for s in status.values()):
             break
@@ -118,21 +156,54 @@ def wait_healthy(up_started):
         "%s %s" % (n, s[2] or s[1]) for n, s in sorted(status.items()))))
 
 
-def one_leader(resource, hostnames, watch_s=6.0):
+def group(srv, within_s=30.0):
+    """The active and the standby, once every server agrees on which is active and
+    lists the other: ({service...} of the active, of the standby)."""
+    deadline = time.time() + within_s
+    by_url = {s["url"]: s for s in srv.values()}
+    seen = {}
+    while True:
+        seen = {}
+        for s in srv.values():
+            try:
+                seen[s["service"]] = get(s["port"], "/v1/servers")
+            except (OSError, urllib.error.URLError, ValueError) as exc:
+                seen[s["service"]] = str(exc)
+        views = list(seen.values())
+        if all(isinstance(v, dict) and v.get("active") for v in views):
+            actives = {v["active"]["url"] for v in views}
+            roles = {v["self"]["url"]: v["self"]["role"] for v in views}
+            # A restarted server may be listed twice for a while (its heartbeat before
+            # and after): what counts is that each server sees both.
+            listed = [{x["url"] for x in v.get("servers", [])} for v in views]
+            if (len(actives) == 1 and actives <= set(by_url) and
+                    sorted(roles.values()) == ["active", "standby"] and
+                    all(lst == set(by_url) for lst in listed)):
+                (url,) = actives
+                if roles[url] == "active":
+                    (other,) = set(by_url) - {url}
+                    return by_url[url], by_url[other]
+        if time.time() > deadline:
+            raise Failed("the servers do not agree on an active within %.0f s: %s" % (
+                within_s, seen))
+        time.sleep(0.3)
+
+
+def one_leader(resource, hostnames, port, watch_s=6.0):
     """Exactly one worker holds the lease, and keeps it (renewing) while the others run."""
     deadline = time.time() + 30
-    while holder(resource, hostnames) is None:
+    while holder(resource, hostnames, port) is None:
         if time.time() > deadline:
             raise Failed("no worker took the lease within 30 s")
         time.sleep(0.2)
-    first = holder(resource, hostnames)
-    renewed = {resource_state(resource)["holder"]["renewed_at"]}
+    first = holder(resource, hostnames, port)
+    renewed = {resource_state(resource, port)["holder"]["renewed_at"]}
     end = time.time() + watch_s
     while time.time() < end:
-        h = holder(resource, hostnames)
+        h = holder(resource, hostnames, port)
         if h != first:
             raise Failed("the leader changed from %s to %s with nothing stopped" % (first, h))
-        renewed.add(resource_state(resource)["holder"]["renewed_at"])
+        renewed.add(resource_state(resource, port)["holder"]["renewed_at"])
         time.sleep(0.3)
     if len(renewed) < 2:
         raise Failed("the leader %s did not renew its lease in %.0f s" % (first[0], watch_s))
@@ -144,7 +215,89 @@ def one_leader(resource, hostnames, watch_s=6.0):
     return first
 
 
-def handover(resource, hostnames, old, command, limit_s):
+def kill_active_server(resource, hostnames, leader, srv):
+    """`docker kill` of the active server's container. Through the other server, sampled
+    every SAMPLE_S: it is active within TAKEOVER_WITHIN_S, the lease stays the leader's
+    with its fencing token at every answer (no other worker leads, it is never free), and
+    the leader renews it through the new active within the lease's TTL after that (then
+    AFTER_S more of samples)."""
+    active, standby = group(srv)
+    ttl_s = leader_ttl_s()
+    before = sample(resource, hostnames, standby["port"])
+    if not isinstance(before, tuple) or before[:2] != leader:
+        raise Failed("through %s, the holder is %s, not the leader %s" % (
+            standby["service"], before, leader))
+    say("%s (%s) is active, %s its standby; docker kill %s" % (
+        active["service"], active["url"], standby["service"], active["name"]))
+    t0 = time.time()
+    docker("kill", active["name"])
+    took = renewed = since = None
+    answers = unanswered = 0
+    while True:
+        now = time.time() - t0
+        if renewed is not None and now > renewed + AFTER_S:
+            break
+        if took is None:  # /v1/servers is answered by the server asked, never held
+            try:
+                view = get(standby["port"], "/v1/servers", timeout=2.0)
+                if view["self"]["role"] == "active":
+                    took = time.time() - t0
+                    since = stamp(view["active"]["since"])
+            except (OSError, urllib.error.URLError, ValueError, KeyError, TypeError):
+                pass
+            if took is None and now > TAKEOVER_WITHIN_S:
+                raise Failed("%s is not active %.0f s after docker kill %s" % (
+                    standby["service"], TAKEOVER_WITHIN_S, active["name"]))
+        # A standby holds requests while no server is active: such a sample goes
+        # unanswered, and the next is sent.
+        h = sample(resource, hostnames, standby["port"], timeout=1.0)
+        if h is None:
+            unanswered += 1
+        else:
+            answers += 1
+            if h == "free" or h[:2] != leader:
+                raise Failed("%.2f s after docker kill %s, the holder is %s, not %s" % (
+                    time.time() - t0, active["name"], h, leader))
+        if took is None or renewed is not None:
+            pass
+        elif isinstance(h, tuple) and stamp(h[2]) >= since:
+            # Renewed by the new active (the server's clock is this machine's).
+            renewed = time.time() - t0
+        elif now > took + ttl_s:
+            raise Failed("the leader %s did not renew through %s within %.0f s of its takeover" % (
+                leader[0], standby["service"], ttl_s))
+        time.sleep(SAMPLE_S)
+    state = containers(active["service"])[0]["State"]["Status"]
+    if state == "running":
+        raise Failed("%s still runs after docker kill" % active["name"])
+    say("docker kill %s: %s active after %.2f s (limit %.0f s); %s still leads with fencing "
+        "token %d, renewed after %.2f s; %d samples answered, %d unanswered, no other holder" % (
+            active["service"], standby["service"], took, TAKEOVER_WITHIN_S, leader[0],
+            leader[1], renewed, answers, unanswered))
+    return active, standby
+
+
+def restart_server(srv, killed):
+    """`docker start` of the killed server: it joins the group again as a standby."""
+    t0 = time.time()
+    docker("start", killed["name"])
+    active, standby = group(srv)
+    if standby["service"] != killed["service"]:
+        raise Failed("%s rejoined as %s's active" % (killed["service"], active["service"]))
+    say("docker start %s: a standby of %s again after %.1f s" % (
+        killed["service"], active["service"], time.time() - t0))
+
+
+_ttl_s = []
+
+
+def leader_ttl_s():
+    if not _ttl_s:
+        _ttl_s.append(int(env_of(containers("worker")[0])["MUTEXD_TTL_MS"]) / 1000.0)
+    return _ttl_s[0]
+
+
+def handover(resource, hostnames, port, old, command, limit_s):
     """Runs `docker <command> <old's container>`; the time until another worker holds the
     lease, which must be under limit_s."""
     name, token = old
@@ -152,7 +305,7 @@ def handover(resource, hostnames, old, command, limit_s):
     proc = subprocess.Popen(["podman", command, name], stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
     while True:
-        h = holder(resource, hostnames)
+        h = holder(resource, hostnames, port)
         if h is not None and h[0] != name:
             took = time.time() - t0
             break
@@ -174,27 +327,31 @@ def handover(resource, hostnames, old, command, limit_s):
     return h
 
 
-def server_not_root():
-    (m,) = containers("mutexd")
-    pid = m["State"]["Pid"]
-    uid = None
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("Uid:"):
-                uid = [int(x) for x in line.split()[1:]]
-    if uid is None or 0 in uid:
-        raise Failed("the server (pid %d on this machine) runs with uids %s" % (pid, uid))
-    comm = open("/proc/%d/comm" % pid).read().strip()
-    if comm != "mutexd":
-        raise Failed("the mutexd container's process is %r" % comm)
-    user = docker("exec", name_of(m), "id", "-un").strip()
-    say("the server runs as uid %d (%s), not root" % (uid[0], user))
+def servers_not_root():
+    for service in SERVERS:
+        (m,) = containers(service)
+        pid = m["State"]["Pid"]
+        uid = None
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("Uid:"):
+                    uid = [int(x) for x in line.split()[1:]]
+        if uid is None or 0 in uid:
+            raise Failed("%s (pid %d on this machine) runs with uids %s" % (service, pid, uid))
+        comm = open("/proc/%d/comm" % pid).read().strip()
+        if comm != "mutexd":
+            raise Failed("the %s container's process is %r" % (service, comm))
+        user = docker("exec", name_of(m), "id", "-un").strip()
+        say("%s runs as uid %d (%s), not root" % (service, uid[0], user))
 
 
 def leases_reach_azurite():
-    (m,) = containers("mutexd")
+    """The group's blobs: the owner blob, a journal, and both servers' heartbeats."""
+    envs = [env_of(containers(s)[0]) for s in SERVERS]
     (a,) = containers("azurite")
-    env = env_of(m)
+    env = envs[0]
+    if any(e["MUTEXD_BLOB_CONTAINER"] != env["MUTEXD_BLOB_CONTAINER"] for e in envs):
+        raise Failed("the servers use different blob containers")
     script = open(os.path.join(ROOT, "tests", "compose", "list-blobs.js")).read()
     deadline = time.time() + 20
     while True:
@@ -204,36 +361,57 @@ def leases_reach_azurite():
                              input=script, capture_output=True, text=True)
         blobs = out.stdout.split()
         journal = [b for b in blobs if b.startswith("journal/")]
-        if out.returncode == 0 and "owner" in blobs and journal:
+        beats = [b for b in blobs if b.startswith("servers/")]
+        if out.returncode == 0 and "owner" in blobs and journal and len(beats) >= 2:
             break
         if time.time() > deadline:
             raise Failed("Azurite's container %r holds %s (%s)" % (
                 env["MUTEXD_BLOB_CONTAINER"], blobs, out.stderr.strip()))
         time.sleep(0.5)
     say("Azurite's container %r holds %d blobs: %s" % (
-        env["MUTEXD_BLOB_CONTAINER"], len(blobs), ", ".join(blobs[:6])))
+        env["MUTEXD_BLOB_CONTAINER"], len(blobs), ", ".join(blobs[:8])))
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--up-started", type=float, required=True)
     args = ap.parse_args()
+    passed = 0
     try:
         wait_healthy(args.up_started)
+        passed += 1
+        srv = servers()
         (w,) = containers("worker")[:1]
         wenv = env_of(w)
+        urls = wenv["MUTEXD_URL"].split(",")
+        if sorted(urls) != sorted(s["url"] for s in srv.values()):
+            raise Failed("the workers' MUTEXD_URL %r is not every server's" % wenv["MUTEXD_URL"])
         resource = wenv["MUTEXD_RESOURCE"]
         ttl_s = int(wenv["MUTEXD_TTL_MS"]) / 1000.0
         hostnames = worker_hostnames()
-        leader = one_leader(resource, hostnames)
-        server_not_root()
-        leader = handover(resource, hostnames, leader, "kill", ttl_s + 2)
-        handover(resource, hostnames, leader, "stop", 2.0)
+        active, standby = group(srv)
+        say("a group: %s active, %s standby" % (active["service"], standby["service"]))
+        passed += 1
+        leader = one_leader(resource, hostnames, active["port"])
+        passed += 1
+        servers_not_root()
+        passed += 1
+        killed, survivor = kill_active_server(resource, hostnames, leader, srv)
+        passed += 1
+        restart_server(srv, killed)
+        passed += 1
+        # The workers' handovers, asked of the restarted server (a standby: it forwards).
+        port = killed["port"]
+        leader = handover(resource, hostnames, port, leader, "kill", ttl_s + 2)
+        passed += 1
+        handover(resource, hostnames, port, leader, "stop", 2.0)
+        passed += 1
         leases_reach_azurite()
+        passed += 1
     except Failed as exc:
         print("containers: FAILED: %s" % exc, file=sys.stderr, flush=True)
         return 1
-    say("6 passed, 0 failed")
+    say("%d passed, 0 failed" % passed)
     return 0
 
 

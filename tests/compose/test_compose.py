@@ -13,17 +13,21 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 
 def config(**env):
-    environ = {k: v for k, v in os.environ.items() if k != "MUTEXD_HOST_PORT"}
+    environ = {k: v for k, v in os.environ.items()
+               if k not in ("MUTEXD_HOST_PORT", "MUTEXD_HOST_PORT_B")}
     environ.update(env)
     out = subprocess.run(["docker-compose", "-f", os.path.join(ROOT, "docker-compose.yml"),
                           "config"], capture_output=True, text=True, check=True, env=environ)
     return yaml.safe_load(out.stdout)
 
 
+SERVERS = ("mutexd-a", "mutexd-b")
+
+
 def test_services():
     c = config()
-    assert set(c["services"]) == {"azurite", "mutexd", "worker"}
-    assert set(c["volumes"]) == {"azurite-data", "mutexd-data"}
+    assert set(c["services"]) == {"azurite", "worker", *SERVERS}
+    assert set(c["volumes"]) == {"azurite-data", "mutexd-a-data", "mutexd-b-data"}
 
 
 def test_azurite_is_the_blob_service_with_a_volume():
@@ -45,45 +49,66 @@ def test_no_health_check_argument_has_a_space():
         assert all(" " not in arg for arg in test[1:]), (name, test)
 
 
-def test_mutexd_service():
-    m = config()["services"]["mutexd"]
-    assert m["build"]["args"]["BASE_IMAGE"].startswith("debian:bookworm")
-    env = m["environment"]
-    assert env["MUTEXD_LISTEN"] == "0.0.0.0:8080"
-    assert env["MUTEXD_DATA_DIR"] == "/var/lib/mutexd"
-    assert env["MUTEXD_MIRROR"] in ("async", "sync")
-    cs = env["MUTEXD_BLOB_CONNECTION_STRING"]
-    assert "BlobEndpoint=http://azurite:10000/devstoreaccount1" in cs
-    assert "AccountName=devstoreaccount1" in cs
-    # Published on loopback only.
-    ports = m["ports"]
-    assert len(ports) == 1
-    p = ports[0]
-    if isinstance(p, dict):
-        assert (p["host_ip"], str(p["published"]), p["target"]) == ("127.0.0.1", "8080", 8080)
-    else:
-        assert p in ("127.0.0.1:8080:8080", "127.0.0.1:8080:8080/tcp")
-    # MUTEXD_HOST_PORT picks another port of the host, still on loopback.
-    (p,) = config(MUTEXD_HOST_PORT="9123")["services"]["mutexd"]["ports"]
-    if isinstance(p, dict):
-        assert (p["host_ip"], str(p["published"]), p["target"]) == ("127.0.0.1", "9123", 8080)
-    else:
-        assert p in ("127.0.0.1:9123:8080", "127.0.0.1:9123:8080/tcp")
-    assert "mutexd-data:/var/lib/mutexd:rw" in m["volumes"]
-    assert m["depends_on"]["azurite"]["condition"] == "service_healthy"
-    assert m["healthcheck"]["test"] == ["CMD", "mutexd", "--probe"]
+def published(port):
+    """(host address, host port, container port) of a normalized port entry."""
+    if isinstance(port, dict):
+        return port["host_ip"], str(port["published"]), port["target"]
+    host, published_port, target = port.split("/")[0].split(":")
+    return host, published_port, int(target)
+
+
+def test_the_servers_form_a_group():
+    c = config()
+    envs = {name: c["services"][name]["environment"] for name in SERVERS}
+    for name in SERVERS:
+        m = c["services"][name]
+        assert m["image"] == "mutexd:local"
+        assert m["build"]["args"]["BASE_IMAGE"].startswith("debian:bookworm")
+        env = envs[name]
+        assert env["MUTEXD_LISTEN"] == "0.0.0.0:8080"
+        assert env["MUTEXD_DATA_DIR"] == "/var/lib/mutexd"
+        # A group: --ha needs --mirror sync and the URL the others reach this one at.
+        assert str(env["MUTEXD_HA"]) == "1"
+        assert env["MUTEXD_MIRROR"] == "sync"
+        assert env["MUTEXD_ADVERTISE_URL"] == "http://%s:8080" % name
+        cs = env["MUTEXD_BLOB_CONNECTION_STRING"]
+        assert "BlobEndpoint=http://azurite:10000/devstoreaccount1" in cs
+        assert "AccountName=devstoreaccount1" in cs
+        # Each its own data directory (DESIGN: a server of a group clears its store).
+        assert m["volumes"] == ["%s-data:/var/lib/mutexd:rw" % name]
+        assert m["depends_on"]["azurite"]["condition"] == "service_healthy"
+        assert m["healthcheck"]["test"] == ["CMD", "mutexd", "--probe"]
+    # The same blob container, the same everything but the advertised URL.
+    same = [{k: v for k, v in e.items() if k != "MUTEXD_ADVERTISE_URL"} for e in envs.values()]
+    assert same[0] == same[1]
+
+
+def test_the_servers_ports():
+    """Published on loopback only: 8080 and 8081, or MUTEXD_HOST_PORT and
+    MUTEXD_HOST_PORT_B."""
+    def ports(**env):
+        c = config(**env)
+        return [[published(p) for p in c["services"][name]["ports"]] for name in SERVERS]
+
+    assert ports() == [[("127.0.0.1", "8080", 8080)], [("127.0.0.1", "8081", 8080)]]
+    assert ports(MUTEXD_HOST_PORT="9123") == [[("127.0.0.1", "9123", 8080)],
+                                              [("127.0.0.1", "8081", 8080)]]
+    assert ports(MUTEXD_HOST_PORT="9123", MUTEXD_HOST_PORT_B="9124") == [
+        [("127.0.0.1", "9123", 8080)], [("127.0.0.1", "9124", 8080)]]
 
 
 def test_workers():
     w = config()["services"]["worker"]
     assert w["deploy"]["replicas"] == 3
     assert w["build"]["dockerfile"].endswith("clients/examples/python/Dockerfile")
-    assert w["environment"]["MUTEXD_URL"] == "http://mutexd:8080"
+    # Every server of the group, as the clients take a list: comma-separated.
+    assert w["environment"]["MUTEXD_URL"].split(",") == ["http://%s:8080" % s for s in SERVERS]
     assert w["environment"]["MUTEXD_RESOURCE"] == "leader-election/demo"
     assert int(w["environment"]["MUTEXD_TTL_MS"]) >= 1000
     # `docker stop` of the leader hands over within a follower's retry: under 2 s.
     assert float(w["environment"]["MUTEXD_RETRY_S"]) <= 1
-    assert w["depends_on"]["mutexd"]["condition"] == "service_healthy"
+    for name in SERVERS:
+        assert w["depends_on"][name]["condition"] == "service_healthy"
 
 
 def test_an_unknown_key_is_refused():
@@ -144,7 +169,8 @@ def section(text, title):
 
 def test_readme_and_header_say_what_the_container_stage_runs():
     """The README's "With docker compose" commands are those tests/compose/containers.sh
-    runs; containers are stopped and killed by name (`docker compose stop` takes services)."""
+    runs (and containers_check.py: the servers' group, the kill of the active server);
+    containers are stopped and killed by name (`docker compose stop` takes services)."""
     readme = section(open(os.path.join(ROOT, "README.md")).read(), "With docker compose")
     stage = open(os.path.join(ROOT, "tests", "compose", "containers.sh")).read()
     header = "".join(l for l in open(os.path.join(ROOT, "docker-compose.yml"))
@@ -154,5 +180,8 @@ def test_readme_and_header_say_what_the_container_stage_runs():
     for text in (readme, header):
         assert "docker stop" in text and "docker kill" in text and "docker ps" in text
         assert "/v1/resources/leader-election/demo" in text
+        # Finding the active server, to kill it.
+        assert "curl -s http://127.0.0.1:8080/v1/servers" in text
         assert not re.search(r"docker compose stop <", text)
+    assert "docker start" in readme
     assert "docker compose down -v" in readme and "docker compose down -v" in stage
