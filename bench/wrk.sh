@@ -11,7 +11,7 @@
 # (package wrk) when missing.
 set -euo pipefail
 
-PORT= CONNECTIONS=64 DURATION=10 TTL_MS=15000
+PORT='' CONNECTIONS=64 DURATION=10 TTL_MS=15000
 while (($#)); do
     case $1 in
     --port) PORT=$2; shift 2 ;;
