@@ -2,26 +2,32 @@
 # bench/compare.sh: mutexd against Redis and etcd used as lease/lock services, on this machine,
 # with the same load generator (bench/loadgen) and the same scenarios, back to back.
 #
-#   bench/compare.sh           full run: 15 s a scenario after 2 s of warm-up, then a million
-#                              held leases (about 12 minutes); writes docs/benchmarks.md's
-#                              generated section and docs/benchmarks-compare.png
-#   bench/compare.sh --quick   3 s a scenario after 0.5 s, 100,000 leases: a smoke test
-#                              (about 3 minutes); writes only bench/results
+#   bench/compare.sh           full run: each scenario 3 times, 10 s a run after 2 s of
+#                              warm-up, then a million held leases (about 25 minutes); writes
+#                              docs/benchmarks.md's generated section and
+#                              docs/benchmarks-compare.png
+#   bench/compare.sh --quick   twice, 3 s a run after 0.5 s, 100,000 leases: a smoke test
+#                              (about 5 minutes); writes only bench/results
+#   REPS_OVERRIDE=N            that many repetitions instead
 #
 # It starts, each on free loopback ports with its own temporary data directory:
 #   mutexd   durable, its default: every answered change is fsynced
 #   Redis    appendonly yes, appendfsync always, no RDB snapshots    ("Redis fsync")
 #   Redis    no persistence at all                                    ("Redis in memory")
 #   etcd     one member; its WAL is fsynced on every commit
-# runs every scenario against each in turn, and stops all of them on exit, on failure and on
-# Ctrl-C. Then, on mutexd alone: how late a waiter is granted after the holder's TTL (idle,
+# runs every scenario against each in turn (mutexd, Redis fsync, Redis in memory, etcd, and
+# again, REPS times), reading each server's context switches and CPU time from /proc around
+# every measured window, and the disk's fsync latency before each scenario; after loadgen's
+# distinct runs, the same servers are measured by tools this project did not write: wrk
+# (bench/wrk.sh) against mutexd, redis-benchmark against Redis fsync. It stops all of them on
+# exit, on failure and on Ctrl-C. Then, on mutexd alone: how late a waiter is granted after the holder's TTL (idle,
 # and under the distinct ×64 load), and a server filled with held leases (memory per lease,
 # and the time a SIGKILLed server takes to be ready again with all of them). Results:
 # bench/results/compare-<date>.md (printed at the end), .png (bar chart) and .json (every
 # run's loadgen output); a full run also puts the report between the markers in
 # docs/benchmarks.md and the chart in docs/benchmarks-compare.png.
 #
-# What is missing is installed from Debian: redis-server, etcd-server, gnuplot-nox, jq, curl.
+# What is missing is installed from Debian: redis-server, etcd-server, gnuplot-nox, jq, curl, wrk.
 # BUILD (default: build) is where mutexd and loadgen are built; mutexd is built with
 # `make build` when missing, loadgen is compiled here when missing or older than its sources.
 set -euo pipefail
@@ -43,10 +49,12 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 BUILD=${BUILD:-build}
 if ((QUICK)); then
-    DURATION=3 WARMUP=0.5 PING_DURATION=2 LEASES=100000
+    DURATION=3 WARMUP=0.5 PING_DURATION=2 LEASES=100000 REPS=2
 else
-    DURATION=15 WARMUP=2 PING_DURATION=5 LEASES=1000000
+    DURATION=10 WARMUP=2 PING_DURATION=5 LEASES=1000000 REPS=3
 fi
+REPS=${REPS_OVERRIDE:-$REPS}
+CLK_TCK=$(getconf CLK_TCK)
 
 # ------------------------------------------------------------------ scenarios and systems
 
@@ -124,6 +132,7 @@ install_missing() {
     command -v jq >/dev/null || need+=(jq)
     command -v curl >/dev/null || need+=(curl)
     command -v cc >/dev/null || need+=(gcc)
+    command -v wrk >/dev/null || need+=(wrk)
     ((${#need[@]})) || return 0
     local sudo=()
     [[ $(id -u) -eq 0 ]] || sudo=(sudo -n)
@@ -225,19 +234,34 @@ start_etcd() {
 
 # ------------------------------------------------------------------ runs
 
-# run_one scenario system-index duration: writes runs/<scenario>.<system>.json
+# The server's context switches (voluntary + nonvoluntary, summed over its threads) and CPU
+# time (utime + stime, clock ticks): "switches ticks".
+server_stat() {
+    local pid=$1 sw
+    sw=$(cat "/proc/$pid"/task/*/status 2>/dev/null |
+        awk '/^(non)?voluntary_ctxt_switches/ { s += $2 } END { print s + 0 }')
+    echo "$sw $(awk '{ print $14 + $15 }' "/proc/$pid/stat")"
+}
+
+# run_one scenario system-index duration rep: writes runs/<scenario>.<system>.<rep>.json, with
+# the server's context switches and CPU time read from /proc at the start and the end of the
+# measured window (after the warm-up), and the load average and CPU steal of that window.
 run_one() {
-    local sid slabel sargs yid ylabel ytarget duration=$3
+    local sid slabel sargs yid ylabel ytarget duration=$3 r=$4
     IFS='|' read -r sid slabel sargs <<<"$1"
     IFS='|' read -r yid ylabel ytarget <<<"${SYSTEMS[$2]}"
-    local base=$WORK/runs/$sid.$yid rc=0
-    local limit
+    local base=$WORK/runs/$sid.$yid.$r rc=0 pid=${PID_OF[$yid]}
+    local limit s0 s1 t0 t1
     limit=$(awk -v d="$duration" -v w="$WARMUP" 'BEGIN { printf "%d", d + w + 30 }')
-    printf '  %-12s %-26s ' "$sid" "$ylabel"
+    printf '  %-12s %-26s ' "$sid#$r" "$ylabel"
     # shellcheck disable=SC2086 # sargs is a list of arguments
     timeout -k 5 "$limit" "$LOADGEN" --target "$ytarget" --port "${PORT[$yid]}" $sargs \
         --duration "$duration" --warmup "$WARMUP" --json >"$base.json" 2>"$base.err" &
     LG_PID=$!
+    sleep "$WARMUP"
+    s0=$(server_stat "$pid") t0=$(cpu_ticks)
+    sleep "$duration"
+    s1=$(server_stat "$pid") t1=$(cpu_ticks)
     wait "$LG_PID" || rc=$?
     LG_PID=
     if ((rc != 0)) || ! jq -e .cycles_per_s "$base.json" >/dev/null 2>&1; then
@@ -245,13 +269,58 @@ run_one() {
         rm -f "$base.json"
         FAILED=1
     else
-        jq -r '"\(.cycles_per_s) cycles/s  \(.requests_per_s) req/s  cycle p99 \(.latency.cycle.p99_ms) ms  errors \([.errors[]] | add)  loadgen cpu \(.loadgen_cpu_pct)%"' "$base.json"
+        jq --argjson s0 "[${s0// /,}]" --argjson s1 "[${s1// /,}]" --argjson hz "$CLK_TCK" \
+            --arg load "$(cut -d' ' -f1 /proc/loadavg)" --arg steal "$(steal_pct "$t0" "$t1")" \
+            '. + {server: {ctxsw: ($s1[0] - $s0[0]), cpu_s: (($s1[1] - $s0[1]) / $hz),
+                  ctxsw_per_req: (if .requests > 0 then ($s1[0] - $s0[0]) / .requests else null end),
+                  cpu_us_per_req: (if .requests > 0 then ($s1[1] - $s0[1]) / $hz * 1e6 / .requests else null end)},
+                  load1: ($load | tonumber), steal_pct: ($steal | tonumber)}' \
+            "$base.json" >"$base.t" && mv "$base.t" "$base.json"
+        jq -r '"\(.cycles_per_s) cycles/s  \(.requests_per_s) req/s  cycle p99 \(.latency.cycle.p99_ms) ms  server \(.server.ctxsw_per_req * 100 | round / 100) cs/req \(.server.cpu_us_per_req | round) µs/req  loadgen cpu \(.loadgen_cpu_pct)%  load \(.load1) steal \(.steal_pct)%"' "$base.json"
     fi
     if ! kill -0 "${PID_OF[$yid]}" 2>/dev/null; then
         FAILED=1
         echo "compare.sh: $yid died during the run; the end of its log:" >&2
         tail -20 "$WORK/${yid}.log" >&2 || true
         exit 1
+    fi
+}
+
+# The independent check, right after loadgen's run on the same server: wrk against mutexd
+# (bench/wrk.sh), redis-benchmark against Redis fsync. Writes runs/<scenario>.<tool>.<rep>.txt.
+run_independent() { # scenario-id connections rep
+    local sid=$1 conns=$2 r=$3 f
+    if [[ $sid != distinct* ]]; then return 0; fi
+    f=$WORK/runs/$sid.wrk.$r.txt
+    printf '  %-12s %-26s ' "$sid#$r" "mutexd, measured by wrk"
+    if bench/wrk.sh --port "${PORT[mutexd]}" --connections "$conns" --duration "$DURATION" >"$f" 2>&1; then
+        awk '{ v[$1] = $2 } END { printf "%s cycles/s  %s req/s  failures %s\n", v["wrk_cycles_per_s"], v["wrk_requests_per_s"], v["wrk_failures"] }' "$f"
+    else
+        echo "FAILED ($(head -c 200 "$f"))"
+        rm -f "$f"
+        FAILED=1
+    fi
+}
+
+# redis-benchmark runs one command per run and carries nothing from one command to the next,
+# so it cannot send a SET NX PX and then the compare-and-delete of that key with that token.
+# What it can check is the rate of the durable writes a cycle is made of: SET NX PX on keys
+# never used before (every one is written to the AOF and fsynced), against loadgen's
+# requests/s on the same server.
+run_redis_benchmark() { # scenario-id connections rep
+    local sid=$1 conns=$2 r=$3 f n
+    if [[ $sid != distinct* ]]; then return 0; fi
+    f=$WORK/runs/$sid.rbench.$r.txt
+    n=$(jq -r "(.requests_per_s * $DURATION) | floor | if . < 1000 then 1000 else . end" \
+        "$WORK/runs/$sid.redis-fsync.$r.json" 2>/dev/null || echo 20000)
+    printf '  %-12s %-26s ' "$sid#$r" "Redis fsync, redis-benchmark"
+    if redis-benchmark -h 127.0.0.1 -p "${PORT[redis-fsync]}" -c "$conns" -n "$n" -r 1000000000 \
+        --csv SET "rb$r:$sid:__rand_int__" token NX PX 15000 >"$f" 2>&1; then
+        awk -F'"' 'NR == 2 { printf "%s SET NX PX/s (one fsynced write each)\n", $4 }' "$f"
+    else
+        echo "FAILED ($(head -c 200 "$f"))"
+        rm -f "$f"
+        FAILED=1
     fi
 }
 
@@ -278,20 +347,23 @@ measure_expiry() {
 
 # The disk's fdatasync latency where the data directories are (4 KiB overwrites, 300 of
 # them): every durable figure here rests on it.
-fsync_latency() {
-    /usr/bin/python3 - "$WORK/fsync-probe" <<'PY'
+fsync_latency() { # [count], default 300
+    /usr/bin/python3 - "$WORK/fsync-probe" "${1:-300}" <<'PY'
 import os, sys, time
 fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT, 0o600)
+n = int(sys.argv[2])
 os.write(fd, b"x" * 4096)
 os.fsync(fd)
 t = []
-for _ in range(300):
+for _ in range(n):
     os.pwrite(fd, b"y" * 4096, 0)
     s = time.perf_counter()
     os.fdatasync(fd)
     t.append((time.perf_counter() - s) * 1e6)
 t.sort()
-print("p50 %.0f µs, p90 %.0f µs, p99 %.0f µs" % (t[150], t[270], t[297]))
+p50 = t[n // 2]
+print("p50 %.0f µs, p90 %.0f µs, p99 %.0f µs (one connection's floor at two fsyncs a cycle: %.0f cycles/s)"
+      % (p50, t[n * 9 // 10], t[min(n - 1, n * 99 // 100)], 1e6 / (2 * p50)))
 PY
 }
 
@@ -366,6 +438,28 @@ ratio() {
     awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f×", a / b; else printf "n/a" }'
 }
 
+spread() { # numbers on stdin, one a line: "min / median / max", whole numbers with commas
+    sort -g | awk '{ a[NR] = $1 } END { if (NR) print a[1], a[int((NR + 1) / 2)], a[NR] }' |
+        { read -r lo me hi || true; [[ -n ${lo:-} ]] && printf '%s / %s / %s' "$(num "$lo")" "$(num "$me")" "$(num "$hi")" || printf 'failed'; }
+}
+
+reps() { # scenario system jq-path: the value of every repetition, one a line
+    local f
+    for f in "$WORK/runs/$1.$2".[0-9]*.json; do [[ -f $f ]] && jq -r "$3 // empty" "$f"; done
+}
+
+tool_reps() { # scenario tool key: the value of every repetition of wrk or redis-benchmark
+    local f
+    for f in "$WORK/runs/$1.$2".[0-9]*.txt; do
+        [[ -f $f ]] || continue
+        if [[ $2 == wrk ]]; then
+            awk -v k="$3" '$1 == k { print $2 }' "$f"
+        else
+            awk -F'"' 'NR == 2 { print $4 }' "$f"
+        fi
+    done
+}
+
 lat() { # scenario system hist: "p50 / p99 / p999"
     local v
     v=$(get "$1" "$2" "[.latency.$3 | .p50_ms, .p99_ms, .p999_ms] | map(tostring) | join(\" / \")")
@@ -414,7 +508,7 @@ write_report() {
         echo "mutexd $("$MUTEXD" --version 2>/dev/null | head -1 | awk '{print $NF}') ·" \
             "Redis $(redis-server --version | sed -n 's/.* v=\([^ ]*\).*/\1/p') ·" \
             "etcd $(etcd --version | sed -n 's/^etcd Version: //p') ·" \
-            "$DURATION s measured per run after $WARMUP s of warm-up$( ((QUICK)) && echo ' (--quick: a smoke test, not a measurement)')"
+            "$DURATION s measured per run after $WARMUP s of warm-up, $REPS repetitions$( ((QUICK)) && echo ' (--quick: a smoke test, not a measurement)')"
         echo
         echo "## Lease cycles per second (higher is better)"
         echo
@@ -440,6 +534,60 @@ write_report() {
                 row+=" $(ratio "$(get "$sid" mutexd .cycles_per_s)" "$(get "$sid" "$y" .cycles_per_s)") |"
             done
             echo "$row"
+        done
+        echo
+        echo "## Every repetition, and what a request cost the server"
+        echo
+        echo "$REPS repetitions of each scenario, the systems in turn within each (mutexd, Redis"
+        echo "fsync, Redis in memory, etcd, then again): cycles/s min / median / max; the tables"
+        echo "above and below show the median run. Context switches (voluntary + nonvoluntary,"
+        echo "all the server's threads, \`/proc/<pid>/task/*/status\`) and CPU time (utime + stime,"
+        echo "\`/proc/<pid>/stat\`) of the server process, read at the start and the end of each"
+        echo "measured window, per request answered in it: median run's figure (range over the"
+        echo "repetitions). Load average (1 min) and CPU steal: range over the repetitions' windows."
+        echo
+        echo "| scenario | system | cycles/s min / median / max | server switches / request | server CPU µs / request | load | steal % |"
+        echo "|---|---|---|---|---|---|---|"
+        for s in "${SCENARIOS[@]}"; do
+            IFS='|' read -r sid slabel sargs <<<"$s"
+            for y in "${SYSTEMS[@]}"; do
+                IFS='|' read -r yid ylabel ytarget <<<"$y"
+                echo "| $slabel | $ylabel | $(reps "$sid" "$yid" .cycles_per_s | spread)" \
+                    "| $(get "$sid" "$yid" '.server.ctxsw_per_req * 100 | round / 100') ($(reps "$sid" "$yid" '.server.ctxsw_per_req * 100 | round / 100' | sort -g | sed -n '1p;$p' | paste -sd- -))" \
+                    "| $(get "$sid" "$yid" '.server.cpu_us_per_req | round') ($(reps "$sid" "$yid" '.server.cpu_us_per_req | round' | sort -g | sed -n '1p;$p' | paste -sd- -))" \
+                    "| $(reps "$sid" "$yid" .load1 | sort -g | sed -n '1p;$p' | paste -sd- -)" \
+                    "| $(reps "$sid" "$yid" .steal_pct | sort -g | sed -n '1p;$p' | paste -sd- -) |"
+            done
+        done
+        echo
+        echo "The disk's \`fdatasync\` before each scenario (100 overwrites of 4 KiB), and the load"
+        echo "average then:"
+        echo
+        for s in "${SCENARIOS[@]}"; do
+            IFS='|' read -r sid slabel sargs <<<"$s"
+            echo "- $slabel: ${FSYNC_AT[$sid]}; load ${LOAD_AT[$sid]}"
+        done
+        echo
+        echo "## The independent check: wrk and redis-benchmark beside loadgen"
+        echo
+        echo "In each repetition, right after loadgen's run on the same server: \`bench/wrk.sh\`"
+        echo "(wrk, one thread per connection, each connection cycling acquire → release on its own"
+        echo "key) against mutexd, and \`redis-benchmark\` against Redis fsync. redis-benchmark sends"
+        echo "one command per run and keeps nothing from one answer for the next request, so it"
+        echo "cannot send a compare-and-delete with the token its SET used; it measures \`SET key"
+        echo "token NX PX 15000\` on keys never used before, each one an fsynced AOF write: compare"
+        echo "it with loadgen's requests/s on Redis fsync (a cycle is two such writes). min / median"
+        echo "/ max over the repetitions."
+        echo
+        echo "| scenario | mutexd cycles/s, loadgen | mutexd cycles/s, wrk | Redis fsync requests/s, loadgen | Redis fsync SET NX PX/s, redis-benchmark |"
+        echo "|---|---|---|---|---|"
+        for s in "${SCENARIOS[@]}"; do
+            IFS='|' read -r sid slabel sargs <<<"$s"
+            [[ $sid == distinct* ]] || continue
+            echo "| $slabel | $(reps "$sid" mutexd .cycles_per_s | spread)" \
+                "| $(tool_reps "$sid" wrk wrk_cycles_per_s | spread)" \
+                "| $(reps "$sid" redis-fsync .requests_per_s | spread)" \
+                "| $(tool_reps "$sid" rbench x | spread) |"
         done
         echo
         echo "## Cycle latency, ms: p50 / p99 / p999 (mixed: the contenders' cycles)"
@@ -485,6 +633,9 @@ write_report() {
         echo
         echo "## Targets"
         echo
+        echo "Each line compares the median runs of one compare.sh run; with the spread above and"
+        echo "the machine's noise, a line is a reading of this run, not a verdict."
+        echo
         echo "| target | measured | |"
         echo "|---|---|---|"
         target "distinct ×64 ≥ 1.0× Redis fsync" \
@@ -526,7 +677,7 @@ write_report() {
         echo "## The load generator's ceiling"
         echo
         echo "Requests that do nothing (GET /healthz, PING, GET /health; \`$(cut -d'|' -f3 <<<"$PING")\`,"
-        echo "$PING_DURATION s): what one loadgen thread reaches against each server on this machine."
+        echo "$PING_DURATION s, once): what one loadgen thread reaches against each server on this machine."
         echo
         echo "| system | requests/s | p50 / p99 ms | loadgen CPU |"
         echo "|---|---:|---|---:|"
@@ -626,13 +777,43 @@ echo "  mutexd :${PORT[mutexd]}  redis-fsync :${PORT[redis-fsync]}  redis-mem :$
 FSYNC_BEFORE=$(fsync_latency)
 echo "  fdatasync: $FSYNC_BEFORE"
 TICKS_START=$(cpu_ticks)
+# Every scenario REPS times, the systems one after the other in each repetition (mutexd,
+# Redis fsync, Redis in memory, etcd, mutexd, Redis fsync...): a slow minute of the machine
+# lands on all of them, not on one. The disk's fsync latency is measured again before each
+# scenario.
+declare -A FSYNC_AT=() LOAD_AT=()
 for s in "${SCENARIOS[@]}"; do
-    for ((y = 0; y < ${#SYSTEMS[@]}; y++)); do
-        run_one "$s" "$y" "$DURATION"
+    IFS='|' read -r sid slabel sargs <<<"$s"
+    FSYNC_AT[$sid]=$(fsync_latency 100)
+    LOAD_AT[$sid]=$(cut -d' ' -f1-3 /proc/loadavg)
+    echo "  $sid: fdatasync ${FSYNC_AT[$sid]}; load average ${LOAD_AT[$sid]}"
+    conns=$(sed -n 's/.*--connections \([0-9]*\).*/\1/p' <<<"$sargs")
+    for ((r = 1; r <= REPS; r++)); do
+        for ((y = 0; y < ${#SYSTEMS[@]}; y++)); do
+            run_one "$s" "$y" "$DURATION" "$r"
+            case ${SYSTEMS[$y]%%|*} in
+            mutexd) run_independent "$sid" "$conns" "$r" ;;
+            redis-fsync) run_redis_benchmark "$sid" "$conns" "$r" ;;
+            esac
+        done
     done
 done
 for ((y = 0; y < ${#SYSTEMS[@]}; y++)); do
-    run_one "$PING" "$y" "$PING_DURATION"
+    run_one "$PING" "$y" "$PING_DURATION" 1
+done
+# The run with the median cycles/s of each scenario and system stands for it in the tables
+# (runs/<scenario>.<system>.json); the spread table shows them all.
+for s in "${SCENARIOS[@]}" "$PING"; do
+    IFS='|' read -r sid slabel sargs <<<"$s"
+    for y in "${SYSTEMS[@]}"; do
+        IFS='|' read -r yid ylabel ytarget <<<"$y"
+        files=()
+        for f in "$WORK/runs/$sid.$yid".[0-9]*.json; do [[ -f $f ]] && files+=("$f"); done
+        ((${#files[@]})) || continue
+        med=$(for f in "${files[@]}"; do echo "$(jq .cycles_per_s "$f") $f"; done |
+            sort -g | awk '{ a[NR] = $2 } END { print a[int((NR + 1) / 2)] }')
+        cp "$med" "$WORK/runs/$sid.$yid.json"
+    done
 done
 measure_expiry
 STEAL=$(steal_pct "$TICKS_START" "$(cpu_ticks)")
@@ -647,7 +828,9 @@ measure_leases
 for f in "$WORK"/runs/*.json; do
     [[ -f $f ]] || continue
     b=$(basename "$f" .json)
-    jq --arg case "${b%%.*}" --arg system "${b#*.}" '{case: $case, system: $system} + .' "$f" >"$f.t"
+    rest=${b#*.}
+    jq --arg case "${b%%.*}" --arg system "${rest%%.*}" --arg rep "${rest#*.}" \
+        '{case: $case, system: $system, rep: ($rep | tonumber? // "median")} + .' "$f" >"$f.t"
     mv "$f.t" "$f"
 done
 
