@@ -327,11 +327,11 @@ static void renew_lease(struct mirror *m)
 /* The owner blob's metadata names this server, its generation and the journal blob it
  * appends to. It is written with the lease: once another server holds the lease, this fails
  * (and the server is fenced), so the name there is the last one the old owner could use. */
-static int publish_owner(struct mirror *m, const char *journal)
+static int publish_owner_as(struct mirror *m, uint64_t generation, const char *journal)
 {
     struct blob_meta meta[4] = {
         {.name = "generation"}, {.name = "journal"}, {.name = "since"}, {.name = "url"}};
-    snprintf(meta[0].value, sizeof meta[0].value, "%lu", (unsigned long)m->generation);
+    snprintf(meta[0].value, sizeof meta[0].value, "%lu", (unsigned long)generation);
     snprintf(meta[1].value, sizeof meta[1].value, "%s", journal);
     snprintf(meta[2].value, sizeof meta[2].value, "%lld", (long long)m->since_ms);
     snprintf(meta[3].value, sizeof meta[3].value, "%s",
@@ -352,6 +352,11 @@ static int publish_owner(struct mirror *m, const char *journal)
     return rc;
 }
 
+static int publish_owner(struct mirror *m, const char *journal)
+{
+    return publish_owner_as(m, m->generation, journal);
+}
+
 /* After taking the lease: seal the journal blob the previous owner names in the owner
  * blob's metadata. It can name no later one (its metadata writes fail without the lease),
  * and it appends to no other (it names a blob before appending to it). */
@@ -369,8 +374,21 @@ static int seal_previous(struct mirror *m, char *err, size_t errlen)
         } else {
             const char *journal = blob_result_meta(&r, "journal");
             const char *gen = blob_result_meta(&r, "generation");
+            if (journal && strcmp(journal, "-") == 0)
+                journal = NULL; /* named by a server that had not begun a journal */
             m->prev_generation = gen ? strtoull(gen, NULL, 10) : 0;
             snprintf(m->prev_journal, sizeof m->prev_journal, "%s", journal ? journal : "");
+            /* Name this server at once (the journal still the old one): a standby that
+             * gave the old owner up and sees a new name does not break this lease too, and
+             * the change of ETag refuses a break decided on the old metadata. */
+            if (m->cfg.advertise_url) {
+                m->since_ms = mx_wall_ms();
+                if (publish_owner_as(m, m->prev_generation,
+                                     m->prev_journal[0] ? m->prev_journal : "-") != 0) {
+                    snprintf(err, errlen, "lost the owner lease while taking the container");
+                    break;
+                }
+            }
             if (!journal || !journal[0]) {
                 rc = 0; /* no owner named one (a container of an earlier version, or new) */
                 break;
@@ -1119,6 +1137,11 @@ int mirror_start(struct mirror *m, bool restored, char *err, size_t errlen)
             (unsigned long)m->generation, (unsigned long)m->snapshot_seq + 1,
             (unsigned long)atomic_load(m->cfg.token_ceiling));
     return 0;
+}
+
+void mirror_give_up(struct mirror *m, const char *why)
+{
+    fence(m, why);
 }
 
 void mirror_close(struct mirror *m)

@@ -121,6 +121,9 @@ void mirror_lag(struct mirror *m, uint64_t *changes, uint64_t *ms);
 
 enum mirror_mode mirror_mode(const struct mirror *m);
 
+/* Another server has taken the container (seen in the owner blob): never write again. */
+void mirror_give_up(struct mirror *m, const char *why);
+
 /* True once another server has taken the container: this one never writes to it again. */
 bool mirror_fenced(struct mirror *m);
 

@@ -213,7 +213,8 @@ enum ha_verdict ha_watch(struct ha *h, struct ha_view *view)
     const char *since = blob_result_meta(&r, "since");
     const char *journal = blob_result_meta(&r, "journal");
     view->generation = gen ? strtoull(gen, NULL, 10) : 0;
-    snprintf(view->journal, sizeof view->journal, "%s", journal ? journal : "");
+    snprintf(view->journal, sizeof view->journal, "%s",
+             journal && strcmp(journal, "-") != 0 ? journal : "");
     if (lease_free(r.lease_state)) {
         v = HA_TAKE;
         goto out;
@@ -250,13 +251,33 @@ enum ha_verdict ha_watch(struct ha *h, struct ha_view *view)
     if (blob_head(h->c, OWNER_BLOB, &r) != 0 || !blob_result_meta(&r, "url") ||
         strcmp(blob_result_meta(&r, "url"), suspect) != 0)
         goto out;
-    mx_warn("the active server does not answer: breaking its lease", "active=%s silent_ms=%lu",
-            suspect, (unsigned long)((now - h->last_ok_ns) / MX_NS_PER_MS));
-    if (blob_lease_break(h->c, OWNER_BLOB, 0, &r) == 0 || r.status == 409)
+    /* Only if the owner blob is still as read: a server that took it since has changed its
+     * metadata (and so its ETag) first thing, and its lease is not broken. */
+    char etag[BLOB_ETAG_MAX];
+    snprintf(etag, sizeof etag, "%s", r.etag);
+    if (blob_lease_break_if(h->c, OWNER_BLOB, 0, etag, &r) == 0 || r.status == 409) {
+        mx_warn("the active server does not answer: broke its lease", "active=%s silent_ms=%lu",
+                suspect, (unsigned long)((now - h->last_ok_ns) / MX_NS_PER_MS));
         v = HA_TAKE; /* 409: no lease to break any more */
+    }
 out:
     blob_result_free(&r);
     return v;
+}
+
+bool ha_still_owner(struct ha *h)
+{
+    struct blob_result r = {0};
+    bool ours = true; /* unknown (the blob store out of reach): the mirror decides */
+    if (blob_head(h->c, OWNER_BLOB, &r) == 0) {
+        const char *url = blob_result_meta(&r, "url");
+        ours =
+            strcmp(r.lease_state, "leased") == 0 && url && strcmp(url, h->cfg.advertise_url) == 0;
+    } else if (r.status == 404) {
+        ours = false;
+    }
+    blob_result_free(&r);
+    return ours;
 }
 
 /* ---- heartbeats and the group ------------------------------------------------------ */

@@ -47,6 +47,11 @@ struct ha_view {
 /* One look at the owner blob (and a probe of the active). */
 enum ha_verdict ha_watch(struct ha *h, struct ha_view *v);
 
+/* The active: false when the owner blob says another server holds the container (or
+ * nobody does). Stepping down on it is always safe; it only makes an ousted active notice
+ * before its next append or lease renewal. */
+bool ha_still_owner(struct ha *h);
+
 /* This server's role, for /v1/servers, the metrics and the logs. */
 void ha_set_role(struct ha *h, enum ha_role role);
 enum ha_role ha_role(struct ha *h);

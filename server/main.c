@@ -425,6 +425,8 @@ static int group_tick(struct server *s)
         }
         return 0;
     }
+    if (!mirror_fenced(s->mirror) && !ha_still_owner(s->ha))
+        mirror_give_up(s->mirror, "the owner blob names another server");
     if (mirror_fenced(s->mirror)) {
         ha_set_role(s->ha, HA_FENCED);
         http_set_role(s->http, HTTP_ROLE_FENCED, NULL);
