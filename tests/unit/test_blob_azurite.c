@@ -452,8 +452,8 @@ static void seal_and_metadata(void **st)
     /* A break on a condition: the owner's metadata changed since it was read, no break. */
     char etag[BLOB_ETAG_MAX];
     snprintf(etag, sizeof etag, "%s", r.etag);
-    EXPECT(blob_set_metadata(c, "owner", meta, 2, &(struct blob_cond){.lease_id = id}, &r), 0,
-           200, "");
+    EXPECT(blob_set_metadata(c, "owner", meta, 2, &(struct blob_cond){.lease_id = id}, &r), 0, 200,
+           "");
     EXPECT(blob_lease_break_if(c, "owner", 0, etag, &r), -1, 412, "ConditionNotMet");
     EXPECT(blob_head(c, "owner", &r), 0, 200, "");
     assert_string_equal(r.lease_state, "leased");
