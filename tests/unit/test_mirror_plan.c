@@ -227,6 +227,7 @@ static void split_encoded_batch(void **st)
         char name[32];
         int nlen = snprintf(name, sizeof name, "r/%lu", (unsigned long)seq);
         struct store_rec *rec = store_rec_new(name, (size_t)nlen, &row);
+        mx_str_unref(row.owner); /* the record holds its own reference */
         rec->commit_seq = seq;
         jr_encode_rec(&block, rec);
         store_rec_free(rec);
