@@ -33,7 +33,13 @@ def malformed(rng):
     if kind == 0:  # broken JSON
         s = '{"owner":"o","ttl_ms":5000}'
         cut = rng.randrange(1, len(s) - 1)
-        return post(ok_path, s[:cut] + rng.choice(["", "}", "{", ",", "\"", "]"]))
+        body = s[:cut] + rng.choice(["", "}", "{", ",", "\"", "]"])
+        try:  # a cut that closes the object again ({"owner":"o"}) is valid: break it
+            json.loads(body)
+            body += ","
+        except ValueError:
+            pass
+        return post(ok_path, body)
     if kind == 1:  # wrong types and values out of range, per field
         bad = {
             "owner": [[], {}, True, 5, "", "a\u0001"],
