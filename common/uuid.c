@@ -3,6 +3,7 @@
 #include "common/hex.h"
 
 #include <openssl/rand.h>
+#include <string.h>
 
 bool mx_uuid_parse(const char *s, size_t len, uint8_t out[16])
 {
@@ -37,10 +38,23 @@ void mx_uuid_format(const uint8_t id[16], char out[MX_UUID_STR_LEN + 1])
     out[o] = '\0';
 }
 
+/* Random bytes drawn from OpenSSL's generator a few ids at a time: each draw costs a
+ * system call (its fork check) that a lease grant need not pay every time. The bytes are
+ * as random as one draw per id; each is used once. */
+enum { UUID_POOL = 16 * 16 };
+static _Thread_local uint8_t pool[UUID_POOL];
+static _Thread_local size_t pool_used = UUID_POOL;
+
 int mx_uuid_random(uint8_t out[16])
 {
-    if (RAND_bytes(out, 16) != 1)
-        return -1;
+    if (pool_used == UUID_POOL) {
+        if (RAND_bytes(pool, UUID_POOL) != 1)
+            return -1;
+        pool_used = 0;
+    }
+    memcpy(out, pool + pool_used, 16);
+    memset(pool + pool_used, 0, 16);
+    pool_used += 16;
     out[6] = (uint8_t)((out[6] & 0x0f) | 0x40); /* version 4 */
     out[8] = (uint8_t)((out[8] & 0x3f) | 0x80); /* variant 10 */
     return 0;

@@ -11,8 +11,10 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
@@ -39,6 +41,7 @@ struct conns {
     bool stop;
     pthread_t thread;
     _Atomic uint64_t reaped;
+    int readable; /* epoll set of every tracked connection, level-triggered on input */
 };
 
 /* lock held */
@@ -133,11 +136,17 @@ int conns_start(struct conns **out, unsigned max_connections, uint64_t idle_time
         return -1;
     c->max = max_connections;
     c->idle_timeout_ns = idle_timeout_ms * MX_NS_PER_MS;
+    c->readable = epoll_create1(EPOLL_CLOEXEC);
+    if (c->readable < 0) {
+        free(c);
+        return -1;
+    }
     pthread_mutex_init(&c->lock, NULL);
     mx_cond_init_mono(&c->cond);
     if (pthread_create(&c->thread, NULL, reaper_main, c) != 0) {
         pthread_cond_destroy(&c->cond);
         pthread_mutex_destroy(&c->lock);
+        close(c->readable);
         free(c);
         return -1;
     }
@@ -154,6 +163,7 @@ void conns_stop(struct conns *c)
     pthread_join(c->thread, NULL);
     pthread_cond_destroy(&c->cond);
     pthread_mutex_destroy(&c->lock);
+    close(c->readable);
     free(c);
 }
 
@@ -163,6 +173,9 @@ struct conn *conns_opened(struct conns *c, int fd)
     if (!k)
         return NULL; /* untracked: only libmicrohttpd's own timeout applies */
     k->fd = fd;
+    /* Best effort: a connection left out only makes conns_others_readable() miss it. */
+    struct epoll_event ev = {.events = EPOLLIN};
+    (void)epoll_ctl(c->readable, EPOLL_CTL_ADD, fd, &ev);
     pthread_mutex_lock(&c->lock);
     c->count++;
     if (c->count > c->peak)
@@ -176,11 +189,18 @@ void conns_closed(struct conns *c, struct conn *k)
 {
     if (!k)
         return;
+    (void)epoll_ctl(c->readable, EPOLL_CTL_DEL, k->fd, NULL); /* before the fd is reused */
     pthread_mutex_lock(&c->lock);
     wait_remove(c, k);
     c->count--;
     pthread_mutex_unlock(&c->lock);
     free(k);
+}
+
+bool conns_others_readable(struct conns *c)
+{
+    struct epoll_event ev;
+    return epoll_wait(c->readable, &ev, 1, 0) > 0;
 }
 
 /* The time to the request line counts as idle time: the request's own deadline starts

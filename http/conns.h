@@ -20,6 +20,7 @@
 #ifndef MX_HTTP_CONNS_H
 #define MX_HTTP_CONNS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct conns;
@@ -39,5 +40,9 @@ void conns_request_received(struct conns *c, struct conn *k);
 void conns_request_ends(struct conns *c, struct conn *k);
 
 uint64_t conns_reaped(struct conns *c); /* connections closed by the reaper so far */
+
+/* True when some connection has input waiting that no thread has read yet (a request
+ * queued behind the caller's work, or a hang-up). One system call; any thread. */
+bool conns_others_readable(struct conns *c);
 
 #endif

@@ -53,6 +53,7 @@
 #include "http/listener.h"
 #include "http/render.h"
 #include "http/stats.h"
+#include "persistence/store.h"
 
 enum phase { PH_HEADERS, PH_BODY, PH_WAIT, PH_DONE };
 
@@ -90,11 +91,12 @@ struct hreq {
     bool too_large; /* the body went over the limit: 413 at its end */
     bool counted;   /* counted in h->suspended until its answer is handled */
     bool oom;
-    bool bad_path;   /* a control character in the path, seen before it was decoded */
-    bool v1;         /* the path is under /v1: Mutexd-Served-By */
-    bool forwarding; /* handed to the forwarder: `fwd` holds its answer */
-    bool here;       /* serve here whatever the role (held, then the role became serve) */
-    char *target;    /* path and query as received, when the server is in a group */
+    bool bad_path;      /* a control character in the path, seen before it was decoded */
+    bool v1;            /* the path is under /v1: Mutexd-Served-By */
+    bool forwarding;    /* handed to the forwarder: `fwd` holds its answer */
+    bool here;          /* serve here whatever the role (held, then the role became serve) */
+    _Atomic int answer; /* a lease request's answer against its connection's suspension */
+    char *target;       /* path and query as received, when the server is in a group */
     struct fwd_req fwd;
     size_t discarded;
     int status; /* the status sent, for metrics */
@@ -228,12 +230,32 @@ static enum MHD_Result send_relayed(struct hreq *q)
 
 /* ---- answers from actors --------------------------------------------------------- */
 
+/*
+ * A lease request's answer may come while the handler that sent it is still running (the
+ * turn and the commit ran on its thread): the handler then answers at once, without
+ * suspending the connection. `answer` settles who does what:
+ *   ANS_NONE        the handler is running, no answer yet
+ *   ANS_EARLY       the answer came first: the handler answers on return from sending
+ *   ANS_SUSPENDING  the handler is suspending the connection
+ *   ANS_LATE        the answer came while it suspended: the handler resumes it
+ *   ANS_SUSPENDED   suspended: the answer resumes the connection
+ */
+enum { ANS_NONE, ANS_EARLY, ANS_SUSPENDING, ANS_LATE, ANS_SUSPENDED };
+
 /* Any thread: the actor's answer is in q->ra.rq. */
 static void on_reply(struct ra_request *r)
 {
     struct hreq *q = container_of(r, struct hreq, ra);
     if (q->watched)
         hangup_unwatch(q->h->hangup, q->id); /* before the connection may close */
+    int a = atomic_load(&q->answer);
+    for (;;) {
+        int to = a == ANS_NONE ? ANS_EARLY : a == ANS_SUSPENDING ? ANS_LATE : -1;
+        if (to < 0)
+            break;
+        if (atomic_compare_exchange_weak(&q->answer, &a, to))
+            return;
+    }
     MHD_resume_connection(q->conn);
 }
 
@@ -477,10 +499,21 @@ static enum MHD_Result serve_request(struct hreq *q)
     rq->alive = client_alive;
     q->ra.reply = on_reply;
     q->phase = PH_WAIT;
-    suspend(q);
+    atomic_store(&q->answer, ANS_NONE);
     if (rq->wait_ms > 0 && hangup_watch(h->hangup, q->fd, q->id, q) == 0)
         q->watched = true;
+    /* The turn runs here when the resource is idle (ra_send); its change is then committed
+     * here too when nothing else would join that commit: at most one other request waits
+     * for a commit (the other suspended ones wait for a lease or a change) and no request
+     * waits unread on another connection. One client alone, or a lease handed from its
+     * holder to a waiter (that one other request), is then answered without a hand-off to
+     * the writer and back. Under load the writer batches, and this thread reads on: a
+     * commit here would hold up every request queued on its connections. */
+    store_defer(h->cfg.store);
     int rc = ra_send(h->cfg.rt, q->name, q->name_len, &q->ra);
+    long parked = h->cfg.parked ? h->cfg.parked(h->cfg.ctx) : 0;
+    store_commit_here(h->cfg.store, atomic_load(&h->stats.suspended) <= parked + 1 &&
+                                        !conns_others_readable(h->conns));
     if (rc != RT_OK) {
         rq->status = RES_ERR_UNAVAILABLE;
         rq->reason = rc == RT_EFULL    ? "the resource is overloaded"
@@ -488,6 +521,13 @@ static enum MHD_Result serve_request(struct hreq *q)
                                        : rt_strerror(rc);
         on_reply(&q->ra);
     }
+    int a = ANS_NONE;
+    if (!atomic_compare_exchange_strong(&q->answer, &a, ANS_SUSPENDING))
+        return answer_resumed(q); /* ANS_EARLY: answered during the send */
+    suspend(q);
+    a = ANS_SUSPENDING;
+    if (!atomic_compare_exchange_strong(&q->answer, &a, ANS_SUSPENDED))
+        MHD_resume_connection(q->conn); /* ANS_LATE: answered while suspending */
     return MHD_YES;
 }
 

@@ -51,6 +51,10 @@ struct http_config {
     bool (*ready)(void *ctx, char *why, size_t len, struct mx_buf *details);
     /* /metrics: appends the other modules' metrics. Any thread. */
     void (*metrics)(void *ctx, struct mx_buf *b);
+    /* Lease requests parked in the actors (waiters and watchers): those of the suspended
+     * requests that wait for a lease or a change, not for a commit. NULL: none. Any thread;
+     * a hint, read without a lock. */
+    long (*parked)(void *ctx);
     /* Forwarding (see http_set_role()). A held request waits at most forward_timeout_ms
      * from its arrival, and a forwarded one its own wait_ms plus this (0: 10000). */
     uint64_t forward_timeout_ms;

@@ -76,7 +76,7 @@ struct store {
     pthread_cond_t cond;
     struct store_item *head, *tail; /* lock */
     uint64_t last_seq;              /* lock: the newest record's sequence number */
-    bool busy;                      /* lock: the writer is working on a batch */
+    bool busy;                      /* lock: a batch is being committed (writer or caller) */
     bool closing;                   /* lock */
     char health[256];               /* lock: "" when the last commit succeeded */
 
@@ -91,6 +91,7 @@ struct store {
 
     struct prom_hist batch_sizes, commit_seconds, fsync_seconds;
     _Atomic uint64_t commits_ok, commits_failed, records_written, records_refused;
+    _Atomic uint64_t batches_here; /* batches committed in store_commit_here() */
 };
 
 /* ---- rows ------------------------------------------------------------------------ */
@@ -571,42 +572,53 @@ struct store_wait *store_next_wait(const struct store_wait *w)
     return (struct store_wait *)w->_item._next;
 }
 
+/* Lock held: takes the queued batch and commits it on this thread, busy meanwhile. */
+static void commit_queued(struct store *s)
+{
+    struct store_item *batch = s->head;
+    uint64_t last = s->last_seq;
+    s->head = s->tail = NULL;
+    s->busy = true;
+    pthread_mutex_unlock(&s->lock);
+
+    process_batch(s, batch, last);
+
+    pthread_mutex_lock(&s->lock);
+    s->busy = false;
+}
+
 static void *writer_main(void *arg)
 {
     struct store *s = arg;
     pthread_mutex_lock(&s->lock);
     for (;;) {
-        while (!s->head && !s->closing) {
-            if (s->health[0] == '\0') {
-                pthread_cond_wait(&s->cond, &s->lock);
-                continue;
-            }
-            if (mx_cond_wait_until(&s->cond, &s->lock, mx_mono_ns() + 1000 * MX_NS_PER_MS) ==
-                    ETIMEDOUT &&
-                !s->head && !s->closing) {
-                s->busy = true;
-                pthread_mutex_unlock(&s->lock);
-                probe(s);
-                pthread_mutex_lock(&s->lock);
-                s->busy = false;
-            }
+        if (s->head && !s->busy) {
+            commit_queued(s);
+            continue;
         }
-        if (!s->head)
-            break; /* closing and drained */
-        struct store_item *batch = s->head;
-        uint64_t last = s->last_seq;
-        s->head = s->tail = NULL;
-        s->busy = true;
-        pthread_mutex_unlock(&s->lock);
-
-        process_batch(s, batch, last);
-
-        pthread_mutex_lock(&s->lock);
-        s->busy = false;
+        if (s->closing && !s->head && !s->busy)
+            break; /* drained, and no caller is committing */
+        if (s->health[0] == '\0' || s->busy || s->head) {
+            pthread_cond_wait(&s->cond, &s->lock);
+            continue;
+        }
+        if (mx_cond_wait_until(&s->cond, &s->lock, mx_mono_ns() + 1000 * MX_NS_PER_MS) ==
+                ETIMEDOUT &&
+            !s->head && !s->closing && !s->busy) {
+            s->busy = true;
+            pthread_mutex_unlock(&s->lock);
+            probe(s);
+            pthread_mutex_lock(&s->lock);
+            s->busy = false;
+        }
     }
     pthread_mutex_unlock(&s->lock);
     return NULL;
 }
+
+/* The store whose records and waits this thread queues without waking the writer, between
+ * store_defer() and store_commit_here(). */
+static _Thread_local struct store *deferring;
 
 /* lock held */
 static void enqueue(struct store *s, struct store_item *it)
@@ -617,8 +629,29 @@ static void enqueue(struct store *s, struct store_item *it)
     else
         s->head = it;
     s->tail = it;
-    if (!s->busy)
+    if (!s->busy && deferring != s)
         pthread_cond_signal(&s->cond);
+}
+
+void store_defer(struct store *s)
+{
+    deferring = s;
+}
+
+void store_commit_here(struct store *s, bool here)
+{
+    deferring = NULL;
+    pthread_mutex_lock(&s->lock);
+    if (s->head && !s->busy) {
+        if (here && !s->closing) {
+            commit_queued(s);
+            atomic_fetch_add(&s->batches_here, 1);
+        }
+        /* What others queued meanwhile, or all of it when not here: the writer's. */
+        if (s->head || s->closing)
+            pthread_cond_signal(&s->cond);
+    }
+    pthread_mutex_unlock(&s->lock);
 }
 
 uint64_t store_submit(struct store *s, struct store_rec *rec, uint64_t epoch)
@@ -1055,6 +1088,8 @@ int store_import(struct store *s, const struct store_import_row *rows, size_t n,
 
     pthread_mutex_lock(&s->lock);
     s->busy = false;
+    if (s->head)
+        pthread_cond_signal(&s->cond);
     pthread_mutex_unlock(&s->lock);
     return rc == SQLITE_OK ? STORE_OK : STORE_EIO;
 }
@@ -1077,6 +1112,10 @@ void store_metrics(struct store *s, struct mx_buf *b)
                   (unsigned long)atomic_load(&s->commits_ok));
     mx_buf_printf(b, "mutexd_store_commits_total{result=\"error\"} %lu\n",
                   (unsigned long)atomic_load(&s->commits_failed));
+    prom_counter(b, "mutexd_store_batches_here_total",
+                 "Batches committed on the thread of the request they answer, when no other "
+                 "request waited to join the commit (the others: on the writer's thread).",
+                 atomic_load(&s->batches_here));
     prom_counter(b, "mutexd_store_errors_total", "Commits that failed.",
                  atomic_load(&s->commits_failed));
     prom_header(b, "mutexd_store_records_total", "counter",

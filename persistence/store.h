@@ -82,15 +82,16 @@ void store_rec_free(struct store_rec *rec);
 
 struct store_wait {
     struct store_item _item; /* private */
-    /* Called once, on the writer thread, inside store_wait() or (sync mirroring) on the
-     * mirror's thread: STORE_OK when everything submitted before the wait is durable, and
-     * with sync mirroring the record it depends on is in the mirror too; else STORE_EFAIL
-     * or STORE_ECLOSED. */
+    /* Called once, on the writer thread, inside store_wait(), in store_commit_here() or
+     * (sync mirroring) on the mirror's thread: STORE_OK when everything submitted before
+     * the wait is durable, and with sync mirroring the record it depends on is in the
+     * mirror too; else STORE_EFAIL or STORE_ECLOSED. */
     void (*done)(struct store_wait *w, int status);
 };
 
 /*
- * Shipping (the blob mirror). When set, `ship` is called on the writer thread after every
+ * Shipping (the blob mirror). When set, `ship` is called on the thread that committed (the
+ * writer, or a caller of store_commit_here()), one commit at a time, after every
  * successful commit with the batch's committed records, in commit order and numbered
  * (commit_seq), linked through store_next_rec(); it takes them and must free each with
  * store_rec_free(). `waits` is the batch's waits, linked through store_next_wait(): when
@@ -137,6 +138,16 @@ uint64_t store_submit(struct store *s, struct store_rec *rec, uint64_t epoch);
  * already is. `epoch`: as for store_submit. `seq`: the last record the answer shows (a
  * store_submit result; 0 for none), which a sync mirror must hold before `w` completes. */
 void store_wait(struct store *s, struct store_wait *w, uint64_t epoch, uint64_t seq);
+
+/*
+ * Committing on the caller's thread. Between store_defer() and store_commit_here() what
+ * this thread submits and waits for is queued without waking the writer. Then, with
+ * `here` true and no commit under way, this thread commits the queue itself (and the waits
+ * that completes are called on it); otherwise the writer takes it. Worth it when nothing
+ * else would join the commit: it saves a hand-off to the writer and back.
+ */
+void store_defer(struct store *s);
+void store_commit_here(struct store *s, bool here);
 
 /* The current epoch (see above). */
 uint64_t store_epoch(struct store *s);

@@ -98,6 +98,14 @@ static const char *write_gate(void *arg)
     return mirror_write_gate(arg);
 }
 
+/* The HTTP front's hint: requests parked on resources (waiting, watching). */
+static long server_parked(void *ctx)
+{
+    struct server *s = ctx;
+    return (long)(atomic_load_explicit(&s->domain.waiters, memory_order_relaxed) +
+                  atomic_load_explicit(&s->domain.watchers, memory_order_relaxed));
+}
+
 static void server_metrics(void *ctx, struct mx_buf *b)
 {
     struct server *s = ctx;
@@ -510,6 +518,7 @@ int main(int argc, char **argv)
         .lim = &s.domain.lim,
         .ready = server_ready,
         .metrics = server_metrics,
+        .parked = server_parked,
         .forward_timeout_ms = s.opt.forward_timeout_ms,
         .served_by = s.opt.ha ? s.opt.advertise_url : s.opt.fault_served_by,
         .servers = s.opt.ha ? render_servers : NULL,

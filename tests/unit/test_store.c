@@ -58,10 +58,12 @@ static bool ship(void *ctx, struct store_rec *recs, struct store_wait *waits)
 struct waiter {
     struct store_wait w;
     atomic_int status; /* -1 until done */
+    pthread_t thread;  /* the thread it was completed on */
 };
 
 static void on_done(struct store_wait *w, int status)
 {
+    ((struct waiter *)w)->thread = pthread_self();
     atomic_store(&((struct waiter *)w)->status, status);
 }
 
@@ -368,6 +370,95 @@ static void a_reopened_store_has_every_committed_row_and_mark(void **state)
     close_store(s, dir);
 }
 
+/* A request alone commits its own change: between store_defer() and store_commit_here()
+ * nothing wakes the writer, and the commit and the wait's completion happen on the
+ * caller's thread, before store_commit_here() returns. */
+static void a_deferred_change_is_committed_on_the_callers_thread(void **state)
+{
+    (void)state;
+    char dir[64] = "/tmp/mutexd-store-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    struct store_config cfg = {.dir = dir};
+    struct store *s = NULL;
+    char err[256];
+    assert_int_equal(store_open(&s, &cfg, err, sizeof err), 0);
+    mx_sleep_ms(50); /* the writer, just started, waits for work by now */
+    for (int i = 0; i < 3; i++) {
+        uint64_t epoch = store_epoch(s);
+        struct waiter w = {.w.done = on_done, .status = -1};
+        store_defer(s);
+        uint64_t seq = store_submit(s, rec_token("a", (uint64_t)i + 1), epoch);
+        store_wait(s, &w.w, epoch, seq);
+        mx_sleep_ms(20); /* a writer woken anyway would have committed it by now */
+        assert_false(store_seq_done(s, seq));
+        assert_int_equal(atomic_load(&w.status), -1);
+        store_commit_here(s, true);
+        assert_int_equal(atomic_load(&w.status), STORE_OK);
+        assert_true(pthread_equal(w.thread, pthread_self()));
+        struct store_row row;
+        assert_int_equal(store_get(s, "a", 1, &row), STORE_OK);
+        assert_int_equal(row.token, (uint64_t)i + 1);
+        store_row_clear(&row);
+    }
+    close_store(s, dir);
+}
+
+/* Not here (others would join the commit): the writer takes what was deferred. */
+static void a_deferred_change_not_committed_here_goes_to_the_writer(void **state)
+{
+    (void)state;
+    char dir[64] = "/tmp/mutexd-store-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    struct store_config cfg = {.dir = dir};
+    struct store *s = NULL;
+    char err[256];
+    assert_int_equal(store_open(&s, &cfg, err, sizeof err), 0);
+    uint64_t epoch = store_epoch(s);
+    struct waiter w = {.w.done = on_done, .status = -1};
+    store_defer(s);
+    store_wait(s, &w.w, epoch, store_submit(s, rec("a"), epoch));
+    store_commit_here(s, false);
+    for (int i = 0; i < 5000 && atomic_load(&w.status) == -1; i++)
+        mx_sleep_ms(1);
+    assert_int_equal(atomic_load(&w.status), STORE_OK);
+    assert_false(pthread_equal(w.thread, pthread_self()));
+    close_store(s, dir);
+}
+
+/* A commit under way elsewhere: the caller leaves its deferred change queued, and whoever
+ * is committing sees it afterwards; nothing is left behind, and batches stay in order. */
+static void a_deferred_change_behind_a_busy_writer_is_committed_next(void **state)
+{
+    (void)state;
+    struct hook h = {.block_first = true};
+    sem_init(&h.entered, 0, 0);
+    sem_init(&h.go, 0, 0);
+    char dir[64];
+    struct store *s = open_store(dir, &h, 0);
+    uint64_t epoch = store_epoch(s);
+    uint64_t first = store_submit(s, rec("a"), epoch);
+    sem_wait(&h.entered); /* the writer is busy with the first batch */
+    struct waiter w = {.w.done = on_done, .status = -1};
+    store_defer(s);
+    uint64_t seq = store_submit(s, rec("b"), epoch);
+    store_wait(s, &w.w, epoch, seq);
+    store_commit_here(s, true); /* busy: returns at once, nothing committed here */
+    assert_false(store_seq_done(s, seq));
+    sem_post(&h.go);
+    wait_calls(&h, 2);
+    assert_true(store_seq_done(s, first));
+    assert_true(store_seq_done(s, seq));
+    assert_int_equal(h.recs[0], 1);
+    assert_int_equal(h.recs[1], 1);
+    assert_int_equal(h.waits[1], 1);
+    assert_int_equal(h.wait_seq[1], seq);
+    h.held[0]->done(h.held[0], STORE_OK);
+    assert_int_equal(atomic_load(&w.status), STORE_OK);
+    close_store(s, dir);
+    sem_destroy(&h.entered);
+    sem_destroy(&h.go);
+}
+
 int main(int argc, char **argv);
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(an_idle_wait_goes_to_the_hook),
@@ -377,5 +468,8 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(records_submitted_meanwhile_commit_as_one_batch),
     cmocka_unit_test(a_failed_commit_rolls_back_and_the_next_succeeds),
     cmocka_unit_test(a_reopened_store_has_every_committed_row_and_mark),
+    cmocka_unit_test(a_deferred_change_is_committed_on_the_callers_thread),
+    cmocka_unit_test(a_deferred_change_not_committed_here_goes_to_the_writer),
+    cmocka_unit_test(a_deferred_change_behind_a_busy_writer_is_committed_next),
 };
 MX_TEST_MAIN(tests)
