@@ -484,6 +484,12 @@ machine() {
     printf '%s cores, %s, %s, %s' "$(nproc)" "$mem" "$(uname -sr)" "${cpu:-unknown CPU}"
 }
 
+# The one-connection floor from the fdatasync p50 measured before a scenario: a durable
+# cycle waits for two of them.
+floor_of() { # scenario-id
+    sed -n 's/^p50 \([0-9]*\) .*/\1/p' <<<"${FSYNC_AT[$1]:-}" | awk '$1 > 0 { printf "%.0f", 1e6 / (2 * $1) }'
+}
+
 target() { # what measured met(1|0)
     echo "| $1 | $2 | $([[ $3 == 1 ]] && echo met || echo '**missed**') |"
 }
@@ -638,20 +644,21 @@ write_report() {
         echo
         echo "| target | measured | |"
         echo "|---|---|---|"
-        target "distinct ×64 ≥ 1.0× Redis fsync" \
+        target "distinct ×64 ≥ 1.3× Redis fsync" \
             "$(ratio "$(get distinct64 mutexd .cycles_per_s)" "$(get distinct64 redis-fsync .cycles_per_s)")" \
-            "$(awk -v a="$(get distinct64 mutexd .cycles_per_s)" -v b="$(get distinct64 redis-fsync .cycles_per_s)" 'BEGIN { print (b > 0 && a >= b) }')"
-        target "hot key ×64 ≥ 2× Redis fsync" \
+            "$(awk -v a="$(get distinct64 mutexd .cycles_per_s)" -v b="$(get distinct64 redis-fsync .cycles_per_s)" 'BEGIN { print (b > 0 && a >= 1.3 * b) }')"
+        target "hot key ×64 ≥ 3× Redis fsync" \
             "$(ratio "$(get hotkey64 mutexd .cycles_per_s)" "$(get hotkey64 redis-fsync .cycles_per_s)")" \
-            "$(awk -v a="$(get hotkey64 mutexd .cycles_per_s)" -v b="$(get hotkey64 redis-fsync .cycles_per_s)" 'BEGIN { print (b > 0 && a >= 2 * b) }')"
-        target "1 connection: cycle p50 < 0.150 ms" "$(get distinct1 mutexd .latency.cycle.p50_ms) ms" \
-            "$(awk -v a="$(get distinct1 mutexd .latency.cycle.p50_ms)" 'BEGIN { print (a != "" && a < 0.150) }')"
+            "$(awk -v a="$(get hotkey64 mutexd .cycles_per_s)" -v b="$(get hotkey64 redis-fsync .cycles_per_s)" 'BEGIN { print (b > 0 && a >= 3 * b) }')"
+        target "1 connection ≥ 0.95× Redis fsync" \
+            "$(ratio "$(get distinct1 mutexd .cycles_per_s)" "$(get distinct1 redis-fsync .cycles_per_s)"); the floor of two fdatasyncs a cycle: $(floor_of distinct1) cycles/s, mutexd at $(awk -v a="$(get distinct1 mutexd .cycles_per_s)" -v f="$(floor_of distinct1)" 'BEGIN { if (f > 0) printf "%.0f%%", 100 * a / f; else printf "?" }') of it" \
+            "$(awk -v a="$(get distinct1 mutexd .cycles_per_s)" -v b="$(get distinct1 redis-fsync .cycles_per_s)" 'BEGIN { print (b > 0 && a >= 0.95 * b) }')"
         target "held leases: < 300 B each" "$BYTES_PER_LEASE B" "$((BYTES_PER_LEASE < 300))"
         target "restart with them: < 3 s" "$RESTART_S s" \
             "$(awk -v a="$RESTART_S" -v n="$RESTORED" -v l="$LEASES_HELD" 'BEGIN { print (a < 3 && n == l) }')"
-        target "expiry: waiter granted < 10 ms after the TTL" \
-            "max $(jq -r .max_ms "$WORK/expiry-idle.json") ms idle, $(jq -r .max_ms "$WORK/expiry-load.json") ms under load" \
-            "$(jq -s '[.[].max_ms] | max < 10 | if . then 1 else 0 end' "$WORK/expiry-idle.json" "$WORK/expiry-load.json")"
+        target "expiry under load: a waiter granted < 10 ms after the TTL, p99" \
+            "p99 $(jq -r .p99_ms "$WORK/expiry-load.json") ms under load ($(jq -r .p99_ms "$WORK/expiry-idle.json") ms idle; at worst $(jq -r .max_ms "$WORK/expiry-load.json") and $(jq -r .max_ms "$WORK/expiry-idle.json") ms)" \
+            "$(jq -s '[.[].p99_ms] | max < 10 | if . then 1 else 0 end' "$WORK/expiry-idle.json" "$WORK/expiry-load.json")"
         echo
         echo "## Every run: requests, errors, the load generator's own CPU"
         echo
