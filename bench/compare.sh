@@ -3,11 +3,12 @@
 # with the same load generator (bench/loadgen) and the same scenarios, back to back.
 #
 #   bench/compare.sh           full run: each scenario 3 times, 10 s a run after 2 s of
-#                              warm-up, then a million held leases (about 25 minutes); writes
-#                              docs/benchmarks.md's generated section and
-#                              docs/benchmarks-compare.png
-#   bench/compare.sh --quick   twice, 3 s a run after 0.5 s, 100,000 leases: a smoke test
-#                              (about 5 minutes); writes only bench/results
+#                              warm-up, then a million held leases and 10,000 idle
+#                              connections (about 25 minutes); writes docs/benchmarks.md's
+#                              generated section and docs/benchmarks-compare.png
+#   bench/compare.sh --quick   twice, 3 s a run after 0.5 s, 100,000 leases, 2,000 idle
+#                              connections: a smoke test (about 5 minutes); writes only
+#                              bench/results
 #   REPS_OVERRIDE=N            that many repetitions instead
 #
 # It starts, each on free loopback ports with its own temporary data directory:
@@ -21,13 +22,17 @@
 # distinct runs, the same servers are measured by tools this project did not write: wrk
 # (bench/wrk.sh) against mutexd, redis-benchmark against Redis fsync. It stops all of them on
 # exit, on failure and on Ctrl-C. Then, on mutexd alone: how late a waiter is granted after the holder's TTL (idle,
-# and under the distinct ×64 load), and a server filled with held leases (memory per lease,
-# and the time a SIGKILLed server takes to be ready again with all of them). Results:
+# and under the distinct ×64 load), a server filled with held leases (memory per lease,
+# and the time a SIGKILLed server takes to be ready again with all of them), and a server
+# holding 10,000 idle keep-alive connections (bench/idle_conns.py: memory per connection,
+# and a request's latency while they are held). Results:
 # bench/results/compare-<date>.md (printed at the end), .png (bar chart) and .json (every
-# run's loadgen output); a full run also puts the report between the markers in
-# docs/benchmarks.md and the chart in docs/benchmarks-compare.png.
+# run's loadgen output, and the idle connections' figures); a full run also puts the report
+# between the markers in docs/benchmarks.md and the chart in docs/benchmarks-compare.png.
 #
 # What is missing is installed from Debian: redis-server, etcd-server, gnuplot-nox, jq, curl, wrk.
+# The idle connections need a hard limit of open files above 10,000 (ulimit -Hn) or the
+# privilege to raise it; without either, the run stops before it starts.
 # BUILD (default: build) is where mutexd and loadgen are built; mutexd is built with
 # `make build` when missing, loadgen is compiled here when missing or older than its sources.
 set -euo pipefail
@@ -49,9 +54,9 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 BUILD=${BUILD:-build}
 if ((QUICK)); then
-    DURATION=3 WARMUP=0.5 PING_DURATION=2 LEASES=100000 REPS=2
+    DURATION=3 WARMUP=0.5 PING_DURATION=2 LEASES=100000 IDLE_CONNS=2000 REPS=2
 else
-    DURATION=10 WARMUP=2 PING_DURATION=5 LEASES=1000000 REPS=3
+    DURATION=10 WARMUP=2 PING_DURATION=5 LEASES=1000000 IDLE_CONNS=10000 REPS=3
 fi
 REPS=${REPS_OVERRIDE:-$REPS}
 CLK_TCK=$(getconf CLK_TCK)
@@ -157,6 +162,16 @@ build_tools() {
         cc -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wvla \
             bench/loadgen.c bench/lg_wire.c bench/lg_hist.c -o "$LOADGEN"
     fi
+}
+
+# The idle connections need as many open files, in their server and in bench/idle_conns.py:
+# a hard limit below that which cannot be raised ends the run before it starts.
+check_nofile() {
+    local hard nofile=$((IDLE_CONNS + 256))
+    hard=$(ulimit -Hn)
+    [[ $hard == unlimited ]] || ((hard >= nofile)) || (ulimit -n "$nofile") 2>/dev/null ||
+        die "the hard limit of open files is $hard; $(num "$IDLE_CONNS") idle connections" \
+            "need $nofile (ulimit -Hn)"
 }
 
 # ------------------------------------------------------------------ servers
@@ -416,6 +431,45 @@ measure_leases() {
     stop_pid "$pid"
 }
 
+# IDLE_CONNS keep-alive connections opened on a fresh server, each answered one request, then
+# held open and idle (bench/idle_conns.py): resident memory per connection, the time to open
+# them, a request's latency while they are held, and whether they still answer after an
+# idle. The server closes the connections idle longest once more than 90% of
+# --max-connections are open, and any after --idle-timeout-ms: both are set well clear of
+# the run. It raises its soft limit of open files to the hard one, which must leave room for
+# them (raised here when it does not: check_nofile has seen that it may be).
+measure_idle_conns() {
+    local dir=$WORK/idle port pid rc=0 nofile=$((IDLE_CONNS + 256))
+    IDLE_MAX_CONNS=$((IDLE_CONNS * 5 / 4 + 100))
+    mkdir -p "$dir"
+    (
+        hard=$(ulimit -Hn)
+        if [[ $hard != unlimited ]] && ((hard < nofile)); then
+            ulimit -n "$nofile" 2>/dev/null || true
+        fi
+        exec "$MUTEXD" --listen 127.0.0.1:0 --data-dir "$dir" \
+            --max-connections "$IDLE_MAX_CONNS" --idle-timeout-ms 600000
+    ) 2>"$WORK/idle.log" &
+    pid=$!
+    PIDS+=("$pid")
+    wait_for "mutexd (idle connections)" 20 grep -q 'msg="started"' "$WORK/idle.log"
+    port=$(grep -m1 'msg="started"' "$WORK/idle.log" | sed -n 's/.* address=127\.0\.0\.1:\([0-9]*\).*/\1/p')
+    sleep 1
+    printf '  %-12s %-26s ' idle "$(num "$IDLE_CONNS") connections"
+    /usr/bin/python3 bench/idle_conns.py --port "$port" --pid "$pid" --connections "$IDLE_CONNS" \
+        >"$WORK/idle-conns.json" 2>"$WORK/idle-conns.err" || rc=$?
+    IDLE_JSON=$(jq -c 'select(type == "object")' "$WORK/idle-conns.json" 2>/dev/null) || true
+    [[ -n $IDLE_JSON ]] || IDLE_JSON=null
+    if ((rc == 0)) && jq -e .ok <<<"$IDLE_JSON" >/dev/null; then
+        jq -r '"opened in \(.open_s) s; \(.kib_per_conn) KiB/connection; request p50 \(.request.p50_ms) ms p99 \(.request.p99_ms) ms (alone \(.request_alone.p50_ms) / \(.request_alone.p99_ms)); \(.sample_answered)/\(.sample) answered again after \(.idle_s) s idle"' <<<"$IDLE_JSON"
+    else
+        IDLE_ERROR=$(tail -1 "$WORK/idle-conns.err")
+        echo "FAILED (exit $rc; $IDLE_ERROR)"
+        FAILED=1
+    fi
+    stop_pid "$pid"
+}
+
 # ------------------------------------------------------------------ report
 
 get() { # scenario system jq-path: the value, or empty when the run failed
@@ -637,6 +691,17 @@ write_report() {
         echo "SIGKILL and started again: **/readyz answered 200 after $RESTART_S s** with"
         echo "$(num "$RESTORED") leases restored ($(num "$RSS_RESTARTED") KiB resident)."
         echo
+        echo "## $(num "$IDLE_CONNS") idle connections"
+        echo
+        echo "\`bench/idle_conns.py\` against a fresh server (\`--max-connections $IDLE_MAX_CONNS"
+        echo "--idle-timeout-ms 600000\`): $(num "$IDLE_CONNS") keep-alive connections, at most 256"
+        echo "opening at a time, each answered one \`GET /healthz\`, then held open and idle."
+        if jq -e .ok <<<"$IDLE_JSON" >/dev/null; then
+            jq -r --arg n "$(num "$IDLE_CONNS")" '"Memory per connection **\(.kib_per_conn) KiB** (resident \(.rss_before_kib / 1024 * 10 | round / 10) → \(.rss_after_kib / 1024 * 10 | round / 10) MiB), all \($n) opened and answered in \(.open_s) s; a request while they are held (\(.request.count) `GET /healthz` on one more connection): **p50 \(.request.p50_ms) ms, p99 \(.request.p99_ms) ms** (on the same connection before they were opened: p50 \(.request_alone.p50_ms) ms, p99 \(.request_alone.p99_ms) ms). After \(.idle_s) s idle, none closed and \(.sample_answered) of \(.sample) held connections asked again answered."' <<<"$IDLE_JSON"
+        else
+            echo "**Failed**: ${IDLE_ERROR:-no result}."
+        fi
+        echo
         echo "## Targets"
         echo
         echo "Each line compares the median runs of one compare.sh run; with the spread above and"
@@ -763,15 +828,16 @@ plot "$tsv" using 2:xtic(1) title "mutexd" lc rgb "#1f77b4", \
 EOF
 
     jq -n --arg commit "$commit" --arg date "$date" --arg machine "$mach" \
-        --argjson duration "$DURATION" --argjson warmup "$WARMUP" \
+        --argjson duration "$DURATION" --argjson warmup "$WARMUP" --argjson idle "$IDLE_JSON" \
         '{commit: $commit, date: $date, machine: $machine, duration_s: $duration,
-          warmup_s: $warmup, runs: [inputs]}' "${runs[@]}" </dev/null >"$OUT.json"
+          warmup_s: $warmup, idle_connections: $idle, runs: [inputs]}' "${runs[@]}" </dev/null >"$OUT.json"
 }
 
 # ------------------------------------------------------------------ main
 
 install_missing
 build_tools
+check_nofile
 mkdir -p "$WORK/runs" "$RESULTS"
 
 echo "starting servers (data in $WORK)"
@@ -831,6 +897,7 @@ stop_pid "${PID_OF[redis-mem]}"
 stop_pid "${PID_OF[etcd]}"
 stop_pid "${PID_OF[mutexd]}"
 measure_leases
+measure_idle_conns
 # Tag every run with its scenario and system for the JSON file.
 for f in "$WORK"/runs/*.json; do
     [[ -f $f ]] || continue
