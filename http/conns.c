@@ -197,6 +197,14 @@ void conns_closed(struct conns *c, struct conn *k)
     free(k);
 }
 
+unsigned conns_open(struct conns *c)
+{
+    pthread_mutex_lock(&c->lock);
+    unsigned n = c->count;
+    pthread_mutex_unlock(&c->lock);
+    return n;
+}
+
 bool conns_others_readable(struct conns *c)
 {
     struct epoll_event ev;

@@ -40,6 +40,7 @@ void conns_request_received(struct conns *c, struct conn *k);
 void conns_request_ends(struct conns *c, struct conn *k);
 
 uint64_t conns_reaped(struct conns *c); /* connections closed by the reaper so far */
+unsigned conns_open(struct conns *c);   /* connections open now, on every thread */
 
 /* True when some connection has input waiting that no thread has read yet (a request
  * queued behind the caller's work, or a hang-up). One system call; any thread. */

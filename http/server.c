@@ -1127,14 +1127,9 @@ static enum MHD_Result serve_metrics(struct hreq *q)
     struct http *h = q->h;
     struct mx_buf b = {0};
     http_stats_write(&h->stats, &b);
-    /* The connection's own daemon: h->daemon is written by http_start() after the
-     * threads that serve this are running, with nothing ordering the two. */
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(q->conn, MHD_CONNECTION_INFO_DAEMON);
-    const union MHD_DaemonInfo *di =
-        ci ? MHD_get_daemon_info(ci->daemon, MHD_DAEMON_INFO_CURRENT_CONNECTIONS) : NULL;
-    prom_gauge(&b, "mutexd_http_connections", "Open HTTP connections.",
-               di ? di->num_connections : 0);
+    /* The tracker's count: libmicrohttpd's own, asked of a connection's daemon, is that
+     * one thread's connections. */
+    prom_gauge(&b, "mutexd_http_connections", "Open HTTP connections.", conns_open(h->conns));
     prom_counter(&b, "mutexd_http_connections_reaped_total",
                  "Connections closed for staying too long between requests or on sending one, or "
                  "to make room.",

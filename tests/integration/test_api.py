@@ -395,6 +395,30 @@ def test_health_ready_metrics(client):
         assert line.startswith("#") or line.startswith("mutexd_"), line
 
 
+def test_metrics_count_every_open_connection(server, client):
+    """mutexd_http_connections counts the connections of every HTTP thread, not only
+    those of the thread that answers /metrics."""
+    def count():
+        m = re.search(r"^mutexd_http_connections (\d+)$", client.request("GET", "/metrics").body,
+                      re.M)
+        return int(m.group(1))
+
+    base = count()
+    socks = [socket.create_connection((server.host, server.port)) for _ in range(40)]
+    try:
+        deadline = time.monotonic() + 5
+        while count() < base + 40 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert count() == base + 40
+    finally:
+        for s in socks:
+            s.close()
+    deadline = time.monotonic() + 5
+    while count() > base and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert count() == base
+
+
 def test_head_has_no_body(client):
     r = client.request("HEAD", "/healthz")
     assert r.status == 200 and r.body == ""
