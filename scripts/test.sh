@@ -69,7 +69,7 @@ stage "unit tests under ASan+UBSan"
 ctest --test-dir build-asan --output-on-failure -j "$JOBS"
 
 stage "integration tests under ASan+UBSan"
-MUTEXD_BIN=build-asan/mutexd "${PYTEST[@]}" -m "not heavy" tests/integration
+MUTEXD_BIN=build-asan/mutexd "${PYTEST[@]}" -m "not heavy and not examples" tests/integration
 unset ASAN_OPTIONS UBSAN_OPTIONS
 
 stage "build with ThreadSanitizer"
@@ -80,7 +80,7 @@ stage "runtime and store unit tests under TSan"
 ctest --test-dir build-tsan --output-on-failure -L "runtime|store"
 
 stage "integration tests under TSan"
-MUTEXD_BIN=build-tsan/mutexd "${PYTEST[@]}" -m "not heavy" tests/integration
+MUTEXD_BIN=build-tsan/mutexd "${PYTEST[@]}" -m "not heavy and not examples" tests/integration
 unset TSAN_OPTIONS
 
 stage "make run on a bare Debian 12, as the README's quick start says"

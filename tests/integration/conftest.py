@@ -10,3 +10,7 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "heavy: long load tests of a server group; the sanitizer stages leave them "
         "out (-m 'not heavy'), the plain build runs them")
+    config.addinivalue_line(
+        "markers", "examples: the example workers and client programs, run and faulted as a "
+        "user would; the plain build runs them, the sanitizer stages leave them out "
+        "(-m 'not examples'): the server paths they take are run there by the other tests")

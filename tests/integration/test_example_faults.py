@@ -24,6 +24,8 @@ import pytest
 from harness import ROOT, Server, free_port
 from test_examples import Worker, mutexctl
 
+pytestmark = pytest.mark.examples
+
 KINDS = {
     "python": ["/usr/bin/python3", "-u", os.path.join(ROOT, "clients/examples/python/leader.py")],
     "node": ["node", os.path.join(ROOT, "clients/examples/node/leader.mjs")],

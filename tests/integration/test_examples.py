@@ -15,6 +15,8 @@ import pytest
 
 from harness import ROOT, Server
 
+pytestmark = pytest.mark.examples
+
 TTL_MS = 3000
 RETRY_S = 0.5
 HOST = re.escape(socket.gethostname())
