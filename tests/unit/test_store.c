@@ -91,7 +91,7 @@ static struct store *open_store(char *dir, struct hook *h, uint64_t fail_first)
     strcpy(dir, "/tmp/mutexd-store-XXXXXX");
     assert_non_null(mkdtemp(dir));
     struct store_config cfg = {.dir = dir,
-                               .ship = ship,
+                               .ship = h ? ship : NULL, /* no hook: nothing shipped */
                                .ship_ctx = h,
                                .fault_commit_first = fail_first,
                                .fault_commit_count = fail_first ? 1 : 0};
@@ -376,12 +376,8 @@ static void a_reopened_store_has_every_committed_row_and_mark(void **state)
 static void a_deferred_change_is_committed_on_the_callers_thread(void **state)
 {
     (void)state;
-    char dir[64] = "/tmp/mutexd-store-XXXXXX";
-    assert_non_null(mkdtemp(dir));
-    struct store_config cfg = {.dir = dir};
-    struct store *s = NULL;
-    char err[256];
-    assert_int_equal(store_open(&s, &cfg, err, sizeof err), 0);
+    char dir[64];
+    struct store *s = open_store(dir, NULL, 0);
     mx_sleep_ms(50); /* the writer, just started, waits for work by now */
     for (int i = 0; i < 3; i++) {
         uint64_t epoch = store_epoch(s);
@@ -407,12 +403,8 @@ static void a_deferred_change_is_committed_on_the_callers_thread(void **state)
 static void a_deferred_change_not_committed_here_goes_to_the_writer(void **state)
 {
     (void)state;
-    char dir[64] = "/tmp/mutexd-store-XXXXXX";
-    assert_non_null(mkdtemp(dir));
-    struct store_config cfg = {.dir = dir};
-    struct store *s = NULL;
-    char err[256];
-    assert_int_equal(store_open(&s, &cfg, err, sizeof err), 0);
+    char dir[64];
+    struct store *s = open_store(dir, NULL, 0);
     uint64_t epoch = store_epoch(s);
     struct waiter w = {.w.done = on_done, .status = -1};
     store_defer(s);
