@@ -647,8 +647,9 @@ void store_commit_here(struct store *s, bool here)
             commit_queued(s);
             atomic_fetch_add(&s->batches_here, 1);
         }
-        /* What others queued meanwhile, or all of it when not here: the writer's. */
-        if (s->head || s->closing)
+        /* What others queued meanwhile, or all of it when not here: the writer's. And
+         * after a failed commit the writer probes the disk until one succeeds. */
+        if (s->head || s->closing || s->health[0] != '\0')
             pthread_cond_signal(&s->cond);
     }
     pthread_mutex_unlock(&s->lock);

@@ -451,6 +451,31 @@ static void a_deferred_change_behind_a_busy_writer_is_committed_next(void **stat
     sem_destroy(&h.go);
 }
 
+/* A commit made on the caller's thread fails: the writer, asleep until then, must still
+ * probe the disk, so that the store is healthy again with no traffic at all. */
+static void a_failed_commit_here_leaves_the_writer_probing(void **state)
+{
+    (void)state;
+    char dir[64] = "/tmp/mutexd-store-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    struct store_config cfg = {.dir = dir, .fault_commit_first = 1, .fault_commit_count = 1};
+    struct store *s = NULL;
+    char err[256], why[256];
+    assert_int_equal(store_open(&s, &cfg, err, sizeof err), 0);
+    mx_sleep_ms(50); /* the writer waits for work */
+    uint64_t epoch = store_epoch(s);
+    struct waiter w = {.w.done = on_done, .status = -1};
+    store_defer(s);
+    store_wait(s, &w.w, epoch, store_submit(s, rec("a"), epoch));
+    store_commit_here(s, true);
+    assert_int_equal(atomic_load(&w.status), STORE_EFAIL);
+    assert_false(store_healthy(s, why, sizeof why));
+    for (int i = 0; i < 5000 && !store_healthy(s, why, sizeof why); i++)
+        mx_sleep_ms(1);
+    assert_true(store_healthy(s, why, sizeof why)); /* the probe, about 1 s later */
+    close_store(s, dir);
+}
+
 int main(int argc, char **argv);
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(an_idle_wait_goes_to_the_hook),
@@ -463,5 +488,6 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(a_deferred_change_is_committed_on_the_callers_thread),
     cmocka_unit_test(a_deferred_change_not_committed_here_goes_to_the_writer),
     cmocka_unit_test(a_deferred_change_behind_a_busy_writer_is_committed_next),
+    cmocka_unit_test(a_failed_commit_here_leaves_the_writer_probing),
 };
 MX_TEST_MAIN(tests)
