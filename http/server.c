@@ -1226,6 +1226,11 @@ int http_start(struct http **out, const struct http_config *cfg, char *err, size
     }
     if (fwd_start(&h->fwd, cfg->forward_timeout_ms, err, errlen) != 0)
         goto fail;
+    /* Without a core (a server of a group that does not know the group yet) there is
+     * nothing to serve with: requests waiting in the listen queue are read the moment the
+     * daemon starts, and are held until a role is set. */
+    if (!cfg->rt)
+        http_set_role(h, HTTP_ROLE_HOLD, NULL);
     if (apply_fault_roles(h, err, errlen) != 0)
         goto fail;
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |

@@ -75,7 +75,8 @@ struct http_config {
 int http_start(struct http **out, const struct http_config *cfg, char *err, size_t errlen);
 /* Any thread, any time. `active_url`: the active's advertised URL (HTTP_ROLE_FORWARD;
  * copied). Requests held or about to be forwarded follow the new role at once; those
- * already sent to the active finish there. Starts as HTTP_ROLE_SERVE. */
+ * already sent to the active finish there. Starts as HTTP_ROLE_SERVE, or HTTP_ROLE_HOLD
+ * when started without a core (cfg.rt NULL). */
 void http_set_role(struct http *h, enum http_role role, const char *active_url);
 /* A server of a group that starts without a core (a standby) gets one when it takes over:
  * call before http_set_role(HTTP_ROLE_SERVE), from the thread that sets roles. */

@@ -531,8 +531,6 @@ int main(int argc, char **argv)
         failed = "cannot start the HTTP server";
         goto fail;
     }
-    if (s.ha)
-        http_set_role(s.http, HTTP_ROLE_HOLD, NULL); /* until the group is known */
     atomic_store(&s.recovered, true);
     mx_info("started", "version=%s address=%s data_dir=%s leases=%zu role=%s", MUTEXD_VERSION,
             http_address(s.http), s.opt.data_dir, s.leases,

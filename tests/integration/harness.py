@@ -58,8 +58,11 @@ class Server:
         RUNNING.add(self)
         threading.Thread(target=self._read, daemon=True).start()
         if not self._started.wait(timeout) or self.address is None:
+            rc = self.proc.poll()
             self.kill()
-            raise RuntimeError("mutexd did not start:\n" + "\n".join(self.lines))
+            raise RuntimeError("mutexd did not start (%s):\n%s" % (
+                "still running after %ss" % timeout if rc is None else "exit status %s" % rc,
+                "\n".join(self.lines)))
         host, port = self.address.rsplit(":", 1)
         self.host, self.port = host.strip("[]"), int(port)
         return self

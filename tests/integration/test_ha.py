@@ -201,6 +201,64 @@ def test_sigterm_hands_over_in_under_a_second(group):
     assert new.client().get("before").json["state"] == "held"
 
 
+def test_requests_waiting_when_a_server_starts_are_answered(azurite):
+    """Clients of a restarting server connect as soon as it listens: their requests wait in
+    the listen queue and are read the moment it starts. A server of a group has no leases
+    to serve them with until it knows the group, so it holds them, and serves them once it
+    is the active; it must not serve them before (it crashed so, in a rolling restart).
+    Five starts, 16 clients each."""
+    import socket
+    g = Group(azurite, n=1)
+    port = int(g.servers[0].url.rsplit(":", 1)[1])
+
+    def early(name, answers, stop):
+        body = b'{"owner":"w","ttl_ms":30000}'
+        req = (b"POST /v1/resources/%s/acquire HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+               b"Content-Type: application/json\r\nContent-Length: %d\r\n"
+               b"Connection: close\r\n\r\n" % (name.encode(), port, len(body)) + body)
+        while not stop.is_set():
+            try:
+                c = socket.create_connection(("127.0.0.1", port), timeout=30)
+            except OSError:
+                time.sleep(0.001)
+                continue
+            try:
+                c.sendall(req)
+                got = b""
+                while True:
+                    chunk = c.recv(4096)
+                    if not chunk:
+                        break
+                    got += chunk
+                answers.append(got.split(b"\r\n", 1)[0].decode())
+            except OSError as e:
+                answers.append("error: %r" % e)
+            finally:
+                c.close()
+            return
+
+    for round in range(5):
+        s = g.make(port)
+        g.servers[0] = s
+        answers, stop = [], threading.Event()
+        threads = [threading.Thread(target=early, args=("early%d-%d" % (round, i), answers, stop))
+                   for i in range(16)]
+        for t in threads:
+            t.start()
+        time.sleep(0.2)  # every client is trying to connect before the server listens
+        try:
+            s.start()
+            for t in threads:
+                t.join(timeout=60)
+        finally:
+            stop.set()
+        assert s.proc.poll() is None, "the server died:\n" + s.log()
+        assert len(answers) == 16, answers
+        # Held until the server takes the container over, then served.
+        assert answers == ["HTTP/1.1 200 OK"] * 16, answers
+        s.stop()
+
+
 def test_two_standbys_racing_for_one_takeover_one_wins(group):
     group.start()
     active = group.active()
