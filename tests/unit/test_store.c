@@ -294,12 +294,8 @@ static void records_submitted_meanwhile_commit_as_one_batch(void **state)
 static void a_failed_commit_rolls_back_and_the_next_succeeds(void **state)
 {
     (void)state;
-    char dir[64] = "/tmp/mutexd-store-XXXXXX";
-    assert_non_null(mkdtemp(dir));
-    struct store_config cfg = {.dir = dir, .fault_commit_first = 1, .fault_commit_count = 1};
-    struct store *s = NULL;
-    char err[256], why[128];
-    assert_int_equal(store_open(&s, &cfg, err, sizeof err), 0);
+    char dir[64], why[128];
+    struct store *s = open_store(dir, NULL, 1);
     uint64_t epoch = store_epoch(s);
     struct waiter w = {.w.done = on_done, .status = -1};
     uint64_t seq = store_submit(s, rec_full("a", 1, 5, true), epoch);
@@ -456,12 +452,8 @@ static void a_deferred_change_behind_a_busy_writer_is_committed_next(void **stat
 static void a_failed_commit_here_leaves_the_writer_probing(void **state)
 {
     (void)state;
-    char dir[64] = "/tmp/mutexd-store-XXXXXX";
-    assert_non_null(mkdtemp(dir));
-    struct store_config cfg = {.dir = dir, .fault_commit_first = 1, .fault_commit_count = 1};
-    struct store *s = NULL;
-    char err[256], why[256];
-    assert_int_equal(store_open(&s, &cfg, err, sizeof err), 0);
+    char dir[64], why[256];
+    struct store *s = open_store(dir, NULL, 1);
     mx_sleep_ms(50); /* the writer waits for work */
     uint64_t epoch = store_epoch(s);
     struct waiter w = {.w.done = on_done, .status = -1};
