@@ -126,6 +126,9 @@ struct mx_timers {
     pthread_t thread;
     struct mx_timer_heap heap; /* lock */
     bool stop;                 /* lock */
+    /* lock: the deadline the thread sleeps until; 0 while it runs (it looks at the heap
+     * again before it sleeps). A timer armed no earlier does not need to wake it. */
+    uint64_t sleep_until;
     struct mx_timers_config cfg;
 };
 
@@ -150,7 +153,9 @@ static void *timer_thread(void *arg)
         uint64_t until = mx_heap_next(&ts->heap);
         if (next_tick < until)
             until = next_tick;
+        ts->sleep_until = until;
         mx_cond_wait_until(&ts->wake, &ts->lock, until);
+        ts->sleep_until = 0;
     }
     pthread_mutex_unlock(&ts->lock);
     return NULL;
@@ -183,8 +188,8 @@ int mx_timers_arm(struct mx_timers *ts, struct mx_timer *t, uint64_t deadline_ns
     pthread_mutex_lock(&ts->lock);
     if (!ts->stop) {
         rc = mx_heap_push(&ts->heap, t, deadline_ns);
-        if (rc == 0 && t->_idx == 0)
-            pthread_cond_signal(&ts->wake); /* new earliest: the thread sleeps too long */
+        if (rc == 0 && deadline_ns < ts->sleep_until)
+            pthread_cond_signal(&ts->wake); /* the thread would sleep too long */
     }
     pthread_mutex_unlock(&ts->lock);
     return rc;
