@@ -46,8 +46,11 @@ struct rt_alarms {
     bool (*busy)(void *arg);
     void *busy_arg;
     struct mx_timer_heap heap; /* lock */
-    struct alarm **buckets;    /* lock */
-    size_t nbuckets, count;    /* lock; nbuckets a power of two */
+    /* lock: the deadline the thread sleeps until; 0 while it runs (it looks at the heap
+     * again before it sleeps). An alarm set no earlier does not need to wake it. */
+    uint64_t sleep_until;
+    struct alarm **buckets; /* lock */
+    size_t nbuckets, count; /* lock; nbuckets a power of two */
 };
 
 /* ---- the table (lock held) ------------------------------------------------------ */
@@ -92,14 +95,13 @@ static void grow(struct rt_alarms *al)
 /* Puts `a` (not in the table, not armed) in the table at `link` and in the heap. */
 static int insert(struct rt_alarms *al, struct alarm **link, struct alarm *a, uint64_t deadline_ns)
 {
-    bool earliest = deadline_ns < mx_heap_next(&al->heap);
     if (mx_heap_push(&al->heap, &a->t, deadline_ns) != 0)
         return RT_ENOMEM;
     a->next = NULL;
     *link = a;
     if (++al->count > al->nbuckets)
         grow(al);
-    if (earliest)
+    if (deadline_ns < al->sleep_until)
         pthread_cond_signal(&al->wake); /* the thread sleeps until a later deadline */
     return RT_OK;
 }
@@ -118,10 +120,9 @@ int rt_alarm_set(struct rt_alarms *al, const char *name, size_t len, uint64_t de
         rc = RT_ESHUTDOWN;
     } else if (a) {
         if (mx_timer_deadline(&a->t) != deadline_ns) {
-            bool earliest = deadline_ns < mx_heap_next(&al->heap);
             mx_heap_remove(&al->heap, &a->t);
             mx_heap_push(&al->heap, &a->t, deadline_ns); /* cannot fail: a slot was freed */
-            if (earliest)
+            if (deadline_ns < al->sleep_until)
                 pthread_cond_signal(&al->wake);
         }
     } else if ((a = malloc(sizeof *a + len + 1)) == NULL) {
@@ -262,7 +263,9 @@ static void *alarm_thread(void *arg)
             continue;
         }
         uint64_t until = al->hold ? UINT64_MAX : mx_heap_next(&al->heap);
+        al->sleep_until = until;
         mx_cond_wait_until(&al->wake, &al->lock, until);
+        al->sleep_until = 0;
     }
     pthread_mutex_unlock(&al->lock);
     return NULL;

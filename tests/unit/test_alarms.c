@@ -197,6 +197,37 @@ static void set_again_moves_and_cancel_removes(void **state)
     stop(rt, al);
 }
 
+/* A lease taken and released over and over sets its alarm again each time, later than
+ * the last: that must not wake the thread, which sleeps until an earlier time anyway. */
+static void a_later_alarm_does_not_wake_the_thread(void **state)
+{
+    (void)state;
+    struct rt *rt;
+    struct rt_alarms *al;
+    start(&rt, &al, 0);
+    uint64_t base = mx_mono_ns() + 10ull * 1000 * MX_NS_PER_MS;
+    assert_int_equal(set(al, 0, base), RT_OK);
+    mx_sleep_ms(50); /* the thread sleeps until `base` */
+    long before = mx_test_others_sleeps();
+    for (int i = 1; i <= 100; i++) { /* apart, as a client's cycles come */
+        rt_alarm_cancel(al, "a0", 2);
+        assert_int_equal(set(al, 0, base + (uint64_t)i * MX_NS_PER_MS), RT_OK);
+        mx_sleep_ms(1);
+    }
+    long woken = mx_test_others_sleeps() - before;
+    /* Every set woke it before: about 100. Now only the runtime's own sweeps remain. */
+    assert_true(woken < 40);
+
+    /* Earlier than the time it sleeps until: wakes it, and fires on time. */
+    uint64_t at = mx_mono_ns() + 100 * MX_NS_PER_MS;
+    assert_int_equal(set(al, 0, at), RT_OK);
+    WAIT_FOR(atomic_load(&T.fired[0]) == 1, 2000);
+    assert_int_equal(atomic_load(&T.fired[0]), 1);
+    assert_true(atomic_load(&T.fired_at[0]) >= at);
+    assert_true(atomic_load(&T.fired_at[0]) < base);
+    stop(rt, al);
+}
+
 static void held_alarms_fire_when_released(void **state)
 {
     (void)state;
@@ -275,6 +306,7 @@ static void stop_refuses_and_free_releases(void **state)
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(fires_once_never_early_and_activates),
     cmocka_unit_test(set_again_moves_and_cancel_removes),
+    cmocka_unit_test(a_later_alarm_does_not_wake_the_thread),
     cmocka_unit_test(held_alarms_fire_when_released),
     cmocka_unit_test(refused_send_is_tried_again),
     cmocka_unit_test(stop_refuses_and_free_releases),

@@ -11,10 +11,13 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 /* A case named on the command line must exist: cmocka's filter is a pattern, and one that
  * matches nothing runs zero cases and exits 0, so a renamed case would pass unseen. */
@@ -55,6 +58,36 @@ static inline void mx_sleep_ms(long ms)
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
     while (nanosleep(&ts, &ts) != 0)
         ;
+}
+
+/* How many times the process's other threads have gone to sleep (their voluntary context
+ * switches, from /proc): a thread woken for nothing goes back to sleep, and counts. */
+static inline long mx_test_others_sleeps(void)
+{
+    long self = (long)syscall(SYS_gettid), total = 0;
+    DIR *d = opendir("/proc/self/task");
+    if (!d)
+        return -1;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        long tid = strtol(e->d_name, NULL, 10);
+        if (tid <= 0 || tid == self)
+            continue;
+        char path[64], line[128];
+        snprintf(path, sizeof path, "/proc/self/task/%ld/status", tid);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue; /* it has just ended */
+        long n;
+        while (fgets(line, sizeof line, f))
+            if (sscanf(line, "voluntary_ctxt_switches: %ld", &n) == 1) {
+                total += n;
+                break;
+            }
+        fclose(f);
+    }
+    closedir(d);
+    return total;
 }
 
 #endif
