@@ -40,17 +40,14 @@ struct rt_alarms {
     uint32_t type;
     struct mx_hash_key key;
     pthread_mutex_t lock;
-    pthread_cond_t wake;
+    struct mx_sleeper sleeper; /* lock */
     pthread_t thread;
     bool stop, hold; /* lock */
     bool (*busy)(void *arg);
     void *busy_arg;
     struct mx_timer_heap heap; /* lock */
-    /* lock: the deadline the thread sleeps until; 0 while it runs (it looks at the heap
-     * again before it sleeps). An alarm set no earlier does not need to wake it. */
-    uint64_t sleep_until;
-    struct alarm **buckets; /* lock */
-    size_t nbuckets, count; /* lock; nbuckets a power of two */
+    struct alarm **buckets;    /* lock */
+    size_t nbuckets, count;    /* lock; nbuckets a power of two */
 };
 
 /* ---- the table (lock held) ------------------------------------------------------ */
@@ -101,8 +98,7 @@ static int insert(struct rt_alarms *al, struct alarm **link, struct alarm *a, ui
     *link = a;
     if (++al->count > al->nbuckets)
         grow(al);
-    if (deadline_ns < al->sleep_until)
-        pthread_cond_signal(&al->wake); /* the thread sleeps until a later deadline */
+    mx_sleeper_wake_for(&al->sleeper, deadline_ns); /* it may sleep until a later one */
     return RT_OK;
 }
 
@@ -122,8 +118,7 @@ int rt_alarm_set(struct rt_alarms *al, const char *name, size_t len, uint64_t de
         if (mx_timer_deadline(&a->t) != deadline_ns) {
             mx_heap_remove(&al->heap, &a->t);
             mx_heap_push(&al->heap, &a->t, deadline_ns); /* cannot fail: a slot was freed */
-            if (deadline_ns < al->sleep_until)
-                pthread_cond_signal(&al->wake);
+            mx_sleeper_wake_for(&al->sleeper, deadline_ns);
         }
     } else if ((a = malloc(sizeof *a + len + 1)) == NULL) {
         rc = RT_ENOMEM;
@@ -174,7 +169,7 @@ void rt_alarms_hold(struct rt_alarms *al, bool hold)
 {
     pthread_mutex_lock(&al->lock);
     al->hold = hold;
-    pthread_cond_signal(&al->wake);
+    mx_sleeper_wake(&al->sleeper);
     pthread_mutex_unlock(&al->lock);
 }
 
@@ -262,10 +257,10 @@ static void *alarm_thread(void *arg)
             pthread_mutex_lock(&al->lock);
             continue;
         }
-        uint64_t until = al->hold ? UINT64_MAX : mx_heap_next(&al->heap);
-        al->sleep_until = until;
-        mx_cond_wait_until(&al->wake, &al->lock, until);
-        al->sleep_until = 0;
+        if (al->hold) /* until released (mx_sleeper_wake): no deadline wakes it meanwhile */
+            pthread_cond_wait(&al->sleeper.wake, &al->lock);
+        else
+            mx_sleeper_sleep(&al->sleeper, &al->lock, mx_heap_next(&al->heap));
     }
     pthread_mutex_unlock(&al->lock);
     return NULL;
@@ -290,10 +285,10 @@ int rt_alarms_start(struct rt_alarms **out, struct rt *rt, uint32_t type)
     }
     mx_heap_init(&al->heap);
     pthread_mutex_init(&al->lock, NULL);
-    mx_cond_init_mono(&al->wake);
+    mx_sleeper_init(&al->sleeper);
     rc = pthread_create(&al->thread, NULL, alarm_thread, al);
     if (rc != 0) {
-        pthread_cond_destroy(&al->wake);
+        pthread_cond_destroy(&al->sleeper.wake);
         pthread_mutex_destroy(&al->lock);
         free(al->buckets);
         free(al);
@@ -308,7 +303,7 @@ void rt_alarms_stop(struct rt_alarms *al)
     pthread_mutex_lock(&al->lock);
     bool was = al->stop;
     al->stop = true;
-    pthread_cond_signal(&al->wake);
+    mx_sleeper_wake(&al->sleeper);
     pthread_mutex_unlock(&al->lock);
     if (!was)
         pthread_join(al->thread, NULL);
@@ -326,7 +321,7 @@ void rt_alarms_free(struct rt_alarms *al)
     }
     free(al->buckets);
     mx_heap_free(&al->heap);
-    pthread_cond_destroy(&al->wake);
+    pthread_cond_destroy(&al->sleeper.wake);
     pthread_mutex_destroy(&al->lock);
     free(al);
 }

@@ -6,8 +6,8 @@
  * arms, so two timers with one deadline fire in the order they were armed.
  *
  * The thread sleeps on a condition variable bound to CLOCK_MONOTONIC until the earliest
- * deadline or the next tick, whichever is first. Arming a timer that becomes the new
- * earliest wakes it. Fire callbacks run under the lock, which makes "disarm returned
+ * deadline or the next tick, whichever is first. Arming a timer due before that time
+ * wakes it (struct mx_sleeper). Fire callbacks run under the lock, which makes "disarm returned
  * false" mean "the fire callback has run or is running": there is no third state.
  */
 #include "actors/timers.h"
@@ -122,13 +122,10 @@ uint64_t mx_heap_next(const struct mx_timer_heap *h)
 
 struct mx_timers {
     pthread_mutex_t lock;
-    pthread_cond_t wake;
+    struct mx_sleeper sleeper; /* lock */
     pthread_t thread;
     struct mx_timer_heap heap; /* lock */
     bool stop;                 /* lock */
-    /* lock: the deadline the thread sleeps until; 0 while it runs (it looks at the heap
-     * again before it sleeps). A timer armed no earlier does not need to wake it. */
-    uint64_t sleep_until;
     struct mx_timers_config cfg;
 };
 
@@ -153,9 +150,7 @@ static void *timer_thread(void *arg)
         uint64_t until = mx_heap_next(&ts->heap);
         if (next_tick < until)
             until = next_tick;
-        ts->sleep_until = until;
-        mx_cond_wait_until(&ts->wake, &ts->lock, until);
-        ts->sleep_until = 0;
+        mx_sleeper_sleep(&ts->sleeper, &ts->lock, until);
     }
     pthread_mutex_unlock(&ts->lock);
     return NULL;
@@ -170,10 +165,10 @@ int mx_timers_start(struct mx_timers **out, const struct mx_timers_config *cfg)
     ts->cfg = *cfg;
     mx_heap_init(&ts->heap);
     pthread_mutex_init(&ts->lock, NULL);
-    mx_cond_init_mono(&ts->wake);
+    mx_sleeper_init(&ts->sleeper);
     rc = pthread_create(&ts->thread, NULL, timer_thread, ts);
     if (rc != 0) {
-        pthread_cond_destroy(&ts->wake);
+        pthread_cond_destroy(&ts->sleeper.wake);
         pthread_mutex_destroy(&ts->lock);
         free(ts);
         return rc;
@@ -188,8 +183,8 @@ int mx_timers_arm(struct mx_timers *ts, struct mx_timer *t, uint64_t deadline_ns
     pthread_mutex_lock(&ts->lock);
     if (!ts->stop) {
         rc = mx_heap_push(&ts->heap, t, deadline_ns);
-        if (rc == 0 && deadline_ns < ts->sleep_until)
-            pthread_cond_signal(&ts->wake); /* the thread would sleep too long */
+        if (rc == 0)
+            mx_sleeper_wake_for(&ts->sleeper, deadline_ns); /* it might sleep too long */
     }
     pthread_mutex_unlock(&ts->lock);
     return rc;
@@ -211,7 +206,7 @@ void mx_timers_stop(struct mx_timers *ts, void (*discard)(void *ctx, struct mx_t
 {
     pthread_mutex_lock(&ts->lock);
     ts->stop = true;
-    pthread_cond_signal(&ts->wake);
+    mx_sleeper_wake(&ts->sleeper);
     pthread_mutex_unlock(&ts->lock);
     pthread_join(ts->thread, NULL);
 
@@ -222,7 +217,7 @@ void mx_timers_stop(struct mx_timers *ts, void (*discard)(void *ctx, struct mx_t
             discard(ts->cfg.ctx, t);
     }
     mx_heap_free(&ts->heap);
-    pthread_cond_destroy(&ts->wake);
+    pthread_cond_destroy(&ts->sleeper.wake);
     pthread_mutex_destroy(&ts->lock);
     free(ts);
 }

@@ -49,4 +49,44 @@ static inline int mx_cond_wait_until(pthread_cond_t *c, pthread_mutex_t *m, uint
     return pthread_cond_timedwait(c, m, &ts);
 }
 
+/*
+ * A thread that sleeps until a deadline, and the threads that may give it an earlier one,
+ * all under one mutex of the caller's. It records the time it sleeps until, and a new
+ * deadline wakes it only when it comes before that. One wake-up is enough until it sleeps
+ * again: it looks at its deadlines before it does.
+ */
+struct mx_sleeper {
+    pthread_cond_t wake;
+    uint64_t until; /* 0 while the thread runs, or a wake-up is on its way */
+};
+
+static inline void mx_sleeper_init(struct mx_sleeper *s)
+{
+    mx_cond_init_mono(&s->wake);
+    s->until = 0;
+}
+
+/* The sleeping thread, mutex held: sleeps until `until` (UINT64_MAX: no deadline) or a
+ * wake-up. */
+static inline void mx_sleeper_sleep(struct mx_sleeper *s, pthread_mutex_t *m, uint64_t until)
+{
+    s->until = until;
+    mx_cond_wait_until(&s->wake, m, until);
+    s->until = 0;
+}
+
+/* Mutex held: wakes the thread whatever it sleeps until (a stop, a change of plan). */
+static inline void mx_sleeper_wake(struct mx_sleeper *s)
+{
+    s->until = 0;
+    pthread_cond_signal(&s->wake);
+}
+
+/* Mutex held: wakes the thread if `deadline_ns` comes before the time it sleeps until. */
+static inline void mx_sleeper_wake_for(struct mx_sleeper *s, uint64_t deadline_ns)
+{
+    if (deadline_ns < s->until)
+        mx_sleeper_wake(s);
+}
+
 #endif

@@ -250,6 +250,33 @@ static void held_alarms_fire_when_released(void **state)
     stop(rt, al);
 }
 
+/* A restart sets every held lease's alarm while the alarms are held: none of them may
+ * wake the thread, which could not fire them anyway (it did, once for each). */
+static void alarms_set_while_held_do_not_wake_the_thread(void **state)
+{
+    (void)state;
+    struct rt *rt;
+    struct rt_alarms *al;
+    start(&rt, &al, 0);
+    rt_alarms_hold(al, true);
+    mx_sleep_ms(50);
+    uint64_t at = mx_mono_ns() + 300 * MX_NS_PER_MS;
+    long before = mx_test_others_sleeps();
+    for (int i = 0; i < 100; i++) {
+        assert_int_equal(set(al, i, at - (uint64_t)i * MX_NS_PER_MS), RT_OK); /* each earlier */
+        mx_sleep_ms(1);
+    }
+    long woken = mx_test_others_sleeps() - before;
+    assert_true(woken < 40); /* the runtime's own sweeps */
+    rt_alarms_hold(al, false);
+    WAIT_FOR(rt_alarms_count(al) == 0, 2000);
+    mx_sleep_ms(50);
+    for (int i = 0; i < 100; i++)
+        assert_int_equal(atomic_load(&T.fired[i]), 1);
+    assert_int_equal(atomic_load(&T.early), 0);
+    stop(rt, al);
+}
+
 static void refused_send_is_tried_again(void **state)
 {
     (void)state;
@@ -308,6 +335,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(set_again_moves_and_cancel_removes),
     cmocka_unit_test(a_later_alarm_does_not_wake_the_thread),
     cmocka_unit_test(held_alarms_fire_when_released),
+    cmocka_unit_test(alarms_set_while_held_do_not_wake_the_thread),
     cmocka_unit_test(refused_send_is_tried_again),
     cmocka_unit_test(stop_refuses_and_free_releases),
 };
