@@ -505,7 +505,7 @@ int main(int argc, char **argv)
     struct http_config hc = {
         .auth = s.auth,
         .listen = s.opt.listen,
-        .threads = (unsigned)s.opt.threads,
+        .threads = (unsigned)s.opt.http_threads,
         .max_connections = (unsigned)s.opt.max_connections,
         .idle_timeout_ms = s.opt.idle_timeout_ms,
         .tls_cert_file = s.opt.tls_cert,

@@ -45,7 +45,8 @@ static const struct def defs[] = {
     {"data-dir", "MUTEXD_DATA_DIR", "DIR", T_STR, OFF(data_dir), "./data", 0, 0,
      "directory of the SQLite store; created if missing, locked while running"},
     {"threads", "MUTEXD_THREADS", "N", T_U64, OFF(threads), NULL, 1, 1024,
-     "worker threads for actors and for HTTP (default: the number of cores)"},
+     "worker threads for actors and for HTTP (default: the number of cores for actors, one fewer "
+     "for HTTP, at least one: the store's writer keeps the last core busy)"},
     {"min-ttl-ms", "MUTEXD_MIN_TTL_MS", "MS", T_U64, OFF(min_ttl_ms), "1000", 1, 2592000000ull,
      "shortest lease TTL a client may ask for"},
     {"max-ttl-ms", "MUTEXD_MAX_TTL_MS", "MS", T_U64, OFF(max_ttl_ms), "3600000", 1, 2592000000ull,
@@ -610,8 +611,13 @@ int options_parse(struct options *o, int argc, char **argv)
             grace_set = true;
     }
     if (o->threads == 0) {
+        /* Under load the store's writer thread is always busy, committing or in its fsync:
+         * HTTP threads on every core would take turns with it and with each other. */
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         o->threads = n > 0 ? (uint64_t)n : 1;
+        o->http_threads = o->threads > 1 ? o->threads - 1 : 1;
+    } else {
+        o->http_threads = o->threads;
     }
     if (o->min_ttl_ms > o->max_ttl_ms) {
         fprintf(stderr, "mutexd: --min-ttl-ms (%lu) is above --max-ttl-ms (%lu)\n",

@@ -285,6 +285,30 @@ static void the_role_seam_is_checked(void **state)
     clear_env();
 }
 
+/* Without --threads the actors get a thread per core and HTTP one fewer (the store's writer
+ * keeps a core busy under load); with it, both pools take the number given. */
+static void threads_default_to_the_cores_and_one_fewer_for_http(void **state)
+{
+    (void)state;
+    struct options o;
+    const char *none[] = {"--listen", "127.0.0.1:0"};
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    uint64_t cores = n > 0 ? (uint64_t)n : 1;
+    clear_env();
+    assert_int_equal(parse(&o, 2, none), -1);
+    assert_int_equal(o.threads, cores);
+    assert_int_equal(o.http_threads, cores > 1 ? cores - 1 : 1);
+    const char *three[] = {"--threads", "3"};
+    assert_int_equal(parse(&o, 2, three), -1);
+    assert_int_equal(o.threads, 3);
+    assert_int_equal(o.http_threads, 3);
+    setenv("MUTEXD_THREADS", "1", 1);
+    assert_int_equal(parse(&o, 2, none), -1);
+    assert_int_equal(o.threads, 1);
+    assert_int_equal(o.http_threads, 1);
+    clear_env();
+}
+
 int main(int argc, char **argv);
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(every_numeric_option_takes_its_bounds_and_refuses_past_them),
@@ -295,5 +319,6 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(ha_refuses_to_start_without_what_it_needs),
     cmocka_unit_test(advertise_url_is_http_or_https_with_a_host_and_a_port),
     cmocka_unit_test(the_role_seam_is_checked),
+    cmocka_unit_test(threads_default_to_the_cores_and_one_fewer_for_http),
 };
 MX_TEST_MAIN(tests)
