@@ -288,7 +288,8 @@ static int take_lease(struct mirror *m, char *err, size_t errlen)
                      r.message);
             break;
         }
-        if (mx_mono_ns() > deadline) {
+        uint64_t now = mx_mono_ns();
+        if (now >= deadline) {
             snprintf(err, errlen,
                      "the blob container '%s' is owned by another mutexd (its lease on '%s' is "
                      "held); run one server per container",
@@ -301,7 +302,12 @@ static int take_lease(struct mirror *m, char *err, size_t errlen)
                     (unsigned long)m->cfg.takeover_wait_ms);
             said = true;
         }
-        struct timespec ts = {1, 0};
+        /* Try again in a second, or at the deadline if that comes first: a server group's
+         * standby gives a held lease 1 ms, and must not stay out of the group for a second
+         * after losing a takeover to another standby. */
+        uint64_t nap = deadline - now < 1000 * MX_NS_PER_MS ? deadline - now : 1000 * MX_NS_PER_MS;
+        struct timespec ts = {(time_t)(nap / (1000 * MX_NS_PER_MS)),
+                              (long)(nap % (1000 * MX_NS_PER_MS))};
         nanosleep(&ts, NULL);
     }
 out:

@@ -1,5 +1,6 @@
 """The blob mirror against a real Azurite: content, restore, outages, a second server."""
 
+import datetime
 import json
 import os
 import random
@@ -400,19 +401,24 @@ def test_sync_answers_do_not_wait_for_a_change_whose_commit_failed(azurite):
     assert last >= 1
 
 
+def run_second_server(azurite, name, takeover_ms):
+    """Runs a second server on the container `name` until it exits; its result."""
+    other = tempfile.mkdtemp(prefix="mutexd-second-")
+    try:
+        return subprocess.run([BIN, "--listen", "127.0.0.1:0", "--data-dir", other] +
+                              mirror_args(azurite, name, "async",
+                                          "--mirror-takeover-ms", str(takeover_ms)),
+                              capture_output=True, text=True, timeout=60)
+    finally:
+        shutil.rmtree(other, ignore_errors=True)
+
+
 def test_a_second_server_on_the_container_is_refused(azurite):
     name = container()
     with Server(args=mirror_args(azurite, name)) as a:
         c = a.client()
         c.acquire("x", owner="a")
-        other = tempfile.mkdtemp(prefix="mutexd-second-")
-        try:
-            out = subprocess.run([BIN, "--listen", "127.0.0.1:0", "--data-dir", other] +
-                                 mirror_args(azurite, name, "async",
-                                             "--mirror-takeover-ms", "2000"),
-                                 capture_output=True, text=True, timeout=60)
-        finally:
-            shutil.rmtree(other, ignore_errors=True)
+        out = run_second_server(azurite, name, 2000)
         assert out.returncode == 1
         assert "owned by another mutexd" in out.stderr
         assert c.acquire("y", owner="a").status == 200  # the first one goes on
@@ -421,6 +427,27 @@ def test_a_second_server_on_the_container_is_refused(azurite):
     cont, _, _, journals = container_rows(azurite, name)
     assert set(cont) == {"x", "y"}
     assert len({j.split("/")[1] for j in journals}) == 1  # one writer's generation
+
+
+def test_the_takeover_wait_is_the_one_given_not_whole_seconds(azurite):
+    """A server that finds the container's owner lease held waits --mirror-takeover-ms for
+    it, no longer: its retries once a second must not carry it past the deadline (a
+    server group's standby waits 1 ms, and stayed out of the group a whole second)."""
+    name = container()
+    with Server(args=mirror_args(azurite, name)) as a:
+        out = run_second_server(azurite, name, 1500)
+        assert out.returncode == 1
+        assert "owned by another mutexd" in out.stderr
+        stamps = {}
+        for line in out.stderr.splitlines():
+            m = re.match(r"ts=(\S+)Z ", line)
+            if m and ("waiting for it to lapse" in line or "owned by another mutexd" in line):
+                t = datetime.datetime.fromisoformat(m.group(1))
+                stamps.setdefault("wait" if "lapse" in line else "gave_up", t)
+        waited = (stamps["gave_up"] - stamps["wait"]).total_seconds()
+        # From the first refusal to giving up: the 1.5 s, less the first try's round trip.
+        assert 1.3 <= waited < 1.8, (waited, out.stderr)
+        assert a.client().acquire("y", owner="a").status == 200  # the owner goes on
 
 
 def test_a_server_whose_container_was_taken_is_fenced(azurite):
