@@ -1199,11 +1199,7 @@ int http_start(struct http **out, const struct http_config *cfg, char *err, size
     h->cfg = *cfg;
     h->listen_fd = -1;
     http_stats_init(&h->stats);
-    unsigned threads = cfg->threads;
-    if (threads == 0) {
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-        threads = n > 0 ? (unsigned)n : 1;
-    }
+    unsigned threads = cfg->threads ? cfg->threads : 1; /* the options decide the default */
     unsigned max_conn = cfg->max_connections ? cfg->max_connections : 10000;
     uint64_t idle_ms = cfg->idle_timeout_ms ? cfg->idle_timeout_ms : 60000;
     unsigned idle = (unsigned)((idle_ms + 999) / 1000); /* libmicrohttpd counts seconds */

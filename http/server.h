@@ -33,7 +33,7 @@ enum http_role {
 
 struct http_config {
     const char *listen;        /* HOST:PORT; PORT 0 picks a free port */
-    unsigned threads;          /* libmicrohttpd's pool; 0: the number of cores */
+    unsigned threads;          /* libmicrohttpd's pool (options_parse decides the default) */
     unsigned max_connections;  /* 0: 10000 */
     uint64_t idle_timeout_ms;  /* most time between requests on a connection; 0: 60000 */
     const char *tls_cert_file; /* both set: HTTPS */

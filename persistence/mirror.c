@@ -305,9 +305,9 @@ static int take_lease(struct mirror *m, char *err, size_t errlen)
         /* Try again in a second, or at the deadline if that comes first: a server group's
          * standby gives a held lease 1 ms, and must not stay out of the group for a second
          * after losing a takeover to another standby. */
-        uint64_t nap = deadline - now < 1000 * MX_NS_PER_MS ? deadline - now : 1000 * MX_NS_PER_MS;
-        struct timespec ts = {(time_t)(nap / (1000 * MX_NS_PER_MS)),
-                              (long)(nap % (1000 * MX_NS_PER_MS))};
+        const uint64_t second = 1000 * MX_NS_PER_MS;
+        uint64_t nap = deadline - now < second ? deadline - now : second;
+        struct timespec ts = {(time_t)(nap / second), (long)(nap % second)};
         nanosleep(&ts, NULL);
     }
 out:
