@@ -181,18 +181,28 @@ static uint64_t next_token(struct res_domain *d)
     return t + 1;
 }
 
+/* After a restore from a mirror that may lag, no lease is granted, renewed or taken again
+ * until the grace ends: the mirror may miss a break and a grant to someone else, so the
+ * lease a holder presents may not be the resource's any more. True: q was answered 503. */
+static bool in_restore_grace(struct res_domain *d, struct res_req *q, const struct res_now *now,
+                             struct res_out *out)
+{
+    uint64_t grace = atomic_load(&d->grace_until_ns);
+    if (!grace || now->mono_ns >= grace)
+        return false;
+    unavailable(out, q,
+                "restore grace period: leases granted before the restore may still "
+                "be held",
+                (uint32_t)((grace - now->mono_ns) / 1000000000u + 1));
+    return true;
+}
+
 /* A new lease for q. */
 static void grant(struct res *r, struct res_domain *d, struct res_req *q, const struct res_now *now,
                   struct res_out *out)
 {
-    uint64_t grace = atomic_load(&d->grace_until_ns);
-    if (grace && now->mono_ns < grace) {
-        unavailable(out, q,
-                    "restore grace period: leases granted before the restore may still "
-                    "be held",
-                    (uint32_t)((grace - now->mono_ns) / 1000000000u + 1));
+    if (in_restore_grace(d, q, now, out))
         return;
-    }
     uint8_t id[16];
     if (q->has_lease_id) {
         memcpy(id, q->lease_id, 16);
@@ -224,6 +234,8 @@ static void grant(struct res *r, struct res_domain *d, struct res_req *q, const 
 static void extend(struct res *r, struct res_domain *d, struct res_req *q, uint64_t ttl_ms,
                    const struct res_now *now, struct res_out *out)
 {
+    if (in_restore_grace(d, q, now, out))
+        return;
     if (!r->row.held) {
         r->row.held = true;
         atomic_fetch_add(&d->held, 1);
@@ -403,21 +415,15 @@ void res_init(struct res *r, uint64_t index)
     r->row.index = index;
 }
 
-uint64_t res_deadline_ns(const struct res_domain *d, int64_t deadline_ms, const struct res_now *now)
+uint64_t res_deadline_ns(int64_t deadline_ms, const struct res_now *now)
 {
     /* The wall clock carries the deadline across restarts and takeovers: the lease keeps
      * the time it had left, not its full TTL. */
     int64_t left = deadline_ms - now->wall_ms;
-    uint64_t at = now->mono_ns + (left > 0 ? (uint64_t)left * MX_NS_PER_MS : 0);
-    int64_t took = atomic_load(&d->failover_at_ms);
-    uint64_t grace = atomic_load(&d->failover_grace_until_ns);
-    if (took && deadline_ms < took && grace > at)
-        at = grace;
-    return at;
+    return now->mono_ns + (left > 0 ? (uint64_t)left * MX_NS_PER_MS : 0);
 }
 
-void res_load(struct res *r, const struct res_domain *d, struct store_row *row,
-              const struct res_now *now)
+void res_load(struct res *r, struct store_row *row, const struct res_now *now)
 {
     mx_str_unref(r->row.owner);
     mx_str_unref(r->row.metadata);
@@ -425,7 +431,7 @@ void res_load(struct res *r, const struct res_domain *d, struct store_row *row,
     memset(row, 0, sizeof *row);
     r->deadline_ns = 0;
     if (r->row.has_lease && r->row.held)
-        r->deadline_ns = res_deadline_ns(d, r->row.deadline_ms, now);
+        r->deadline_ns = res_deadline_ns(r->row.deadline_ms, now);
 }
 
 void res_free(struct res *r)

@@ -38,14 +38,10 @@ struct res_domain {
     /* Tokens above this may not be handed out (the blob mirror reserves them in blocks;
      * UINT64_MAX without a mirror). */
     _Atomic uint64_t token_ceiling;
-    /* After a restore from a mirror that may lag, no new lease is granted before this
-     * (mono ns; 0: none). */
+    /* After a restore from a mirror that may lag, no lease is granted, renewed or taken
+     * again before this (mono ns; 0: none). (A takeover's failover grace is in the
+     * deadlines themselves: see mirror_rearm_deadline().) */
     _Atomic uint64_t grace_until_ns;
-    /* After a takeover in a server group: a lease whose deadline (wall ms) came before
-     * failover_at_ms ran out while no server was active. It stays held for its holder
-     * (renewable, not grantable) until failover_grace_until_ns (mono). 0: none. */
-    _Atomic int64_t failover_at_ms;
-    _Atomic uint64_t failover_grace_until_ns;
     /* metrics. `held` counts rows with a lease in force, whether their resource is in
      * memory or not: it starts from the store and moves with grants and their ends only. */
     _Atomic int64_t held, waiters, watchers;
@@ -134,13 +130,11 @@ struct res {
 void res_init(struct res *r, uint64_t index);
 /* Replaces the lease state with `row` (moved in) read from the store, keeping waiters and
  * watchers. A lease whose wall-clock deadline has passed expires at the next res_tick(). */
-void res_load(struct res *r, const struct res_domain *d, struct store_row *row,
-              const struct res_now *now);
+void res_load(struct res *r, struct store_row *row, const struct res_now *now);
 /* When a lease stored with the wall-clock deadline `deadline_ms` ends (mono ns): the time it
- * had left, or the end of the failover grace for a lease that ran out while no server of the
- * group was active. */
-uint64_t res_deadline_ns(const struct res_domain *d, int64_t deadline_ms,
-                         const struct res_now *now);
+ * had left. (A restore has written deadlines of this server's clock: see
+ * mirror_rearm_deadline().) */
+uint64_t res_deadline_ns(int64_t deadline_ms, const struct res_now *now);
 /* Releases the memory; waiters and watchers must have been answered (res_cancel_all). The
  * lease, if any, stays counted in res_domain.held: it is still in force in the store. */
 void res_free(struct res *r);

@@ -152,7 +152,7 @@ static bool load(struct rt_actor *self, struct ra_state *st, struct ra_ctx *ctx,
      * that may hold changes the store lost: count the difference. */
     if (st->loaded && res_lease_deadline(&st->res) != UINT64_MAX)
         atomic_fetch_sub(&ctx->domain->held, 1);
-    res_load(&st->res, ctx->domain, &row, now);
+    res_load(&st->res, &row, now);
     if (st->loaded && res_lease_deadline(&st->res) != UINT64_MAX)
         atomic_fetch_add(&ctx->domain->held, 1);
     st->epoch = epoch;
@@ -324,7 +324,7 @@ struct restore {
 static void restore_row(void *arg, const char *name, size_t len, int64_t deadline_ms)
 {
     struct restore *r = arg;
-    uint64_t at = res_deadline_ns(r->ctx->domain, deadline_ms, &r->now);
+    uint64_t at = res_deadline_ns(deadline_ms, &r->now);
     if (rt_alarm_set(r->ctx->alarms, name, len, at) != RT_OK)
         r->unset++;
     r->n++;

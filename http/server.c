@@ -71,6 +71,7 @@ struct http {
     struct http_stats stats;
     char *tls_cert, *tls_key;
     struct fwd *fwd;
+    _Atomic uint64_t serve_until_ns; /* see http_set_serve_until(); 0: no bound */
     /* Once a role other than serve was set: requests keep their target as received, to be
      * forwarded. Never goes back. */
     _Atomic bool grouped;
@@ -192,6 +193,10 @@ static enum MHD_Result send_group_unavailable(struct hreq *q, const char *reason
                       : strcmp(reason, FWD_ACTIVE_LOST) == 0
                           ? "the connection to the active server was lost after the request "
                             "may have reached it: retry (acquire with the same lease_id)"
+                      : strcmp(reason, HTTP_UNCONFIRMED) == 0
+                          ? "this server cannot confirm with blob storage that it is still the "
+                            "active one, and answers nothing until it can: retry, here or on "
+                            "another server"
                           : reason;
     struct render rd;
     render_unavailable_message(reason, msg, 1, &rd);
@@ -473,6 +478,9 @@ static enum MHD_Result serve_request(struct hreq *q)
         return send_group_unavailable(q, FWD_FENCED);
     if (role != HTTP_ROLE_SERVE)
         return forward(q, q->ra.rq.wait_ms);
+    uint64_t until = atomic_load_explicit(&h->serve_until_ns, memory_order_relaxed);
+    if (until && mx_mono_ns() > until)
+        return send_group_unavailable(q, HTTP_UNCONFIRMED);
 
     if (q->route == ROUTE_LIST) {
         int limit = qc.query.has_limit ? (int)qc.query.limit : API_DEFAULT_LIMIT;
@@ -1179,6 +1187,11 @@ void http_set_role(struct http *h, enum http_role role, const char *active_url)
         atomic_store(&h->grouped,
                      true); /* before the role: a request that sees it kept its target */
     fwd_set_role(h->fwd, role, active_url);
+}
+
+void http_set_serve_until(struct http *h, uint64_t mono_ns)
+{
+    atomic_store(&h->serve_until_ns, mono_ns);
 }
 
 void http_set_core(struct http *h, struct rt *rt, struct store *store)

@@ -81,6 +81,11 @@ void http_set_role(struct http *h, enum http_role role, const char *active_url);
 /* A server of a group that starts without a core (a standby) gets one when it takes over:
  * call before http_set_role(HTTP_ROLE_SERVE), from the thread that sets roles. */
 void http_set_core(struct http *h, struct rt *rt, struct store *store);
+/* The active of a group serves /v1 requests only until `mono_ns` (0: no bound), the time
+ * by which it must have confirmed again that it owns the container; after it, each one is
+ * answered 503 `unavailable`, reason HTTP_UNCONFIRMED. Any thread, any time. */
+void http_set_serve_until(struct http *h, uint64_t mono_ns);
+#define HTTP_UNCONFIRMED "ownership_unconfirmed"
 /* The address actually bound, as HOST:PORT. */
 const char *http_address(const struct http *h);
 /* From here on every request is answered 503 (Connection: close); returns once no request

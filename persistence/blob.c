@@ -114,7 +114,7 @@ struct blob_client {
     CURL *curl;
     struct blob_account account;
     char container[64];
-    long connect_timeout_ms, timeout_ms;
+    long connect_timeout_ms, timeout_ms, stall_s;
     size_t max_body;
     long connects;
     char errbuf[CURL_ERROR_SIZE];
@@ -181,6 +181,8 @@ int blob_client_new(const struct blob_account *account, const char *container,
             c->timeout_ms = opts->timeout_ms;
         if (opts->max_body > 0)
             c->max_body = opts->max_body;
+        if (opts->stall_ms > 0)
+            c->stall_s = (opts->stall_ms + 999) / 1000;
     }
     *out = c;
     return 0;
@@ -345,6 +347,10 @@ static int perform(struct blob_client *c, const struct blob_request *req, long o
     SET(CURLOPT_PATH_AS_IS, 1L);
     SET(CURLOPT_CONNECTTIMEOUT_MS, c->connect_timeout_ms);
     SET(CURLOPT_TIMEOUT_MS, c->timeout_ms);
+    if (c->stall_s > 0) {
+        SET(CURLOPT_LOW_SPEED_LIMIT, 1L);
+        SET(CURLOPT_LOW_SPEED_TIME, c->stall_s);
+    }
     SET(CURLOPT_ERRORBUFFER, c->errbuf);
     SET(CURLOPT_USERAGENT, "mutexd/" MUTEXD_VERSION);
 #if LIBCURL_VERSION_NUM >= 0x075500

@@ -29,7 +29,7 @@
 #define BLOB_ETAG_MAX         96
 #define BLOB_LEASE_ID_MAX     64
 #define BLOB_NAME_MAX         1024 /* bytes of a blob name, as Azure limits it */
-#define BLOB_META_MAX         4    /* metadata pairs kept from an answer, and sent at most */
+#define BLOB_META_MAX         8    /* metadata pairs kept from an answer, and sent at most */
 #define BLOB_META_NAME_MAX    32
 #define BLOB_META_VALUE_MAX   256
 
@@ -127,6 +127,8 @@ struct blob_options {
     long connect_timeout_ms; /* 0: 5000 */
     long timeout_ms;         /* whole request; 0: 30000 */
     size_t max_body;         /* response bodies larger than this fail the call; 0: 64 MiB */
+    long stall_ms; /* a request that moves no byte for this long fails (rounded up to whole
+                    * seconds); 0: only timeout_ms bounds it */
 };
 
 /*

@@ -16,6 +16,13 @@
  * never interleaved. A request that failed without an answer may still have landed: the
  * next append then meets a moved position, and the blob's tail is compared with what was
  * sent before calling it another writer's.
+ *
+ * The owner lease is renewed by a thread of its own (the keeper), so that no restore,
+ * snapshot or backlog ever delays it. What the container holds is what the owner blob
+ * names (owner.h): a generation is claimed there before any blob of it is written, and a
+ * snapshot roll writes the snapshot and the next journal blob first, then names both in
+ * one owner-blob write, and only then appends there. A change is never in a journal blob
+ * the owner blob does not name, whichever single request fails.
  */
 #include "persistence/mirror_internal.h"
 
@@ -35,46 +42,9 @@
 #include "common/uuid.h"
 #include "persistence/mirror_plan.h"
 
-static int append_block(struct mirror *m, const char *data, size_t len);
+static int append_block(struct mirror *m, struct jblob *j, const char *data, size_t len);
 
-/* ---- names and listing ----------------------------------------------------------- */
-
-void mirror_snapshot_name(char *out, size_t len, uint64_t generation, uint64_t seq)
-{
-    snprintf(out, len, "snapshots/%010" PRIu64 "-%020" PRIu64 ".jsonl", generation, seq);
-}
-
-void mirror_journal_name(char *out, size_t len, uint64_t generation, uint64_t first_seq)
-{
-    snprintf(out, len, "journal/%010" PRIu64 "/%020" PRIu64, generation, first_seq);
-}
-
-static bool digits(const char *s, size_t n, uint64_t *out)
-{
-    uint64_t v = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] < '0' || s[i] > '9')
-            return false;
-        v = v * 10 + (uint64_t)(s[i] - '0');
-    }
-    *out = v;
-    return true;
-}
-
-bool mirror_parse_snapshot_name(const char *name, uint64_t *generation, uint64_t *seq)
-{
-    /* snapshots/GGGGGGGGGG-SSSSSSSSSSSSSSSSSSSS.jsonl */
-    return strlen(name) == 10 + 10 + 1 + 20 + 6 && strncmp(name, "snapshots/", 10) == 0 &&
-           name[20] == '-' && strcmp(name + 41, ".jsonl") == 0 &&
-           digits(name + 10, 10, generation) && digits(name + 21, 20, seq);
-}
-
-bool mirror_parse_journal_name(const char *name, uint64_t *generation, uint64_t *first_seq)
-{
-    /* journal/GGGGGGGGGG/SSSSSSSSSSSSSSSSSSSS */
-    return strlen(name) == 8 + 10 + 1 + 20 && strncmp(name, "journal/", 8) == 0 &&
-           name[18] == '/' && digits(name + 8, 10, generation) && digits(name + 19, 20, first_seq);
-}
+/* ---- listing --------------------------------------------------------------------- */
 
 int mirror_list_client(struct blob_client *c, const char *prefix,
                        int (*fn)(void *arg, const struct blob_item *item), void *arg,
@@ -265,11 +235,9 @@ static int load_lease_id(struct mirror *m, char *err, size_t errlen)
 static int take_lease(struct mirror *m, char *err, size_t errlen)
 {
     struct blob_result r = {0};
-    struct blob_cond none_match = {.if_none_match = "*"};
     int rc = -1;
-    /* The owner blob: created once; 409 means it is there already. */
-    if (blob_put(m->c, OWNER_BLOB, "", 0, &none_match, &r) != 0 && r.status != 409 &&
-        r.status != 412) {
+    /* The owner blob: created once; an existing one is left as it is. */
+    if (owner_create(m->c, &r) != OWNER_OK) {
         snprintf(err, errlen, "cannot create the owner blob: %ld %s %s", r.status, r.error_code,
                  r.message);
         goto out;
@@ -278,28 +246,33 @@ static int take_lease(struct mirror *m, char *err, size_t errlen)
     bool said = false;
     for (;;) {
         /* Our own id (kept in the data directory) takes it back at once after a crash. */
-        if (blob_lease_acquire(m->c, OWNER_BLOB, LEASE_SECONDS, m->lease_id, &r) == 0) {
-            m->lease_renewed_ns = mx_mono_ns();
+        uint64_t sent = mx_mono_ns();
+        enum owner_rc orc = owner_take(m->c, m->lease_id, &r);
+        if (orc == OWNER_OK) {
+            atomic_store(&m->lease_sent_ns, sent);
             rc = 0;
             break;
         }
-        if (r.status != 409) {
+        if (orc == OWNER_FENCED || (r.status != 409 && !blob_result_transient(&r))) {
             snprintf(err, errlen, "cannot take the owner lease: %ld %s %s", r.status, r.error_code,
                      r.message);
             break;
         }
         uint64_t now = mx_mono_ns();
         if (now >= deadline) {
-            snprintf(err, errlen,
-                     "the blob container '%s' is owned by another mutexd (its lease on '%s' is "
-                     "held); run one server per container",
-                     m->cfg.container, OWNER_BLOB);
+            if (m->cfg.advertise_url)
+                snprintf(err, errlen, "the container's owner lease is held by another server");
+            else
+                snprintf(err, errlen,
+                         "the blob container '%s' is owned by another mutexd (its lease on "
+                         "'%s' is held); a server outside a group needs a container of its "
+                         "own (or join the group with --ha)",
+                         m->cfg.container, OWNER_BLOB);
             break;
         }
-        if (!said) {
+        if (!said && !m->cfg.advertise_url) {
             mx_warn("mirror: the container's owner lease is held; waiting for it to lapse",
-                    "container=%s wait_ms=%lu", m->cfg.container,
-                    (unsigned long)m->cfg.takeover_wait_ms);
+                    "container=%s wait_ms=%" PRIu64, m->cfg.container, m->cfg.takeover_wait_ms);
             said = true;
         }
         /* Try again in a second, or at the deadline if that comes first: a server group's
@@ -315,52 +288,96 @@ out:
     return rc;
 }
 
-static void renew_lease(struct mirror *m)
+/* The keeper: renews the owner lease every LEASE_RENEW_NS (sooner after a failure) until
+ * mirror_close(), whatever the other threads are doing. A refusal fences the mirror. */
+static void *keeper_main(void *arg)
 {
+    struct mirror *m = arg;
     struct blob_result r = {0};
-    if (blob_lease_renew(m->c, OWNER_BLOB, m->lease_id, &r) == 0) {
-        m->lease_renewed_ns = mx_mono_ns();
-        recovered(m);
-    } else if (r.status == 409 || r.status == 412 || r.status == 404) {
-        fence(m, "the owner lease was taken by another server");
-    } else {
-        mirror_note_error(m, "renew lease", &r);
-        backoff(m);
-    }
-    blob_result_free(&r);
-}
-
-/* The owner blob's metadata names this server, its generation and the journal blob it
- * appends to. It is written with the lease: once another server holds the lease, this fails
- * (and the server is fenced), so the name there is the last one the old owner could use. */
-static int publish_owner_as(struct mirror *m, uint64_t generation, const char *journal)
-{
-    struct blob_meta meta[4] = {
-        {.name = "generation"}, {.name = "journal"}, {.name = "since"}, {.name = "url"}};
-    snprintf(meta[0].value, sizeof meta[0].value, "%lu", (unsigned long)generation);
-    snprintf(meta[1].value, sizeof meta[1].value, "%s", journal);
-    snprintf(meta[2].value, sizeof meta[2].value, "%lld", (long long)m->since_ms);
-    snprintf(meta[3].value, sizeof meta[3].value, "%s",
-             m->cfg.advertise_url ? m->cfg.advertise_url : "-");
-    struct blob_result r = {0};
-    struct blob_cond cond = {.lease_id = m->lease_id};
-    int rc = 0;
-    if (blob_set_metadata(m->c, OWNER_BLOB, meta, 4, &cond, &r) != 0) {
-        if (r.status == 409 || r.status == 412 || r.status == 404) {
+    uint64_t next = atomic_load(&m->lease_sent_ns) + LEASE_RENEW_NS;
+    pthread_mutex_lock(&m->lock);
+    while (!m->keeper_stop && !atomic_load(&m->fenced)) {
+        if (mx_mono_ns() < next) {
+            mx_cond_wait_until(&m->keeper_cond, &m->lock, next);
+            continue;
+        }
+        pthread_mutex_unlock(&m->lock);
+        uint64_t sent = mx_mono_ns();
+        enum owner_rc orc = owner_renew(m->lc, m->lease_id, &r);
+        if (orc == OWNER_OK) {
+            atomic_store(&m->lease_sent_ns, sent);
+            next = sent + LEASE_RENEW_NS;
+        } else if (orc == OWNER_FENCED) {
             fence(m, "the owner lease was taken by another server");
         } else {
-            mirror_note_error(m, "publish owner", &r);
-            backoff(m);
+            mirror_note_error(m, "renew lease", &r);
+            next = mx_mono_ns() + 500 * MX_NS_PER_MS;
         }
-        rc = -1;
+        blob_result_free(&r);
+        pthread_mutex_lock(&m->lock);
     }
-    blob_result_free(&r);
-    return rc;
+    pthread_mutex_unlock(&m->lock);
+    return NULL;
 }
 
-static int publish_owner(struct mirror *m, const char *journal)
+static void keeper_stop(struct mirror *m)
 {
-    return publish_owner_as(m, m->generation, journal);
+    if (!m->keeper_started)
+        return;
+    pthread_mutex_lock(&m->lock);
+    m->keeper_stop = true;
+    pthread_cond_broadcast(&m->keeper_cond);
+    pthread_mutex_unlock(&m->lock);
+    pthread_join(m->keeper, NULL);
+    m->keeper_started = false;
+}
+
+/* Writing is allowed only while the lease is surely ours: renewed less than
+ * LEASE_TRUST_NS ago (counted from when the renewal was sent), and never after a fence. */
+static bool lease_trusted(struct mirror *m)
+{
+    return !atomic_load(&m->fenced) &&
+           mx_mono_ns() - atomic_load(&m->lease_sent_ns) < LEASE_TRUST_NS;
+}
+
+/* Writes `meta` in the owner blob and makes sure of the outcome: a write that got no clear
+ * answer is checked by reading the owner blob. 0: it is there; -1: fenced, or the blob
+ * store did not answer for the few seconds this tries (err says which). For the main
+ * thread's steps of a takeover, which cannot go on without it. */
+static int publish_sure(struct mirror *m, const struct owner_meta *meta, char *err, size_t errlen)
+{
+    struct blob_result r = {0};
+    int rc = -1;
+    for (int attempt = 0; attempt < 10 && !atomic_load(&m->fenced); attempt++) {
+        if (attempt > 0) {
+            struct timespec ts = {0, 300 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+        enum owner_rc orc = owner_publish(m->c, m->lease_id, meta, &r);
+        if (orc == OWNER_OK) {
+            rc = 0;
+            break;
+        }
+        if (orc == OWNER_FENCED) {
+            fence(m, "the owner lease was taken by another server");
+            break;
+        }
+        mirror_note_error(m, "publish owner", &r);
+        struct owner_view v;
+        if (owner_read(m->c, &v, &r) == OWNER_OK && v.exists &&
+            strcmp(v.meta.url, meta->url) == 0 && v.meta.generation == meta->generation &&
+            strcmp(v.meta.journal, meta->journal) == 0 &&
+            strcmp(v.meta.snapshot, meta->snapshot) == 0) {
+            rc = 0; /* it landed */
+            break;
+        }
+    }
+    if (rc != 0)
+        snprintf(err, errlen, "%s",
+                 atomic_load(&m->fenced) ? "another server has taken the container"
+                                         : "cannot write the owner blob's metadata");
+    blob_result_free(&r);
+    return rc;
 }
 
 /* After taking the lease: seal the journal blob the previous owner names in the owner
@@ -371,44 +388,37 @@ static int seal_previous(struct mirror *m, char *err, size_t errlen)
     struct blob_result r = {0};
     int rc = -1;
     for (int attempt = 0;; attempt++) {
-        if (blob_head(m->c, OWNER_BLOB, &r) != 0) {
-            if (!blob_result_transient(&r) || attempt >= 4) {
+        struct owner_view v;
+        if (owner_read(m->c, &v, &r) != OWNER_OK || !v.exists) {
+            if (v.exists || attempt >= 4) {
                 snprintf(err, errlen, "cannot read the owner blob: %ld %s %s", r.status,
                          r.error_code, r.message);
                 break;
             }
         } else {
-            const char *journal = blob_result_meta(&r, "journal");
-            const char *gen = blob_result_meta(&r, "generation");
-            if (journal && strcmp(journal, "-") == 0)
-                journal = NULL; /* named by a server that had not begun a journal */
-            m->prev_generation = gen ? strtoull(gen, NULL, 10) : 0;
-            snprintf(m->prev_journal, sizeof m->prev_journal, "%s", journal ? journal : "");
-            /* Name this server at once (the journal still the old one): a standby that
-             * gave the old owner up and sees a new name does not break this lease too, and
-             * the change of ETag refuses a break decided on the old metadata. */
-            if (m->cfg.advertise_url) {
-                m->since_ms = mx_wall_ms();
-                if (publish_owner_as(m, m->prev_generation,
-                                     m->prev_journal[0] ? m->prev_journal : "-") != 0) {
-                    snprintf(err, errlen, "lost the owner lease while taking the container");
-                    break;
-                }
-            }
-            if (!journal || !journal[0]) {
+            m->prev = v.meta;
+            /* Name this server at once (what the container holds unchanged): a standby
+             * that gave the old owner up and sees a new name does not break this lease
+             * too, and the change of ETag refuses a break decided on the old metadata. */
+            m->owner = v.meta;
+            snprintf(m->owner.url, sizeof m->owner.url, "%s",
+                     m->cfg.advertise_url ? m->cfg.advertise_url : "");
+            m->owner.since_ms = mx_wall_ms();
+            if (m->cfg.advertise_url && publish_sure(m, &m->owner, err, errlen) != 0)
+                break;
+            if (!v.meta.journal[0]) {
                 rc = 0; /* no owner named one (a container of an earlier version, or new) */
                 break;
             }
-            char name[96];
-            snprintf(name, sizeof name, "%s", journal);
-            if (blob_seal(m->c, name, NULL, &r) == 0 || r.status == 404) {
-                mx_info("mirror: sealed the previous owner's journal", "journal=%s", name);
+            if (owner_seal(m->c, v.meta.journal, &r) == OWNER_OK) {
+                mx_info("mirror: sealed the previous owner's journal", "journal=%s",
+                        v.meta.journal);
                 rc = 0;
                 break;
             }
             if (!blob_result_transient(&r) || attempt >= 4) {
                 snprintf(err, errlen, "cannot seal the previous owner's journal %s: %ld %s %s",
-                         name, r.status, r.error_code, r.message);
+                         v.meta.journal, r.status, r.error_code, r.message);
                 break;
             }
         }
@@ -419,76 +429,86 @@ static int seal_previous(struct mirror *m, char *err, size_t errlen)
     return rc;
 }
 
-/* Writing is allowed only while the lease is surely ours. */
-static bool lease_trusted(struct mirror *m)
-{
-    return !atomic_load(&m->fenced) && mx_mono_ns() - m->lease_renewed_ns < LEASE_TRUST_NS;
-}
-
 /* ---- appending ------------------------------------------------------------------- */
 
-static int new_journal(struct mirror *m, uint64_t first_seq)
+static void jblob_free(struct jblob *j)
+{
+    mx_buf_free(&j->unsure);
+    memset(j, 0, sizeof *j);
+}
+
+/* Makes the journal blob that follows a snapshot at `first_seq - 1`, and writes its first
+ * line. Nobody reads it until the owner blob names it. 0, or -1 (backing off, or fenced). */
+static int prepare_journal(struct mirror *m, uint64_t first_seq, struct jblob *j)
 {
     struct blob_result r = {0};
     struct blob_cond none_match = {.if_none_match = "*"};
-    char name[96];
-    mirror_journal_name(name, sizeof name, m->generation, first_seq);
+    memset(j, 0, sizeof *j);
+    mirror_journal_name(j->name, sizeof j->name, m->generation, first_seq);
     int rc = 0;
-    if (blob_create_append(m->c, name, &none_match, &r) != 0) {
-        if (r.status == 409 || r.status == 412) {
-            fence(m, "a journal blob of this generation exists already");
+    if (blob_create_append(m->c, j->name, &none_match, &r) == 0) {
+        snprintf(j->etag, sizeof j->etag, "%s", r.etag);
+    } else if (r.status == 409 || r.status == 412) {
+        /* Only this server writes blobs of its generation: an earlier attempt of this roll
+         * made it (its answer lost, or the owner-blob write after it failed). Go on from
+         * where it is. */
+        if (blob_head(m->c, j->name, &r) != 0 || r.sealed) {
+            if (r.sealed)
+                fence(m, "a journal blob of this generation was sealed by another server");
+            else {
+                mirror_note_error(m, "read journal", &r);
+                backoff(m);
+            }
+            rc = -1;
         } else {
-            mirror_note_error(m, "create journal", &r);
-            backoff(m);
+            j->off = r.content_length > 0 ? r.content_length : 0;
+            j->blocks = r.committed_blocks > 0 ? (uint64_t)r.committed_blocks : 0;
+            snprintf(j->etag, sizeof j->etag, "%s", r.etag);
         }
-        rc = -1;
     } else {
-        snprintf(m->journal, sizeof m->journal, "%s", name);
-        snprintf(m->journal_etag, sizeof m->journal_etag, "%s", r.etag);
-        m->journal_off = 0;
-        m->journal_blocks = 0;
-        m->uncertain = false;
-        mx_buf_free(&m->unsure);
+        mirror_note_error(m, "create journal", &r);
+        backoff(m);
+        rc = -1;
     }
     blob_result_free(&r);
-    if (rc == 0)
-        rc = publish_owner(m, name);
-    if (rc == 0) {
+    if (rc == 0 && j->off == 0) {
         struct mx_buf b = {0};
         jr_encode_begin(&b, m->generation,
                         m->cfg.mode == MIRROR_SYNC ? JR_MODE_SYNC : JR_MODE_ASYNC, first_seq);
-        rc = b.oom ? -1 : append_block(m, b.p, b.len);
+        rc = b.oom ? -1 : append_block(m, j, b.p, b.len);
         mx_buf_free(&b);
     }
+    if (rc != 0)
+        jblob_free(j);
     return rc;
 }
 
 /* After an append that got no answer: read the blob to learn whether that block landed.
  * 0: settled (the journal's position is known again); -1: could not tell yet. A blob that
  * is neither as we left it nor with our block at its end was written by someone else. */
-static int settle_unsure(struct mirror *m)
+static int settle_unsure(struct mirror *m, struct jblob *j)
 {
     struct blob_result g = {0};
     int rc = -1;
-    if (blob_get(m->bulk, m->journal, NULL, &g) != 0) {
+    if (blob_get(m->bulk, j->name, NULL, &g) != 0) {
         mirror_note_error(m, "read journal", &g);
         backoff(m);
-    } else if (g.body_len == (size_t)m->journal_off) {
+    } else if (g.body_len == (size_t)j->off) {
         rc = 0; /* it did not land */
-    } else if (g.body_len == (size_t)m->journal_off + m->unsure.len &&
-               memcmp(g.body + m->journal_off, m->unsure.p, m->unsure.len) == 0) {
+    } else if (g.body_len == (size_t)j->off + j->unsure.len &&
+               memcmp(g.body + j->off, j->unsure.p, j->unsure.len) == 0) {
         /* It landed. Whoever sent it will send its lines again: a restore skips the
          * lines it has seen (by sequence number). */
-        m->journal_off += (int64_t)m->unsure.len;
-        m->journal_blocks++;
+        j->off += (int64_t)j->unsure.len;
+        j->blocks++;
         rc = 0;
     } else {
         fence(m, "the journal was appended to by another writer");
     }
     if (rc == 0) {
-        snprintf(m->journal_etag, sizeof m->journal_etag, "%s", g.etag);
-        m->uncertain = false;
-        mx_buf_free(&m->unsure);
+        snprintf(j->etag, sizeof j->etag, "%s", g.etag);
+        j->uncertain = false;
+        mx_buf_free(&j->unsure);
     }
     blob_result_free(&g);
     return rc;
@@ -506,8 +526,7 @@ static void fault_pause(struct mirror *m)
     snprintf(path, sizeof path, "%s/fault-pause-append", m->cfg.data_dir);
     if (unlink(path) != 0)
         return;
-    mx_warn("fault: pausing before an append", "pause_ms=%lu",
-            (unsigned long)m->cfg.fault_append_pause_ms);
+    mx_warn("fault: pausing before an append", "pause_ms=%" PRIu64, m->cfg.fault_append_pause_ms);
     uint64_t ms = m->cfg.fault_append_pause_ms;
     struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
@@ -516,31 +535,35 @@ static void fault_pause(struct mirror *m)
 #endif
 }
 
-/* One block at the position we expect. 0: appended; -1: failed (backing off). */
-static int append_block(struct mirror *m, const char *data, size_t len)
+/* One block at the position we expect. 0: appended; -1: failed (backing off, or a full
+ * blob: roll_now is set). */
+static int append_block(struct mirror *m, struct jblob *j, const char *data, size_t len)
 {
-    if (m->uncertain && settle_unsure(m) != 0)
+    if (j->uncertain && settle_unsure(m, j) != 0)
         return -1;
     if (!lease_trusted(m)) {
-        if (!atomic_load(&m->fenced))
-            renew_lease(m);
-        if (!lease_trusted(m))
-            return -1;
+        backoff(m); /* the keeper renews it, or fences */
+        return -1;
     }
     fault_pause(m);
     struct blob_result r = {0};
-    struct blob_cond cond = {.if_match = m->journal_etag[0] ? m->journal_etag : NULL};
+    struct blob_cond cond = {.if_match = j->etag[0] ? j->etag : NULL};
     uint64_t t0 = mx_mono_ns();
     int rc = -1;
-    if (blob_append_block(m->c, m->journal, data, len, m->journal_off, &cond, &r) == 0) {
+    if (blob_append_block(m->c, j->name, data, len, j->off, &cond, &r) == 0) {
         prom_hist_observe(&m->append_seconds, mx_mono_ns() - t0);
         atomic_fetch_add(&m->appends, 1);
-        m->journal_off += (int64_t)len;
-        m->journal_blocks++;
-        snprintf(m->journal_etag, sizeof m->journal_etag, "%s", r.etag);
-        m->uncertain = false;
+        j->off += (int64_t)len;
+        j->blocks++;
+        snprintf(j->etag, sizeof j->etag, "%s", r.etag);
+        j->uncertain = false;
         recovered(m);
         rc = 0;
+    } else if (r.status == 409 && strcmp(r.error_code, "BlockCountExceedsLimit") == 0) {
+        /* Full (Azure's 50,000 blocks): nothing more goes there; the next snapshot rolls
+         * to a new blob. Not a failure of the blob store. */
+        mirror_note_error(m, "append", &r);
+        m->roll_now = true;
     } else if (r.status == 412 || r.status == 404 ||
                (r.status == 409 && strcmp(r.error_code, "BlobIsSealed") == 0)) {
         fence(m, r.status == 404 ? "the journal blob was deleted by someone else"
@@ -551,9 +574,9 @@ static int append_block(struct mirror *m, const char *data, size_t len)
         mirror_note_error(m, "append", &r);
         if (r.status == 0 || r.status >= 500) {
             /* It may have landed: keep what was sent, to compare before the next append. */
-            m->uncertain = true;
-            mx_buf_free(&m->unsure);
-            mx_buf_append(&m->unsure, data, len);
+            j->uncertain = true;
+            mx_buf_free(&j->unsure);
+            mx_buf_append(&j->unsure, data, len);
         }
         backoff(m);
     }
@@ -575,7 +598,7 @@ static int reserve_tokens(struct mirror *m, bool force)
     uint64_t next = (ceiling == UINT64_MAX || last > ceiling ? last : ceiling) + m->cfg.token_block;
     struct mx_buf b = {0};
     jr_encode_reserve(&b, next);
-    int rc = b.oom ? -1 : append_block(m, b.p, b.len);
+    int rc = b.oom ? -1 : append_block(m, &m->cur, b.p, b.len);
     mx_buf_free(&b);
     if (rc == 0) {
         atomic_store(m->cfg.token_ceiling, next);
@@ -596,33 +619,102 @@ static int snap_row(void *arg, const char *name, size_t len, struct store_row *r
 
 struct cleanup {
     struct mirror *m;
-    uint64_t keep_gen, keep_seq; /* the new snapshot */
     char (*names)[96];
     size_t n, cap;
 };
 
+/* Every snapshot and journal blob of this generation or an earlier one that the owner
+ * blob does not name (this server's older ones, and whatever a server that lost the
+ * container left behind) is removed. Never a later generation's: a server that has lost
+ * the container may still get here, and must not delete what the new owner wrote. */
 static int cleanup_item(void *arg, const struct blob_item *it)
 {
     struct cleanup *c = arg;
-    uint64_t g, s;
-    bool old = false;
-    /* Never a later generation's: a server that has lost the container may still get
-     * here, and must not delete what the new owner wrote. */
-    if (mirror_parse_journal_name(it->name, &g, &s))
-        old = g <= c->keep_gen && strcmp(it->name, c->m->journal) != 0; /* not the current */
-    else if (mirror_parse_snapshot_name(it->name, &g, &s))
-        old = g < c->keep_gen || (g == c->keep_gen && s < c->keep_seq);
-    if (old && c->n < c->cap)
+    uint64_t g;
+    if (!mirror_name_generation(it->name, &g) || g > c->m->generation ||
+        strcmp(it->name, c->m->owner.snapshot) == 0 || strcmp(it->name, c->m->owner.journal) == 0)
+        return 0;
+    if (c->n < c->cap)
         snprintf(c->names[c->n++], sizeof c->names[0], "%s", it->name);
     return 0;
 }
 
-/* Writes a snapshot of every row and starts a new journal blob after it; the journal and
- * snapshots it makes redundant are then deleted. */
+static void cleanup(struct mirror *m)
+{
+    struct cleanup c = {.m = m, .cap = 1024};
+    c.names = calloc(c.cap, sizeof *c.names);
+    if (!c.names)
+        return;
+    struct blob_result lr = {0};
+    if (mirror_list(m, "journal/", cleanup_item, &c, &lr) == 0 &&
+        mirror_list(m, "snapshots/", cleanup_item, &c, &lr) == 0)
+        for (size_t i = 0; i < c.n; i++)
+            blob_delete(m->bulk, c.names[i], NULL, &lr);
+    blob_result_free(&lr);
+    free(c.names);
+}
+
+/* The owner blob names the new snapshot and journal: append there from now on. Every
+ * change up to `seq` is in the snapshot, every record submitted up to `done` too. */
+static void switch_journal(struct mirror *m, struct jblob *next, const struct owner_meta *meta,
+                           uint64_t seq, uint64_t done)
+{
+    jblob_free(&m->cur);
+    m->cur = *next;
+    memset(next, 0, sizeof *next);
+    m->owner = *meta;
+    m->roll_now = false;
+    m->snapshot_seq = seq;
+    m->snapshot_ns = mx_mono_ns();
+    atomic_store(&m->snapshot_wall_ms, (uint64_t)mx_wall_ms());
+    atomic_fetch_add(&m->snapshots, 1);
+    if (seq > m->shipped_seq)
+        m->shipped_seq = seq;
+    pthread_mutex_lock(&m->lock);
+    if (done > m->shipped_sub)
+        m->shipped_sub = done;
+    pthread_mutex_unlock(&m->lock);
+    mx_info("mirror: snapshot written", "snapshot=%s journal=%s", meta->snapshot, meta->journal);
+    cleanup(m);
+}
+
+/* A roll whose owner-blob write got no clear answer: read the owner blob to learn which
+ * journal it names. 0: settled (switched, or staying on the current one); -1: not yet. */
+static int settle_roll(struct mirror *m)
+{
+    struct owner_view v;
+    struct blob_result r = {0};
+    int rc = -1;
+    if (owner_read(m->c, &v, &r) != OWNER_OK) {
+        mirror_note_error(m, "read owner", &r);
+        backoff(m);
+    } else if (v.exists && strcmp(v.meta.url, m->owner.url) == 0 &&
+               v.meta.generation == m->generation &&
+               strcmp(v.meta.journal, m->roll.next.name) == 0) {
+        switch_journal(m, &m->roll.next, &m->roll.meta, m->roll.seq, m->roll.done);
+        rc = 0;
+    } else if (v.exists && strcmp(v.meta.url, m->owner.url) == 0 &&
+               v.meta.generation == m->generation && strcmp(v.meta.journal, m->cur.name) == 0) {
+        jblob_free(&m->roll.next); /* it did not land: the next snapshot rolls again */
+        rc = 0;
+    } else {
+        fence(m, "the owner blob names another server's journal");
+    }
+    if (rc == 0)
+        m->roll_unsure = false;
+    blob_result_free(&r);
+    return rc;
+}
+
+/* Writes a snapshot of every row, makes the journal blob that follows it, and names both
+ * in the owner blob; only then are changes appended there. Until that write has surely
+ * landed, changes go on to the journal the owner blob names now. 0, or -1 (backing off;
+ * the current journal is unchanged, or roll_unsure is set). */
 static int take_snapshot(struct mirror *m)
 {
     struct mx_buf rows = {0}, all = {0};
     struct store_marks marks;
+    struct blob_result r = {0};
     int rc = -1;
     uint64_t done = store_done_seq(m->store); /* every record up to it is in the snapshot */
     if (store_snapshot(m->store, snap_row, &rows, &marks) != STORE_OK || rows.oom) {
@@ -636,46 +728,40 @@ static int take_snapshot(struct mirror *m)
     mx_buf_append(&all, rows.p ? rows.p : "", rows.len);
     if (all.oom)
         goto out;
-    char name[96];
-    mirror_snapshot_name(name, sizeof name, m->generation, marks.commit_seq);
-    struct blob_result r = {0};
-    if (blob_put(m->bulk, name, all.p, all.len, NULL, &r) != 0) {
-        mirror_note_error(m, "put snapshot", &r);
-        blob_result_free(&r);
+    struct owner_meta meta = m->owner;
+    mirror_snapshot_name(meta.snapshot, sizeof meta.snapshot, m->generation, marks.commit_seq);
+    if (!lease_trusted(m)) {
         backoff(m);
         goto out;
     }
-    blob_result_free(&r);
-    recovered(m);
-    m->snapshot_seq = marks.commit_seq;
-    m->snapshot_ns = mx_mono_ns();
-    atomic_store(&m->snapshot_wall_ms, (uint64_t)mx_wall_ms());
-    atomic_fetch_add(&m->snapshots, 1);
-    if (marks.commit_seq > m->shipped_seq)
-        m->shipped_seq = marks.commit_seq;
-    pthread_mutex_lock(&m->lock);
-    if (done > m->shipped_sub)
-        m->shipped_sub = done;
-    pthread_mutex_unlock(&m->lock);
-    mx_info("mirror: snapshot written", "name=%s bytes=%zu", name, all.len);
-
-    /* Everything shipped so far is in it: a fresh journal blob from here. */
-    if (new_journal(m, marks.commit_seq + 1) != 0)
+    if (blob_put(m->bulk, meta.snapshot, all.p, all.len, NULL, &r) != 0) {
+        mirror_note_error(m, "put snapshot", &r);
+        backoff(m);
         goto out;
-    struct cleanup c = {
-        .m = m, .keep_gen = m->generation, .keep_seq = marks.commit_seq, .cap = 1024};
-    c.names = calloc(c.cap, sizeof *c.names);
-    if (c.names) {
-        struct blob_result lr = {0};
-        mirror_list(m, "journal/", cleanup_item, &c, &lr);
-        mirror_list(m, "snapshots/", cleanup_item, &c, &lr);
-        for (size_t i = 0; i < c.n; i++)
-            blob_delete(m->bulk, c.names[i], NULL, &lr);
-        blob_result_free(&lr);
-        free(c.names);
     }
-    rc = 0;
+    recovered(m);
+    struct jblob next;
+    if (prepare_journal(m, marks.commit_seq + 1, &next) != 0)
+        goto out;
+    snprintf(meta.journal, sizeof meta.journal, "%s", next.name);
+    enum owner_rc orc = owner_publish(m->c, m->lease_id, &meta, &r);
+    if (orc == OWNER_OK) {
+        switch_journal(m, &next, &meta, marks.commit_seq, done);
+        rc = 0;
+    } else if (orc == OWNER_FENCED) {
+        jblob_free(&next);
+        fence(m, "the owner lease was taken by another server");
+    } else {
+        mirror_note_error(m, "publish owner", &r);
+        m->roll.next = next;
+        m->roll.meta = meta;
+        m->roll.seq = marks.commit_seq;
+        m->roll.done = done;
+        m->roll_unsure = true;
+        backoff(m);
+    }
 out:
+    blob_result_free(&r);
     mx_buf_free(&rows);
     mx_buf_free(&all);
     return rc;
@@ -828,7 +914,10 @@ static void expire_waits(struct mirror *m, uint64_t now)
         store_complete_waits(lists[i], STORE_EFAIL);
 }
 
-/* Appends the queued batches, 4 MiB at a time. Returns 0 when the queue is empty. */
+/* Appends the next block of queued batches (4 MiB at most). Returns 0 when the queue is
+ * empty, 1 when more is queued, -1 on failure. One block a call, so that the mirror
+ * thread's other duties (reservations, rolls, answer timeouts) keep their schedule under
+ * any load. */
 static int ship_queued(struct mirror *m)
 {
     for (;;) {
@@ -868,7 +957,7 @@ static int ship_queued(struct mirror *m)
         int rc = 0;
         while (rc == 0 && off < block.len) {
             size_t n = mirror_pack_piece(block.p + off, block.len - off, MAX_BLOCK);
-            rc = append_block(m, block.p + off, n);
+            rc = append_block(m, &m->cur, block.p + off, n);
             if (rc == 0)
                 off += n;
         }
@@ -881,6 +970,10 @@ static int ship_queued(struct mirror *m)
         m->shipped_seq = pack.last_seq;
         for (size_t i = 0; i < pack.nbatches; i++)
             pop_batch(m, STORE_OK);
+        pthread_mutex_lock(&m->lock);
+        bool more = m->head != NULL;
+        pthread_mutex_unlock(&m->lock);
+        return more ? 1 : 0;
     }
 }
 
@@ -890,7 +983,7 @@ static bool snapshot_due(struct mirror *m, uint64_t now)
     return commits - m->snapshot_seq >= m->cfg.snapshot_every_changes ||
            (commits > m->snapshot_seq &&
             now - m->snapshot_ns >= m->cfg.snapshot_every_ms * MX_NS_PER_MS) ||
-           (uint64_t)m->journal_off >= ROLL_BYTES || m->journal_blocks >= ROLL_BLOCKS;
+           m->roll_now || (uint64_t)m->cur.off >= ROLL_BYTES || m->cur.blocks >= ROLL_BLOCKS;
 }
 
 /* The store may be read only between these, and not once mirror_detach() began. */
@@ -960,16 +1053,16 @@ static void *mirror_main(void *arg)
             nanosleep(&ts, NULL);
             continue;
         }
-        if (now - m->lease_renewed_ns >= LEASE_RENEW_NS)
-            renew_lease(m);
-        if (atomic_load(&m->fenced) || now < m->retry_at_ns)
+        if (m->roll_unsure && settle_roll(m) != 0)
             continue;
         if (reserve_tokens(m, false) != 0)
             continue;
         int shipped = ship_queued(m);
-        if (shipped == 0 && !stopping && begin_snapshot(m)) {
-            if (snapshot_due(m, now))
-                take_snapshot(m);
+        /* A snapshot when one is due, whatever is queued: what it covers is dropped from
+         * the queue, and a journal blob is rolled long before Azure's block limit. */
+        if (!stopping && !m->roll_unsure && !atomic_load(&m->fenced) &&
+            mx_mono_ns() >= m->retry_at_ns && snapshot_due(m, now) && begin_snapshot(m)) {
+            take_snapshot(m);
             end_snapshot(m);
         }
         if (stopping && (shipped == 0 || mx_mono_ns() > stop_deadline))
@@ -1004,14 +1097,19 @@ enum mirror_mode mirror_parse_mode(const char *s)
  * the thread has stopped and the lease is released) end here alike. */
 static void teardown(struct mirror *m)
 {
+    keeper_stop(m);
     if (m->c)
         blob_client_free(m->c);
     if (m->bulk)
         blob_client_free(m->bulk);
+    if (m->lc)
+        blob_client_free(m->lc);
     blob_account_wipe(&m->account);
-    mx_buf_free(&m->unsure);
+    jblob_free(&m->cur);
+    jblob_free(&m->roll.next);
     pthread_mutex_destroy(&m->lock);
     pthread_cond_destroy(&m->cond);
+    pthread_cond_destroy(&m->keeper_cond);
     pthread_mutex_destroy(&m->err_lock);
     free(m);
 }
@@ -1040,17 +1138,24 @@ int mirror_open(struct mirror **out, const struct mirror_config *cfg, struct sto
     m->store = store;
     pthread_mutex_init(&m->lock, NULL);
     mx_cond_init_mono(&m->cond);
+    mx_cond_init_mono(&m->keeper_cond);
     pthread_mutex_init(&m->err_lock, NULL);
     prom_hist_init(&m->append_seconds, prom_latency_bounds, prom_latency_nbounds, 1e9);
 
+    /* `c` and the keeper's `lc`: one request at most request_timeout_ms. `bulk` (snapshots,
+     * listings, restore) may move a large body: it fails once no byte moves for a few
+     * seconds, and after a minute whatever happens. */
+    long stall = (long)m->cfg.request_timeout_ms;
     struct blob_options quick = {.connect_timeout_ms = (long)m->cfg.request_timeout_ms,
                                  .timeout_ms = (long)m->cfg.request_timeout_ms},
                         slow = {.connect_timeout_ms = (long)m->cfg.request_timeout_ms,
-                                .timeout_ms = 600000,
+                                .timeout_ms = 60000,
+                                .stall_ms = stall,
                                 .max_body = 4ull * 1024 * 1024 * 1024};
     struct blob_result r = {0};
     if (blob_parse_connection_string(cfg->connection_string, &m->account, err, errlen) != 0 ||
         blob_client_new(&m->account, cfg->container, &quick, &m->c, err, errlen) != 0 ||
+        blob_client_new(&m->account, cfg->container, &quick, &m->lc, err, errlen) != 0 ||
         blob_client_new(&m->account, cfg->container, &slow, &m->bulk, err, errlen) != 0)
         goto fail;
     if (blob_create_container(m->c, &r) != 0) {
@@ -1058,8 +1163,16 @@ int mirror_open(struct mirror **out, const struct mirror_config *cfg, struct sto
                  r.status, r.error_code, r.message[0] ? r.message : "");
         goto fail;
     }
-    if (load_lease_id(m, err, errlen) != 0 || take_lease(m, err, errlen) != 0 ||
-        seal_previous(m, err, errlen) != 0)
+    if (load_lease_id(m, err, errlen) != 0 || take_lease(m, err, errlen) != 0)
+        goto fail;
+    /* From here the lease is renewed whatever the main thread does (a restore may take
+     * longer than the lease lasts). */
+    if (pthread_create(&m->keeper, NULL, keeper_main, m) != 0) {
+        snprintf(err, errlen, "cannot start the owner lease's thread");
+        goto fail;
+    }
+    m->keeper_started = true;
+    if (seal_previous(m, err, errlen) != 0)
         goto fail;
     blob_result_free(&r);
     mx_info("mirror: owner of the container", "container=%s mode=%s", cfg->container,
@@ -1091,7 +1204,7 @@ static int write_generation_file(struct mirror *m, char *err, size_t errlen)
 {
     char path[4096], text[32];
     snprintf(path, sizeof path, "%s/mirror-generation", m->cfg.data_dir);
-    snprintf(text, sizeof text, "%lu\n", (unsigned long)m->generation);
+    snprintf(text, sizeof text, "%" PRIu64 "\n", m->generation);
     return write_file_durably(path, text, err, errlen);
 }
 
@@ -1100,32 +1213,49 @@ int mirror_start(struct mirror *m, bool restored, char *err, size_t errlen)
     uint64_t newest;
     if (mirror_max_generation(m, &newest, err, errlen) != 0)
         return -1;
+    if (m->prev.generation > newest)
+        newest = m->prev.generation; /* claimed by an owner that wrote nothing of it */
     /* This data directory may overwrite the container's mirror only if the container holds
      * nothing newer than what this directory last wrote there (or what it was restored
      * from). A stale directory must not erase another server's history. */
     uint64_t mine = read_generation_file(m);
     if (!restored && newest > mine && !store_created(m->store)) {
         snprintf(err, errlen,
-                 "the blob container '%s' holds generation %lu, newer than this data "
-                 "directory's last (%lu): another server has written it since. Move the data "
-                 "directory away to restore from the container, or use another container",
-                 m->cfg.container, (unsigned long)newest, (unsigned long)mine);
+                 "the blob container '%s' holds generation %" PRIu64
+                 ", newer than this data directory's last (%" PRIu64
+                 "): another server has written it since. Move the data directory away to "
+                 "restore from the container, or use another container",
+                 m->cfg.container, newest, mine);
         return -1;
     }
     m->generation = newest + 1;
-    m->since_ms = mx_wall_ms();
     if (write_generation_file(m, err, errlen) != 0)
+        return -1;
+    /* Claim the generation in the owner blob, under the lease, before writing any blob of
+     * it: a server that loses the lease later writes only blobs the owner blob never
+     * names, and the next owner claims a higher generation. */
+    m->owner.generation = m->generation;
+    if (publish_sure(m, &m->owner, err, errlen) != 0)
         return -1;
     /* Tokens: everything the store has seen, then a first reservation above it. */
     uint64_t hwm = store_token_hwm(m->store);
     if (atomic_load(m->cfg.last_token) < hwm)
         atomic_store(m->cfg.last_token, hwm);
-    m->lease_renewed_ns = mx_mono_ns();
-    /* The journal blob of this generation exists before the snapshot that names it. */
-    if (take_snapshot(m) != 0 || atomic_load(&m->fenced)) {
-        snprintf(err, errlen, "cannot write the first snapshot of generation %lu",
-                 (unsigned long)m->generation);
-        return -1;
+    /* The first snapshot of this generation and its journal, named in the owner blob. */
+    for (int attempt = 0;; attempt++) {
+        if (m->roll_unsure)
+            settle_roll(m);
+        else if (take_snapshot(m) == 0)
+            break;
+        if (atomic_load(&m->fenced) || attempt >= 20) {
+            snprintf(err, errlen, "cannot write the first snapshot of generation %" PRIu64 "%s",
+                     m->generation,
+                     atomic_load(&m->fenced) ? ": another server has taken the container" : "");
+            return -1;
+        }
+        struct timespec ts = {0, 250 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        m->retry_at_ns = 0;
     }
     /* No token above the last one may be handed out until a block is reserved. */
     atomic_store(m->cfg.token_ceiling, atomic_load(m->cfg.last_token));
@@ -1139,9 +1269,9 @@ int mirror_start(struct mirror *m, bool restored, char *err, size_t errlen)
         return -1;
     }
     m->thread_started = true;
-    mx_info("mirror: shipping", "generation=%lu from_seq=%lu token_ceiling=%lu",
-            (unsigned long)m->generation, (unsigned long)m->snapshot_seq + 1,
-            (unsigned long)atomic_load(m->cfg.token_ceiling));
+    mx_info("mirror: shipping",
+            "generation=%" PRIu64 " from_seq=%" PRIu64 " token_ceiling=%" PRIu64, m->generation,
+            m->snapshot_seq + 1, atomic_load(m->cfg.token_ceiling));
     return 0;
 }
 
@@ -1159,13 +1289,14 @@ void mirror_close(struct mirror *m)
         pthread_mutex_unlock(&m->lock);
         pthread_join(m->thread, NULL);
     }
+    keeper_stop(m);
     if (!atomic_load(&m->fenced)) {
         struct blob_result r = {0};
         /* The next owner then need not wait for anything to land here. */
-        if (m->journal[0] && blob_seal(m->c, m->journal, NULL, &r) != 0)
+        if (m->cur.name[0] && owner_seal(m->c, m->cur.name, &r) != OWNER_OK)
             mx_warn("mirror: could not seal the journal; the next owner seals it", "status=%ld",
                     r.status);
-        if (blob_lease_release(m->c, OWNER_BLOB, m->lease_id, &r) != 0)
+        if (owner_release(m->c, m->lease_id, &r) != OWNER_OK)
             mx_warn("mirror: could not release the owner lease; it lapses by itself", "status=%ld",
                     r.status);
         blob_result_free(&r);

@@ -27,6 +27,7 @@
 #include <stdint.h>
 
 #include "common/buf.h"
+#include "persistence/owner.h"
 #include "persistence/store.h"
 
 enum mirror_mode { MIRROR_OFF = 0, MIRROR_ASYNC, MIRROR_SYNC };
@@ -45,6 +46,10 @@ struct mirror_config {
     const char *advertise_url;       /* published in the owner blob's metadata; NULL: none */
     uint64_t fault_append_pause_ms;  /* testing: see MUTEXD_FAULT_APPEND_PAUSE_MS */
     struct mirror_copy *warm;        /* a standby's copy, used by mirror_restore; or NULL */
+    /* A restore gives every lease held its TTL again from the restore, and a lease whose
+     * deadline has passed at least this much (the failover grace, ms); see
+     * mirror_rearm_deadline(). */
+    uint64_t rearm_grace_ms;
     /* The server's fencing-token counter, and the ceiling the mirror reserves (tokens
      * above it must not be handed out). */
     _Atomic uint64_t *last_token;
@@ -71,10 +76,12 @@ struct mirror_restored {
     uint64_t commit_seq; /* the last change restored */
 };
 
-/* When the store was just created and the container holds a mirror, loads the newest
- * snapshot and the journal after it into the store; with a warm copy (cfg.warm) that
- * follows the generation the previous owner wrote, only the journal's tail is read.
- * Returns 0 (see `out`), or -1 with err. */
+/* When the store was just created and the container holds a mirror, loads the snapshot
+ * and the journal after it that the owner blob names into the store; with a warm copy
+ * (cfg.warm) that follows that journal, only the journal's tail is read. Every lease held
+ * gets its TTL again (see mirror_config.rearm_grace_ms). Returns 0 (see `out`), -1 with
+ * err, or -2 with err when a line of the container cannot be decoded (nothing may be
+ * served from it as it is: docs/ha.md, "A journal that cannot be read"). */
 int mirror_restore(struct mirror *m, struct mirror_restored *out, char *err, size_t errlen);
 
 /*
@@ -85,11 +92,11 @@ int mirror_restore(struct mirror *m, struct mirror_restored *out, char *err, siz
 int mirror_copy_open(struct mirror_copy **out, const char *connection_string, const char *container,
                      char *err, size_t errlen);
 void mirror_copy_free(struct mirror_copy *c);
-/* Brings the copy up to the journal blob `journal` of `generation`, as the owner blob's
- * metadata names them now: reads what was appended since the last call, or the newest
- * snapshot and its journal after a new generation, a gap or a lost blob. 0, or -1 with err
- * (the copy is then read anew next time). */
-int mirror_copy_follow(struct mirror_copy *c, uint64_t generation, const char *journal, char *err,
+/* Brings the copy up to the snapshot and journal blob the owner blob names now (`named`,
+ * owner.h): reads what was appended since the last call, or that snapshot and its journal
+ * after a roll it cannot follow without a gap, or a lost blob. 0, -1 with err (the copy is
+ * then read anew next time), or -2 with err when a line cannot be decoded. */
+int mirror_copy_follow(struct mirror_copy *c, const struct owner_meta *named, char *err,
                        size_t errlen);
 /* How many changes the last call found new, and how long ago the copy was last complete
  * (ms). */

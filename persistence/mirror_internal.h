@@ -11,14 +11,24 @@
 #include "persistence/blob.h"
 #include "persistence/journal.h"
 #include "persistence/mirror.h"
+#include "persistence/mirror_plan.h"
+#include "persistence/owner.h"
 
-#define OWNER_BLOB     "owner"
-#define LEASE_SECONDS  15 /* Azure's shortest: a crashed owner is replaced soonest */
-#define LEASE_RENEW_NS (5 * 1000000000ull)
+#define LEASE_RENEW_NS (3 * 1000000000ull)  /* the owner lease is renewed this often */
 #define LEASE_TRUST_NS (10 * 1000000000ull) /* stop writing if not renewed for this long */
 #define MAX_BLOCK      (4u * 1024 * 1024)   /* Append Block's limit */
 #define ROLL_BYTES     (32ull * 1024 * 1024)
 #define ROLL_BLOCKS    40000 /* Azure allows 50,000 blocks per append blob */
+
+/* A journal blob this server appends to (the mirror thread's). */
+struct jblob {
+    char name[96];
+    int64_t off;
+    char etag[BLOB_ETAG_MAX];
+    uint64_t blocks;
+    bool uncertain;       /* the last append may have landed though it failed */
+    struct mx_buf unsure; /* then: exactly what it sent */
+};
 
 /* Committed changes handed over by the store's writer, waiting to be shipped. */
 struct batch {
@@ -41,27 +51,40 @@ struct mirror {
     struct blob_client *c, *bulk;
     char lease_id[40];
     uint64_t generation;
-    int64_t since_ms; /* when this generation began (wall clock) */
-    /* What the owner blob named when this server took the container (and sealed it):
-     * the previous owner's generation and journal blob, or 0 and "". */
-    uint64_t prev_generation;
-    char prev_journal[96];
+    /* What the owner blob named when this server took the container (and sealed its
+     * journal): the previous owner's generation, snapshot and journal. */
+    struct owner_meta prev;
+    /* What this server last wrote in the owner blob (its name, generation, snapshot and
+     * journal). The main thread's until mirror_start, then the mirror thread's. */
+    struct owner_meta owner;
 
-    /* The mirror thread's own. */
-    char journal[96];
-    int64_t journal_off;
-    char journal_etag[BLOB_ETAG_MAX];
-    uint64_t journal_blocks;
-    bool uncertain;            /* the last append may have landed though it failed */
-    struct mx_buf unsure;      /* then: exactly what it sent */
-    uint64_t shipped_seq;      /* every change up to here is in the container */
-    uint64_t snapshot_seq;     /* the newest snapshot covers up to here */
-    uint64_t snapshot_ns;      /* when it was taken */
-    uint64_t lease_renewed_ns; /* last successful lease renewal */
-    uint64_t retry_at_ns;      /* backoff: no request before this */
+    /* The mirror thread's own (the main thread's before it starts). */
+    struct jblob cur; /* the journal the owner blob names, appended to */
+    /* A roll whose owner-blob write got no clear answer: the owner blob may name `next`
+     * or still `cur`. Nothing is appended until a read of the owner blob tells. */
+    bool roll_unsure;
+    struct {
+        struct jblob next;
+        struct owner_meta meta;
+        uint64_t seq, done;
+    } roll;
+    bool roll_now;         /* the journal blob is full: roll at the next chance */
+    uint64_t shipped_seq;  /* every change up to here is in the container */
+    uint64_t snapshot_seq; /* the newest snapshot covers up to here */
+    uint64_t snapshot_ns;  /* when it was taken */
+    uint64_t retry_at_ns;  /* backoff: no request before this */
     uint64_t backoff_ms;
     pthread_t thread;
     bool thread_started;
+
+    /* The owner lease is renewed by a thread of its own, with a client of its own, from
+     * the moment it is taken (through a restore, however long) to mirror_close(). */
+    struct blob_client *lc;
+    pthread_t keeper;
+    bool keeper_started;
+    pthread_cond_t keeper_cond;
+    bool keeper_stop;               /* lock */
+    _Atomic uint64_t lease_sent_ns; /* when the last successful take or renewal was sent */
 
     pthread_mutex_t lock;
     pthread_cond_t cond;
@@ -99,12 +122,6 @@ int mirror_list(struct mirror *m, const char *prefix,
 int mirror_list_client(struct blob_client *c, const char *prefix,
                        int (*fn)(void *arg, const struct blob_item *item), void *arg,
                        struct blob_result *res);
-
-/* Names. */
-void mirror_snapshot_name(char *out, size_t len, uint64_t generation, uint64_t seq);
-void mirror_journal_name(char *out, size_t len, uint64_t generation, uint64_t first_seq);
-bool mirror_parse_snapshot_name(const char *name, uint64_t *generation, uint64_t *seq);
-bool mirror_parse_journal_name(const char *name, uint64_t *generation, uint64_t *first_seq);
 
 /* The highest generation found in the container (0: none). */
 int mirror_max_generation(struct mirror *m, uint64_t *out, char *err, size_t errlen);

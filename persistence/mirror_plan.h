@@ -62,11 +62,42 @@ struct mirror_plan {
 int mirror_plan_restore(const char *const *names, size_t n, struct mirror_plan *plan, char *err,
                         size_t errlen);
 
+/* The same, but only snapshots and journal blobs of `generation` count (0: any): the plan
+ * for a container whose owner blob names a journal but no snapshot (written by a version
+ * before the owner blob named its snapshot). Blobs of other generations are ignored. */
+int mirror_plan_restore_gen(const char *const *names, size_t n, uint64_t generation,
+                            struct mirror_plan *plan, char *err, size_t errlen);
+
+/* The plan the owner blob names (owner.h): exactly the snapshot `snapshot` and the journal
+ * blob `journal` after it, nothing a listing shows. `journal` may be "" (a snapshot with
+ * no journal yet). -1 with err when a name is not of its form, or when the journal is not
+ * of the snapshot's generation or begins after the change that follows the snapshot (then
+ * changes would be missing). */
+int mirror_plan_named(const char *snapshot, const char *journal, struct mirror_plan *plan,
+                      char *err, size_t errlen);
+
 void mirror_plan_free(struct mirror_plan *plan);
 
 /* ---- names ----------------------------------------------------------------------- */
 
+/* snapshots/<generation>-<seq>.jsonl and journal/<generation>/<first-seq>, zero-padded. */
+void mirror_snapshot_name(char *out, size_t len, uint64_t generation, uint64_t seq);
+void mirror_journal_name(char *out, size_t len, uint64_t generation, uint64_t first_seq);
+bool mirror_parse_snapshot_name(const char *name, uint64_t *generation, uint64_t *seq);
+bool mirror_parse_journal_name(const char *name, uint64_t *generation, uint64_t *first_seq);
+
 /* The generation of a snapshot or journal blob's name; false for any other name. */
 bool mirror_name_generation(const char *name, uint64_t *generation);
+
+/* ---- leases read from another server ---------------------------------------------- */
+
+/* The deadline (wall ms, this server's clock) of a lease held in a restored container. A
+ * deadline written by another server was read on another clock, so it is not compared
+ * with this one: every lease held gets its whole TTL again from `now_ms` (as etcd does at
+ * a leader change), and one whose written deadline has passed by this clock gets at least
+ * `grace_ms` (the failover grace: its holder may not have been able to renew it while no
+ * server was active). Never earlier than any holder's own deadline, whatever the clocks. */
+int64_t mirror_rearm_deadline(int64_t written_ms, uint64_t ttl_ms, int64_t now_ms,
+                              uint64_t grace_ms);
 
 #endif

@@ -18,7 +18,6 @@
 #include "common/clock.h"
 #include "common/hash.h"
 #include "common/log.h"
-#include "persistence/mirror_plan.h"
 
 struct rows {
     struct store_import_row *v;
@@ -135,7 +134,8 @@ static int apply(struct state *st, struct jr_line *l, bool from_snapshot)
     return 0;
 }
 
-/* Decodes and applies every line of a blob. */
+/* Decodes and applies every line of a blob. 0; -2 with err when a line cannot be decoded
+ * (the container is damaged: nothing may be served from it as it is); -1 otherwise. */
 static int apply_text(struct state *st, const char *name, const char *text, size_t len,
                       bool snapshot, char *err, size_t errlen)
 {
@@ -148,14 +148,14 @@ static int apply_text(struct state *st, const char *name, const char *text, size
             struct jr_line l;
             char why[128];
             if (!jr_decode(text + off, n, &l, why, sizeof why)) {
-                snprintf(err, errlen, "%s line %zu: %s", name, lineno, why);
-                return -1;
+                snprintf(err, errlen, "%s line %zu cannot be decoded: %s", name, lineno, why);
+                return -2;
             }
             if (snapshot && lineno == 1) {
                 if (l.op != JR_SNAPSHOT) {
                     snprintf(err, errlen, "%s: no snapshot header", name);
                     jr_line_clear(&l);
-                    return -1;
+                    return -2;
                 }
                 st->marks = l.marks;
                 st->ceiling = l.ceiling;
@@ -209,9 +209,21 @@ static void names_free(struct names *l)
     free(l->v);
 }
 
-/* Lists snapshots/ and journal/ and plans what to read. */
-static int plan_from(struct blob_client *c, struct mirror_plan *plan, char *err, size_t errlen)
+/* Plans what to read: what the owner blob names (`named`), never the newest blobs of a
+ * listing, which may hold what a server that lost the container left behind. Only a
+ * container whose owner blob names no snapshot (written by an earlier version) is listed:
+ * then the generation of the journal it names, or the newest when it names none. */
+static int plan_from(struct blob_client *c, const struct owner_meta *named,
+                     struct mirror_plan *plan, char *err, size_t errlen)
 {
+    if (named->snapshot[0])
+        return mirror_plan_named(named->snapshot, named->journal, plan, err, errlen);
+    uint64_t generation = 0;
+    if (named->journal[0] && !mirror_name_generation(named->journal, &generation)) {
+        snprintf(err, errlen, "the owner blob names no journal blob of the mirror's form: '%s'",
+                 named->journal);
+        return -1;
+    }
     struct blob_result r = {0};
     struct names names = {0};
     int rc = -1;
@@ -230,24 +242,27 @@ static int plan_from(struct blob_client *c, struct mirror_plan *plan, char *err,
         snprintf(err, errlen, "out of memory listing the container");
         goto out;
     }
-    rc = mirror_plan_restore((const char *const *)names.v, names.n, plan, err, errlen);
+    rc = mirror_plan_restore_gen((const char *const *)names.v, names.n, generation, plan, err,
+                                 errlen);
 out:
     blob_result_free(&r);
     names_free(&names);
     return rc;
 }
 
-/* Reads the newest snapshot and its journal into `st` (fresh). `last`/`last_len`: the last
- * journal blob read and how many bytes of it were applied ("" when none). Returns 0 (an
- * empty container leaves plan->snapshot ""), or -1 with err. */
-static int load(struct blob_client *c, struct state *st, struct mirror_plan *plan, char *last,
-                size_t lastlen, int64_t *last_len, char *err, size_t errlen)
+/* Reads the snapshot the owner blob names and its journal into `st` (fresh). `last`/
+ * `last_len`: the last journal blob read and how many bytes of it were applied ("" when
+ * none). Returns 0 (an empty container leaves plan->snapshot ""), -1 with err, or -2 with
+ * err when a line cannot be decoded. */
+static int load(struct blob_client *c, const struct owner_meta *named, struct state *st,
+                struct mirror_plan *plan, char *last, size_t lastlen, int64_t *last_len, char *err,
+                size_t errlen)
 {
     struct blob_result r = {0};
     int rc = -1;
     last[0] = '\0';
     *last_len = 0;
-    if (plan_from(c, plan, err, errlen) != 0)
+    if (plan_from(c, named, plan, err, errlen) != 0)
         goto out;
     if (!plan->snapshot[0]) {
         rc = 0;
@@ -257,8 +272,10 @@ static int load(struct blob_client *c, struct state *st, struct mirror_plan *pla
         snprintf(err, errlen, "cannot read %s: %ld %s", plan->snapshot, r.status, r.error_code);
         goto out;
     }
-    if (apply_text(st, plan->snapshot, r.body ? r.body : "", r.body_len, true, err, errlen) != 0)
+    if ((rc = apply_text(st, plan->snapshot, r.body ? r.body : "", r.body_len, true, err,
+                         errlen)) != 0)
         goto out;
+    rc = -1;
     for (size_t i = 0; i < plan->njournal; i++) {
         char name[96];
         mirror_journal_name(name, sizeof name, plan->generation, plan->journal[i]);
@@ -266,8 +283,9 @@ static int load(struct blob_client *c, struct state *st, struct mirror_plan *pla
             snprintf(err, errlen, "cannot read %s: %ld %s", name, r.status, r.error_code);
             goto out;
         }
-        if (apply_text(st, name, r.body ? r.body : "", r.body_len, false, err, errlen) != 0)
+        if ((rc = apply_text(st, name, r.body ? r.body : "", r.body_len, false, err, errlen)) != 0)
             goto out;
+        rc = -1;
         snprintf(last, lastlen, "%s", name);
         *last_len = (int64_t)r.body_len;
     }
@@ -282,17 +300,26 @@ static int import(struct mirror *m, struct state *st, uint64_t generation,
                   struct mirror_restored *out, char *err, size_t errlen)
 {
     if (st->gaps)
-        mx_warn("mirror: the journal skips sequence numbers", "gaps=%lu", (unsigned long)st->gaps);
+        mx_warn("mirror: the journal skips sequence numbers", "gaps=%" PRIu64, st->gaps);
     /* No token at or below the last reservation may be handed out again. */
     if (st->ceiling > st->marks.token_hwm)
         st->marks.token_hwm = st->ceiling;
     st->marks.commit_seq = st->last_seq;
-    /* Only rows with a lease are stored; deleted ones live on in index_floor. */
-    size_t kept = 0;
+    /* Only rows with a lease are stored; deleted ones live on in index_floor. A lease
+     * held gets its TTL again from now (mirror_rearm_deadline): its deadline was written
+     * on another server's clock. */
+    int64_t now = mx_wall_ms();
+    size_t kept = 0, rearmed = 0;
     for (size_t i = 0; i < st->rows.n; i++)
-        if (st->rows.v[i].row.has_lease)
+        if (st->rows.v[i].row.has_lease) {
+            struct store_row *row = &st->rows.v[i].row;
+            if (row->held) {
+                row->deadline_ms = mirror_rearm_deadline(row->deadline_ms, row->ttl_ms, now,
+                                                         m->cfg.rearm_grace_ms);
+                rearmed++;
+            }
             st->rows.v[kept++] = st->rows.v[i];
-        else {
+        } else {
             free((char *)st->rows.v[i].name);
             store_row_clear(&st->rows.v[i].row);
         }
@@ -304,9 +331,10 @@ static int import(struct mirror *m, struct state *st, uint64_t generation,
     out->rows = st->rows.n;
     out->generation = generation;
     out->commit_seq = st->last_seq;
-    mx_info("mirror: restored", "generation=%lu rows=%zu seq=%lu token_hwm=%lu mode=%s",
-            (unsigned long)generation, st->rows.n, (unsigned long)st->last_seq,
-            (unsigned long)st->marks.token_hwm, jr_mode_name(st->mode));
+    mx_info(
+        "mirror: restored",
+        "generation=%" PRIu64 " rows=%zu held=%zu seq=%" PRIu64 " token_hwm=%" PRIu64 " mode=%s",
+        generation, st->rows.n, rearmed, st->last_seq, st->marks.token_hwm, jr_mode_name(st->mode));
     return 0;
 }
 
@@ -318,9 +346,10 @@ struct mirror_copy {
     struct state st;
     bool loaded;
     uint64_t generation;
-    char journal[96]; /* the blob being followed */
-    int64_t off;      /* bytes of it applied (whole lines) */
-    uint64_t found;   /* changes the last call found new */
+    char snapshot[96]; /* the snapshot the copy was read from, or its journal followed to */
+    char journal[96];  /* the blob being followed */
+    int64_t off;       /* bytes of it applied (whole lines) */
+    uint64_t found;    /* changes the last call found new */
     uint64_t complete_ns;
 };
 
@@ -332,8 +361,13 @@ int mirror_copy_open(struct mirror_copy **out, const char *connection_string, co
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    struct blob_options slow = {
-        .connect_timeout_ms = 2000, .timeout_ms = 600000, .max_body = 4ull * 1024 * 1024 * 1024};
+    /* The copy is read on the main thread of a standby, which also decides takeovers and
+     * answers signals: a read that moves no byte for two seconds fails (and is tried again
+     * at the next look), and none takes more than a minute. */
+    struct blob_options slow = {.connect_timeout_ms = 2000,
+                                .timeout_ms = 60000,
+                                .stall_ms = 2000,
+                                .max_body = 4ull * 1024 * 1024 * 1024};
     if (blob_parse_connection_string(connection_string, &c->account, err, errlen) != 0 ||
         blob_client_new(&c->account, container, &slow, &c->c, err, errlen) != 0) {
         mirror_copy_free(c);
@@ -348,6 +382,7 @@ static void copy_reset(struct mirror_copy *c)
     rows_free(&c->st.rows);
     memset(&c->st, 0, sizeof c->st);
     c->loaded = false;
+    c->snapshot[0] = '\0';
     c->journal[0] = '\0';
     c->off = 0;
 }
@@ -363,7 +398,8 @@ void mirror_copy_free(struct mirror_copy *c)
     free(c);
 }
 
-/* Reads c->journal from c->off on. 1: the blob is gone; 0: read; -1: failed. */
+/* Reads c->journal from c->off on. 1: the blob is gone; 0: read; -1: failed; -2: a line
+ * cannot be decoded. */
 static int copy_tail(struct mirror_copy *c, char *err, size_t errlen)
 {
     struct blob_result r = {0};
@@ -381,7 +417,7 @@ static int copy_tail(struct mirror_copy *c, char *err, size_t errlen)
     while (n > 0 && r.body[n - 1] != '\n')
         n--;
     uint64_t before = c->st.last_seq;
-    if (n > 0 && apply_text(&c->st, c->journal, r.body, n, false, err, errlen) != 0)
+    if (n > 0 && (rc = apply_text(&c->st, c->journal, r.body, n, false, err, errlen)) != 0)
         goto out;
     c->off += (int64_t)n;
     c->found += c->st.last_seq - before;
@@ -391,19 +427,20 @@ out:
     return rc;
 }
 
-int mirror_copy_follow(struct mirror_copy *c, uint64_t generation, const char *journal, char *err,
+int mirror_copy_follow(struct mirror_copy *c, const struct owner_meta *named, char *err,
                        size_t errlen)
 {
     c->found = 0;
     uint64_t g, first;
-    bool named = journal && mirror_parse_journal_name(journal, &g, &first) && g == generation;
-    if (c->loaded && named && c->generation == generation) {
+    bool journal_ok = named->journal[0] && mirror_parse_journal_name(named->journal, &g, &first);
+    if (c->loaded && journal_ok) {
         int rc = copy_tail(c, err, errlen);
-        if (rc == 0 && strcmp(journal, c->journal) != 0) {
+        if (rc == 0 && strcmp(named->journal, c->journal) != 0) {
             /* The owner moved on to a new blob after a snapshot: what it holds must follow
              * what was read here without a gap, else the snapshot has what is missing. */
             if (first == c->st.last_seq + 1) {
-                snprintf(c->journal, sizeof c->journal, "%s", journal);
+                snprintf(c->journal, sizeof c->journal, "%s", named->journal);
+                snprintf(c->snapshot, sizeof c->snapshot, "%s", named->snapshot);
                 c->off = 0;
                 rc = copy_tail(c, err, errlen);
             } else {
@@ -416,20 +453,21 @@ int mirror_copy_follow(struct mirror_copy *c, uint64_t generation, const char *j
         }
         if (rc < 0) {
             copy_reset(c);
-            return -1;
+            return rc;
         }
-        /* a blob gone, or a gap: read the newest snapshot again */
+        /* a blob gone, or a gap: read the named snapshot again */
     }
     copy_reset(c);
     struct mirror_plan plan = {0};
-    int rc = load(c->c, &c->st, &plan, c->journal, sizeof c->journal, &c->off, err, errlen);
+    int rc = load(c->c, named, &c->st, &plan, c->journal, sizeof c->journal, &c->off, err, errlen);
     if (rc == 0 && plan.snapshot[0]) {
         c->loaded = true;
         c->generation = plan.generation;
+        snprintf(c->snapshot, sizeof c->snapshot, "%s", plan.snapshot);
         c->found = c->st.last_seq;
         c->complete_ns = mx_mono_ns();
         if (!c->journal[0])
-            rc = -1, snprintf(err, errlen, "the newest snapshot has no journal after it yet");
+            rc = -1, snprintf(err, errlen, "the snapshot has no journal after it yet");
     } else if (rc == 0) {
         rc = -1;
         snprintf(err, errlen, "the container holds no snapshot yet");
@@ -454,17 +492,22 @@ int mirror_restore(struct mirror *m, struct mirror_restored *out, char *err, siz
     if (!store_created(m->store))
         return 0; /* the local store is the truth; nothing to restore */
     struct mirror_copy *warm = m->cfg.warm;
-    if (warm && warm->loaded && m->prev_journal[0]) {
+    if (warm && warm->loaded && m->prev.journal[0]) {
         /* The journal the previous owner wrote is sealed now: read it to its end. */
         char why[256];
         uint64_t had = warm->st.last_seq;
-        if (mirror_copy_follow(warm, m->prev_generation, m->prev_journal, why, sizeof why) == 0 &&
-            warm->loaded) {
-            mx_info("mirror: restoring from the warm copy", "generation=%lu read_changes=%lu",
-                    (unsigned long)warm->generation, (unsigned long)(warm->st.last_seq - had));
+        int frc = mirror_copy_follow(warm, &m->prev, why, sizeof why);
+        if (frc == 0 && warm->loaded) {
+            mx_info("mirror: restoring from the warm copy",
+                    "generation=%" PRIu64 " read_changes=%" PRIu64, warm->generation,
+                    warm->st.last_seq - had);
             int rc = import(m, &warm->st, warm->generation, out, err, errlen);
             copy_reset(warm);
             return rc;
+        }
+        if (frc == -2) {
+            snprintf(err, errlen, "%s", why);
+            return -2;
         }
         mx_warn("mirror: the warm copy cannot be used; reading the container", "error=\"%s\"", why);
     }
@@ -472,14 +515,15 @@ int mirror_restore(struct mirror *m, struct mirror_restored *out, char *err, siz
     struct mirror_plan plan = {0};
     char last[96];
     int64_t last_len;
-    int rc = -1;
-    if (load(m->bulk, &st, &plan, last, sizeof last, &last_len, err, errlen) != 0)
+    int rc = load(m->bulk, &m->prev, &st, &plan, last, sizeof last, &last_len, err, errlen);
+    if (rc != 0)
         goto out;
     if (!plan.snapshot[0]) {
         rc = 0; /* an empty container: a fresh start */
         goto out;
     }
-    mx_info("mirror: restored from", "snapshot=%s", plan.snapshot);
+    mx_info("mirror: restored from", "snapshot=%s journal=%s", plan.snapshot,
+            m->prev.journal[0] ? m->prev.journal : "-");
     rc = import(m, &st, plan.generation, out, err, errlen);
 out:
     rows_free(&st.rows);

@@ -24,8 +24,8 @@
 #include "common/prom.h"
 #include "http/render.h"
 #include "persistence/blob.h"
+#include "persistence/owner.h"
 
-#define OWNER_BLOB      "owner"
 #define HEARTBEAT_NS    (1000 * MX_NS_PER_MS)
 #define SERVER_STALE_MS 10000 /* a heartbeat older than this: the server is gone */
 
@@ -177,24 +177,22 @@ static bool probe_active(struct ha *h, const char *url)
     curl_easy_setopt(h->probe, CURLOPT_CONNECTTIMEOUT_MS, timeout);
     curl_easy_setopt(h->probe, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h->probe, CURLOPT_WRITEFUNCTION, discard);
-    /* Liveness only: the active's certificate may not name the address used here. */
-    curl_easy_setopt(h->probe, CURLOPT_SSL_VERIFYPEER, 0L);
-    curl_easy_setopt(h->probe, CURLOPT_SSL_VERIFYHOST, 0L);
+    /* As the forwarder: the advertised URL's own scheme only, never a proxy from the
+     * environment, and the certificate verified as for any forwarded request. */
+#if LIBCURL_VERSION_NUM >= 0x075500
+    curl_easy_setopt(h->probe, CURLOPT_PROTOCOLS_STR, "http,https");
+#endif
+    curl_easy_setopt(h->probe, CURLOPT_PROXY, "");
     long status = 0;
     if (curl_easy_perform(h->probe) == CURLE_OK)
         curl_easy_getinfo(h->probe, CURLINFO_RESPONSE_CODE, &status);
     return status == 200;
 }
 
-static bool lease_free(const char *state)
-{
-    return strcmp(state, "available") == 0 || strcmp(state, "expired") == 0 ||
-           strcmp(state, "broken") == 0;
-}
-
 enum ha_verdict ha_watch(struct ha *h, struct ha_view *view)
 {
     struct blob_result r = {0};
+    struct owner_view ov;
     enum ha_verdict v = HA_WAIT;
     char *active = view->active;
     size_t len = sizeof view->active;
@@ -202,24 +200,19 @@ enum ha_verdict ha_watch(struct ha *h, struct ha_view *view)
     pthread_mutex_lock(&h->lock);
     snprintf(active, len, "%s", h->active);
     pthread_mutex_unlock(&h->lock);
-    if (blob_head(h->c, OWNER_BLOB, &r) != 0) {
-        if (r.status == 404)
-            v = HA_TAKE; /* a new container */
-        /* else the blob store is out of reach: keep what we knew, take nothing */
+    if (owner_read(h->c, &ov, &r) != OWNER_OK)
+        goto out; /* the blob store is out of reach: keep what we knew, take nothing */
+    if (!ov.exists) {
+        v = HA_TAKE; /* a new container */
         goto out;
     }
-    const char *url = blob_result_meta(&r, "url");
-    const char *gen = blob_result_meta(&r, "generation");
-    const char *since = blob_result_meta(&r, "since");
-    const char *journal = blob_result_meta(&r, "journal");
-    view->generation = gen ? strtoull(gen, NULL, 10) : 0;
-    snprintf(view->journal, sizeof view->journal, "%s",
-             journal && strcmp(journal, "-") != 0 ? journal : "");
-    if (lease_free(r.lease_state)) {
+    view->named = ov.meta;
+    const char *url = ov.meta.url;
+    if (owner_lease_free(ov.lease_state)) {
         v = HA_TAKE;
         goto out;
     }
-    if (!url || strcmp(url, "-") == 0) {
+    if (!url[0]) {
         /* Held by a server that has not named itself yet (taking over now), or by a
          * server outside any group: wait for its lease, as a single server would. */
         active[0] = '\0';
@@ -235,8 +228,8 @@ enum ha_verdict ha_watch(struct ha *h, struct ha_view *view)
         snprintf(h->active, sizeof h->active, "%s", url);
         h->last_ok_ns = now; /* a new active gets the whole failover time to answer */
     }
-    h->generation = gen ? strtoull(gen, NULL, 10) : 0;
-    h->since_ms = since ? strtoll(since, NULL, 10) : 0;
+    h->generation = ov.meta.generation;
+    h->since_ms = ov.meta.since_ms;
     pthread_mutex_unlock(&h->lock);
     snprintf(active, len, "%s", url);
     if (probe_active(h, url)) {
@@ -245,39 +238,43 @@ enum ha_verdict ha_watch(struct ha *h, struct ha_view *view)
     }
     if (now - h->last_ok_ns < h->cfg.failover_after_ms * MX_NS_PER_MS)
         goto out;
-    /* Given up: break its lease at once (period 0), if it is still the same holder. */
+    /* Given up: break its lease at once, if it is still the same holder. */
     char suspect[256];
     snprintf(suspect, sizeof suspect, "%s", url);
-    if (blob_head(h->c, OWNER_BLOB, &r) != 0 || !blob_result_meta(&r, "url") ||
-        strcmp(blob_result_meta(&r, "url"), suspect) != 0)
+    if (owner_read(h->c, &ov, &r) != OWNER_OK || !ov.exists || strcmp(ov.meta.url, suspect) != 0)
         goto out;
-    /* Only if the owner blob is still as read: a server that took it since has changed its
-     * metadata (and so its ETag) first thing, and its lease is not broken. */
-    char etag[BLOB_ETAG_MAX];
-    snprintf(etag, sizeof etag, "%s", r.etag);
-    if (blob_lease_break_if(h->c, OWNER_BLOB, 0, etag, &r) == 0 || r.status == 409) {
+    if (owner_break_if(h->c, ov.etag, &r) == OWNER_OK) {
         mx_warn("the active server does not answer: broke its lease", "active=%s silent_ms=%lu",
                 suspect, (unsigned long)((now - h->last_ok_ns) / MX_NS_PER_MS));
-        v = HA_TAKE; /* 409: no lease to break any more */
+        v = HA_TAKE;
     }
 out:
     blob_result_free(&r);
     return v;
 }
 
-bool ha_still_owner(struct ha *h)
+bool ha_still_owner(struct ha *h, uint64_t *confirmed_ns)
 {
     struct blob_result r = {0};
+    struct owner_view ov;
     bool ours = true; /* unknown (the blob store out of reach): the mirror decides */
-    if (blob_head(h->c, OWNER_BLOB, &r) == 0) {
-        const char *url = blob_result_meta(&r, "url");
-        ours =
-            strcmp(r.lease_state, "leased") == 0 && url && strcmp(url, h->cfg.advertise_url) == 0;
-    } else if (r.status == 404) {
-        ours = false;
+    uint64_t sent = mx_mono_ns();
+    if (owner_read(h->c, &ov, &r) == OWNER_OK) {
+        ours = ov.exists && strcmp(ov.lease_state, "leased") == 0 &&
+               strcmp(ov.meta.url, h->cfg.advertise_url) == 0;
+        if (ours)
+            *confirmed_ns = sent;
     }
     blob_result_free(&r);
     return ours;
+}
+
+void ha_set_active(struct ha *h, uint64_t generation)
+{
+    pthread_mutex_lock(&h->lock);
+    h->generation = generation;
+    pthread_mutex_unlock(&h->lock);
+    ha_set_role(h, HA_ACTIVE);
 }
 
 /* ---- heartbeats and the group ------------------------------------------------------ */
@@ -392,6 +389,18 @@ int ha_render_servers(struct ha *h, struct mx_buf *out)
     }
     if (h->servers.len)
         list = cJSON_ParseWithLength(h->servers.p, h->servers.len);
+    /* A heartbeat says what its server was when it wrote it: one that said "active" and is
+     * not the active the owner blob names now has lost the container since (its heartbeat
+     * lives on for SERVER_STALE_MS). */
+    cJSON *it;
+    cJSON_ArrayForEach(it, list)
+    {
+        cJSON *url = cJSON_GetObjectItemCaseSensitive(it, "url");
+        cJSON *role = cJSON_GetObjectItemCaseSensitive(it, "role");
+        if (cJSON_IsString(role) && strcmp(role->valuestring, "active") == 0 &&
+            (!cJSON_IsString(url) || strcmp(url->valuestring, h->active) != 0))
+            cJSON_ReplaceItemInObjectCaseSensitive(it, "role", cJSON_CreateString("unknown"));
+    }
     pthread_mutex_unlock(&h->lock);
     cJSON_AddItemToObject(o, "self", self);
     cJSON_AddItemToObject(o, "active", act ? act : cJSON_CreateNull());

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "common/buf.h"
+#include "persistence/owner.h"
 
 struct ha_config {
     const char *advertise_url;
@@ -39,9 +40,8 @@ void ha_close(struct ha *h);
 
 /* What the owner blob says. */
 struct ha_view {
-    char active[256];    /* the active's URL, or "" when none is known */
-    uint64_t generation; /* the generation it writes, and its journal blob ("": unknown) */
-    char journal[96];
+    char active[256];        /* the active's URL, or "" when none is known */
+    struct owner_meta named; /* its generation, and the snapshot and journal it names */
 };
 
 /* One look at the owner blob (and a probe of the active). */
@@ -49,8 +49,14 @@ enum ha_verdict ha_watch(struct ha *h, struct ha_view *v);
 
 /* The active: false when the owner blob says another server holds the container (or
  * nobody does). Stepping down on it is always safe; it only makes an ousted active notice
- * before its next append or lease renewal. */
-bool ha_still_owner(struct ha *h);
+ * before its next append or lease renewal. True also when the blob store did not answer;
+ * `*confirmed_ns` is then left alone, else set to when the read that found this server
+ * the owner was sent (mono): an active that cannot confirm it for the failover time stops
+ * answering (docs/ha.md, "Reads"). */
+bool ha_still_owner(struct ha *h, uint64_t *confirmed_ns);
+
+/* This server has become the active, of `generation`. */
+void ha_set_active(struct ha *h, uint64_t generation);
 
 /* This server's role, for /v1/servers, the metrics and the logs. */
 void ha_set_role(struct ha *h, enum ha_role role);

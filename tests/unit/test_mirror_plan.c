@@ -426,6 +426,87 @@ static void plan_newer_generation_journal_ignored(void **st)
     mirror_plan_free(&plan);
 }
 
+/* The owner blob names the truth: a listing's newest generation may be what a server that
+ * lost the container left behind (a stalled standby's snapshot of a generation it never
+ * named). Restricted to the named journal's generation, the stray is not read. */
+static void plan_of_a_generation_ignores_a_later_stray(void **st)
+{
+    (void)st;
+    const char *names[] = {snap(0, 2, 40), jr(0, 2, 41),   snap(1, 3, 90),
+                           jr(1, 3, 91),   snap(2, 2, 10), jr(2, 2, 11)};
+    struct mirror_plan plan;
+    char err[256] = "";
+    assert_int_equal(mirror_plan_restore_gen(names, 6, 2, &plan, err, sizeof err), 0);
+    assert_int_equal(plan.generation, 2);
+    assert_int_equal(plan.seq, 40);
+    uint64_t want[] = {41};
+    assert_journal(&plan, want, 1);
+    mirror_plan_free(&plan);
+    /* Any generation (an owner blob naming nothing): the newest, as before. */
+    plan_ok(names, 6, &plan);
+    assert_int_equal(plan.generation, 3);
+    mirror_plan_free(&plan);
+}
+
+/* The plan the owner blob names: exactly its snapshot and its journal. */
+static void plan_named_reads_exactly_the_named_pair(void **st)
+{
+    (void)st;
+    struct mirror_plan plan;
+    char err[256] = "";
+    assert_int_equal(mirror_plan_named(snap(0, 7, 100), jr(0, 7, 101), &plan, err, sizeof err), 0);
+    assert_string_equal(plan.snapshot, snap_names[0]);
+    assert_int_equal(plan.generation, 7);
+    assert_int_equal(plan.seq, 100);
+    uint64_t want[] = {101};
+    assert_journal(&plan, want, 1);
+    mirror_plan_free(&plan);
+    /* A snapshot whose journal is not named yet. */
+    assert_int_equal(mirror_plan_named(snap(0, 7, 100), "", &plan, err, sizeof err), 0);
+    assert_int_equal(plan.njournal, 0);
+    mirror_plan_free(&plan);
+    /* A journal that begins before the snapshot's next change is read from there on. */
+    assert_int_equal(mirror_plan_named(snap(0, 7, 100), jr(0, 7, 60), &plan, err, sizeof err), 0);
+    mirror_plan_free(&plan);
+}
+
+static void plan_named_refuses_what_cannot_be_whole(void **st)
+{
+    (void)st;
+    struct mirror_plan plan;
+    char err[256] = "";
+    /* Changes 101 to 104 would be missing. */
+    assert_int_equal(mirror_plan_named(snap(0, 7, 100), jr(0, 7, 105), &plan, err, sizeof err), -1);
+    assert_non_null(strstr(err, "missing"));
+    mirror_plan_free(&plan);
+    /* A journal of another generation. */
+    assert_int_equal(mirror_plan_named(snap(0, 7, 100), jr(0, 6, 101), &plan, err, sizeof err), -1);
+    mirror_plan_free(&plan);
+    assert_int_equal(mirror_plan_named("snapshots/junk", "", &plan, err, sizeof err), -1);
+    mirror_plan_free(&plan);
+    assert_int_equal(mirror_plan_named(snap(0, 7, 100), "journal/x", &plan, err, sizeof err), -1);
+    mirror_plan_free(&plan);
+}
+
+/* A lease read from another server's container never ends before its holder's own
+ * deadline, whatever the two clocks say: it gets its whole TTL again, and one whose
+ * written deadline has passed gets at least the failover grace. */
+static void rearm_never_shortens_a_lease(void **st)
+{
+    (void)st;
+    const int64_t now = 1700000000000;
+    /* 4 s left of 10 by the other clock: 10 s from now. */
+    assert_int_equal(mirror_rearm_deadline(now + 4000, 10000, now, 15000), now + 10000);
+    /* Written by a clock 5 s ahead: still 10 s, not 15. */
+    assert_int_equal(mirror_rearm_deadline(now + 15000, 10000, now, 15000), now + 10000);
+    /* Passed by this clock (a clock behind, or no server active for a while): the grace. */
+    assert_int_equal(mirror_rearm_deadline(now - 2000, 10000, now, 15000), now + 15000);
+    /* A TTL longer than the grace keeps its TTL. */
+    assert_int_equal(mirror_rearm_deadline(now - 2000, 60000, now, 15000), now + 60000);
+    /* No grace (a restore outside a group with none configured): the TTL. */
+    assert_int_equal(mirror_rearm_deadline(now - 2000, 10000, now, 0), now + 10000);
+}
+
 /* ---- restore's listing ----------------------------------------------------------- */
 
 #define LIST_EMPTY                                                                                 \
@@ -667,6 +748,10 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(plan_journal_straddling_the_snapshot),
     cmocka_unit_test(plan_gap_is_not_a_plan_error),
     cmocka_unit_test(plan_newer_generation_journal_ignored),
+    cmocka_unit_test(plan_of_a_generation_ignores_a_later_stray),
+    cmocka_unit_test(plan_named_reads_exactly_the_named_pair),
+    cmocka_unit_test(plan_named_refuses_what_cannot_be_whole),
+    cmocka_unit_test(rearm_never_shortens_a_lease),
     cmocka_unit_test(restore_failed_listing_is_not_a_verdict),
     cmocka_unit_test(names_round_trip),
     cmocka_unit_test(names_refused),
