@@ -19,6 +19,7 @@
 #include "http/forward.h"
 
 #include <curl/curl.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,6 +79,9 @@ struct fwd {
     _Atomic uint64_t relayed[NCODES];
     _Atomic uint64_t no_active, lost, served_here, gone;
     _Atomic long n_held, n_sending;
+    _Atomic uint64_t busy; /* refused FWD_BUSY */
+    /* the forwarder thread's: transfers that wait at the active, and their bound */
+    unsigned n_parked, max_parked;
 };
 
 static const char *role_name(enum http_role r)
@@ -146,6 +150,9 @@ static void end_transfer(struct fwd *f, struct fwd_req *r)
         curl_easy_cleanup(r->_easy);
         r->_easy = NULL;
         atomic_fetch_sub(&f->n_sending, 1);
+        if (r->_parked)
+            f->n_parked--;
+        r->_parked = false;
     }
 }
 
@@ -174,6 +181,8 @@ static void complete(struct fwd *f, struct fwd_req *r, enum fwd_outcome outcome,
             atomic_fetch_add(&f->no_active, 1);
         else if (strcmp(reason, FWD_ACTIVE_LOST) == 0)
             atomic_fetch_add(&f->lost, 1);
+        else if (strcmp(reason, FWD_BUSY) == 0)
+            atomic_fetch_add(&f->busy, 1);
     }
     r->done(r);
 }
@@ -263,6 +272,9 @@ static bool start(struct fwd *f, struct fwd_req *r, uint64_t now)
     }
     r->_easy = e;
     r->_sent_ns = now;
+    r->_parked = r->wait_ms > 0;
+    if (r->_parked)
+        f->n_parked++;
     atomic_fetch_add(&f->n_sending, 1);
     push(&f->sending, r);
     return true;
@@ -364,6 +376,10 @@ static uint64_t settle_held(struct fwd *f, enum http_role role, uint64_t now, ui
         } else if (now >= deadline(f, r)) {
             log_refused(f, r, FWD_NO_ACTIVE, "held_for_the_forward_timeout");
             complete(f, r, FWD_REFUSED, FWD_NO_ACTIVE);
+        } else if (role == HTTP_ROLE_FORWARD && now >= r->_not_before_ns && r->wait_ms > 0 &&
+                   f->max_parked && f->n_parked >= f->max_parked) {
+            log_refused(f, r, FWD_BUSY, "waiting_requests_at_their_bound");
+            complete(f, r, FWD_REFUSED, FWD_BUSY);
         } else if (role == HTTP_ROLE_FORWARD && now >= r->_not_before_ns) {
             if (!start(f, r, now)) {
                 log_refused(f, r, FWD_ACTIVE_LOST, "cannot_start_a_transfer");
@@ -470,7 +486,7 @@ static void *fwd_main(void *arg)
 
 /* ---- the interface --------------------------------------------------------------------- */
 
-int fwd_start(struct fwd **out, uint64_t timeout_ms, char *err, size_t errlen)
+int fwd_start(struct fwd **out, uint64_t timeout_ms, unsigned max_parked, char *err, size_t errlen)
 {
     struct fwd *f = calloc(1, sizeof *f);
     if (!f) {
@@ -478,6 +494,7 @@ int fwd_start(struct fwd **out, uint64_t timeout_ms, char *err, size_t errlen)
         return -1;
     }
     f->timeout_ns = (timeout_ms ? timeout_ms : 10000) * MX_NS_PER_MS;
+    f->max_parked = max_parked;
     f->incoming_tail = &f->incoming;
     atomic_init(&f->role, HTTP_ROLE_SERVE);
     pthread_mutex_init(&f->lock, NULL);
@@ -641,11 +658,14 @@ void fwd_metrics(struct fwd *f, struct mx_buf *b)
     }
     prom_header(b, "mutexd_forward_refused_total", "counter",
                 "Requests to forward answered 503 here: no active server within the forward "
-                "timeout, or the active lost after the request may have reached it.");
+                "timeout, the active lost after the request may have reached it, or too many "
+                "waiting requests forwarded at once.");
     mx_buf_printf(b, "mutexd_forward_refused_total{reason=\"no_active_server\"} %lu\n",
                   (unsigned long)atomic_load(&f->no_active));
     mx_buf_printf(b, "mutexd_forward_refused_total{reason=\"active_lost\"} %lu\n",
                   (unsigned long)atomic_load(&f->lost));
+    mx_buf_printf(b, "mutexd_forward_refused_total{reason=\"forward_busy\"} %" PRIu64 "\n",
+                  atomic_load(&f->busy));
     prom_counter(b, "mutexd_forward_served_here_total",
                  "Held requests served here after all, the role having become serve.",
                  atomic_load(&f->served_here));

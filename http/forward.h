@@ -48,6 +48,7 @@ extern const char *const fwd_header_names[FWD_NHEADERS];
 #define FWD_ACTIVE_LOST   "active_lost"
 #define FWD_FENCED        "fenced"
 #define FWD_SHUTTING_DOWN "shutting down"
+#define FWD_BUSY          "forward_busy"
 
 struct fwd_req {
     /* public: set before fwd_submit(), unchanged until `done` */
@@ -76,12 +77,16 @@ struct fwd_req {
     void *_send_headers; /* struct curl_slist * */
     struct mx_buf _body;
     uint64_t _not_before_ns; /* held: next attempt */
+    bool _parked;            /* sending, and it waits at the active (wait_ms) */
     uint64_t _sent_ns;
     _Atomic bool _cancel;
 };
 
 /* `timeout_ms`: the forward timeout (0: 10000). Returns 0, or -1 with a sentence in err. */
-int fwd_start(struct fwd **out, uint64_t timeout_ms, char *err, size_t errlen);
+/* `max_parked`: requests that wait at the active (a blocking acquire, a watch) forwarded
+ * at once, at most; one more is refused FWD_BUSY, so that a standby never fills the
+ * active's connections and starves the probes of its /healthz (0: no bound). */
+int fwd_start(struct fwd **out, uint64_t timeout_ms, unsigned max_parked, char *err, size_t errlen);
 /* The role and, for HTTP_ROLE_FORWARD, the active's URL (copied; NULL or too long: the role
  * becomes HTTP_ROLE_HOLD). Held requests follow the new role at once. */
 void fwd_set_role(struct fwd *f, enum http_role role, const char *url);

@@ -193,6 +193,9 @@ static enum MHD_Result send_group_unavailable(struct hreq *q, const char *reason
                       : strcmp(reason, FWD_ACTIVE_LOST) == 0
                           ? "the connection to the active server was lost after the request "
                             "may have reached it: retry (acquire with the same lease_id)"
+                      : strcmp(reason, FWD_BUSY) == 0
+                          ? "this standby forwards no more waiting requests to the active at "
+                            "once: retry, or send it to the active server"
                       : strcmp(reason, HTTP_UNCONFIRMED) == 0
                           ? "this server cannot confirm with blob storage that it is still the "
                             "active one, and answers nothing until it can: retry, here or on "
@@ -1233,7 +1236,11 @@ int http_start(struct http **out, const struct http_config *cfg, char *err, size
         snprintf(err, errlen, "cannot start the connection reaper");
         goto fail;
     }
-    if (fwd_start(&h->fwd, cfg->forward_timeout_ms, err, errlen) != 0)
+    /* A standby forwards waiting requests up to a quarter of the connection limit (the
+     * active has the same flags): two standbys leave the active half its connections for
+     * its own clients and the probes of its /healthz. */
+    unsigned max_parked = max_conn / 4 ? max_conn / 4 : 1;
+    if (fwd_start(&h->fwd, cfg->forward_timeout_ms, max_parked, err, errlen) != 0)
         goto fail;
     /* Without a core (a server of a group that does not know the group yet) there is
      * nothing to serve with: requests waiting in the listen queue are read the moment the
