@@ -7,6 +7,7 @@
 
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <time.h>
 
 /* Nanoseconds on CLOCK_MONOTONIC. Any thread. */
@@ -26,6 +27,19 @@ static inline int64_t mx_wall_ms(void)
 }
 
 #define MX_NS_PER_MS 1000000ull
+
+/* `wall_ms` as RFC 3339 UTC with milliseconds ("2026-11-23T09:20:11.032Z"); a time before
+ * the epoch shows as the epoch. `out` has room for 32 bytes. Any thread. */
+static inline void mx_wall_iso(int64_t wall_ms, char out[32])
+{
+    if (wall_ms < 0)
+        wall_ms = 0;
+    time_t secs = (time_t)(wall_ms / 1000);
+    struct tm tm;
+    gmtime_r(&secs, &tm);
+    size_t n = strftime(out, 32, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(out + n, 32 - n, ".%03uZ", (unsigned)(wall_ms % 1000));
+}
 
 /* Initializes a condition variable whose timed waits count on CLOCK_MONOTONIC. */
 static inline void mx_cond_init_mono(pthread_cond_t *c)

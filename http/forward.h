@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 #include "common/buf.h"
-#include "http/server.h"
+#include "http/role.h"
 
 struct fwd;
 

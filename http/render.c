@@ -10,18 +10,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/clock.h"
 #include "common/uuid.h"
-
-void render_time(int64_t wall_ms, char out[32])
-{
-    if (wall_ms < 0)
-        wall_ms = 0;
-    time_t secs = (time_t)(wall_ms / 1000);
-    struct tm tm;
-    gmtime_r(&secs, &tm);
-    size_t n = strftime(out, 32, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(out + n, 32 - n, ".%03uZ", (unsigned)(wall_ms % 1000));
-}
 
 static void add_u64(cJSON *o, const char *key, uint64_t v)
 {
@@ -33,7 +23,7 @@ static void add_u64(cJSON *o, const char *key, uint64_t v)
 static void add_time(cJSON *o, const char *key, int64_t wall_ms)
 {
     char buf[32];
-    render_time(wall_ms, buf);
+    mx_wall_iso(wall_ms, buf);
     cJSON_AddStringToObject(o, key, buf);
 }
 

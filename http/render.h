@@ -36,7 +36,4 @@ void render_list(const struct ra_list *l, const char *next_cursor, struct render
 void render_status(int status, const char *word, const char *reason, const char *details,
                    struct render *out);
 
-/* RFC 3339 UTC with milliseconds; `out` has room for 32 bytes. */
-void render_time(int64_t wall_ms, char out[32]);
-
 #endif

@@ -19,17 +19,11 @@
 #include "actors/runtime.h"
 #include "http/auth.h"
 #include "common/prom.h"
+#include "http/role.h"
 
 struct store; /* only handed on to the actors (ra_list_start) */
 
 struct http;
-
-enum http_role {
-    HTTP_ROLE_SERVE,   /* answer requests here (the active server, or no group) */
-    HTTP_ROLE_FORWARD, /* a standby: send /v1 requests to active_url */
-    HTTP_ROLE_HOLD,    /* a standby while no server is active: hold /v1 requests */
-    HTTP_ROLE_FENCED,  /* just lost the container: 503 unavailable, reason "fenced" */
-};
 
 struct http_config {
     const char *listen;        /* HOST:PORT; PORT 0 picks a free port */

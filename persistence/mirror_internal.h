@@ -8,7 +8,7 @@
 #include <pthread.h>
 
 #include "common/prom.h"
-#include "persistence/blob.h"
+#include "blob/blob.h"
 #include "persistence/journal.h"
 #include "persistence/mirror.h"
 #include "persistence/mirror_plan.h"

@@ -27,7 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "persistence/blob.h"
+#include "blob/blob.h"
 
 #define OWNER_BLOB          "owner"
 #define OWNER_LEASE_SECONDS 15 /* Azure's shortest: a crashed owner is replaced soonest */

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The server's modules include each other in one direction only:
 #
-#   server -> http -> actors -> persistence -> common
+#   server -> http -> actors -> persistence -> blob -> common
 #
 # A module may include its own headers and those of any module to its right, never one to
 # its left. Every `#include "..."` of every C file under those folders is resolved (root-
@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 exec /usr/bin/python3 - "$@" <<'PY'
 import os, re, subprocess, sys
 
-ORDER = ["server", "http", "actors", "persistence", "common"]
+ORDER = ["server", "http", "actors", "persistence", "blob", "common"]
 RANK = {m: i for i, m in enumerate(ORDER)}
 files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "--"] +
                        ["%s/*.[ch]" % m for m in ORDER],

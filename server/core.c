@@ -9,7 +9,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/prom.h"
-#include "persistence/blob.h"
+#include "blob/blob.h"
 
 static const char *write_gate(void *arg)
 {

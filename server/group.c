@@ -24,7 +24,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/prom.h"
-#include "persistence/blob.h"
+#include "blob/blob.h"
 
 /* A takeover stopped by a line of the container that cannot be decoded is tried again
  * this often (an operator may have repaired the container), and logged at most this

@@ -22,8 +22,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/prom.h"
-#include "http/render.h"
-#include "persistence/blob.h"
+#include "blob/blob.h"
 #include "persistence/owner.h"
 
 #define HEARTBEAT_NS    (1000 * MX_NS_PER_MS)
@@ -279,11 +278,6 @@ void ha_set_active(struct ha *h, uint64_t generation)
 
 /* ---- heartbeats and the group ------------------------------------------------------ */
 
-static void iso_time(int64_t wall_ms, char out[32])
-{
-    render_time(wall_ms, out);
-}
-
 /* Rereads every heartbeat into h->servers. */
 static void read_group(struct ha *h)
 {
@@ -308,7 +302,7 @@ static void read_group(struct ha *h)
                 continue;
             }
             char t[32];
-            iso_time((int64_t)seen->valuedouble, t);
+            mx_wall_iso((int64_t)seen->valuedouble, t);
             cJSON_DeleteItemFromObjectCaseSensitive(o, "seen_ms");
             cJSON_AddStringToObject(o, "seen_at", t);
             cJSON_AddItemToArray(arr, o);
@@ -380,7 +374,7 @@ int ha_render_servers(struct ha *h, struct mx_buf *out)
         act = cJSON_CreateObject();
         cJSON_AddStringToObject(act, "url", h->active);
         if (h->since_ms > 0) {
-            iso_time(h->since_ms, t);
+            mx_wall_iso(h->since_ms, t);
             cJSON_AddStringToObject(act, "since", t);
         } else {
             cJSON_AddNullToObject(act, "since");

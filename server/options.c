@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
-#include "persistence/blob.h"
+#include "blob/blob.h"
 #include "persistence/mirror.h"
 
 /* T_ADDR: HOST:PORT; T_FILE: a file that must be readable now; T_URL: http(s)://HOST:PORT;

@@ -1,10 +1,10 @@
 /*
- * Fuzzer: the Azure Storage connection-string parser (persistence/blob_account.c).
+ * Fuzzer: the Azure Storage connection-string parser (blob/account.c).
  */
 #include <stdlib.h>
 #include <string.h>
 
-#include "persistence/blob.h"
+#include "blob/blob.h"
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)

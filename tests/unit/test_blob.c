@@ -20,8 +20,8 @@
 
 #include <curl/curl.h>
 
-#include "persistence/blob.h"
-#include "persistence/blob_internal.h"
+#include "blob/blob.h"
+#include "blob/internal.h"
 
 #define DEV_KEY                                                                                    \
     "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="

@@ -8,8 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "persistence/blob.h"
-#include "persistence/blob_internal.h"
+#include "blob/blob.h"
+#include "blob/internal.h"
 
 #define CS_ENV       "MUTEXD_TEST_BLOB_CONNECTION_STRING"
 #define SPECIAL_NAME "dir one/sub+dir/\xC3\xA4 %#?=&;@'.txt"

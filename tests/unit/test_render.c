@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/str.h"
+#include "common/clock.h"
 #include "http/render.h"
 
 static struct res_req lease_req(enum res_status status)
@@ -223,11 +224,11 @@ static void times_are_rfc3339_utc_with_milliseconds(void **state)
 {
     (void)state;
     char t[32];
-    render_time(0, t);
+    mx_wall_iso(0, t);
     assert_string_equal(t, "1970-01-01T00:00:00.000Z");
-    render_time(-5, t);
+    mx_wall_iso(-5, t);
     assert_string_equal(t, "1970-01-01T00:00:00.000Z");
-    render_time(951782400007, t); /* a leap day */
+    mx_wall_iso(951782400007, t); /* a leap day */
     assert_string_equal(t, "2000-02-29T00:00:00.007Z");
 }
 

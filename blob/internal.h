@@ -1,6 +1,6 @@
 /*
  * The inside of the blob client that its unit tests reach: canonicalization and signing of a
- * request, URL encoding and the date format (blob_sign.c), the listing parser (blob_list.c) and
+ * request, URL encoding and the date format (sign.c), the listing parser (list.c) and
  * the client's connection count (blob.c). Nothing outside those files and their tests includes
  * this header.
  */
@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <time.h>
 
-#include "persistence/blob.h"
+#include "blob/blob.h"
 
 struct blob_kv {
     const char *name;

@@ -1,7 +1,7 @@
 /*
  * SharedKey signing of the blob client: URL encoding, the date, canonicalization of a request
  * and its HMAC-SHA256 signature. Pure functions (the unit tests reach them through
- * blob_internal.h); blob.c sends what they build.
+ * internal.h); blob.c sends what they build.
  *
  * Signing follows the SharedKey rules for the Blob service; the traps that cost a 403 each are
  * called out where they are handled: a 0-byte Content-Length signed as "", the path signed
@@ -9,9 +9,9 @@
  * lower-cased and sorted with decoded values, and the date formatted without the process
  * locale. (libcurl's implicit Content-Type and Expect headers are suppressed in blob.c.)
  */
-#include "persistence/blob.h"
-#include "persistence/blob_internal.h"
-#include "persistence/blob_shared.h"
+#include "blob/blob.h"
+#include "blob/internal.h"
+#include "blob/shared.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -4,9 +4,9 @@
  * quoted, sizes), and the element scanner blob.c also uses for the <Code> of an error body.
  * Pure functions on bytes a server sent: any malformed input is an error, never a crash.
  */
-#include "persistence/blob.h"
-#include "persistence/blob_internal.h"
-#include "persistence/blob_shared.h"
+#include "blob/blob.h"
+#include "blob/internal.h"
+#include "blob/shared.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -16,7 +16,7 @@
 #include "common/buf.h"
 #include "common/hex.h"
 
-/* See blob_shared.h. */
+/* See shared.h. */
 int blob_find_elem(const char *p, const char *end, const char *tag, struct xml_elem *e)
 {
     size_t tag_len = strlen(tag);

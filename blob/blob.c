@@ -3,12 +3,12 @@
  * and the operations.
  *
  * The other parts are in files of their own: accounts and connection strings in
- * blob_account.c, SharedKey signing in blob_sign.c, the listing parser in blob_list.c; what they
- * share is in blob_shared.h, and what the unit tests reach in blob_internal.h.
+ * account.c, SharedKey signing in sign.c, the listing parser in list.c; what they
+ * share is in shared.h, and what the unit tests reach in internal.h.
  */
-#include "persistence/blob.h"
-#include "persistence/blob_internal.h"
-#include "persistence/blob_shared.h"
+#include "blob/blob.h"
+#include "blob/internal.h"
+#include "blob/shared.h"
 
 #include <ctype.h>
 #include <inttypes.h>

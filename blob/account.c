@@ -4,8 +4,8 @@
  * a development proxy). Pure functions on plain data: no I/O, any thread. The key is decoded
  * strictly and wiped from every copy made on the way.
  */
-#include "persistence/blob.h"
-#include "persistence/blob_shared.h"
+#include "blob/blob.h"
+#include "blob/shared.h"
 
 #include <stdarg.h>
 #include <stdio.h>

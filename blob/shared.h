@@ -1,7 +1,7 @@
 /*
  * What the files of the blob client share and nothing else uses: locale-free ASCII helpers,
- * spans, and the few functions one file defines for another (blob_account.c, blob_sign.c,
- * blob_list.c, blob.c). Not for the tests (blob_internal.h) and not for users (blob.h).
+ * spans, and the few functions one file defines for another (account.c, sign.c,
+ * list.c, blob.c). Not for the tests (internal.h) and not for users (blob.h).
  */
 #ifndef MX_BLOB_SHARED_H
 #define MX_BLOB_SHARED_H
@@ -79,7 +79,7 @@ static inline int64_t parse_count(const char *v, size_t n)
     return x;
 }
 
-/* ---- Defined in blob_account.c ------------------------------------------------------------- */
+/* ---- Defined in account.c ------------------------------------------------------------- */
 
 /* vsnprintf into err[errlen]; nothing when err is NULL or errlen 0. */
 void blob_set_err(char *err, size_t errlen, const char *fmt, ...)
@@ -91,7 +91,7 @@ const char *blob_after_scheme(const char *url);
 /* The path of a validated endpoint: "" or "/...". */
 const char *blob_endpoint_path(const char *endpoint);
 
-/* ---- Defined in blob_list.c ---------------------------------------------------------------- */
+/* ---- Defined in list.c ---------------------------------------------------------------- */
 
 /* One element found by blob_find_elem(); every pointer is into the scanned text. */
 struct xml_elem {
