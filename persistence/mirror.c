@@ -178,6 +178,24 @@ static void recovered(struct mirror *m)
     }
 }
 
+static bool overflowed(struct mirror *m)
+{
+    pthread_mutex_lock(&m->lock);
+    bool o = m->overflow;
+    pthread_mutex_unlock(&m->lock);
+    return o;
+}
+
+/* Sets or clears the overflow mark; returns what it was. */
+static bool set_overflow(struct mirror *m, bool on)
+{
+    pthread_mutex_lock(&m->lock);
+    bool was = m->overflow;
+    m->overflow = on;
+    pthread_mutex_unlock(&m->lock);
+    return was;
+}
+
 /* ---- the owner lease ------------------------------------------------------------- */
 
 /* Replaces the small file at `path` with `text`, readable by its owner only: written to
@@ -696,6 +714,8 @@ static int settle_roll(struct mirror *m)
     } else if (v.exists && strcmp(v.meta.url, m->owner.url) == 0 &&
                v.meta.generation == m->generation && strcmp(v.meta.journal, m->cur.name) == 0) {
         jblob_free(&m->roll.next); /* it did not land: the next snapshot rolls again */
+        if (m->roll.overflow)
+            set_overflow(m, true);
         rc = 0;
     } else {
         fence(m, "the owner blob names another server's journal");
@@ -716,6 +736,8 @@ static int take_snapshot(struct mirror *m)
     struct store_marks marks;
     struct blob_result r = {0};
     int rc = -1;
+    /* Changes left out of the queue before this point are in the store read below. */
+    bool was_overflow = set_overflow(m, false);
     uint64_t done = store_done_seq(m->store); /* every record up to it is in the snapshot */
     if (store_snapshot(m->store, snap_row, &rows, &marks) != STORE_OK || rows.oom) {
         mx_error("mirror: cannot read the store for a snapshot", NULL);
@@ -757,10 +779,14 @@ static int take_snapshot(struct mirror *m)
         m->roll.meta = meta;
         m->roll.seq = marks.commit_seq;
         m->roll.done = done;
+        m->roll.overflow = was_overflow;
         m->roll_unsure = true;
+        was_overflow = false; /* settle_roll() decides */
         backoff(m);
     }
 out:
+    if (rc != 0 && was_overflow)
+        set_overflow(m, true);
     blob_result_free(&r);
     mx_buf_free(&rows);
     mx_buf_free(&all);
@@ -826,6 +852,7 @@ static bool ship(void *ctx, struct store_rec *recs, struct store_wait *waits)
         for (struct store_rec *r = recs; r; r = store_next_rec(r))
             dropped = store_rec_seq(r);
         free_recs(recs); /* cannot queue it: the next snapshot covers it */
+        atomic_fetch_add(&m->left_to_snapshot, 1);
         mx_warn("mirror: out of memory; changes left to the next snapshot", NULL);
     } else if (b) {
         b->recs = recs;
@@ -839,9 +866,23 @@ static bool ship(void *ctx, struct store_rec *recs, struct store_wait *waits)
         }
     }
     struct store_wait *ok = NULL, *failed = NULL, *next;
+    struct batch *over = NULL;
     pthread_mutex_lock(&m->lock);
-    if (dropped > m->dropped_sub)
-        m->dropped_sub = dropped;
+    if (b && !sync && m->queued + b->nrec > m->cfg.queue_max) {
+        /* A long outage of an async mirror: the queue keeps its bound, and what does not
+         * fit is left to the next snapshot, as after a failed allocation. */
+        over = b;
+        b = NULL;
+        dropped = over->last_sub;
+        atomic_fetch_add(&m->left_to_snapshot, over->nrec);
+    }
+    if (dropped) {
+        if (dropped > m->dropped_sub)
+            m->dropped_sub = dropped;
+        /* Nothing more is appended until a snapshot covers the changes left out: the
+         * journal never skips one. */
+        m->overflow = true;
+    }
     if (b) {
         if (m->tail)
             m->tail->next = b;
@@ -866,6 +907,10 @@ static bool ship(void *ctx, struct store_rec *recs, struct store_wait *waits)
             push_wait(&ok, w); /* in the container, or never committed: nothing to ship */
     }
     pthread_mutex_unlock(&m->lock);
+    if (over) {
+        free_recs(over->recs);
+        free(over);
+    }
     store_complete_waits(ok, STORE_OK);
     store_complete_waits(failed, STORE_EFAIL);
     return sync;
@@ -983,7 +1028,8 @@ static bool snapshot_due(struct mirror *m, uint64_t now)
     return commits - m->snapshot_seq >= m->cfg.snapshot_every_changes ||
            (commits > m->snapshot_seq &&
             now - m->snapshot_ns >= m->cfg.snapshot_every_ms * MX_NS_PER_MS) ||
-           m->roll_now || (uint64_t)m->cur.off >= ROLL_BYTES || m->cur.blocks >= ROLL_BLOCKS;
+           m->roll_now || (uint64_t)m->cur.off >= ROLL_BYTES || m->cur.blocks >= ROLL_BLOCKS ||
+           overflowed(m);
 }
 
 /* The store may be read only between these, and not once mirror_detach() began. */
@@ -1057,7 +1103,10 @@ static void *mirror_main(void *arg)
             continue;
         if (reserve_tokens(m, false) != 0)
             continue;
-        int shipped = ship_queued(m);
+        pthread_mutex_lock(&m->lock);
+        bool overflow = m->overflow;
+        pthread_mutex_unlock(&m->lock);
+        int shipped = overflow ? 1 : ship_queued(m);
         /* A snapshot when one is due, whatever is queued: what it covers is dropped from
          * the queue, and a journal blob is rolled long before Azure's block limit. */
         if (!stopping && !m->roll_unsure && !atomic_load(&m->fenced) &&
@@ -1135,6 +1184,8 @@ int mirror_open(struct mirror **out, const struct mirror_config *cfg, struct sto
         m->cfg.takeover_wait_ms = 20000;
     if (!m->cfg.request_timeout_ms)
         m->cfg.request_timeout_ms = 5000;
+    if (!m->cfg.queue_max)
+        m->cfg.queue_max = MIRROR_QUEUE_MAX;
     m->store = store;
     pthread_mutex_init(&m->lock, NULL);
     mx_cond_init_mono(&m->cond);
@@ -1380,6 +1431,10 @@ void mirror_metrics(struct mirror *m, struct mx_buf *b)
     prom_counter(b, "mutexd_mirror_sync_timeouts_total",
                  "Times sync answers were given up (503) waiting for blob storage.",
                  atomic_load(&m->sync_timeouts));
+    prom_counter(b, "mutexd_mirror_changes_left_to_snapshot_total",
+                 "Changes left out of a full async queue (or a failed allocation), shipped in "
+                 "the next snapshot.",
+                 atomic_load(&m->left_to_snapshot));
     prom_counter(b, "mutexd_mirror_changes_dropped_total",
                  "Changes never shipped because another server took the container.",
                  atomic_load(&m->dropped));

@@ -45,7 +45,8 @@ struct mirror_config {
     uint64_t request_timeout_ms;     /* one blob request at most; 0: 5000 */
     const char *advertise_url;       /* published in the owner blob's metadata; NULL: none */
     uint64_t fault_append_pause_ms;  /* testing: see MUTEXD_FAULT_APPEND_PAUSE_MS */
-    struct mirror_copy *warm;        /* a standby's copy, used by mirror_restore; or NULL */
+    uint64_t queue_max;       /* an async mirror's queue bound, in changes; 0: MIRROR_QUEUE_MAX */
+    struct mirror_copy *warm; /* a standby's copy, used by mirror_restore; or NULL */
     /* A restore gives every lease held its TTL again from the restore, and a lease whose
      * deadline has passed at least this much (the failover grace, ms); see
      * mirror_rearm_deadline(). */

@@ -19,6 +19,9 @@
 #define MAX_BLOCK      (4u * 1024 * 1024)   /* Append Block's limit */
 #define ROLL_BYTES     (32ull * 1024 * 1024)
 #define ROLL_BLOCKS    40000 /* Azure allows 50,000 blocks per append blob */
+/* Changes an async mirror keeps queued at most (through a blob store outage); the rest is
+ * left to the next snapshot. */
+#define MIRROR_QUEUE_MAX 262144
 
 /* A journal blob this server appends to (the mirror thread's). */
 struct jblob {
@@ -67,6 +70,7 @@ struct mirror {
         struct jblob next;
         struct owner_meta meta;
         uint64_t seq, done;
+        bool overflow; /* the roll was to cover changes left out of the queue */
     } roll;
     bool roll_now;         /* the journal blob is full: roll at the next chance */
     uint64_t shipped_seq;  /* every change up to here is in the container */
@@ -93,6 +97,8 @@ struct mirror {
     uint64_t shipped_sub;      /* lock: every record submitted up to here is in the container */
     uint64_t dropped_sub;      /* lock: the last record dropped unshipped (until a snapshot) */
     bool stop;                 /* lock */
+    bool overflow;             /* lock: changes were left out of the queue; append nothing until a
+                                * snapshot covers them */
     bool detached;             /* lock: the store is closing; do not read it */
     bool snapshotting;         /* lock: a snapshot reads the store now */
     char reason[256];          /* lock: why not healthy, "" when healthy */
@@ -102,7 +108,8 @@ struct mirror {
     _Atomic uint64_t lag_changes, oldest_ns, snapshot_wall_ms;
 
     struct prom_hist append_seconds;
-    _Atomic uint64_t appends, appended_changes, snapshots, reservations, sync_timeouts, dropped;
+    _Atomic uint64_t appends, appended_changes, snapshots, reservations, sync_timeouts, dropped,
+        left_to_snapshot;
     pthread_mutex_t err_lock;
     struct {
         char code[48];

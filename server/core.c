@@ -41,6 +41,7 @@ static int open_mirror(struct server *s, char *err, size_t errlen)
         .warm = s->copy,
         .rearm_grace_ms = o->failover_grace_ms,
         .fault_append_pause_ms = o->fault_append_pause_ms,
+        .queue_max = o->fault_mirror_queue_max,
         .last_token = &s->domain.last_token,
         .token_ceiling = &s->domain.token_ceiling,
     };

@@ -7,6 +7,7 @@
 #include "server/options.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <netdb.h>
@@ -402,28 +403,42 @@ static int check_list(const char *list, const char *flag, bool (*ok)(const char 
     }
 }
 
-/* MUTEXD_FAULT_APPEND_PAUSE_MS: how long the mirror stops before an append once asked to
- * (see fault_pause() in the mirror). */
-static int parse_append_pause(struct options *o)
+/* A fault seam's number from the environment variable `name`: 0 when unset, -1 (said) when
+ * set in a build without fault injection or out of [min, max]. */
+static int parse_fault_u64(const char *name, uint64_t min, uint64_t max, uint64_t *out)
 {
-    const char *f = getenv("MUTEXD_FAULT_APPEND_PAUSE_MS");
+    const char *f = getenv(name);
     if (!f || !*f)
         return 0;
 #ifndef MUTEXD_FAULT_INJECTION
-    (void)o;
-    fprintf(stderr,
-            "mutexd: MUTEXD_FAULT_APPEND_PAUSE_MS is set but this build has no fault injection\n");
+    (void)min;
+    (void)max;
+    (void)out;
+    fprintf(stderr, "mutexd: %s is set but this build has no fault injection\n", name);
     return -1;
 #else
     char *end;
-    o->fault_append_pause_ms = strtoull(f, &end, 10);
-    if (*end || o->fault_append_pause_ms == 0 || o->fault_append_pause_ms > 600000) {
-        fprintf(stderr, "mutexd: MUTEXD_FAULT_APPEND_PAUSE_MS must be 1 to 600000\n");
+    errno = 0;
+    unsigned long long v = strtoull(f, &end, 10);
+    if (*end || errno || v < min || v > max) {
+        fprintf(stderr, "mutexd: %s must be %" PRIu64 " to %" PRIu64 "\n", name, min, max);
         return -1;
     }
-    fprintf(stderr, "mutexd: fault injection on: MUTEXD_FAULT_APPEND_PAUSE_MS=%s\n", f);
+    *out = v;
+    fprintf(stderr, "mutexd: fault injection on: %s=%s\n", name, f);
     return 0;
 #endif
+}
+
+/* MUTEXD_FAULT_APPEND_PAUSE_MS: how long the mirror stops before an append once asked to
+ * (see fault_pause() in the mirror). MUTEXD_FAULT_MIRROR_QUEUE_MAX: the async mirror's
+ * queue bound, small enough for a test to fill. */
+static int parse_mirror_faults(struct options *o)
+{
+    if (parse_fault_u64("MUTEXD_FAULT_APPEND_PAUSE_MS", 1, 600000, &o->fault_append_pause_ms) != 0)
+        return -1;
+    return parse_fault_u64("MUTEXD_FAULT_MIRROR_QUEUE_MAX", 1, 100000000,
+                           &o->fault_mirror_queue_max);
 }
 
 #ifdef MUTEXD_FAULT_INJECTION
@@ -487,7 +502,7 @@ static int parse_role_faults(struct options *o)
 /* MUTEXD_FAULT_COMMIT: "N" fails commit N, "N:K" K commits from N, "every:N" every Nth. */
 static int parse_faults(struct options *o)
 {
-    if (parse_append_pause(o) != 0 || parse_role_faults(o) != 0)
+    if (parse_mirror_faults(o) != 0 || parse_role_faults(o) != 0)
         return -1;
     const char *f = getenv("MUTEXD_FAULT_COMMIT");
     if (!f || !*f)

@@ -35,7 +35,8 @@ struct options {
     bool probe; /* --probe: check a running server's /healthz and exit */
     /* testing only: MUTEXD_FAULT_COMMIT (builds with MUTEXD_FAULT_INJECTION) */
     uint64_t fault_commit_every, fault_commit_first, fault_commit_count;
-    uint64_t fault_append_pause_ms; /* MUTEXD_FAULT_APPEND_PAUSE_MS */
+    uint64_t fault_append_pause_ms;  /* MUTEXD_FAULT_APPEND_PAUSE_MS */
+    uint64_t fault_mirror_queue_max; /* MUTEXD_FAULT_MIRROR_QUEUE_MAX */
     /* testing only: MUTEXD_FAULT_ROLE ("forward:URL", "hold" or "fenced"), and
      * MUTEXD_FAULT_ROLE_AFTER_MS ("MS:ROLE", ROLE as before or "serve") split in two;
      * MUTEXD_FAULT_SERVED_BY (a Mutexd-Served-By without --ha). NULL: not set. */

@@ -267,6 +267,43 @@ def test_async_keeps_answering_through_a_blob_outage_and_catches_up(azurite):
         shutil.rmtree(data, ignore_errors=True)
 
 
+def test_async_queue_keeps_its_bound_through_an_outage_and_loses_nothing(azurite):
+    """Through a long outage an async mirror queues at most its bound; what does not fit
+    is left to the next snapshot, and nothing is appended past the gap meanwhile: once the
+    blob store is back, the container holds every change."""
+    name = container()
+    data = tempfile.mkdtemp(prefix="mutexd-bound-")
+    try:
+        with Server(data_dir=data, args=mirror_args(azurite, name, "async"),
+                    env={"MUTEXD_FAULT_MIRROR_QUEUE_MAX": "50"}) as s:
+            c = s.client()
+            assert c.acquire("before", owner="x").status == 200
+            assert wait_caught_up(c)
+            azurite.pause()
+            try:
+                for i in range(300):
+                    assert c.acquire("during/%d" % i, owner="x", ttl_ms=60000).status == 200
+                lag = readyz(c).json["mirror"]
+                assert lag["lag_changes"] <= 50, lag
+                body = c.request("GET", "/metrics").body
+                left = re.search(r"^mutexd_mirror_changes_left_to_snapshot_total (\d+)$", body,
+                                 re.M)
+                assert left and int(left.group(1)) >= 250, left
+            finally:
+                azurite.resume()
+            assert c.acquire("after", owner="x").status == 200
+            assert wait_caught_up(c, timeout=60)
+            rows, seq = store_rows(data)
+            cont, last, _, _ = container_rows(azurite, name)
+            assert last == seq
+            assert_same(cont, rows)
+            assert len([r for r in rows if r.startswith("during/")]) == 300
+            c.close()
+    finally:
+        azurite.resume()
+        shutil.rmtree(data, ignore_errors=True)
+
+
 def test_sync_refuses_writes_during_a_blob_outage(azurite):
     name = container()
     data = tempfile.mkdtemp(prefix="mutexd-sync-")
