@@ -92,7 +92,7 @@ static void grow(struct rt_alarms *al)
 /* Puts `a` (not in the table, not armed) in the table at `link` and in the heap. */
 static int insert(struct rt_alarms *al, struct alarm **link, struct alarm *a, uint64_t deadline_ns)
 {
-    if (mx_heap_push(&al->heap, &a->t, deadline_ns) != 0)
+    if (mx_timer_heap_push(&al->heap, &a->t, deadline_ns) != 0)
         return RT_ENOMEM;
     a->next = NULL;
     *link = a;
@@ -116,8 +116,8 @@ int rt_alarm_set(struct rt_alarms *al, const char *name, size_t len, uint64_t de
         rc = RT_ESHUTDOWN;
     } else if (a) {
         if (mx_timer_deadline(&a->t) != deadline_ns) {
-            mx_heap_remove(&al->heap, &a->t);
-            mx_heap_push(&al->heap, &a->t, deadline_ns); /* cannot fail: a slot was freed */
+            mx_timer_heap_remove(&al->heap, &a->t);
+            mx_timer_heap_push(&al->heap, &a->t, deadline_ns); /* cannot fail: a slot was freed */
             mx_sleeper_wake_for(&al->sleeper, deadline_ns);
         }
     } else if ((a = malloc(sizeof *a + len + 1)) == NULL) {
@@ -146,7 +146,7 @@ void rt_alarm_cancel(struct rt_alarms *al, const char *name, size_t len)
     if (a) {
         *link = a->next;
         al->count--;
-        mx_heap_remove(&al->heap, &a->t);
+        mx_timer_heap_remove(&al->heap, &a->t);
     }
     pthread_mutex_unlock(&al->lock);
     free(a);
@@ -241,7 +241,7 @@ static void *alarm_thread(void *arg)
         struct alarm *due = NULL, **tail = &due;
         size_t n = 0;
         struct mx_timer *t;
-        while (!al->hold && n < SEND_BATCH && (t = mx_heap_pop_due(&al->heap, now)) != NULL) {
+        while (!al->hold && n < SEND_BATCH && (t = mx_timer_heap_pop_due(&al->heap, now)) != NULL) {
             struct alarm *a = container_of(t, struct alarm, t);
             *find(al, a->name, a->len) = a->next;
             al->count--;
@@ -260,7 +260,7 @@ static void *alarm_thread(void *arg)
         if (al->hold) /* until released (mx_sleeper_wake): no deadline wakes it meanwhile */
             pthread_cond_wait(&al->sleeper.wake, &al->lock);
         else
-            mx_sleeper_sleep(&al->sleeper, &al->lock, mx_heap_next(&al->heap));
+            mx_sleeper_sleep(&al->sleeper, &al->lock, mx_timer_heap_next(&al->heap));
     }
     pthread_mutex_unlock(&al->lock);
     return NULL;
@@ -283,7 +283,7 @@ int rt_alarms_start(struct rt_alarms **out, struct rt *rt, uint32_t type)
         free(al);
         return rc;
     }
-    mx_heap_init(&al->heap);
+    mx_timer_heap_init(&al->heap);
     pthread_mutex_init(&al->lock, NULL);
     mx_sleeper_init(&al->sleeper);
     rc = pthread_create(&al->thread, NULL, alarm_thread, al);
@@ -320,7 +320,7 @@ void rt_alarms_free(struct rt_alarms *al)
         }
     }
     free(al->buckets);
-    mx_heap_free(&al->heap);
+    mx_timer_heap_free(&al->heap);
     pthread_cond_destroy(&al->sleeper.wake);
     pthread_mutex_destroy(&al->lock);
     free(al);

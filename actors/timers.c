@@ -61,20 +61,20 @@ static void sift_down(struct mx_timer_heap *h, uint32_t i)
     place(h, i, t);
 }
 
-void mx_heap_init(struct mx_timer_heap *h)
+void mx_timer_heap_init(struct mx_timer_heap *h)
 {
     h->v = NULL;
     h->n = h->cap = 0;
     h->seq = 0;
 }
 
-void mx_heap_free(struct mx_timer_heap *h)
+void mx_timer_heap_free(struct mx_timer_heap *h)
 {
     free(h->v);
-    mx_heap_init(h);
+    mx_timer_heap_init(h);
 }
 
-int mx_heap_push(struct mx_timer_heap *h, struct mx_timer *t, uint64_t deadline_ns)
+int mx_timer_heap_push(struct mx_timer_heap *h, struct mx_timer *t, uint64_t deadline_ns)
 {
     if (h->n == h->cap) {
         uint32_t cap = h->cap ? h->cap * 2 : 64;
@@ -91,7 +91,7 @@ int mx_heap_push(struct mx_timer_heap *h, struct mx_timer *t, uint64_t deadline_
     return 0;
 }
 
-void mx_heap_remove(struct mx_timer_heap *h, struct mx_timer *t)
+void mx_timer_heap_remove(struct mx_timer_heap *h, struct mx_timer *t)
 {
     uint32_t i = t->_idx;
     struct mx_timer *last = h->v[--h->n];
@@ -106,16 +106,16 @@ void mx_heap_remove(struct mx_timer_heap *h, struct mx_timer *t)
         sift_down(h, i);
 }
 
-struct mx_timer *mx_heap_pop_due(struct mx_timer_heap *h, uint64_t now_ns)
+struct mx_timer *mx_timer_heap_pop_due(struct mx_timer_heap *h, uint64_t now_ns)
 {
     if (h->n == 0 || h->v[0]->_deadline_ns > now_ns)
         return NULL;
     struct mx_timer *t = h->v[0];
-    mx_heap_remove(h, t);
+    mx_timer_heap_remove(h, t);
     return t;
 }
 
-uint64_t mx_heap_next(const struct mx_timer_heap *h)
+uint64_t mx_timer_heap_next(const struct mx_timer_heap *h)
 {
     return h->n ? h->v[0]->_deadline_ns : UINT64_MAX;
 }
@@ -138,7 +138,7 @@ static void *timer_thread(void *arg)
     while (!ts->stop) {
         uint64_t now = mx_mono_ns();
         struct mx_timer *t;
-        while ((t = mx_heap_pop_due(&ts->heap, now)) != NULL)
+        while ((t = mx_timer_heap_pop_due(&ts->heap, now)) != NULL)
             ts->cfg.fire(ts->cfg.ctx, t);
         if (now >= next_tick) {
             pthread_mutex_unlock(&ts->lock);
@@ -147,7 +147,7 @@ static void *timer_thread(void *arg)
             next_tick = now + ts->cfg.tick_ns;
             continue;
         }
-        uint64_t until = mx_heap_next(&ts->heap);
+        uint64_t until = mx_timer_heap_next(&ts->heap);
         if (next_tick < until)
             until = next_tick;
         mx_sleeper_sleep(&ts->sleeper, &ts->lock, until);
@@ -163,7 +163,7 @@ int mx_timers_start(struct mx_timers **out, const struct mx_timers_config *cfg)
     if (!ts)
         return rc;
     ts->cfg = *cfg;
-    mx_heap_init(&ts->heap);
+    mx_timer_heap_init(&ts->heap);
     pthread_mutex_init(&ts->lock, NULL);
     mx_sleeper_init(&ts->sleeper);
     rc = pthread_create(&ts->thread, NULL, timer_thread, ts);
@@ -182,7 +182,7 @@ int mx_timers_arm(struct mx_timers *ts, struct mx_timer *t, uint64_t deadline_ns
     int rc = -2;
     pthread_mutex_lock(&ts->lock);
     if (!ts->stop) {
-        rc = mx_heap_push(&ts->heap, t, deadline_ns);
+        rc = mx_timer_heap_push(&ts->heap, t, deadline_ns);
         if (rc == 0)
             mx_sleeper_wake_for(&ts->sleeper, deadline_ns); /* it might sleep too long */
     }
@@ -195,7 +195,7 @@ bool mx_timers_disarm(struct mx_timers *ts, struct mx_timer *t)
     bool was_armed = false;
     pthread_mutex_lock(&ts->lock);
     if (mx_timer_armed(t)) {
-        mx_heap_remove(&ts->heap, t);
+        mx_timer_heap_remove(&ts->heap, t);
         was_armed = true;
     }
     pthread_mutex_unlock(&ts->lock);
@@ -212,11 +212,11 @@ void mx_timers_stop(struct mx_timers *ts, void (*discard)(void *ctx, struct mx_t
 
     while (ts->heap.n > 0) {
         struct mx_timer *t = ts->heap.v[ts->heap.n - 1];
-        mx_heap_remove(&ts->heap, t);
+        mx_timer_heap_remove(&ts->heap, t);
         if (discard)
             discard(ts->cfg.ctx, t);
     }
-    mx_heap_free(&ts->heap);
+    mx_timer_heap_free(&ts->heap);
     pthread_cond_destroy(&ts->sleeper.wake);
     pthread_mutex_destroy(&ts->lock);
     free(ts);

@@ -46,16 +46,16 @@ static inline uint64_t mx_timer_deadline(const struct mx_timer *t)
     return t->_deadline_ns;
 }
 
-void mx_heap_init(struct mx_timer_heap *h);
-void mx_heap_free(struct mx_timer_heap *h);
+void mx_timer_heap_init(struct mx_timer_heap *h);
+void mx_timer_heap_free(struct mx_timer_heap *h);
 /* Arms `t` (not armed) at `deadline_ns`. Returns 0, or -1 when out of memory. */
-int mx_heap_push(struct mx_timer_heap *h, struct mx_timer *t, uint64_t deadline_ns);
+int mx_timer_heap_push(struct mx_timer_heap *h, struct mx_timer *t, uint64_t deadline_ns);
 /* Disarms `t` (armed in `h`). */
-void mx_heap_remove(struct mx_timer_heap *h, struct mx_timer *t);
+void mx_timer_heap_remove(struct mx_timer_heap *h, struct mx_timer *t);
 /* Removes and returns the earliest timer due at `now_ns` (deadline <= now), else NULL. */
-struct mx_timer *mx_heap_pop_due(struct mx_timer_heap *h, uint64_t now_ns);
+struct mx_timer *mx_timer_heap_pop_due(struct mx_timer_heap *h, uint64_t now_ns);
 /* The earliest deadline, or UINT64_MAX when the heap is empty. */
-uint64_t mx_heap_next(const struct mx_timer_heap *h);
+uint64_t mx_timer_heap_next(const struct mx_timer_heap *h);
 
 /* The timer thread. */
 struct mx_timers;

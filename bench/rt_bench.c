@@ -5,6 +5,7 @@
  *
  *   rt_bench [messages] [senders]      defaults: 2000000 messages, 2 senders
  */
+#include <inttypes.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -71,7 +72,7 @@ static void *send_main(void *p)
     char name[24];
     for (uint64_t k = 0; k < s->count; k++) {
         uint64_t i = s->first + k;
-        int n = snprintf(name, sizeof name, "actor-%lu", (unsigned long)(i % s->nactors));
+        int n = snprintf(name, sizeof name, "actor-%" PRIu64, (i % s->nactors));
         while (rt_send(s->rt, name, (size_t)n, &s->msgs[i], 0) == RT_EFULL)
             sched_yield();
     }
@@ -124,12 +125,12 @@ int main(int argc, char **argv)
     uint64_t actor_counts[] = {1, 1000, 1000000};
     unsigned worker_counts[] = {1, (unsigned)cores};
 
-    printf("actor runtime: %lu messages from %u sender threads, %ld cores\n\n",
-           (unsigned long)total, senders, cores);
+    printf("actor runtime: %" PRIu64 " messages from %u sender threads, %ld cores\n\n", total,
+           senders, cores);
     printf("| actors | workers | messages/s |\n|---:|---:|---:|\n");
     for (int a = 0; a < 3; a++)
         for (int w = 0; w < 2; w++)
-            printf("| %lu | %u | %.0f |\n", (unsigned long)actor_counts[a], worker_counts[w],
+            printf("| %" PRIu64 " | %u | %.0f |\n", actor_counts[a], worker_counts[w],
                    run(actor_counts[a], worker_counts[w], total, senders));
 
     /* Memory: activate a million actors with one message each and keep them. */

@@ -108,3 +108,13 @@ void mx_buf_free(struct mx_buf *b)
     size_t max = b->max;
     *b = MX_BUF_INIT(max);
 }
+
+void mx_set_text_locked(pthread_mutex_t *lock, char *dst, size_t len, const char *fmt, va_list ap)
+{
+    char text[512] = "";
+    if (fmt)
+        vsnprintf(text, sizeof text < len ? sizeof text : len, fmt, ap);
+    pthread_mutex_lock(lock);
+    snprintf(dst, len, "%s", text);
+    pthread_mutex_unlock(lock);
+}

@@ -10,6 +10,8 @@
 #ifndef MX_BUF_H
 #define MX_BUF_H
 
+#include <pthread.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -44,5 +46,11 @@ char *mx_buf_take(struct mx_buf *b);
 
 /* Frees the memory and empties the buffer; the cap stays. */
 void mx_buf_free(struct mx_buf *b);
+
+/* Writes the formatted text (or "" when `fmt` is NULL) into `dst` of `len` bytes, which
+ * other threads read under `lock`: formatted first, then copied with the lock held, so
+ * that no formatting happens under it. */
+void mx_set_text_locked(pthread_mutex_t *lock, char *dst, size_t len, const char *fmt, va_list ap)
+    __attribute__((format(printf, 4, 0)));
 
 #endif

@@ -61,17 +61,16 @@ void prom_hist_write(struct mx_buf *b, const char *name, const char *labels,
     for (int i = 0; i <= h->nbounds; i++) {
         cum += atomic_load_explicit(&h->counts[i], memory_order_relaxed);
         if (i < h->nbounds)
-            mx_buf_printf(b, "%s_bucket{%s%sle=\"%g\"} %lu\n", name, labels, sep, h->bounds[i],
-                          (unsigned long)cum);
+            mx_buf_printf(b, "%s_bucket{%s%sle=\"%g\"} %" PRIu64 "\n", name, labels, sep,
+                          h->bounds[i], cum);
         else
-            mx_buf_printf(b, "%s_bucket{%s%sle=\"+Inf\"} %lu\n", name, labels, sep,
-                          (unsigned long)cum);
+            mx_buf_printf(b, "%s_bucket{%s%sle=\"+Inf\"} %" PRIu64 "\n", name, labels, sep, cum);
     }
     double sum = (double)atomic_load_explicit(&h->sum, memory_order_relaxed) / h->scale;
     if (labels[0]) {
-        mx_buf_printf(b, "%s_sum{%s} %.9g\n%s_count{%s} %lu\n", name, labels, sum, name, labels,
-                      (unsigned long)cum);
+        mx_buf_printf(b, "%s_sum{%s} %.9g\n%s_count{%s} %" PRIu64 "\n", name, labels, sum, name,
+                      labels, cum);
     } else {
-        mx_buf_printf(b, "%s_sum %.9g\n%s_count %lu\n", name, sum, name, (unsigned long)cum);
+        mx_buf_printf(b, "%s_sum %.9g\n%s_count %" PRIu64 "\n", name, sum, name, cum);
     }
 }

@@ -7,6 +7,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +23,7 @@ const char *jr_mode_name(enum jr_mode mode)
 static void add_u64(cJSON *o, const char *key, uint64_t v)
 {
     char buf[24];
-    snprintf(buf, sizeof buf, "%lu", (unsigned long)v);
+    snprintf(buf, sizeof buf, "%" PRIu64, v);
     cJSON_AddRawToObject(o, key, buf);
 }
 

@@ -107,16 +107,10 @@ static void set_reason(struct mirror *m, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 static void set_reason(struct mirror *m, const char *fmt, ...)
 {
-    pthread_mutex_lock(&m->lock);
-    if (fmt) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(m->reason, sizeof m->reason, fmt, ap);
-        va_end(ap);
-    } else {
-        m->reason[0] = '\0';
-    }
-    pthread_mutex_unlock(&m->lock);
+    va_list ap;
+    va_start(ap, fmt);
+    mx_set_text_locked(&m->lock, m->reason, sizeof m->reason, fmt, ap);
+    va_end(ap);
 }
 
 bool mirror_note_error(struct mirror *m, const char *what, const struct blob_result *r)
@@ -1416,8 +1410,8 @@ void mirror_metrics(struct mirror *m, struct mx_buf *b)
     prom_header(b, "mutexd_mirror_errors_total", "counter", "Failed blob requests, by code.");
     pthread_mutex_lock(&m->err_lock);
     for (size_t i = 0; i < sizeof m->errors / sizeof m->errors[0] && m->errors[i].code[0]; i++)
-        mx_buf_printf(b, "mutexd_mirror_errors_total{code=\"%s\"} %lu\n", m->errors[i].code,
-                      (unsigned long)m->errors[i].count);
+        mx_buf_printf(b, "mutexd_mirror_errors_total{code=\"%s\"} %" PRIu64 "\n", m->errors[i].code,
+                      m->errors[i].count);
     pthread_mutex_unlock(&m->err_lock);
     prom_counter(b, "mutexd_mirror_snapshots_total", "Snapshots written.",
                  atomic_load(&m->snapshots));

@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <sched.h>
 #include <sqlite3.h>
@@ -315,16 +316,10 @@ int store_each_held(struct store *s,
 static void set_health(struct store *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void set_health(struct store *s, const char *fmt, ...)
 {
-    pthread_mutex_lock(&s->lock);
-    if (fmt) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(s->health, sizeof s->health, fmt, ap);
-        va_end(ap);
-    } else {
-        s->health[0] = '\0';
-    }
-    pthread_mutex_unlock(&s->lock);
+    va_list ap;
+    va_start(ap, fmt);
+    mx_set_text_locked(&s->lock, s->health, sizeof s->health, fmt, ap);
+    va_end(ap);
 }
 
 static int bind_row(sqlite3_stmt *st, const struct store_rec *rec)
@@ -943,8 +938,8 @@ int store_open(struct store **out, const struct store_config *cfg, char *err, si
         snprintf(err, errlen, "cannot start the writer thread");
         goto fail;
     }
-    mx_info("store: open", "path=%s token_hwm=%lu index_hwm=%lu", s->db_path,
-            (unsigned long)atomic_load(&s->token_hwm), (unsigned long)atomic_load(&s->index_hwm));
+    mx_info("store: open", "path=%s token_hwm=%" PRIu64 " index_hwm=%" PRIu64, s->db_path,
+            atomic_load(&s->token_hwm), atomic_load(&s->index_hwm));
     *out = s;
     return 0;
 fail:
@@ -1109,10 +1104,10 @@ void store_metrics(struct store *s, struct mx_buf *b)
                 "Time of COMMIT alone: writing the WAL and its fsync.");
     prom_hist_write(b, "mutexd_store_fsync_seconds", "", &s->fsync_seconds);
     prom_header(b, "mutexd_store_commits_total", "counter", "Group commits by result.");
-    mx_buf_printf(b, "mutexd_store_commits_total{result=\"ok\"} %lu\n",
-                  (unsigned long)atomic_load(&s->commits_ok));
-    mx_buf_printf(b, "mutexd_store_commits_total{result=\"error\"} %lu\n",
-                  (unsigned long)atomic_load(&s->commits_failed));
+    mx_buf_printf(b, "mutexd_store_commits_total{result=\"ok\"} %" PRIu64 "\n",
+                  atomic_load(&s->commits_ok));
+    mx_buf_printf(b, "mutexd_store_commits_total{result=\"error\"} %" PRIu64 "\n",
+                  atomic_load(&s->commits_failed));
     prom_counter(b, "mutexd_store_batches_here_total",
                  "Batches committed on the thread of the request they answer, when no other "
                  "request waited to join the commit (the others: on the writer's thread).",
@@ -1121,10 +1116,10 @@ void store_metrics(struct store *s, struct mx_buf *b)
                  atomic_load(&s->commits_failed));
     prom_header(b, "mutexd_store_records_total", "counter",
                 "Records written, and refused after a failed commit.");
-    mx_buf_printf(b, "mutexd_store_records_total{result=\"written\"} %lu\n",
-                  (unsigned long)atomic_load(&s->records_written));
-    mx_buf_printf(b, "mutexd_store_records_total{result=\"refused\"} %lu\n",
-                  (unsigned long)atomic_load(&s->records_refused));
+    mx_buf_printf(b, "mutexd_store_records_total{result=\"written\"} %" PRIu64 "\n",
+                  atomic_load(&s->records_written));
+    mx_buf_printf(b, "mutexd_store_records_total{result=\"refused\"} %" PRIu64 "\n",
+                  atomic_load(&s->records_refused));
     prom_gauge(b, "mutexd_store_healthy", "1 when the last commit succeeded.",
                store_healthy(s, NULL, 0) ? 1 : 0);
 }

@@ -3,6 +3,7 @@
  */
 #include "server/core.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -61,7 +62,7 @@ static int open_mirror(struct server *s, char *err, size_t errlen)
             atomic_store(&s->domain.grace_until_ns,
                          mx_mono_ns() + o->restore_grace_ms * MX_NS_PER_MS);
             mx_warn("restored from an async mirror: no new leases during the grace period",
-                    "grace_ms=%lu", (unsigned long)o->restore_grace_ms);
+                    "grace_ms=%" PRIu64, o->restore_grace_ms);
         }
     }
     atomic_store(&s->domain.token_ceiling, atomic_load(&s->domain.last_token));

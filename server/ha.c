@@ -243,8 +243,9 @@ enum ha_verdict ha_watch(struct ha *h, struct ha_view *view)
     if (owner_read(h->c, &ov, &r) != OWNER_OK || !ov.exists || strcmp(ov.meta.url, suspect) != 0)
         goto out;
     if (owner_break_if(h->c, ov.etag, &r) == OWNER_OK) {
-        mx_warn("the active server does not answer: broke its lease", "active=%s silent_ms=%lu",
-                suspect, (unsigned long)((now - h->last_ok_ns) / MX_NS_PER_MS));
+        mx_warn("the active server does not answer: broke its lease",
+                "active=%s silent_ms=%" PRIu64, suspect,
+                (uint64_t)((now - h->last_ok_ns) / MX_NS_PER_MS));
         v = HA_TAKE;
     }
 out:

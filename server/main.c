@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -46,9 +47,10 @@ static bool server_ready(void *ctx, char *why, size_t len, struct mx_buf *detail
     if (s->mirror) {
         uint64_t changes, ms;
         mirror_lag(s->mirror, &changes, &ms);
-        mx_buf_printf(details, "\"mirror\":{\"mode\":\"%s\",\"lag_changes\":%lu,\"lag_ms\":%lu}",
-                      mirror_mode(s->mirror) == MIRROR_SYNC ? "sync" : "async",
-                      (unsigned long)changes, (unsigned long)ms);
+        mx_buf_printf(details,
+                      "\"mirror\":{\"mode\":\"%s\",\"lag_changes\":%" PRIu64 ",\"lag_ms\":%" PRIu64
+                      "}",
+                      mirror_mode(s->mirror) == MIRROR_SYNC ? "sync" : "async", changes, ms);
     }
     if (!atomic_load(&s->recovered)) {
         snprintf(why, len, "recovering");
@@ -60,8 +62,8 @@ static bool server_ready(void *ctx, char *why, size_t len, struct mx_buf *detail
         return false;
     uint64_t grace = atomic_load(&s->domain.grace_until_ns), now = mx_mono_ns();
     if (grace && now < grace) {
-        snprintf(why, len, "restore grace period: no new leases for %lu s",
-                 (unsigned long)((grace - now) / 1000000000u + 1));
+        snprintf(why, len, "restore grace period: no new leases for %" PRIu64 " s",
+                 ((grace - now) / 1000000000u + 1));
         return false;
     }
     return true;

@@ -7,9 +7,9 @@
 #include "server/options.h"
 
 #include <errno.h>
-#include <inttypes.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <netdb.h>
 #include <openssl/pem.h>
 #include <stdbool.h>
@@ -136,7 +136,7 @@ static void usage(FILE *f)
         if (defs[i].def)
             fprintf(f, ", default %s", defs[i].def);
         if (defs[i].type == T_U64 && defs[i].max)
-            fprintf(f, ", %lu to %lu", (unsigned long)defs[i].min, (unsigned long)defs[i].max);
+            fprintf(f, ", %" PRIu64 " to %" PRIu64, defs[i].min, defs[i].max);
         fputc('\n', f);
     }
     fprintf(f, "  %-28s print this help and exit\n", "--help");
@@ -259,8 +259,10 @@ static int set_value(struct options *o, const struct def *d, const char *value, 
         unsigned long long v = strtoull(value, &end, 10);
         if (errno || end == value || *end || value[0] < '0' || value[0] > '9' || v < d->min ||
             v > d->max) {
-            fprintf(stderr, "mutexd: %s: --%s must be a whole number from %lu to %lu, not '%s'\n",
-                    from, d->flag, (unsigned long)d->min, (unsigned long)d->max, value);
+            fprintf(stderr,
+                    "mutexd: %s: --%s must be a whole number from %" PRIu64 " to %" PRIu64
+                    ", not '%s'\n",
+                    from, d->flag, d->min, d->max, value);
             return -1;
         }
         *(uint64_t *)field = v;
@@ -635,8 +637,8 @@ int options_parse(struct options *o, int argc, char **argv)
         o->http_threads = o->threads;
     }
     if (o->min_ttl_ms > o->max_ttl_ms) {
-        fprintf(stderr, "mutexd: --min-ttl-ms (%lu) is above --max-ttl-ms (%lu)\n",
-                (unsigned long)o->min_ttl_ms, (unsigned long)o->max_ttl_ms);
+        fprintf(stderr, "mutexd: --min-ttl-ms (%" PRIu64 ") is above --max-ttl-ms (%" PRIu64 ")\n",
+                o->min_ttl_ms, o->max_ttl_ms);
         return 2;
     }
     if (!grace_set)

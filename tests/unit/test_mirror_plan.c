@@ -7,6 +7,7 @@
 #include "testutil.h"
 
 #include <arpa/inet.h>
+#include <inttypes.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <string.h>
@@ -225,7 +226,7 @@ static void split_encoded_batch(void **st)
         memset(owner, 'o', olen);
         row.owner = mx_str_new(owner, olen);
         char name[32];
-        int nlen = snprintf(name, sizeof name, "r/%lu", (unsigned long)seq);
+        int nlen = snprintf(name, sizeof name, "r/%" PRIu64, seq);
         struct store_rec *rec = store_rec_new(name, (size_t)nlen, &row);
         mx_str_unref(row.owner); /* the record holds its own reference */
         rec->commit_seq = seq;

@@ -5,6 +5,7 @@
  */
 #include "testutil.h"
 
+#include <inttypes.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -436,8 +437,8 @@ static void sends_racing_deactivation_all_arrive(void **st)
     assert_int_equal(atomic_load(&T.total), N);
     struct rt_stats stats;
     rt_get_stats(rt, &stats);
-    printf("activations=%lu deactivations=%lu\n", (unsigned long)stats.activations,
-           (unsigned long)stats.deactivations);
+    printf("activations=%" PRIu64 " deactivations=%" PRIu64 "\n", stats.activations,
+           stats.deactivations);
     assert_true(stats.deactivations > 100); /* the race was really run */
     assert_int_equal(atomic_load(&T.violations), 0);
     rt_shutdown(rt);

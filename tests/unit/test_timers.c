@@ -19,18 +19,18 @@ static void heap_pops_in_deadline_order(void **st)
     enum { N = 2000 };
     static struct mx_timer t[N];
     struct mx_timer_heap h;
-    mx_heap_init(&h);
+    mx_timer_heap_init(&h);
     for (int i = 0; i < N; i++) {
         mx_timer_init(&t[i]);
-        assert_int_equal(mx_heap_push(&h, &t[i], (uint64_t)(rand() % 500) + 1), 0);
+        assert_int_equal(mx_timer_heap_push(&h, &t[i], (uint64_t)(rand() % 500) + 1), 0);
     }
     /* Nothing is due before the earliest deadline. */
-    assert_null(mx_heap_pop_due(&h, 0));
+    assert_null(mx_timer_heap_pop_due(&h, 0));
     uint64_t last = 0, last_seq = 0;
     int n = 0;
     for (uint64_t now = 0; now < 500 + 7; now += 7) {
         struct mx_timer *x;
-        while ((x = mx_heap_pop_due(&h, now)) != NULL) {
+        while ((x = mx_timer_heap_pop_due(&h, now)) != NULL) {
             assert_true(x->_deadline_ns <= now); /* never early */
             assert_true(x->_deadline_ns >= last);
             if (x->_deadline_ns == last)
@@ -42,8 +42,8 @@ static void heap_pops_in_deadline_order(void **st)
         }
     }
     assert_int_equal(n, N);
-    assert_int_equal(mx_heap_next(&h), UINT64_MAX);
-    mx_heap_free(&h);
+    assert_int_equal(mx_timer_heap_next(&h), UINT64_MAX);
+    mx_timer_heap_free(&h);
 }
 
 static void heap_remove_keeps_order(void **st)
@@ -53,16 +53,16 @@ static void heap_remove_keeps_order(void **st)
     enum { N = 1000 };
     static struct mx_timer t[N];
     struct mx_timer_heap h;
-    mx_heap_init(&h);
+    mx_timer_heap_init(&h);
     for (int i = 0; i < N; i++) {
         mx_timer_init(&t[i]);
-        mx_heap_push(&h, &t[i], (uint64_t)(rand() % 10000));
+        mx_timer_heap_push(&h, &t[i], (uint64_t)(rand() % 10000));
     }
     bool removed[N] = {false};
     for (int i = 0; i < N / 2; i++) {
         int k = rand() % N;
         if (!removed[k]) {
-            mx_heap_remove(&h, &t[k]);
+            mx_timer_heap_remove(&h, &t[k]);
             removed[k] = true;
             assert_false(mx_timer_armed(&t[k]));
         }
@@ -73,14 +73,14 @@ static void heap_remove_keeps_order(void **st)
     uint64_t last = 0;
     struct mx_timer *x;
     int n = 0;
-    while ((x = mx_heap_pop_due(&h, UINT64_MAX)) != NULL) {
+    while ((x = mx_timer_heap_pop_due(&h, UINT64_MAX)) != NULL) {
         assert_false(removed[x - t]);
         assert_true(x->_deadline_ns >= last);
         last = x->_deadline_ns;
         n++;
     }
     assert_int_equal(n, left);
-    mx_heap_free(&h);
+    mx_timer_heap_free(&h);
 }
 
 struct fired {
