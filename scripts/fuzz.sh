@@ -23,7 +23,7 @@ fi
 
 CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMUTEXD_FUZZ=ON \
     -DMUTEXD_TESTS=OFF >/dev/null
-targets=(route body connstr journal auth)
+targets=(route body connstr journal auth admit)
 cmake --build build-fuzz -j "$JOBS" --target "${targets[@]/#/fuzz_}" >/dev/null
 
 mkdir -p build-fuzz/artifacts
