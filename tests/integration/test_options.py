@@ -83,6 +83,15 @@ def test_flags_without_values_refuse_one(tmp_path):
     assert "unknown option: --bogus" in err, err
 
 
+def test_dash_h_is_help_and_other_short_flags_are_named(tmp_path):
+    long = subprocess.run([BIN, "--help"], capture_output=True, text=True, timeout=10)
+    short = subprocess.run([BIN, "-h"], capture_output=True, text=True, timeout=10)
+    assert (short.returncode, short.stdout, short.stderr) == (0, long.stdout, ""), short
+    for flag in ("-hh", "-hx", "-V", "-x"):
+        err = refuse(tmp_path, [flag])
+        assert err.splitlines()[0] == "mutexd: unknown option: %s" % flag, (flag, err)
+
+
 def test_missing_tls_files_are_refused_before_the_disk(tmp_path):
     err = refuse(tmp_path, ["--listen", "127.0.0.1:0", "--tls-cert", str(tmp_path / "no.pem"),
                             "--tls-key", str(tmp_path / "no.key")])
