@@ -186,3 +186,13 @@ def test_help_lists_the_group_options():
                       ("--failover-grace-ms MS", "MUTEXD_FAILOVER_GRACE_MS, default 15000"),
                       ("--forward-timeout-ms MS", "MUTEXD_FORWARD_TIMEOUT_MS, default 10000")]:
         assert flag in out and env in out, (flag, env)
+
+
+def test_one_http_thread_starts_without_a_warning():
+    # One HTTP thread is the default on 2 cores (one fewer than the cores): libmicrohttpd
+    # warned of a pool of 1 at every start.
+    with Server(args=["--threads", "1"]) as s:
+        assert s.client().request("GET", "/healthz").status == 200
+        lines = s.log().splitlines()
+    assert any("threads=1" in line for line in lines), lines
+    assert not [line for line in lines if "thread pool" in line or "arning" in line], lines
