@@ -120,10 +120,23 @@ struct hreq {
 static enum MHD_Result send_body(struct hreq *q, int status, char *body, const char *type,
                                  uint64_t retry_after_s, const char *allow)
 {
+    /* A JSON answer ends with a newline, as a line of text does: a shell prompt after
+     * `curl` then starts on a line of its own. */
+    if (body && strncmp(type, "application/json", 16) == 0) {
+        size_t len = strlen(body);
+        if (len == 0 || body[len - 1] != '\n') {
+            char *grown = realloc(body, len + 2);
+            if (!grown)
+                free(body);
+            else
+                memcpy(grown + len, "\n", 2);
+            body = grown;
+        }
+    }
     if (!body) {
         status = 503;
         body = strdup("{\"error\":{\"code\":\"unavailable\",\"message\":\"out of memory\","
-                      "\"reason\":\"out of memory\"}}");
+                      "\"reason\":\"out of memory\"}}\n");
         if (!body)
             return MHD_NO;
         retry_after_s = 1;
