@@ -33,7 +33,8 @@ define locked
 	fi; exit $$rc
 endef
 
-.PHONY: all build build-locked server server-locked run test bench fuzz fmt clean
+.PHONY: all build build-locked server server-locked run azurite azurite-stop test bench fuzz \
+	fmt clean
 
 all: build
 
@@ -60,6 +61,19 @@ server-locked:
 # Pass flags with ARGS, for example: make run ARGS="--listen 127.0.0.1:9000"
 run: server
 	exec $(RUN_BUILD)/mutexd $(ARGS)
+
+# Azurite, the Azure Storage emulator (blob service only, in memory), in the background on
+# 127.0.0.1:10000: what the connection string UseDevelopmentStorage=true names. Its PID and
+# log are in data-azurite/; `make azurite-stop` stops it.
+AZURITE_DIR ?= data-azurite
+azurite:
+	@scripts/deps.sh azurite
+	@scripts/azurite.sh install
+	@scripts/azurite.sh start $(AZURITE_DIR) 10000
+	@echo "Azurite answers on 127.0.0.1:10000 (UseDevelopmentStorage=true); make azurite-stop stops it"
+
+azurite-stop:
+	@scripts/azurite.sh stop $(AZURITE_DIR)
 
 # Every test: unit tests, the sanitizer builds, integration, chaos and client tests.
 test:
