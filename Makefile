@@ -33,8 +33,8 @@ define locked
 	fi; exit $$rc
 endef
 
-.PHONY: all build build-locked server server-locked run azurite azurite-stop test bench fuzz \
-	fmt clean
+.PHONY: all build build-locked server server-locked run azurite azurite-stop diagram test bench \
+	fuzz fmt clean
 
 all: build
 
@@ -74,6 +74,12 @@ azurite:
 
 azurite-stop:
 	@scripts/azurite.sh stop $(AZURITE_DIR)
+
+# The README's diagram, drawn by Graphviz from its source.
+diagram: docs/architecture.svg
+docs/architecture.svg: docs/architecture.dot
+	@scripts/deps.sh docs
+	dot -Tsvg -o $@ $<
 
 # Every test: unit tests, the sanitizer builds, integration, chaos and client tests.
 test:
