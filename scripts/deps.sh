@@ -24,6 +24,9 @@ test_pkgs+=(libuv1 libc-ares2 libnghttp2-14 libbrotli1 libicu72 libssl3
 # The container stage (tests/compose/containers.sh): podman with runc and its network
 # stack, and debootstrap for the base image where no image registry is reachable.
 test_pkgs+=(podman runc netavark aardvark-dns iptables debootstrap)
+# test_readme.py runs the README's commands in a network namespace of their own (unshare,
+# and ip to bring its loopback up), where the ports they name are free.
+test_pkgs+=(util-linux iproute2)
 # The README's diagram is drawn from its source, and test_readme.py checks that it still is.
 doc_pkgs=(graphviz)
 test_pkgs+=("${doc_pkgs[@]}")
