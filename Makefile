@@ -20,27 +20,66 @@ define configure
 	    exit 1; }
 endef
 
-.PHONY: all build server run test bench fuzz fmt clean
+# Two makes at once in one build folder (two terminals running `make run` on a fresh
+# checkout) would each run cmake there, and one build would break the other's files
+# ("ar: unable to copy file"): the second waits for the first, and says so.
+# $(1): build folder, $(2): the target to make while holding its lock.
+define locked
+	@mkdir -p $(1)
+	@flock -n -E 75 $(1)/.lock $(MAKE) $(2); rc=$$?; \
+	if [ $$rc -eq 75 ]; then \
+	    echo "make: another make is building $(1)/; waiting for it to finish" >&2; \
+	    flock $(1)/.lock $(MAKE) $(2); rc=$$?; \
+	fi; exit $$rc
+endef
+
+.PHONY: all build build-locked server server-locked run azurite azurite-stop diagram test bench \
+	fuzz fmt clean
 
 all: build
 
 # Everything in the default configuration (the server, mutexctl, the unit tests).
 build:
+	$(call locked,$(BUILD),build-locked)
+
+build-locked:
 	@scripts/deps.sh build
 	$(call configure,$(BUILD),-DCMAKE_BUILD_TYPE=RelWithDebInfo)
 	@cmake --build $(BUILD) -j $(JOBS)
 
-# The server `make run` starts, and nothing else.
+# The server `make run` starts, and mutexctl beside it (build-run/clients/c/mutexctl).
 server:
+	$(call locked,$(RUN_BUILD),server-locked)
+
+server-locked:
 	@scripts/deps.sh build
 	$(call configure,$(RUN_BUILD),-DCMAKE_BUILD_TYPE=RelWithDebInfo -DMUTEXD_TESTS=OFF \
 	    -DMUTEXD_FAULT_INJECTION=OFF)
-	@cmake --build $(RUN_BUILD) -j $(JOBS) --target mutexd
+	@cmake --build $(RUN_BUILD) -j $(JOBS) --target mutexd mutexctl
 
 # Starts the server in the foreground on 127.0.0.1:8080 with its data in ./data.
 # Pass flags with ARGS, for example: make run ARGS="--listen 127.0.0.1:9000"
 run: server
 	exec $(RUN_BUILD)/mutexd $(ARGS)
+
+# Azurite, the Azure Storage emulator (blob service only, in memory), in the background on
+# 127.0.0.1:10000: what the connection string UseDevelopmentStorage=true names. Its PID and
+# log are in data-azurite/; `make azurite-stop` stops it.
+AZURITE_DIR ?= data-azurite
+azurite:
+	@scripts/deps.sh azurite
+	@scripts/azurite.sh install
+	@scripts/azurite.sh start $(AZURITE_DIR) 10000
+	@echo "Azurite answers on 127.0.0.1:10000 (UseDevelopmentStorage=true); make azurite-stop stops it"
+
+azurite-stop:
+	@scripts/azurite.sh stop $(AZURITE_DIR)
+
+# The README's diagram, drawn by Graphviz from its source.
+diagram: docs/architecture.svg
+docs/architecture.svg: docs/architecture.dot
+	@scripts/deps.sh docs
+	dot -Tsvg -o $@ $<
 
 # Every test: unit tests, the sanitizer builds, integration, chaos and client tests.
 test:

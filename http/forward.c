@@ -350,11 +350,16 @@ static void apply_role(struct fwd *f, enum http_role role, const char *url)
 {
     if (role == HTTP_ROLE_FORWARD && (!url || !*url || strlen(url) >= URL_MAX))
         role = HTTP_ROLE_HOLD;
-    snprintf(f->url, sizeof f->url, "%s", role == HTTP_ROLE_FORWARD ? url : "");
+    const char *new_url = role == HTTP_ROLE_FORWARD ? url : "";
+    /* A server group sets the role at every turn of its loop, changed or not: only a
+     * change is worth a line. */
+    bool same_url = strcmp(f->url, new_url) == 0;
+    snprintf(f->url, sizeof f->url, "%s", new_url);
     f->gen++;
     enum http_role old = (enum http_role)atomic_exchange(&f->role, (int)role);
-    mx_info("http role", "role=%s previous=%s active=%s", role_name(role), role_name(old),
-            f->url[0] ? f->url : "none");
+    if (old != role || !same_url)
+        mx_info("http role", "role=%s previous=%s active=%s", role_name(role), role_name(old),
+                f->url[0] ? f->url : "none");
 }
 
 /* Settles what is held, and returns the nearest time something held is due. */

@@ -119,10 +119,23 @@ struct hreq {
 static enum MHD_Result send_body(struct hreq *q, int status, char *body, const char *type,
                                  uint64_t retry_after_s, const char *allow)
 {
+    /* A JSON answer ends with a newline, as a line of text does: a shell prompt after
+     * `curl` then starts on a line of its own. */
+    if (body && strncmp(type, "application/json", 16) == 0) {
+        size_t len = strlen(body);
+        if (len == 0 || body[len - 1] != '\n') {
+            char *grown = realloc(body, len + 2);
+            if (!grown)
+                free(body);
+            else
+                memcpy(grown + len, "\n", 2);
+            body = grown;
+        }
+    }
     if (!body) {
         status = 503;
         body = strdup("{\"error\":{\"code\":\"unavailable\",\"message\":\"out of memory\","
-                      "\"reason\":\"out of memory\"}}");
+                      "\"reason\":\"out of memory\"}}\n");
         if (!body)
             return MHD_NO;
         retry_after_s = 1;
@@ -1056,9 +1069,8 @@ int http_start(struct http **out, const struct http_config *cfg, char *err, size
             goto fail;
         flags |= MHD_USE_TLS;
     }
-    struct MHD_OptionItem opts[] = {
+    struct MHD_OptionItem opts[16] = {
         {MHD_OPTION_LISTEN_SOCKET, h->listen_fd, NULL},
-        {MHD_OPTION_THREAD_POOL_SIZE, threads, NULL},
         {MHD_OPTION_CONNECTION_LIMIT, max_conn, NULL},
         {MHD_OPTION_CONNECTION_TIMEOUT, idle, NULL},
         /* Headers (and the read buffer) of one request. libmicrohttpd zeroes it between
@@ -1068,12 +1080,20 @@ int http_start(struct http **out, const struct http_config *cfg, char *err, size
         {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, h},
         {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)on_connection, h},
         {MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)on_mhd_log, NULL},
-        {tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, h->tls_cert},
-        {tls ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_END, 0, h->tls_key},
-        {tls && cfg->tls_priorities ? MHD_OPTION_HTTPS_PRIORITIES : MHD_OPTION_END, 0,
-         (void *)cfg->tls_priorities},
-        {MHD_OPTION_END, 0, NULL},
     };
+    size_t nopts = 8;
+    /* One thread is the internal polling thread alone: libmicrohttpd warns of a pool of
+     * 1, and of 0, at every start, so the pool is named only when there is one. */
+    if (threads > 1)
+        opts[nopts++] = (struct MHD_OptionItem){MHD_OPTION_THREAD_POOL_SIZE, threads, NULL};
+    if (tls) {
+        opts[nopts++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, h->tls_cert};
+        opts[nopts++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, h->tls_key};
+        if (cfg->tls_priorities)
+            opts[nopts++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_PRIORITIES, 0,
+                                                    (void *)cfg->tls_priorities};
+    }
+    opts[nopts] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
     h->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, h, MHD_OPTION_ARRAY, opts,
                                  MHD_OPTION_END);
     if (!h->daemon) {

@@ -4,9 +4,11 @@
 #
 #   scripts/azurite.sh install     npm ci in tests/azurite when node_modules is missing or was
 #                                  installed from another lock file
-#   scripts/azurite.sh start DIR   starts it in the background on a free port and waits until it
-#                                  answers; writes DIR/port, DIR/pid, DIR/connection-string and
-#                                  DIR/azurite.log
+#   scripts/azurite.sh start DIR [PORT]
+#                                  starts it in the background on PORT (default: a free port)
+#                                  and waits until it answers; writes DIR/port, DIR/pid,
+#                                  DIR/connection-string and DIR/azurite.log. On port 10000 it
+#                                  is what UseDevelopmentStorage=true names (`make azurite`)
 #   scripts/azurite.sh stop DIR    stops the one started in DIR (by its PID) and waits for it
 set -euo pipefail
 
@@ -66,12 +68,22 @@ answers() {
 }
 
 start() {
-    local dir=$1 port pid i
+    local dir=$1 want=${2:-} port pid i attempts=5
     [ -x "$bin" ] || die "Azurite is not installed: run scripts/azurite.sh install"
     mkdir -p "$dir"
-    [ ! -f "$dir/pid" ] || die "$dir already has an Azurite (pid $(cat "$dir/pid"))"
-    for attempt in 1 2 3 4 5; do
-        port=$(free_port)
+    if [ -f "$dir/pid" ]; then
+        ours "$(cat "$dir/pid")" "$(cat "$dir/port" 2>/dev/null)" &&
+            die "$dir already has an Azurite (pid $(cat "$dir/pid"), port $(cat "$dir/port"))"
+        rm -f "$dir/pid" "$dir/port" # one that is gone (a reboot, a kill)
+    fi
+    if [ -n "$want" ]; then
+        [[ "$want" =~ ^[0-9]+$ ]] && [ "$want" -ge 1 ] && [ "$want" -le 65535 ] ||
+            die "not a port: $want"
+        ! answers "$want" || die "something already answers on 127.0.0.1:$want"
+        attempts=1
+    fi
+    for ((attempt = 1; attempt <= attempts; attempt++)); do
+        port=${want:-$(free_port)}
         # Started directly, not from a subshell (no `cd X && ... &`), so that $! is node's PID:
         # the bin script's `#!/usr/bin/env node` execs node in place. Its output goes to a file:
         # a test runner waits for every holder of its pipes to exit.
@@ -97,7 +109,7 @@ start() {
         rm -f "$dir/pid" "$dir/port"
         echo "azurite.sh: Azurite exited at start (attempt $attempt, port $port)" >&2
     done
-    die "Azurite would not start; see $dir/azurite.log"
+    die "Azurite would not start${want:+ on port $want}; see $dir/azurite.log"
 }
 
 stop() {
@@ -121,12 +133,12 @@ stop() {
 case "${1:-}" in
 install) install ;;
 start)
-    [ $# -eq 2 ] || die "usage: $0 start DIR"
-    start "$2"
+    [ $# -eq 2 ] || [ $# -eq 3 ] || die "usage: $0 start DIR [PORT]"
+    start "$2" "${3:-}"
     ;;
 stop)
     [ $# -eq 2 ] || die "usage: $0 stop DIR"
     stop "$2"
     ;;
-*) die "usage: $0 install | start DIR | stop DIR" ;;
+*) die "usage: $0 install | start DIR [PORT] | stop DIR" ;;
 esac

@@ -4,6 +4,8 @@
 #
 #   scripts/deps.sh build   compilers, CMake and the libraries the server links
 #   scripts/deps.sh test    the above, plus what the test suites run
+#   scripts/deps.sh azurite Node.js and npm, which run Azurite (`make azurite`)
+#   scripts/deps.sh docs    Graphviz, which draws docs/architecture.svg (`make diagram`)
 set -euo pipefail
 
 # libcmocka-dev: the default CMake configuration (MUTEXD_TESTS=ON, `make build`) compiles
@@ -22,16 +24,30 @@ test_pkgs+=(libuv1 libc-ares2 libnghttp2-14 libbrotli1 libicu72 libssl3
 # The container stage (tests/compose/containers.sh): podman with runc and its network
 # stack, and debootstrap for the base image where no image registry is reachable.
 test_pkgs+=(podman runc netavark aardvark-dns iptables debootstrap)
+# test_readme.py runs the README's commands in a network namespace of their own (unshare,
+# and ip to bring its loopback up), where the ports they name are free.
+test_pkgs+=(util-linux iproute2)
+# The README's diagram is drawn from its source, and test_readme.py checks that it still is.
+doc_pkgs=(graphviz)
+test_pkgs+=("${doc_pkgs[@]}")
 # Node.js and npm run Azurite, the OpenAPI check and the Node client's tests. A machine
 # that has a node already (from any source) keeps it.
-if [ "${1:-build}" = test ] && ! command -v node >/dev/null; then
-    test_pkgs+=(nodejs npm)
+node_pkgs=()
+if ! command -v node >/dev/null; then
+    node_pkgs=(nodejs npm)
 fi
+test_pkgs+=("${node_pkgs[@]}")
 
-want=("${build_pkgs[@]}")
-if [ "${1:-build}" = test ]; then
-    want+=("${test_pkgs[@]}")
-fi
+case "${1:-build}" in
+build) want=("${build_pkgs[@]}") ;;
+test) want=("${build_pkgs[@]}" "${test_pkgs[@]}") ;;
+azurite) want=("${node_pkgs[@]}") ;;
+docs) want=("${doc_pkgs[@]}") ;;
+*)
+    echo "usage: $0 build | test | azurite | docs" >&2
+    exit 2
+    ;;
+esac
 
 missing=()
 for p in "${want[@]}"; do

@@ -83,7 +83,8 @@ static const struct def defs[] = {
      "Azure Storage connection string of the blob mirror (else AZURE_STORAGE_CONNECTION_STRING; "
      "UseDevelopmentStorage=true for Azurite)"},
     {"blob-container", "MUTEXD_BLOB_CONTAINER", "NAME", T_STR, OFF(blob_container), "mutexd", 0, 0,
-     "blob container of the mirror (one server per container)"},
+     "blob container of the mirror: the servers of a group (--ha) share one; a server "
+     "without --ha needs one of its own"},
     {"mirror", "MUTEXD_MIRROR", "MODE", T_STR, OFF(mirror), NULL, 0, 0,
      "off, async (answer after the local commit) or sync (also after the blob write); "
      "default async with a connection string, else off"},
@@ -572,7 +573,17 @@ int options_parse(struct options *o, int argc, char **argv)
     opterr = 0;
     /* The leading ':' makes a flag without its value come back as ':', told apart from an
      * unknown flag (for a long option getopt sets optopt to its index, 0 for --listen). */
-    while ((c = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
+    for (;;) {
+        int before = optind;
+        if ((c = getopt_long(argc, argv, ":h", longopts, NULL)) == -1)
+            break;
+        /* getopt leaves optind where it was while a group of short flags goes on: the
+         * element it is reading is argv[optind] then, else argv[optind - 1]. */
+        const char *arg = optind == before ? argv[optind] : argv[optind - 1];
+        if (c == 'h' && optind == before) { /* -hh, -hx: no short flag but -h */
+            fprintf(stderr, "mutexd: unknown option: %s\nTry 'mutexd --help'.\n", arg);
+            return 2;
+        }
         if (c == 'h') {
             usage(stdout);
             return 0;
@@ -592,11 +603,12 @@ int options_parse(struct options *o, int argc, char **argv)
             return 2;
         }
         if (c == '?' || c == ':' || c < 0 || (size_t)c >= NDEFS) {
-            if (c == '?' && (optopt == 'h' || optopt == 'V' || optopt == 'P' ||
-                             (optopt > 0 && (size_t)optopt < NDEFS && defs[optopt].type == T_BOOL)))
-                fprintf(stderr, "mutexd: %s takes no value\n", argv[optind - 1]);
+            if (c == '?' && strncmp(arg, "--", 2) == 0 &&
+                (optopt == 'h' || optopt == 'V' || optopt == 'P' ||
+                 (optopt > 0 && (size_t)optopt < NDEFS && defs[optopt].type == T_BOOL)))
+                fprintf(stderr, "mutexd: %s takes no value\n", arg);
             else
-                fprintf(stderr, "mutexd: unknown option: %s\n", argv[optind - 1]);
+                fprintf(stderr, "mutexd: unknown option: %s\n", arg);
             fprintf(stderr, "Try 'mutexd --help'.\n");
             return 2;
         }

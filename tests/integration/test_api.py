@@ -45,6 +45,37 @@ def check_error(r, status, code, field=None):
     return err
 
 
+# ---- every JSON answer -----------------------------------------------------------------
+
+def test_every_json_answer_ends_with_a_newline(server):
+    # (request line, JSON body or None for none, status): a shell prompt after curl
+    # starts on a line of its own, and Content-Length counts the newline.
+    for request_line, body, status in [
+            ("POST /v1/resources/nl/acquire", b'{"owner":"a"}', 200),
+            ("POST /v1/resources/nl/acquire", b'{"owner":"b"}', 409),
+            ("POST /v1/resources/nl/acquire", b"", 400),       # no body: missing_field
+            ("POST /v1/resources/nl/acquire", None, 415),      # no content type
+            ("GET /v1/resources/nl", None, 200),
+            ("GET /v1/resources?prefix=n", None, 200),
+            ("GET /v1/nothing", None, 404),
+            ("GET /healthz", None, 200),
+            ("GET /readyz", None, 200)]:
+        headers = "Host: 127.0.0.1\r\nConnection: close\r\n"
+        if body is not None:
+            headers += "Content-Type: application/json\r\nContent-Length: %d\r\n" % len(body)
+        elif request_line.startswith("POST"):
+            body = b"{}"
+            headers += "Content-Length: 2\r\n"
+        raw = raw_request(server.host, server.port, ("%s HTTP/1.1\r\n%s\r\n" % (
+            request_line, headers)).encode() + (body or b""))
+        assert status_of(raw) == status, (request_line, raw)
+        head, _, answer = raw.partition(b"\r\n\r\n")
+        assert b"application/json" in head, raw
+        length = re.search(rb"(?im)^content-length: *(\d+)", head)
+        assert length and int(length.group(1)) == len(answer), raw
+        assert answer.endswith(b"}\n") and answer.count(b"\n") == 1, raw
+
+
 # ---- acquire --------------------------------------------------------------------------
 
 def test_acquire_grants_a_free_resource(client):

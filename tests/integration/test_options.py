@@ -83,6 +83,15 @@ def test_flags_without_values_refuse_one(tmp_path):
     assert "unknown option: --bogus" in err, err
 
 
+def test_dash_h_is_help_and_other_short_flags_are_named(tmp_path):
+    long = subprocess.run([BIN, "--help"], capture_output=True, text=True, timeout=10)
+    short = subprocess.run([BIN, "-h"], capture_output=True, text=True, timeout=10)
+    assert (short.returncode, short.stdout, short.stderr) == (0, long.stdout, ""), short
+    for flag in ("-hh", "-hx", "-V", "-x"):
+        err = refuse(tmp_path, [flag])
+        assert err.splitlines()[0] == "mutexd: unknown option: %s" % flag, (flag, err)
+
+
 def test_missing_tls_files_are_refused_before_the_disk(tmp_path):
     err = refuse(tmp_path, ["--listen", "127.0.0.1:0", "--tls-cert", str(tmp_path / "no.pem"),
                             "--tls-key", str(tmp_path / "no.key")])
@@ -177,3 +186,13 @@ def test_help_lists_the_group_options():
                       ("--failover-grace-ms MS", "MUTEXD_FAILOVER_GRACE_MS, default 15000"),
                       ("--forward-timeout-ms MS", "MUTEXD_FORWARD_TIMEOUT_MS, default 10000")]:
         assert flag in out and env in out, (flag, env)
+
+
+def test_one_http_thread_starts_without_a_warning():
+    # One HTTP thread is the default on 2 cores (one fewer than the cores): libmicrohttpd
+    # warned of a pool of 1 at every start.
+    with Server(args=["--threads", "1"]) as s:
+        assert s.client().request("GET", "/healthz").status == 200
+        lines = s.log().splitlines()
+    assert any("threads=1" in line for line in lines), lines
+    assert not [line for line in lines if "thread pool" in line or "arning" in line], lines
