@@ -73,7 +73,7 @@ static void flush(struct rt_actor *self, struct ra_state *st, struct ra_ctx *ctx
         size_t len;
         const char *name = rt_name(self, &len);
         struct store_rec *rec = store_rec_new(name, len, &st->res.row);
-        uint64_t seq = rec ? store_submit(ctx->store, rec, st->epoch) : 0;
+        uint64_t seq = rec ? store_submit_in(ctx->store, rec, st->epoch, rt_turn_ctx(self)) : 0;
         st->res.changed = false;
         if (seq == 0) {
             /* Not written: memory holds a change the store never will. Read the row again
@@ -92,7 +92,7 @@ static void flush(struct rt_actor *self, struct ra_state *st, struct ra_ctx *ctx
             continue;
         }
         r->_wait.done = on_durable;
-        store_wait(ctx->store, &r->_wait, st->epoch, st->last_seq);
+        store_wait_in(ctx->store, &r->_wait, st->epoch, st->last_seq, rt_turn_ctx(self));
     }
 }
 
@@ -287,14 +287,16 @@ static void cancel_request(struct rt_msg *m)
     r->reply(r);
 }
 
-int ra_send(struct rt *rt, const char *name, size_t len, struct ra_request *r)
+int ra_send(struct rt *rt, const char *name, size_t len, struct ra_request *r,
+            struct store_batch *batch)
 {
     r->msg.type = MSG_REQ;
     r->msg.cancel = cancel_request;
     r->rq.status = RES_PENDING;
     /* The turn usually runs right here on the HTTP thread: a lease change is a few
-     * microseconds of work, less than waking a worker for it. */
-    return rt_send(rt, name, len, &r->msg, RT_SEND_RUN_HERE);
+     * microseconds of work, less than waking a worker for it. Its change then goes into
+     * the sender's batch; a turn a worker runs submits to the store's writer. */
+    return rt_send_here(rt, name, len, &r->msg, batch);
 }
 
 static void free_msg(struct rt_msg *m)
@@ -395,7 +397,7 @@ struct ra_list *ra_list_start(struct rt *rt, struct store *store, const char *pr
         it->list = l;
         it->req.reply = list_reply;
         it->req.rq.op = RES_GET;
-        int rc = ra_send(rt, it->name, it->name_len, &it->req);
+        int rc = ra_send(rt, it->name, it->name_len, &it->req, NULL);
         if (rc != RT_OK) {
             it->req.rq.status = RES_ERR_UNAVAILABLE;
             it->req.rq.reason = rt_strerror(rc);

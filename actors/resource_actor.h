@@ -42,9 +42,12 @@ struct ra_request {
     struct store_wait _wait; /* private */
 };
 
-/* Sends `r` to resource `name`. Returns RT_OK, or an rt_status error (the caller still
- * owns `r` and answers it itself). */
-int ra_send(struct rt *rt, const char *name, size_t len, struct ra_request *r);
+/* Sends `r` to resource `name`. When the resource's turn runs on this thread, its change
+ * is submitted to the store through `batch` (may be NULL: see store_batch_begin), which
+ * the caller then ends. Returns RT_OK, or an rt_status error (the caller still owns `r`
+ * and answers it itself). */
+int ra_send(struct rt *rt, const char *name, size_t len, struct ra_request *r,
+            struct store_batch *batch);
 
 /* Tells resource `name` that the client of request `id` has gone. Any thread. */
 void ra_send_drop(struct rt *rt, const char *name, size_t len, uint64_t id);

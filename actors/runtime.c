@@ -64,6 +64,7 @@ struct rt_actor {
     uint64_t listed_at;        /* sweeper: mono ms when put on the idle list */
     uint64_t hash;             /* immutable */
     bool activated;            /* turn-owned */
+    void *turn_ctx;            /* turn-owned: rt_turn_ctx() */
     uint16_t name_len;         /* immutable */
     char name[];               /* NUL-terminated; the behavior's state follows, aligned */
 };
@@ -284,8 +285,9 @@ static void list_idle(struct rt *rt, struct rt_actor *a, uint64_t now_ms)
 static void deliver(struct rt_actor *a, void *state, struct rt_msg *m);
 
 /* Runs one turn of `a`. Returns true when `a` must go back on the run queue. */
-static bool run_turn(struct rt *rt, struct rt_actor *a)
+static bool run_turn(struct rt *rt, struct rt_actor *a, void *turn_ctx)
 {
+    a->turn_ctx = turn_ctx;
     void *state = state_of(a);
     const struct rt_behavior *b = rt->cfg.behavior;
 
@@ -302,6 +304,7 @@ static bool run_turn(struct rt *rt, struct rt_actor *a)
     }
     atomic_fetch_add_explicit(&rt->messages, n, memory_order_relaxed);
     atomic_fetch_add_explicit(&rt->turns, 1, memory_order_relaxed);
+    a->turn_ctx = NULL;
 
     uint64_t barrier = 0;
     if (b->idle(a, state, &barrier)) {
@@ -344,7 +347,7 @@ static void *worker_main(void *arg)
         rt->rq_len--;
         pthread_mutex_unlock(&rt->rq_lock);
 
-        bool again = run_turn(rt, a);
+        bool again = run_turn(rt, a, NULL);
 
         pthread_mutex_lock(&rt->rq_lock);
         if (again)
@@ -356,7 +359,8 @@ static void *worker_main(void *arg)
 
 /* ---- sending --------------------------------------------------------------------- */
 
-int rt_send(struct rt *rt, const char *name, size_t len, struct rt_msg *m, int flags)
+static int send_to(struct rt *rt, const char *name, size_t len, struct rt_msg *m, int flags,
+                   void *turn_ctx)
 {
     if (len == 0 || len > NAME_MAX_LEN)
         return RT_EINVAL;
@@ -402,7 +406,7 @@ int rt_send(struct rt *rt, const char *name, size_t len, struct rt_msg *m, int f
     /* Our message keeps the count above 0, so `a` cannot be freed under us. The sender that
      * took the count from 0 owns the next turn: a worker's, or its own. */
     if (before == 0) {
-        if ((flags & RT_SEND_RUN_HERE) && !run_turn(rt, a))
+        if ((flags & RT_SEND_RUN_HERE) && !run_turn(rt, a, turn_ctx))
             return RT_OK;
         schedule(rt, a);
     }
@@ -410,6 +414,21 @@ int rt_send(struct rt *rt, const char *name, size_t len, struct rt_msg *m, int f
 out:
     pthread_mutex_unlock(&s->lock);
     return rc;
+}
+
+int rt_send(struct rt *rt, const char *name, size_t len, struct rt_msg *m, int flags)
+{
+    return send_to(rt, name, len, m, flags, NULL);
+}
+
+int rt_send_here(struct rt *rt, const char *name, size_t len, struct rt_msg *m, void *turn_ctx)
+{
+    return send_to(rt, name, len, m, RT_SEND_RUN_HERE, turn_ctx);
+}
+
+void *rt_turn_ctx(const struct rt_actor *self)
+{
+    return self->turn_ctx;
 }
 
 /* Pushes ignoring the cap, for an actor that cannot be deactivated meanwhile (the caller

@@ -101,6 +101,15 @@ enum {
  */
 int rt_send(struct rt *rt, const char *name, size_t len, struct rt_msg *m, int flags);
 
+/* rt_send with RT_SEND_RUN_HERE, and `turn_ctx` for the turn if it runs here: the behavior
+ * reads it with rt_turn_ctx() during that turn (and NULL in every turn a worker runs). How
+ * a sender hands the turn something of its own thread, such as a store batch. */
+int rt_send_here(struct rt *rt, const char *name, size_t len, struct rt_msg *m, void *turn_ctx);
+
+/* From a turn: the `turn_ctx` of the rt_send_here() that runs it on its sender's thread,
+ * or NULL (a worker's turn). */
+void *rt_turn_ctx(const struct rt_actor *self);
+
 /* Sends `m` to `self` (it is handled after what is already queued). From a turn of self;
  * the mailbox cap does not apply. Returns RT_OK or RT_ESHUTDOWN. */
 int rt_send_self(struct rt_actor *self, struct rt_msg *m);

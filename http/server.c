@@ -531,11 +531,12 @@ static enum MHD_Result serve_request(struct hreq *q)
      * holder to a waiter (that one other request), is then answered without a hand-off to
      * the writer and back. Under load the writer batches, and this thread reads on: a
      * commit here would hold up every request queued on its connections. */
-    store_defer(h->cfg.store);
-    int rc = ra_send(h->cfg.rt, q->name, q->name_len, &q->ra);
+    struct store_batch batch;
+    store_batch_begin(h->cfg.store, &batch);
+    int rc = ra_send(h->cfg.rt, q->name, q->name_len, &q->ra, &batch);
     long parked = h->cfg.parked ? h->cfg.parked(h->cfg.ctx) : 0;
-    store_commit_here(h->cfg.store, atomic_load(&h->stats.suspended) <= parked + 1 &&
-                                        !conns_others_readable(h->conns));
+    store_batch_end(&batch, atomic_load(&h->stats.suspended) <= parked + 1 &&
+                                !conns_others_readable(h->conns));
     if (rc != RT_OK) {
         rq->status = RES_ERR_UNAVAILABLE;
         rq->reason = rc == RT_EFULL    ? "the resource is overloaded"

@@ -92,7 +92,7 @@ struct store {
 
     struct prom_hist batch_sizes, commit_seconds, fsync_seconds;
     _Atomic uint64_t commits_ok, commits_failed, records_written, records_refused;
-    _Atomic uint64_t batches_here; /* batches committed in store_commit_here() */
+    _Atomic uint64_t batches_here; /* batches committed in store_batch_end() */
 };
 
 /* ---- rows ------------------------------------------------------------------------ */
@@ -611,12 +611,8 @@ static void *writer_main(void *arg)
     return NULL;
 }
 
-/* The store whose records and waits this thread queues without waking the writer, between
- * store_defer() and store_commit_here(). */
-static _Thread_local struct store *deferring;
-
-/* lock held */
-static void enqueue(struct store *s, struct store_item *it)
+/* lock held. `wake`: signal the writer (not when a batch will commit it, or hand it on). */
+static void enqueue(struct store *s, struct store_item *it, bool wake)
 {
     it->_next = NULL;
     if (s->tail)
@@ -624,18 +620,19 @@ static void enqueue(struct store *s, struct store_item *it)
     else
         s->head = it;
     s->tail = it;
-    if (!s->busy && deferring != s)
+    if (!s->busy && wake)
         pthread_cond_signal(&s->cond);
 }
 
-void store_defer(struct store *s)
+void store_batch_begin(struct store *s, struct store_batch *b)
 {
-    deferring = s;
+    b->store = s;
 }
 
-void store_commit_here(struct store *s, bool here)
+void store_batch_end(struct store_batch *b, bool here)
 {
-    deferring = NULL;
+    struct store *s = b->store;
+    b->store = NULL;
     pthread_mutex_lock(&s->lock);
     if (s->head && !s->busy) {
         if (here && !s->closing) {
@@ -652,6 +649,12 @@ void store_commit_here(struct store *s, bool here)
 
 uint64_t store_submit(struct store *s, struct store_rec *rec, uint64_t epoch)
 {
+    return store_submit_in(s, rec, epoch, NULL);
+}
+
+uint64_t store_submit_in(struct store *s, struct store_rec *rec, uint64_t epoch,
+                         struct store_batch *b)
+{
     rec->_item._kind = ITEM_REC;
     rec->_item._epoch = epoch;
     pthread_mutex_lock(&s->lock);
@@ -662,12 +665,18 @@ uint64_t store_submit(struct store *s, struct store_rec *rec, uint64_t epoch)
     }
     uint64_t seq = ++s->last_seq;
     rec->_item._seq = seq;
-    enqueue(s, &rec->_item);
+    enqueue(s, &rec->_item, !b || b->store != s);
     pthread_mutex_unlock(&s->lock);
     return seq;
 }
 
 void store_wait(struct store *s, struct store_wait *w, uint64_t epoch, uint64_t seq)
+{
+    store_wait_in(s, w, epoch, seq, NULL);
+}
+
+void store_wait_in(struct store *s, struct store_wait *w, uint64_t epoch, uint64_t seq,
+                   struct store_batch *b)
 {
     w->_item._kind = ITEM_WAIT;
     w->_item._epoch = epoch;
@@ -689,7 +698,7 @@ void store_wait(struct store *s, struct store_wait *w, uint64_t epoch, uint64_t 
         w->done(w, ok ? STORE_OK : STORE_EFAIL);
         return;
     }
-    enqueue(s, &w->_item);
+    enqueue(s, &w->_item, !b || b->store != s);
     pthread_mutex_unlock(&s->lock);
 }
 

@@ -82,7 +82,7 @@ void store_rec_free(struct store_rec *rec);
 
 struct store_wait {
     struct store_item _item; /* private */
-    /* Called once, on the writer thread, inside store_wait(), in store_commit_here() or
+    /* Called once, on the writer thread, inside store_wait(), in store_batch_end() or
      * (sync mirroring) on the mirror's thread: STORE_OK when everything submitted before
      * the wait is durable, and with sync mirroring the record it depends on is in the
      * mirror too; else STORE_EFAIL or STORE_ECLOSED. */
@@ -91,7 +91,7 @@ struct store_wait {
 
 /*
  * Shipping (the blob mirror). When set, `ship` is called on the thread that committed (the
- * writer, or a caller of store_commit_here()), one commit at a time, after every
+ * writer, or a caller of store_batch_end()), one commit at a time, after every
  * successful commit with the batch's committed records, in commit order and numbered
  * (commit_seq), linked through store_next_rec(); it takes them and must free each with
  * store_rec_free(). `waits` is the batch's waits, linked through store_next_wait(): when
@@ -140,14 +140,24 @@ uint64_t store_submit(struct store *s, struct store_rec *rec, uint64_t epoch);
 void store_wait(struct store *s, struct store_wait *w, uint64_t epoch, uint64_t seq);
 
 /*
- * Committing on the caller's thread. Between store_defer() and store_commit_here() what
- * this thread submits and waits for is queued without waking the writer. Then, with
- * `here` true and no commit under way, this thread commits the queue itself (and the waits
- * that completes are called on it); otherwise the writer takes it. Worth it when nothing
- * else would join the commit: it saves a hand-off to the writer and back.
+ * Committing on the caller's thread: a batch is a handle the caller passes in. What is
+ * submitted and waited for through it (store_submit_in, store_wait_in) is queued without
+ * waking the writer. At store_batch_end(), with `here` true and no commit under way, the
+ * caller commits the queue itself (and the waits that completes are called on its
+ * thread); otherwise the writer takes it. Worth it when nothing else would join the
+ * commit: it saves a hand-off to the writer and back. A batch lives on one thread's stack
+ * from store_batch_begin() to store_batch_end(), and no other thread uses it.
  */
-void store_defer(struct store *s);
-void store_commit_here(struct store *s, bool here);
+struct store_batch {
+    struct store *store; /* NULL once ended */
+};
+void store_batch_begin(struct store *s, struct store_batch *b);
+void store_batch_end(struct store_batch *b, bool here);
+/* store_submit and store_wait through batch `b` (NULL: as store_submit, store_wait). */
+uint64_t store_submit_in(struct store *s, struct store_rec *rec, uint64_t epoch,
+                         struct store_batch *b);
+void store_wait_in(struct store *s, struct store_wait *w, uint64_t epoch, uint64_t seq,
+                   struct store_batch *b);
 
 /* The current epoch (see above). */
 uint64_t store_epoch(struct store *s);

@@ -106,7 +106,7 @@ static struct call *call_new(struct fixture *f, enum res_op op)
 
 static void send(struct fixture *f, struct call *c)
 {
-    assert_int_equal(ra_send(f->rt, "res", 3, &c->r), RT_OK);
+    assert_int_equal(ra_send(f->rt, "res", 3, &c->r, NULL), RT_OK);
 }
 
 static bool wait_reply(struct call *c, int ms)

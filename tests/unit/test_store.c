@@ -366,9 +366,9 @@ static void a_reopened_store_has_every_committed_row_and_mark(void **state)
     close_store(s, dir);
 }
 
-/* A request alone commits its own change: between store_defer() and store_commit_here()
+/* A request alone commits its own change: between store_batch_begin() and store_batch_end()
  * nothing wakes the writer, and the commit and the wait's completion happen on the
- * caller's thread, before store_commit_here() returns. */
+ * caller's thread, before store_batch_end() returns. */
 static void a_deferred_change_is_committed_on_the_callers_thread(void **state)
 {
     (void)state;
@@ -378,13 +378,14 @@ static void a_deferred_change_is_committed_on_the_callers_thread(void **state)
     for (int i = 0; i < 3; i++) {
         uint64_t epoch = store_epoch(s);
         struct waiter w = {.w.done = on_done, .status = -1};
-        store_defer(s);
-        uint64_t seq = store_submit(s, rec_token("a", (uint64_t)i + 1), epoch);
-        store_wait(s, &w.w, epoch, seq);
+        struct store_batch b;
+        store_batch_begin(s, &b);
+        uint64_t seq = store_submit_in(s, rec_token("a", (uint64_t)i + 1), epoch, &b);
+        store_wait_in(s, &w.w, epoch, seq, &b);
         mx_sleep_ms(20); /* a writer woken anyway would have committed it by now */
         assert_false(store_seq_done(s, seq));
         assert_int_equal(atomic_load(&w.status), -1);
-        store_commit_here(s, true);
+        store_batch_end(&b, true);
         assert_int_equal(atomic_load(&w.status), STORE_OK);
         assert_true(pthread_equal(w.thread, pthread_self()));
         struct store_row row;
@@ -403,9 +404,10 @@ static void a_deferred_change_not_committed_here_goes_to_the_writer(void **state
     struct store *s = open_store(dir, NULL, 0);
     uint64_t epoch = store_epoch(s);
     struct waiter w = {.w.done = on_done, .status = -1};
-    store_defer(s);
-    store_wait(s, &w.w, epoch, store_submit(s, rec("a"), epoch));
-    store_commit_here(s, false);
+    struct store_batch b;
+    store_batch_begin(s, &b);
+    store_wait_in(s, &w.w, epoch, store_submit_in(s, rec("a"), epoch, &b), &b);
+    store_batch_end(&b, false);
     for (int i = 0; i < 5000 && atomic_load(&w.status) == -1; i++)
         mx_sleep_ms(1);
     assert_int_equal(atomic_load(&w.status), STORE_OK);
@@ -427,10 +429,11 @@ static void a_deferred_change_behind_a_busy_writer_is_committed_next(void **stat
     uint64_t first = store_submit(s, rec("a"), epoch);
     sem_wait(&h.entered); /* the writer is busy with the first batch */
     struct waiter w = {.w.done = on_done, .status = -1};
-    store_defer(s);
-    uint64_t seq = store_submit(s, rec("b"), epoch);
-    store_wait(s, &w.w, epoch, seq);
-    store_commit_here(s, true); /* busy: returns at once, nothing committed here */
+    struct store_batch b;
+    store_batch_begin(s, &b);
+    uint64_t seq = store_submit_in(s, rec("b"), epoch, &b);
+    store_wait_in(s, &w.w, epoch, seq, &b);
+    store_batch_end(&b, true); /* busy: returns at once, nothing committed here */
     assert_false(store_seq_done(s, seq));
     sem_post(&h.go);
     wait_calls(&h, 2);
@@ -457,9 +460,10 @@ static void a_failed_commit_here_leaves_the_writer_probing(void **state)
     mx_sleep_ms(50); /* the writer waits for work */
     uint64_t epoch = store_epoch(s);
     struct waiter w = {.w.done = on_done, .status = -1};
-    store_defer(s);
-    store_wait(s, &w.w, epoch, store_submit(s, rec("a"), epoch));
-    store_commit_here(s, true);
+    struct store_batch b;
+    store_batch_begin(s, &b);
+    store_wait_in(s, &w.w, epoch, store_submit_in(s, rec("a"), epoch, &b), &b);
+    store_batch_end(&b, true);
     assert_int_equal(atomic_load(&w.status), STORE_EFAIL);
     assert_false(store_healthy(s, why, sizeof why));
     for (int i = 0; i < 5000 && !store_healthy(s, why, sizeof why); i++)
