@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# `make test`: installs what is missing, builds, and runs every suite. Each stage prints
-# its name; the first failure stops the run with a non-zero exit.
+# `make test`: installs what is missing, builds, and runs every suite, stage by stage. Each
+# stage prints its name when it starts and its duration when it ends; the first failure
+# stops the run with a non-zero exit, and every run ends with a table of the stages run
+# (seconds and result), also when one failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,7 +12,46 @@ scripts/deps.sh test
 # Debian's pytest belongs to Debian's python3, whatever else is first on PATH.
 PYTEST=(/usr/bin/python3 -m pytest -q -p no:cacheprovider)
 
-stage() { printf '\n==== %s\n' "$*"; }
+# ---- stages: timing and the summary table ---------------------------------------------
+
+names=() secs=() results=()
+current="" started=0
+
+now() { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+
+# Ends the running stage (if any) with result $1.
+end_stage() {
+    [ -n "$current" ] || return 0
+    local s
+    s=$(elapsed "$started")
+    names+=("$current") secs+=("$s") results+=("$1")
+    printf -- '---- %s: %s in %s s\n' "$current" "$1" "$s"
+    current=""
+}
+
+# stage NAME: ends the previous stage as passed and starts NAME.
+stage() {
+    end_stage passed
+    current=$*
+    started=$(now)
+    printf '\n==== %s\n' "$*"
+}
+
+summary() {
+    local rc=$? i total=0
+    set +e
+    end_stage "$([ "$rc" -eq 0 ] && echo passed || echo "FAILED ($rc)")"
+    printf '\n%8s  %-11s  %s\n' seconds result stage
+    for i in "${!names[@]}"; do
+        printf '%8s  %-11s  %s\n' "${secs[$i]}" "${results[$i]}" "${names[$i]}"
+        total=$(awk -v a="$total" -v b="${secs[$i]}" 'BEGIN { printf "%.1f", a + b }')
+    done
+    printf '%8s  %-11s  %s\n' "$total" "$([ "$rc" -eq 0 ] && echo passed || echo FAILED)" total
+    [ "$rc" -ne 0 ] || printf '\nall passed\n'
+    exit "$rc"
+}
+trap summary EXIT
 
 configure() { # dir, cmake options...
     local dir=$1
@@ -22,7 +63,9 @@ configure() { # dir, cmake options...
 stage "build (RelWithDebInfo)"
 configure build
 
-stage "checks: C formatting, include direction, one version, the clients' types, unit-test registration follows the sources"
+# C formatting, include direction, one version, the clients' types, unit-test registration
+# follows the sources.
+stage "checks: format, layers, version, types, test registration"
 scripts/check-format.sh
 scripts/check-layers.sh
 scripts/check-version.sh
@@ -88,5 +131,3 @@ tests/bare/make_run.sh
 
 stage "fuzzers, 30 s each"
 scripts/fuzz.sh 30
-
-stage "all passed"
