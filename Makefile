@@ -1,5 +1,6 @@
-# mutexd: the two commands a new user needs are `make run` and `make test`.
-# Both install what is missing (Debian packages) and build with CMake.
+# mutexd: the two commands a new user needs are `make run` and `make test`; `make check` is
+# the everyday loop of whoever changes the code. All install what is missing (Debian
+# packages) and build with CMake.
 
 BUILD     ?= build
 # `make run` builds the server alone, as shipped (no unit tests, no fault seam), in its
@@ -20,7 +21,7 @@ define configure
 	    exit 1; }
 endef
 
-.PHONY: all build server run test bench fuzz fmt clean
+.PHONY: all build server run check test bench fuzz fmt clean
 
 all: build
 
@@ -42,7 +43,14 @@ server:
 run: server
 	exec $(RUN_BUILD)/mutexd $(ARGS)
 
-# Every test: unit tests, the sanitizer builds, integration, chaos and client tests.
+# The everyday loop, a few minutes: the build, the checks, the unit tests, the OpenAPI
+# check and the integration tests but the long ones (marked heavy or examples). No
+# container, no sanitizer, no root but for installing missing packages.
+check:
+	@scripts/test.sh --quick
+
+# Every test: what `make check` runs, all the integration tests, the sanitizer builds,
+# chaos, client, container and fuzz tests.
 test:
 	@scripts/test.sh
 

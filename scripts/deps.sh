@@ -3,16 +3,21 @@
 # packages only. With nothing missing it does nothing, so `make` stays quick.
 #
 #   scripts/deps.sh build   compilers, CMake and the libraries the server links
-#   scripts/deps.sh test    the above, plus what the test suites run
+#   scripts/deps.sh check   the above, plus what `make check` runs: the checks, the unit and
+#                           integration tests (pytest, Node.js for Azurite, Chromium, ...)
+#   scripts/deps.sh test    the above, plus what the other suites of `make test` run
 set -euo pipefail
 
 # libcmocka-dev: the default CMake configuration (MUTEXD_TESTS=ON, `make build`) compiles
 # the unit tests; `make run` builds the server alone and would do without it.
 build_pkgs=(build-essential cmake pkg-config
     libmicrohttpd-dev libcjson-dev libsqlite3-dev libcurl4-openssl-dev libssl-dev libcmocka-dev)
-# chromium: a real browser, headless, for the web-page attacks (test_hardening.py)
-test_pkgs=(python3 python3-pytest python3-yaml curl openssl docker-compose clang-format chromium
-    mypy)
+# What `make check` runs. python3-pytest-xdist: its integration tests on two workers;
+# chromium: a real browser, headless, for the web-page attacks
+# (tests/integration/test_hardening.py); openssl: the TLS tests; mypy: scripts/check-types.sh.
+check_pkgs=(python3 python3-pytest python3-pytest-xdist curl openssl clang-format chromium mypy)
+# python3-yaml and docker-compose: the compose stages.
+test_pkgs=(python3-yaml docker-compose)
 # The Python client's documented install (a venv, offline).
 test_pkgs+=(python3-venv python3-wheel)
 # Debian 12's Node.js 18, unpacked beside any other node by
@@ -24,14 +29,20 @@ test_pkgs+=(libuv1 libc-ares2 libnghttp2-14 libbrotli1 libicu72 libssl3
 test_pkgs+=(podman runc netavark aardvark-dns iptables debootstrap)
 # Node.js and npm run Azurite, the OpenAPI check and the Node client's tests. A machine
 # that has a node already (from any source) keeps it.
-if [ "${1:-build}" = test ] && ! command -v node >/dev/null; then
-    test_pkgs+=(nodejs npm)
+if ! command -v node >/dev/null; then
+    check_pkgs+=(nodejs npm)
 fi
 
 want=("${build_pkgs[@]}")
-if [ "${1:-build}" = test ]; then
-    want+=("${test_pkgs[@]}")
-fi
+case "${1:-build}" in
+build) ;;
+check) want+=("${check_pkgs[@]}") ;;
+test) want+=("${check_pkgs[@]}" "${test_pkgs[@]}") ;;
+*)
+    echo "usage: scripts/deps.sh build|check|test" >&2
+    exit 2
+    ;;
+esac
 
 missing=()
 for p in "${want[@]}"; do
