@@ -89,13 +89,15 @@ stage "build (RelWithDebInfo)"
 configure build
 
 # C formatting, include direction, one version, the clients' types, unit-test registration
-# follows the sources.
-stage "checks: format, layers, version, types, test registration"
+# follows the sources, every document named is in the repository (and that check's test).
+stage "checks: format, layers, version, types, test registration, doc links"
 scripts/check-format.sh
 scripts/check-layers.sh
 scripts/check-version.sh
 scripts/check-types.sh
 tests/meta/registration.sh
+scripts/check-doc-links.sh
+tests/meta/doc_links.sh
 
 stage "unit tests"
 ctest --test-dir build --output-on-failure -j "$JOBS"
