@@ -64,17 +64,21 @@ summary() {
     local rc=$? i total=0
     set +e
     end_stage "$([ "$rc" -eq 0 ] && echo passed || echo "FAILED ($rc)")"
-    printf '\n%8s  %-11s  %s\n' seconds result stage
+    printf '\n%8s  %-12s  %s\n' seconds result stage
     for i in "${!names[@]}"; do
-        printf '%8s  %-11s  %s\n' "${secs[$i]}" "${results[$i]}" "${names[$i]}"
+        printf '%8s  %-12s  %s\n' "${secs[$i]}" "${results[$i]}" "${names[$i]}"
         total=$(awk -v a="$total" -v b="${secs[$i]}" 'BEGIN { printf "%.1f", a + b }')
     done
-    printf '%8s  %-11s  %s\n' "$total" "$([ "$rc" -eq 0 ] && echo passed || echo FAILED)" \
+    printf '%8s  %-12s  %s\n' "$total" "$([ "$rc" -eq 0 ] && echo passed || echo FAILED)" \
         "total ($($quick && echo "make check" || echo "make test"))"
     [ "$rc" -ne 0 ] || printf '\nall passed\n'
     exit "$rc"
 }
 trap summary EXIT
+# Killed or interrupted, bash would run the EXIT trap with the status of the last command
+# that ended (0: "passed"); exit with the signal's status instead.
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 configure() { # dir, cmake options...
     local dir=$1
