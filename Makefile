@@ -1,5 +1,6 @@
-# mutexd: the two commands a new user needs are `make run` and `make test`.
-# Both install what is missing (Debian packages) and build with CMake.
+# mutexd: the two commands a new user needs are `make run` and `make test`; `make check` is
+# the everyday loop of whoever changes the code. All install what is missing (Debian
+# packages) and build with CMake.
 
 BUILD     ?= build
 # `make run` builds the server alone, as shipped (no unit tests, no fault seam), in its
@@ -33,8 +34,8 @@ define locked
 	fi; exit $$rc
 endef
 
-.PHONY: all build build-locked server server-locked run azurite azurite-stop diagram test bench \
-	fuzz fmt clean
+.PHONY: all build build-locked server server-locked run azurite azurite-stop diagram check test \
+	bench fuzz fmt clean
 
 all: build
 
@@ -81,7 +82,14 @@ docs/architecture.svg: docs/architecture.dot
 	@scripts/deps.sh docs
 	dot -Tsvg -o $@ $<
 
-# Every test: unit tests, the sanitizer builds, integration, chaos and client tests.
+# The everyday loop, a few minutes: the build, the checks, the unit tests, the OpenAPI
+# check and the integration tests but the long ones (marked heavy or examples). No
+# container, no sanitizer, no root but for installing missing packages.
+check:
+	@scripts/test.sh --quick
+
+# Every test: what `make check` runs, all the integration tests, the sanitizer builds,
+# chaos, client, container and fuzz tests.
 test:
 	@scripts/test.sh
 

@@ -1,6 +1,7 @@
 /*
  * Clocks. CLOCK_MONOTONIC for every deadline the server keeps in memory; the wall
- * clock only for what is stored on disk or shown to people (see DESIGN.md).
+ * clock only for what is stored on disk or shown to people. Why, and what a server group
+ * assumes of its clocks: docs/architecture.md, "Clocks".
  */
 #ifndef MX_CLOCK_H
 #define MX_CLOCK_H

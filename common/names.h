@@ -1,5 +1,5 @@
 /*
- * The contract's limits on names (API.md, "Names"), written once for every module that
+ * The contract's limits on names (docs/api.md, "Names"), written once for every module that
  * holds a name: the HTTP front checks them, the actors and the store keep names within
  * them, and the journal refuses records that break them.
  */

@@ -1,7 +1,11 @@
 /*
- * Prometheus text exposition: a growable text buffer and lock-free histograms. Modules
- * keep their own counters and write them into a buffer when /metrics is asked for, so
- * no module depends on the HTTP layer.
+ * Prometheus text exposition: writers of metric lines (the `# HELP`/`# TYPE` header, and
+ * metrics of one unlabelled sample) and lock-free histograms, all appending to a
+ * struct mx_buf (common/buf.h, which holds the text and its cap). Each module keeps its
+ * own counters and histograms and writes them with these when /metrics is asked for
+ * (store_metrics(), res_domain_metrics(), ...), so no module depends on the HTTP layer;
+ * the HTTP front only concatenates what they write. Labelled samples other than a
+ * histogram's are written by their module with mx_buf_printf().
  */
 #ifndef MX_PROM_H
 #define MX_PROM_H

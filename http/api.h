@@ -1,7 +1,7 @@
 /*
  * The HTTP API's input side as pure functions (no sockets, no libmicrohttpd): routing,
  * resource-name validation, and decoding of JSON bodies and query parameters into lease
- * requests, with every limit and error code of API.md. The fuzzers drive these directly.
+ * requests, with every limit and error code of docs/api.md. The fuzzers drive these directly.
  */
 #ifndef MX_HTTP_API_H
 #define MX_HTTP_API_H
@@ -62,7 +62,7 @@ bool api_route(const char *method, const char *path, enum api_route *route, cons
 bool api_path_clean(const char *uri);
 bool api_path_refused(struct api_error *e);
 
-/* Whether `name` is a valid resource name (see API.md, "Names"). */
+/* Whether `name` is a valid resource name (docs/api.md, "Names"). */
 bool api_valid_resource(const char *name, size_t len);
 
 /* Whether `s` is valid UTF-8 (no overlong forms, no surrogates). */

@@ -1,5 +1,5 @@
 /*
- * The HTTP API's output side: JSON bodies for answers and errors (API.md). Pure
+ * The HTTP API's output side: JSON bodies for answers and errors (docs/api.md). Pure
  * functions; each fills a struct render: the status, the Retry-After to send (0: none),
  * and a body the caller frees with free(), which is NULL when memory ran out (the caller
  * then answers 503 without one).

@@ -1,7 +1,7 @@
 /*
  * The blob mirror: the store's committed changes shipped to Azure Blob Storage (or
  * Azurite) as a journal, the way Litestream ships SQLite, so that a server on a lost disk
- * can be rebuilt (DESIGN.md, "Blob mirror").
+ * can be rebuilt (docs/architecture.md, "Blob mirror"; docs/mirror.md).
  *
  * In the container:
  *   owner                                  a blob whose Azure lease the running server holds;

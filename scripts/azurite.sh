@@ -36,8 +36,8 @@ ours() {
 }
 
 install() {
-    command -v node >/dev/null || die "node is not installed (scripts/deps.sh test installs it)"
-    command -v npm >/dev/null || die "npm is not installed (scripts/deps.sh test installs it)"
+    command -v node >/dev/null || die "node is not installed (scripts/deps.sh check installs it)"
+    command -v npm >/dev/null || die "npm is not installed (scripts/deps.sh check installs it)"
     local want
     want=$(sha256sum "$pkg/package-lock.json" | cut -d' ' -f1)
     # Tests run in parallel and each may get here first: one installs, the others wait.

@@ -3,7 +3,9 @@
 # packages only. With nothing missing it does nothing, so `make` stays quick.
 #
 #   scripts/deps.sh build   compilers, CMake and the libraries the server links
-#   scripts/deps.sh test    the above, plus what the test suites run
+#   scripts/deps.sh check   the above, plus what `make check` runs: the checks, the unit and
+#                           integration tests (pytest, Node.js for Azurite, Chromium, ...)
+#   scripts/deps.sh test    the above, plus what the other suites of `make test` run
 #   scripts/deps.sh azurite Node.js and npm, which run Azurite (`make azurite`)
 #   scripts/deps.sh docs    Graphviz, which draws docs/architecture.svg (`make diagram`)
 set -euo pipefail
@@ -12,9 +14,12 @@ set -euo pipefail
 # the unit tests; `make run` builds the server alone and would do without it.
 build_pkgs=(build-essential cmake pkg-config
     libmicrohttpd-dev libcjson-dev libsqlite3-dev libcurl4-openssl-dev libssl-dev libcmocka-dev)
-# chromium: a real browser, headless, for the web-page attacks (test_hardening.py)
-test_pkgs=(python3 python3-pytest python3-yaml curl openssl docker-compose clang-format chromium
-    mypy)
+# What `make check` runs. python3-pytest-xdist: its integration tests on two workers;
+# chromium: a real browser, headless, for the web-page attacks
+# (tests/integration/test_hardening.py); openssl: the TLS tests; mypy: scripts/check-types.sh.
+check_pkgs=(python3 python3-pytest python3-pytest-xdist curl openssl clang-format chromium mypy)
+# python3-yaml and docker-compose: the compose stages.
+test_pkgs=(python3-yaml docker-compose)
 # The Python client's documented install (a venv, offline).
 test_pkgs+=(python3-venv python3-wheel)
 # Debian 12's Node.js 18, unpacked beside any other node by
@@ -36,15 +41,18 @@ node_pkgs=()
 if ! command -v node >/dev/null; then
     node_pkgs=(nodejs npm)
 fi
-test_pkgs+=("${node_pkgs[@]}")
+check_pkgs+=("${node_pkgs[@]}")
+# The server group's fault tests run a server with its clock ahead (libfaketime).
+test_pkgs+=(faketime)
 
 case "${1:-build}" in
 build) want=("${build_pkgs[@]}") ;;
-test) want=("${build_pkgs[@]}" "${test_pkgs[@]}") ;;
+check) want=("${build_pkgs[@]}" "${check_pkgs[@]}") ;;
+test) want=("${build_pkgs[@]}" "${check_pkgs[@]}" "${test_pkgs[@]}") ;;
 azurite) want=("${node_pkgs[@]}") ;;
 docs) want=("${doc_pkgs[@]}") ;;
 *)
-    echo "usage: $0 build | test | azurite | docs" >&2
+    echo "usage: scripts/deps.sh build | check | test | azurite | docs" >&2
     exit 2
     ;;
 esac

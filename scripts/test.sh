@@ -1,16 +1,84 @@
 #!/usr/bin/env bash
-# `make test`: installs what is missing, builds, and runs every suite. Each stage prints
-# its name; the first failure stops the run with a non-zero exit.
+# `make test` and `make check`: install what is missing, build, and run the suites, stage by
+# stage. Each stage prints its name when it starts and its duration when it ends; the first
+# failure stops the run with a non-zero exit, and every run ends with a table of the stages
+# run (seconds and result), also when one failed.
+#
+#   scripts/test.sh           `make test`: every stage below
+#   scripts/test.sh --quick   `make check`, the everyday loop: the stages before "the rest
+#                             of make test" below (build, the checks, the unit tests, the
+#                             OpenAPI check), then the integration tests but those marked
+#                             heavy or examples, on PYTEST_WORKERS pytest-xdist workers
+#                             (default 2). No container, no sanitizer, nothing that needs
+#                             root but the package install of scripts/deps.sh check.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+quick=false
+case "${1:-}" in
+--quick) quick=true ;;
+"") ;;
+*)
+    echo "usage: scripts/test.sh [--quick]" >&2
+    exit 2
+    ;;
+esac
+
 JOBS=$(nproc 2>/dev/null || echo 2)
-scripts/deps.sh test
+if $quick; then
+    scripts/deps.sh check
+else
+    scripts/deps.sh test
+fi
 
 # Debian's pytest belongs to Debian's python3, whatever else is first on PATH.
 PYTEST=(/usr/bin/python3 -m pytest -q -p no:cacheprovider)
 
-stage() { printf '\n==== %s\n' "$*"; }
+# ---- stages: timing and the summary table ------------------------------------------------
+
+names=() secs=() results=()
+current="" started=0
+
+now() { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+
+# Ends the running stage (if any) with result $1.
+end_stage() {
+    [ -n "$current" ] || return 0
+    local s
+    s=$(elapsed "$started")
+    names+=("$current") secs+=("$s") results+=("$1")
+    printf -- '---- %s: %s in %s s\n' "$current" "$1" "$s"
+    current=""
+}
+
+# stage NAME: ends the previous stage as passed and starts NAME.
+stage() {
+    end_stage passed
+    current=$*
+    started=$(now)
+    printf '\n==== %s\n' "$*"
+}
+
+summary() {
+    local rc=$? i total=0
+    set +e
+    end_stage "$([ "$rc" -eq 0 ] && echo passed || echo "FAILED ($rc)")"
+    printf '\n%8s  %-12s  %s\n' seconds result stage
+    for i in "${!names[@]}"; do
+        printf '%8s  %-12s  %s\n' "${secs[$i]}" "${results[$i]}" "${names[$i]}"
+        total=$(awk -v a="$total" -v b="${secs[$i]}" 'BEGIN { printf "%.1f", a + b }')
+    done
+    printf '%8s  %-12s  %s\n' "$total" "$([ "$rc" -eq 0 ] && echo passed || echo FAILED)" \
+        "total ($($quick && echo "make check" || echo "make test"))"
+    [ "$rc" -ne 0 ] || printf '\nall passed\n'
+    exit "$rc"
+}
+trap summary EXIT
+# Killed or interrupted, bash would run the EXIT trap with the status of the last command
+# that ended (0: "passed"); exit with the signal's status instead.
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 configure() { # dir, cmake options...
     local dir=$1
@@ -19,24 +87,42 @@ configure() { # dir, cmake options...
     cmake --build "$dir" -j "$JOBS"
 }
 
+# ---- make check and make test ------------------------------------------------------------
+
 stage "build (RelWithDebInfo)"
 configure build
 
-stage "checks: C formatting, include direction, one version, the clients' types, unit-test registration follows the sources"
+# C formatting, include direction, one version, the clients' types, unit-test registration
+# follows the sources, every document named is in the repository (and that check's test).
+stage "checks: format, layers, version, types, test registration, doc links"
 scripts/check-format.sh
 scripts/check-layers.sh
 scripts/check-version.sh
 scripts/check-types.sh
 tests/meta/registration.sh
+scripts/check-doc-links.sh
+tests/meta/doc_links.sh
 
 stage "unit tests"
 ctest --test-dir build --output-on-failure -j "$JOBS"
 
+stage "OpenAPI document, and its agreement with docs/api.md"
+scripts/check-openapi.sh
+
+if $quick; then
+    # The tests are independent (each starts its own servers and Azurite on free ports) and
+    # mostly wait on them, so two workers share even two cores well. make test runs them
+    # one at a time, the long load tests among them.
+    stage "integration tests, but those marked heavy or examples, on ${PYTEST_WORKERS:-2} workers"
+    MUTEXD_BIN=build/mutexd "${PYTEST[@]}" -n "${PYTEST_WORKERS:-2}" \
+        -m "not heavy and not examples" tests/integration
+    exit 0
+fi
+
+# ---- the rest of make test ---------------------------------------------------------------
+
 stage "the shipped build configurations: Release as in the Dockerfile, gcc Debug"
 tests/bare/build_configs.sh
-
-stage "OpenAPI document"
-scripts/check-openapi.sh
 
 stage "integration tests"
 MUTEXD_BIN=build/mutexd "${PYTEST[@]}" tests/integration
@@ -88,5 +174,3 @@ tests/bare/make_run.sh
 
 stage "fuzzers, 30 s each"
 scripts/fuzz.sh 30
-
-stage "all passed"

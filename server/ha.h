@@ -1,9 +1,10 @@
 /*
- * The server group (DESIGN.md, "High availability"): which server is active, seen from the
- * blob container alone. The owner blob's Azure lease says whether a server holds the
- * container, and its metadata which one (url, generation, since). A standby watches it,
- * probes the active's /healthz, and says when to take over; every server writes a small
- * heartbeat blob (servers/<id>.json) so that any of them can list the group.
+ * The server group (docs/architecture.md, "High availability"; docs/ha.md): which server
+ * is active, seen from the blob container alone. The owner blob's Azure lease says whether
+ * a server holds the container, and its metadata which one (url, generation, since). A
+ * standby watches it, probes the active's /healthz, and says when to take over; every
+ * server writes a small heartbeat blob (servers/<id>.json) so that any of them can list
+ * the group.
  *
  * Threads: everything from the main thread, except ha_render_servers() and ha_role_name(),
  * which any thread may call.
@@ -66,7 +67,7 @@ const char *ha_role_name(enum ha_role role);
  * `has_copy`: the server has a copy of the leases (the active), whose lag is given. */
 void ha_heartbeat(struct ha *h, bool has_copy, uint64_t lag_changes, uint64_t lag_ms);
 
-/* The body of GET /v1/servers (API.md, "Servers"). 0, or -1 when out of memory. */
+/* The body of GET /v1/servers (docs/api.md, "Servers"). 0, or -1 when out of memory. */
 int ha_render_servers(struct ha *h, struct mx_buf *out);
 
 /* Metrics: role, takeovers, the last takeover's duration. */

@@ -1,6 +1,6 @@
 """Crash test: clients acquire, renew and release on many resources while the server is
 killed with SIGKILL at random moments and restarted on the same data directory. From the
-clients' log of 2xx answers we check the durability promise of API.md:
+clients' log of 2xx answers we check the durability promise of docs/api.md:
 
   1. every acknowledged grant and renewal is still in force after a restart, until its
      deadline;

@@ -74,7 +74,7 @@ def test_the_servers_form_a_group():
         cs = env["MUTEXD_BLOB_CONNECTION_STRING"]
         assert "BlobEndpoint=http://azurite:10000/devstoreaccount1" in cs
         assert "AccountName=devstoreaccount1" in cs
-        # Each its own data directory (DESIGN: a server of a group clears its store).
+        # Each its own data directory (docs/ha.md, "Limits": a server of a group clears its store).
         assert m["volumes"] == ["%s-data:/var/lib/mutexd:rw" % name]
         assert m["depends_on"]["azurite"]["condition"] == "service_healthy"
         assert m["healthcheck"]["test"] == ["CMD", "mutexd", "--probe"]

@@ -1,4 +1,4 @@
-"""The HTTP contract (API.md), endpoint by endpoint, against a real server."""
+"""The HTTP contract (docs/api.md), endpoint by endpoint, against a real server."""
 
 import math
 import re

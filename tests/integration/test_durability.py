@@ -1,4 +1,4 @@
-"""Durability across restarts (API.md, "Durability promise"): a real SQLite file in a
+"""Durability across restarts (docs/api.md, "Durability promise"): a real SQLite file in a
 data directory that outlives the server, stopped cleanly or killed with SIGKILL."""
 
 import os

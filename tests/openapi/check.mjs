@@ -1,5 +1,6 @@
 // Checks docs/openapi.yaml: that it is a valid OpenAPI 3.1 document, that its schemas and
-// examples are sound, and that it has not drifted from the API contract (API.md).
+// examples are sound, and that it has not drifted from the API contract, docs/api.md (the
+// source: the OpenAPI document follows it).
 //
 //   node tests/openapi/check.mjs [path/to/openapi.yaml]
 //
@@ -8,13 +9,15 @@
 //   2. The OpenAPI 3.1 JSON schema and internal $ref resolution (@seriousme/openapi-schema-validator).
 //   3. Every schema compiled with Ajv in strict mode (catches misspelt keywords and bad types,
 //      which the OpenAPI schema lets through), and every example validated against its schema.
-//   4. Contract: the error codes of API.md's status table equal the ErrorCode enum, every status
-//      of that table has a response, the required paths and methods exist, every response
-//      declares X-Request-Id, and every operation has an example.
-// API.md is read from ../shared/API.md beside the repository; without it, the list of codes
-// embedded below is used. Prints one summary line; exits 1 when anything is wrong.
+//   4. Contract: the error codes of docs/api.md's status table equal the ErrorCode enum, every
+//      status of that table has a response, the operations docs/api.md names (`GET /healthz`,
+//      in backquotes) are the document's operations, no more and no fewer, every response
+//      declares X-Request-Id, and every operation has an example. docs/api.md's sections and
+//      table rows marked "not yet served" describe what this version does not serve: their
+//      operations and codes are left out.
+// Prints one summary line; exits 1 when anything is wrong.
 
-import { existsSync, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { dirname, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Validator } from "@seriousme/openapi-schema-validator";
@@ -27,41 +30,12 @@ const addFormats = addFormatsModule.default || addFormatsModule;
 const here = dirname(fileURLToPath(import.meta.url));
 const repoRoot = resolve(here, "..", "..");
 const specPath = resolve(process.argv[2] || resolve(repoRoot, "docs", "openapi.yaml"));
-const apiMdPath = resolve(repoRoot, "..", "shared", "API.md");
+const apiMdPath = resolve(repoRoot, "docs", "api.md");
+const NOT_SERVED = /not yet served/i;
 const fromCwd = relative(process.cwd(), specPath);
 const shownSpec = fromCwd && !fromCwd.startsWith("..") ? fromCwd : specPath;
 
-// The status table of API.md, for when API.md is not beside the repository. Kept equal to
-// API.md: when API.md is there, a difference is reported.
-const EMBEDDED_CODES = {
-  400: [
-    "invalid_json", "invalid_field", "unknown_field", "missing_field",
-    "invalid_resource", "invalid_ttl", "invalid_wait", "invalid_lease_id",
-  ],
-  401: ["unauthorized"],
-  403: ["forbidden"],
-  404: ["not_found"],
-  405: ["method_not_allowed"],
-  409: ["lease_held", "lease_lost"],
-  413: ["body_too_large"],
-  415: ["unsupported_media_type"],
-  429: ["too_many_waiters"],
-  503: ["unavailable"],
-};
-
-// The operations the contract names.
-const REQUIRED_OPERATIONS = [
-  ["post", "/v1/resources/{resource}/acquire"],
-  ["post", "/v1/resources/{resource}/renew"],
-  ["post", "/v1/resources/{resource}/release"],
-  ["post", "/v1/resources/{resource}/break"],
-  ["get", "/v1/resources/{resource}"],
-  ["get", "/v1/resources"],
-  ["get", "/healthz"],
-  ["get", "/readyz"],
-  ["get", "/metrics"],
-  ["get", "/v1/servers"],
-];
+// The query parameters the contract gives each operation.
 const REQUIRED_QUERY = {
   "get /v1/resources/{resource}": ["index", "wait_ms"],
   "get /v1/resources": ["prefix", "limit", "cursor"],
@@ -354,44 +328,74 @@ for (const [name, r] of Object.entries(doc.components?.responses || {})) {
 
 // ---- 4. Contract -----------------------------------------------------------------------
 
-// The status table of API.md: lines "| 400 | `a`, `b` | when |" under "## Status codes".
+// docs/api.md, cut into its "## " sections; those marked "not yet served" are left out.
+function servedSections() {
+  let md;
+  try {
+    md = readFileSync(apiMdPath, "utf8");
+  } catch (e) {
+    problem(`cannot read docs/api.md: ${e.message}`);
+    return [];
+  }
+  const sections = [];
+  let title = "";
+  let lines = [];
+  const flush = () => sections.push({ title, text: lines.join("\n") });
+  let fence = false;
+  for (const line of md.split("\n")) {
+    if (line.startsWith("```")) {
+      fence = !fence;
+    }
+    if (!fence && /^##\s/.test(line)) {
+      flush();
+      title = line.replace(/^##\s+/, "");
+      lines = [];
+    } else {
+      lines.push(line);
+    }
+  }
+  flush();
+  return sections.filter((s) => !NOT_SERVED.test(s.text.split("\n").filter((l) => l.startsWith(">")).join(" ")));
+}
+const sections = servedSections();
+
+// The status table: lines "| 400 | `a`, `b` | when |" under "## Status codes"; a row marked
+// "not yet served" is left out.
 function contractCodes() {
-  if (!existsSync(apiMdPath)) {
-    return { source: "embedded list", table: EMBEDDED_CODES };
+  const source = "docs/api.md";
+  const section = sections.find((s) => /^Status codes/.test(s.title));
+  if (!section) {
+    problem(`${source}: no '## Status codes' section`);
+    return { source, table: {} };
   }
-  const md = readFileSync(apiMdPath, "utf8");
-  const start = md.search(/^##\s+Status codes/m);
-  if (start < 0) {
-    problem("API.md: no '## Status codes' section");
-    return { source: "API.md", table: {} };
-  }
-  const rest = md.slice(start);
-  const next = rest.slice(2).search(/^##\s/m);
-  const section = next < 0 ? rest : rest.slice(0, next + 2);
   const table = {};
-  for (const line of section.split("\n")) {
+  for (const line of section.text.split("\n")) {
     const cells = line.split("|").map((c) => c.trim());
-    if (cells.length < 4 || !/^\d{3}$/.test(cells[1])) {
+    if (cells.length < 4 || !/^\d{3}$/.test(cells[1]) || NOT_SERVED.test(line)) {
       continue;
     }
     const codes = [...cells[2].matchAll(/`([a-z][a-z0-9_]*)`/g)].map((m) => m[1]);
     table[cells[1]] = [...(table[cells[1]] || []), ...codes];
   }
   if (Object.keys(table).length === 0) {
-    problem("API.md: the status table has no rows");
+    problem(`${source}: the status table has no rows`);
   }
-  // The embedded list is what the check uses without API.md; keep it equal.
-  const flat = (t) => Object.entries(t).flatMap(([s, cs]) => cs.map((c) => `${s} ${c}`)).sort();
-  const a = flat(table);
-  const b = flat(EMBEDDED_CODES);
-  if (JSON.stringify(a) !== JSON.stringify(b)) {
-    problem(
-      `check.mjs: EMBEDDED_CODES differs from API.md's status table ` +
-        `(API.md only: ${a.filter((x) => !b.includes(x)).join(", ") || "-"}; ` +
-        `embedded only: ${b.filter((x) => !a.includes(x)).join(", ") || "-"})`,
-    );
+  return { source, table };
+}
+
+// The operations the served sections name: `GET /path` or `POST /path...`, in backquotes.
+function contractOperations() {
+  const ops = new Map();
+  for (const { text } of sections) {
+    for (const m of text.matchAll(/`(GET|POST|PUT|PATCH|DELETE|HEAD) (\/[^`?\s]*)/g)) {
+      ops.set(`${m[1].toLowerCase()} ${m[2]}`, [m[1].toLowerCase(), m[2]]);
+    }
   }
-  return { source: "API.md", table };
+  return [...ops.values()];
+}
+const REQUIRED_OPERATIONS = contractOperations();
+if (REQUIRED_OPERATIONS.length === 0) {
+  problem("docs/api.md names no operation");
 }
 
 const { source, table } = contractCodes();
@@ -437,10 +441,19 @@ for (const [status, codes] of Object.entries(table)) {
   }
 }
 
+// No more operations than the contract names.
+for (const [path, item] of Object.entries(doc.paths || {})) {
+  for (const method of METHODS) {
+    if (item[method] && !REQUIRED_OPERATIONS.some(([m, p]) => m === method && p === path)) {
+      problem(`operation ${method.toUpperCase()} ${path} is not in ${source}`);
+    }
+  }
+}
+
 for (const [method, path] of REQUIRED_OPERATIONS) {
   const op = doc.paths?.[path]?.[method];
   if (!op) {
-    problem(`missing operation ${method.toUpperCase()} ${path}`);
+    problem(`operation ${method.toUpperCase()} ${path} (in ${source}) is not in the document`);
     continue;
   }
   const params = [...(doc.paths[path].parameters || []), ...(op.parameters || [])]

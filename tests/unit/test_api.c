@@ -1,5 +1,5 @@
 /*
- * Routing, resource names, bodies and query parameters: every input rule of API.md that
+ * Routing, resource names, bodies and query parameters: every input rule of docs/api.md that
  * is decided before a request reaches an actor.
  */
 #include "testutil.h"

@@ -144,7 +144,7 @@ static void cross_option_checks_refuse_what_cannot_work(void **state)
     assert_int_equal(parse(&o, 2, missing), 2);
 }
 
-/* The defaults and bounds of the group's options, as API.md states them. */
+/* The defaults and bounds of the group's options, as docs/api.md states them ("Servers"). */
 static void group_options_have_the_contracts_defaults(void **state)
 {
     (void)state;

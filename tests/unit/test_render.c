@@ -1,5 +1,5 @@
 /*
- * The API's output side: every answer's status, Retry-After and JSON body, as API.md
+ * The API's output side: every answer's status, Retry-After and JSON body, as docs/api.md
  * specifies them. Bodies are parsed back with cJSON and checked field by field; 64-bit
  * numbers are checked in the text, where a double would have rounded them.
  */

@@ -1,5 +1,5 @@
 /*
- * The lease state machine with a fake clock: every behaviour API.md lists for acquire,
+ * The lease state machine with a fake clock: every behaviour docs/api.md lists for acquire,
  * renew, release, break, expiry, waiters, watches, metadata and fencing tokens.
  */
 #include "testutil.h"
