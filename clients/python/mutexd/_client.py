@@ -26,13 +26,12 @@ from typing import (
 from ._errors import APIError, MutexdError, ProtocolError, Timeout, TransportError, Unavailable
 from ._http import Response, Transport
 from ._types import Duration, Lease, ResourcePage, ResourceState, to_ms
+from ._version import __version__
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._lock import Lock
 
 __all__ = ["Client", "default_owner"]
-
-__version__ = "0.1.0"
 
 #: The server when neither ``url`` nor ``MUTEXD_URL`` names one.
 DEFAULT_URL = "http://127.0.0.1:8080"
