@@ -9,19 +9,8 @@ import threading
 import time
 import urllib.parse
 import uuid
-from typing import (
-    TYPE_CHECKING,
-    Any,
-    Callable,
-    Dict,
-    Iterator,
-    List,
-    Mapping,
-    Optional,
-    Sequence,
-    Tuple,
-    Union,
-)
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 from ._errors import APIError, MutexdError, ProtocolError, Timeout, TransportError, Unavailable
 from ._http import Response, Transport
@@ -42,13 +31,13 @@ _RETRY_AFTER_CAP = 2.0
 _RETRY_AFTER_MIN = 0.1
 
 
-def _server_urls(url: Union[str, Sequence[str], None]) -> List[str]:
+def _server_urls(url: Union[str, Sequence[str], None]) -> list[str]:
     """The list of server URLs: ``url`` (a string, comma-separated, or a list of them), or
     ``MUTEXD_URL``, or the default."""
     if url is None:
         url = os.environ.get("MUTEXD_URL") or DEFAULT_URL
     items = [url] if isinstance(url, str) else list(url)
-    urls: List[str] = []
+    urls: list[str] = []
     for item in items:
         if not isinstance(item, str):
             raise TypeError("a server URL must be a str, not %s" % type(item).__name__)
@@ -74,7 +63,7 @@ def _resource_path(resource: str) -> str:
     return urllib.parse.quote(resource, safe="/:@")
 
 
-def _lease_ref(lease: Any, lease_id: Optional[str]) -> Tuple[str, str]:
+def _lease_ref(lease: Any, lease_id: Optional[str]) -> tuple[str, str]:
     """(resource, lease_id) from a Lease-like object, or from a resource and a lease id."""
     if isinstance(lease, str):
         if lease_id is None:
@@ -172,7 +161,7 @@ class Client:
         return self._transports[self._current].url
 
     @property
-    def urls(self) -> Tuple[str, ...]:
+    def urls(self) -> tuple[str, ...]:
         """Every server's base URL, in the order given."""
         return tuple(t.url for t in self._transports)
 
@@ -196,7 +185,7 @@ class Client:
         self,
         method: str,
         path: str,
-        body: Optional[Dict[str, Any]],
+        body: Optional[dict[str, Any]],
         timeout: float,
         deadline: Optional[float] = None,
     ) -> Response:
@@ -255,7 +244,7 @@ class Client:
         self,
         resource: str,
         action: str,
-        body: Dict[str, Any],
+        body: dict[str, Any],
         timeout: Optional[float] = None,
         deadline: Optional[float] = None,
     ) -> Response:
@@ -311,7 +300,7 @@ class Client:
             TooManyWaiters: the queue of waiters is full.
             InvalidRequest: a bad name, TTL, wait, owner, lease id or metadata.
         """
-        body: Dict[str, Any] = {
+        body: dict[str, Any] = {
             "owner": default_owner() if owner is None else owner,
             "lease_id": str(uuid.uuid4()) if lease_id is None else lease_id,
         }
@@ -354,7 +343,7 @@ class Client:
             LeaseLost: the lease is no longer the resource's.
         """
         resource, lid = _lease_ref(lease, lease_id)
-        body: Dict[str, Any] = {"lease_id": lid}
+        body: dict[str, Any] = {"lease_id": lid}
         if ttl is not None:
             body["ttl_ms"] = to_ms(ttl, "ttl")
         if metadata is not None:
@@ -387,7 +376,7 @@ class Client:
 
         Returns: True when a lease was ended, False when there was none.
         """
-        body: Dict[str, Any] = {}
+        body: dict[str, Any] = {}
         if reason is not None:
             body["reason"] = reason
         resp = self._post(resource, "break", body)
@@ -425,7 +414,7 @@ class Client:
         """One page of held resources in name order: those whose name starts with
         ``prefix``, at most ``limit`` (server default 100, at most 1000), after
         ``cursor`` (the ``next_cursor`` of the previous page)."""
-        query: Dict[str, Any] = {}
+        query: dict[str, Any] = {}
         if prefix is not None:
             query["prefix"] = prefix
         if limit is not None:

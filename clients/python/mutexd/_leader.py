@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
-from typing import TYPE_CHECKING, Any, Callable, List, Mapping, Optional
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Optional
 
 from ._errors import LeaseHeld, MutexdError, is_retryable
 from ._lock import HeldLease, _ClockedEvent
@@ -135,7 +136,7 @@ def _lead(held: HeldLease, fn: Callable[[LeaderStop], Any], stop: threading.Even
     stop_event = LeaderStop(held)
     wake = threading.Event()
     done = threading.Event()
-    errors: List[BaseException] = []
+    errors: list[BaseException] = []
 
     def lost() -> None:
         stop_event.set()

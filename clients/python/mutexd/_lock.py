@@ -7,7 +7,8 @@ import logging
 import threading
 import time
 import uuid
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Optional
 
 from ._errors import LeaseExpired, LeaseLost, MutexdError, TransportError
 from ._types import Duration, Lease
@@ -95,8 +96,8 @@ class HeldLease:
         self._base = lease.deadline - lease.expires_in
         self._cond = threading.Condition()
         self._stopped = False
-        self._callbacks: List[Callable[[], Any]] = []
-        self._threads: List[threading.Thread] = []
+        self._callbacks: list[Callable[[], Any]] = []
+        self._threads: list[threading.Thread] = []
         self._inflight: Optional[float] = None  # when the renewal under way was sent
         self.lost: threading.Event = _LostEvent(self)
         self.error: Optional[BaseException] = None
@@ -141,7 +142,7 @@ class HeldLease:
         return self.lease.renewed_at
 
     @property
-    def metadata(self) -> Optional[Dict[str, Any]]:
+    def metadata(self) -> Optional[dict[str, Any]]:
         return self.lease.metadata
 
     @property
