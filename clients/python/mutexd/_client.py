@@ -10,15 +10,14 @@ import time
 import urllib.parse
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Optional, Union
+from typing import Any, Optional, Union
 
 from ._errors import APIError, MutexdError, ProtocolError, Timeout, TransportError, Unavailable
+from . import _leader
 from ._http import Response, Transport
+from ._lock import Lock
 from ._types import Duration, Lease, ResourcePage, ResourceState, to_ms
 from ._version import __version__
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ._lock import Lock
 
 __all__ = ["Client", "default_owner"]
 
@@ -458,7 +457,7 @@ class Client:
         wait: Duration = 30.0,
         owner: Optional[str] = None,
         metadata: Optional[Mapping[str, Any]] = None,
-    ) -> "Lock":
+    ) -> Lock:
         """A context manager that holds a lease on ``resource`` while its body runs.
 
         On entry it acquires the lease, waiting up to ``wait`` seconds in the queue
@@ -473,8 +472,6 @@ class Client:
         failure is logged (logger ``mutexd``) and never raised, so it cannot hide an
         exception of the body.
         """
-        from ._lock import Lock
-
         return Lock(self, resource, ttl=ttl, wait=wait, owner=owner, metadata=metadata)
 
     def run_when_leader(
@@ -491,9 +488,7 @@ class Client:
     ) -> None:
         """Runs ``fn`` whenever this process leads ``resource``; see
         :func:`mutexd.run_when_leader` for the exact contract."""
-        from ._leader import run_when_leader
-
-        run_when_leader(
+        _leader.run_when_leader(
             self,
             resource,
             fn,

@@ -6,14 +6,12 @@ import logging
 import threading
 import uuid
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
 from ._errors import LeaseHeld, MutexdError, is_retryable
 from ._lock import HeldLease, _ClockedEvent
+from ._ops import LeaseOps
 from ._types import Duration, Lease, to_ms
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ._client import Client
 
 __all__ = ["LeaderStop", "run_when_leader"]
 
@@ -51,7 +49,7 @@ class LeaderStop(_ClockedEvent):
 
 
 def run_when_leader(
-    client: "Client",
+    client: LeaseOps,
     resource: str,
     fn: Callable[[LeaderStop], Any],
     *,
@@ -124,7 +122,7 @@ def run_when_leader(
             stop.wait(retry_s)
 
 
-def _release_quietly(client: "Client", lease: Lease) -> None:
+def _release_quietly(client: LeaseOps, lease: Lease) -> None:
     try:
         client.release(lease)
     except MutexdError as exc:

@@ -8,13 +8,11 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
 from ._errors import LeaseExpired, LeaseLost, MutexdError, TransportError
+from ._ops import LeaseOps
 from ._types import Duration, Lease
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ._client import Client
 
 __all__ = ["HeldLease", "Lock"]
 
@@ -88,7 +86,7 @@ class HeldLease:
     attempt (to any of the client's servers) is started or lasts past the deadline.
     """
 
-    def __init__(self, client: "Client", lease: Lease) -> None:
+    def __init__(self, client: LeaseOps, lease: Lease) -> None:
         self._client = client
         self._lease = lease
         self._margin = safety_margin(lease.ttl)
@@ -342,7 +340,7 @@ class Lock:
 
     def __init__(
         self,
-        client: "Client",
+        client: LeaseOps,
         resource: str,
         *,
         ttl: Duration = 15.0,
