@@ -220,7 +220,9 @@ export declare class Lock {
   check(): void;
   /** True once release() was called. */
   readonly released: boolean;
-  /** Aborted when lost (reason: LostReason) and when released. */
+  /** Aborted when lost (reason: LostReason) and when released. A loss by the deadline aborts it
+   * from a timer, or at once from `lost`, check() or `remainingMs` finding the deadline passed:
+   * right before an action, call check(). */
   readonly signal: AbortSignal;
   /** While held: how long the lease is certain to last without another renewal; else 0. */
   readonly remainingMs: number;

@@ -225,31 +225,52 @@ test('a lock past its deadline is lost at the next check, before any timer runs'
   lock.check();
   assert.ok(lock.remainingMs <= 1000 - 20, 'the safety margin is taken off');
   freeze(1100);
-  // No timer has had a chance to run: the answers come from the clock.
-  assert.equal(lock.signal.aborted, true);
+  // No timer has had a chance to run: the answer comes from the clock, and the check aborts
+  // the signal at once.
   assert.equal(lock.lost, true);
+  assert.equal(lock.signal.aborted, true);
+  assert.ok(lock.signal.reason instanceof LeaseExpiredError);
   assert.throws(() => lock.check(), LeaseExpiredError);
   assert.throws(() => lock.signal.throwIfAborted(), LeaseExpiredError);
   assert.equal(lock.remainingMs, 0);
   await other.release({ resource: name, leaseId: lock.leaseId }).catch(() => {});
 });
 
-test("runWhenLeader's signal sees the deadline too", async () => {
+test('check() and remainingMs past the deadline abort the signal at once', async () => {
+  for (const check of ['check', 'remainingMs']) {
+    const lock = await client.lock(uniqueName('lock'), { ttlMs: 1000 });
+    freeze(1100);
+    if (check === 'check') assert.throws(() => lock.check(), LeaseExpiredError);
+    else assert.equal(lock.remainingMs, 0);
+    assert.equal(lock.signal.aborted, true, check);
+  }
+});
+
+test('without a check, the signal is aborted at the first turn of the event loop past the deadline', async () => {
+  const lock = await client.lock(uniqueName('lock'), { ttlMs: 1000 });
+  freeze(1100);
+  await new Promise((resolve) => setTimeout(resolve, 0));
+  assert.equal(lock.signal.aborted, true);
+  assert.ok(lock.signal.reason instanceof LeaseExpiredError);
+  assert.equal(lock.lost, true);
+});
+
+test("runWhenLeader's signal follows the lock's: a check past the deadline aborts both", async () => {
   const name = uniqueName('lock');
   const seen = [];
   const stop = new AbortController();
   const run = client.runWhenLeader(
     name,
-    async (signal) => {
+    async (signal, lock) => {
       seen.push(signal.aborted);
       freeze(1100);
-      seen.push(signal.aborted);
+      seen.push(lock.lost, signal.aborted, signal.reason instanceof LeaseExpiredError);
       stop.abort();
     },
     { ttlMs: 1000, retryMs: 100, signal: stop.signal },
   );
   await assert.rejects(run);
-  assert.deepEqual(seen, [false, true]);
+  assert.deepEqual(seen, [false, true, true, true]);
 });
 
 test('renewals to a silent server are cut short, and the loss names their error', async () => {
