@@ -228,6 +228,9 @@ export declare class Lock {
   readonly remainingMs: number;
   /** Stop renewing and release: true when released, false when already lost. */
   release(options?: CallOptions): Promise<boolean>;
+  /** `await using lock = await client.lock(...)` releases it at the end of the block, as
+   * `finally { await lock.release(); }` does. */
+  [Symbol.asyncDispose](): Promise<void>;
 }
 
 /** The error codes of the API. */

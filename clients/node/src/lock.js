@@ -28,6 +28,11 @@ import { LeaseLostError, LeaseExpiredError } from './errors.js';
 
 const now = () => performance.now();
 
+// The method `await using` calls at the end of its block. Node 18.18 and 20.4 and later define
+// Symbol.asyncDispose, as Symbol.for('nodejs.asyncDispose') when the engine has none; older
+// versions do not, and get the same symbol here.
+const asyncDispose = Symbol.asyncDispose ?? Symbol.for('nodejs.asyncDispose');
+
 /** How long before the end of its TTL a client stops counting on a lease, in ms. */
 export function safetyMarginMs(ttlMs) {
   return Math.min(1000, ttlMs / 50);
@@ -173,6 +178,16 @@ export class Lock {
       );
     this.#releasing = promise;
     return promise;
+  }
+
+  /**
+   * `await using lock = await client.lock(...)` releases the lock at the end of the block, as
+   * `finally { await lock.release(); }` does: it rejects as release() does (a lease already
+   * lost is no error).
+   * @returns {Promise<void>}
+   */
+  async [asyncDispose]() {
+    await this.release();
   }
 
   #schedule(delay) {

@@ -64,6 +64,46 @@ test('lock() renews in the background across several TTLs, then releases', async
   assert.equal(await lock.release(), true, 'release() again returns the same answer');
 });
 
+// What `await using` calls at the end of its block.
+const asyncDispose = Symbol.asyncDispose ?? Symbol.for('nodejs.asyncDispose');
+
+test('a lock is async-disposable: disposing releases it, as release() does', async () => {
+  const name = uniqueName('lock');
+  // `await using lock = await client.lock(name)`, spelled as the Node versions without the
+  // syntax (18, 20) would.
+  const lock = await client.lock(name, { ttlMs: TTL });
+  try {
+    assert.equal((await other.get(name)).holder.fencingToken, lock.fencingToken);
+  } finally {
+    assert.equal(await lock[asyncDispose](), undefined);
+  }
+  assert.equal(lock.released, true);
+  assert.equal((await other.get(name)).state, 'free');
+  // A lost lock disposes without an error, as release() resolves false for it.
+  const lost = await client.lock(name, { ttlMs: TTL });
+  await other.breakLease(name);
+  await eventually(() => lost.lost, { message: 'lost' });
+  await lost[asyncDispose]();
+});
+
+// The syntax itself, where this Node has it.
+let usingBlock;
+try {
+  const AsyncFunction = (async () => {}).constructor;
+  usingBlock = new AsyncFunction('client', 'name', 'await using lock = await client.lock(name); return lock;');
+} catch {
+  usingBlock = undefined;
+}
+
+const noUsing = !usingBlock && 'no `await using` in this Node';
+
+test('`await using` releases the lock at the end of its block', { skip: noUsing }, async () => {
+  const name = uniqueName('lock');
+  const lock = await usingBlock(client, name);
+  assert.equal(lock.released, true);
+  assert.equal((await other.get(name)).state, 'free');
+});
+
 test('onLost fires once, at the first renewal answered lease_lost, when someone breaks the lease', async () => {
   const name = uniqueName('lock');
   const calls = [];
