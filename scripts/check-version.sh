@@ -15,7 +15,6 @@ check() { # file, the version as found there
 check clients/node/package.json "$(node -p 'require("./clients/node/package.json").version')"
 check clients/node/src/transport.js "$(sed -n "s/^export const VERSION = '\(.*\)';$/\1/p" clients/node/src/transport.js)"
 check clients/python/pyproject.toml "$(sed -n 's/^version = "\(.*\)"$/\1/p' clients/python/pyproject.toml)"
-check clients/python/mutexd/_client.py "$(sed -n 's/^__version__ = "\(.*\)"$/\1/p' clients/python/mutexd/_client.py)"
 check clients/c/include/mutexd.h "$(sed -n 's/^#define MUTEXD_CLIENT_VERSION_STRING "\(.*\)"$/\1/p' clients/c/include/mutexd.h)"
 check Dockerfile "$(sed -n 's/^ARG VERSION=\(.*\)$/\1/p' Dockerfile)"
 [ "$fail" -eq 0 ] || exit 1

@@ -133,7 +133,7 @@ MUTEXD_BIN=build/mutexd "${PYTEST[@]}" tests/chaos
 stage "Python client"
 MUTEXD_BIN=build/mutexd "${PYTEST[@]}" clients/python/tests
 
-stage "Node.js client"
+stage "Node.js client, and its package as npm packs it: installed offline, its README example run"
 MUTEXD_BIN=build/mutexd node --test clients/node/test/
 
 stage "Node.js client on Debian 12's Node.js 18, the oldest it supports"

@@ -220,12 +220,17 @@ export declare class Lock {
   check(): void;
   /** True once release() was called. */
   readonly released: boolean;
-  /** Aborted when lost (reason: LostReason) and when released. */
+  /** Aborted when lost (reason: LostReason) and when released. A loss by the deadline aborts it
+   * from a timer, or at once from `lost`, check() or `remainingMs` finding the deadline passed:
+   * right before an action, call check(). */
   readonly signal: AbortSignal;
   /** While held: how long the lease is certain to last without another renewal; else 0. */
   readonly remainingMs: number;
   /** Stop renewing and release: true when released, false when already lost. */
   release(options?: CallOptions): Promise<boolean>;
+  /** `await using lock = await client.lock(...)` releases it at the end of the block, as
+   * `finally { await lock.release(); }` does. */
+  [Symbol.asyncDispose](): Promise<void>;
 }
 
 /** The error codes of the API. */

@@ -65,6 +65,10 @@ async function main(): Promise<void> {
     void why;
   });
   await lock.release();
+  {
+    await using held = await client.lock('jobs/nightly');
+    held.check();
+  }
   const result: number = await client.runWhenLeader('leader/demo', async (signal, held) => {
     while (!signal.aborted) {
       void held.fencingToken;

@@ -70,11 +70,11 @@ try {
   await client.runWhenLeader(
     resource,
     // The leader's work. `signal` is aborted the moment the lease is lost (or on SIGTERM):
-    // stop at once. `signal.aborted` compares the clock with the lease's deadline, so a leader
+    // stop at once. `lock.lost` compares the clock with the lease's deadline, so a leader
     // paused past it (SIGSTOP, a frozen VM) stops here instead of acting once more. Pass
     // lock.fencingToken to anything this work writes.
     async (signal, lock) => {
-      while (!signal.aborted) {
+      while (!signal.aborted && !lock.lost) {
         say('is currently the leader.', `, fencing token ${lock.fencingToken}`);
         await pause(BEAT_MS, signal);
       }

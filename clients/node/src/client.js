@@ -16,6 +16,7 @@ import {
   UnavailableError,
 } from './errors.js';
 import { Lock } from './lock.js';
+import { anySignal } from './signals.js';
 
 const DEFAULT_TIMEOUT_MS = 10_000;
 const DEFAULT_WATCH_WAIT_MS = 60_000;
@@ -89,41 +90,6 @@ function sleep(ms, signal) {
       resolve();
     }, ms);
     signal?.addEventListener('abort', onAbort, { once: true });
-  });
-}
-
-// AbortSignal.any() is not in Node 18.
-function anySignal(signals) {
-  const controller = new AbortController();
-  const live = signals.filter(Boolean);
-  const undo = [];
-  for (const s of live) {
-    if (s.aborted) {
-      controller.abort(s.reason);
-      break;
-    }
-    const onAbort = () => controller.abort(s.reason);
-    s.addEventListener('abort', onAbort, { once: true });
-    undo.push(() => s.removeEventListener('abort', onAbort));
-  }
-  return { signal: controller.signal, dispose: () => undo.forEach((f) => f()) };
-}
-
-// Makes `signal.aborted` and `signal.throwIfAborted()` ask `lock.lost` first, which declares
-// the lease lost (and so aborts the signal) if its deadline has passed.
-function followDeadline(signal, lock) {
-  const aborted = Object.getOwnPropertyDescriptor(AbortSignal.prototype, 'aborted').get;
-  Object.defineProperty(signal, 'aborted', {
-    get() {
-      void lock.lost;
-      return aborted.call(this);
-    },
-  });
-  Object.defineProperty(signal, 'throwIfAborted', {
-    value() {
-      void lock.lost;
-      if (aborted.call(this)) throw this.reason;
-    },
   });
 }
 
@@ -407,9 +373,9 @@ export class Client {
         continue;
       }
       leaseId = randomUUID();
+      // Aborted with the lock's signal (which lock.lost and lock.check() abort at once when
+      // they find the deadline passed), and with the caller's.
       const linked = anySignal([lock.signal, signal]);
-      // As the lock's own signal: `aborted` looks at the lease's deadline on the clock first.
-      followDeadline(linked.signal, lock);
       let result;
       let failure;
       let failed = false;

@@ -13,10 +13,12 @@
 // The server started that TTL after the request was sent, so the deadline falls no later than
 // the server's expiry. A safety margin (a fiftieth of the TTL, at most 1 s) is taken off it, for
 // the rate difference of two clocks and the moment between a check and the action it guards.
-// `lost`, `signal.aborted`, `signal.throwIfAborted()` and check() compare the clock with that
-// deadline themselves: a process paused past it (SIGSTOP, a frozen VM) sees the loss at its
-// first check after resuming, before any timer has run. When the lease was lost, `lost` is true, `signal` is aborted with the
-// reason (a LeaseLostError or a LeaseExpiredError) and `onLost` is called once.
+// `lost`, `check()` and `remainingMs` compare the clock with that deadline themselves: a
+// process paused past it (SIGSTOP, a frozen VM) sees the loss at its first check after
+// resuming, before any timer has run. When the lease was lost, `lost` is true, `signal` is
+// aborted with the reason (a LeaseLostError or a LeaseExpiredError) and `onLost` is called
+// once. The signal is a plain AbortSignal: a timer aborts it at the deadline, and each of those
+// checks aborts it at once when it finds the deadline passed.
 //
 // Timers: the renewal timer keeps the process alive while the lock is held, as any work in
 // progress does; release() and loss clear every timer, and the client's idle connections are
@@ -25,6 +27,11 @@
 import { LeaseLostError, LeaseExpiredError } from './errors.js';
 
 const now = () => performance.now();
+
+// The method `await using` calls at the end of its block. Node 18.18 and 20.4 and later define
+// Symbol.asyncDispose, as Symbol.for('nodejs.asyncDispose') when the engine has none; older
+// versions do not, and get the same symbol here.
+const asyncDispose = Symbol.asyncDispose ?? Symbol.for('nodejs.asyncDispose');
 
 /** How long before the end of its TTL a client stops counting on a lease, in ms. */
 export function safetyMarginMs(ttlMs) {
@@ -57,22 +64,6 @@ export class Lock {
     this.#lease = lease;
     this.#onLost = onLost;
     this.#margin = safetyMarginMs(lease.ttlMs);
-    // `signal.aborted` and `signal.throwIfAborted()` look at the clock first.
-    const signal = this.#controller.signal;
-    const check = () => this.#expireIfDue();
-    const aborted = Object.getOwnPropertyDescriptor(AbortSignal.prototype, 'aborted').get;
-    Object.defineProperty(signal, 'aborted', {
-      get() {
-        check();
-        return aborted.call(this);
-      },
-    });
-    Object.defineProperty(signal, 'throwIfAborted', {
-      value() {
-        check();
-        if (aborted.call(this)) throw this.reason;
-      },
-    });
     const third = lease.ttlMs / 3;
     if (receivedAt - sentAt < third) {
       this.#setDeadline(sentAt + lease.expiresInMs);
@@ -144,7 +135,8 @@ export class Lock {
   /**
    * Aborted when the lease is lost (reason: a LeaseLostError or a LeaseExpiredError), and when
    * it is released (reason: a DOMException named AbortError). Pass it to the work the lease
-   * guards.
+   * guards. A loss by the deadline aborts it from a timer, or at once from `lost`, check() or
+   * `remainingMs` when they find the deadline passed; right before an action, call check().
    */
   get signal() {
     return this.#controller.signal;
@@ -186,6 +178,16 @@ export class Lock {
       );
     this.#releasing = promise;
     return promise;
+  }
+
+  /**
+   * `await using lock = await client.lock(...)` releases the lock at the end of the block, as
+   * `finally { await lock.release(); }` does: it rejects as release() does (a lease already
+   * lost is no error).
+   * @returns {Promise<void>}
+   */
+  async [asyncDispose]() {
+    await this.release();
   }
 
   #schedule(delay) {

@@ -64,6 +64,46 @@ test('lock() renews in the background across several TTLs, then releases', async
   assert.equal(await lock.release(), true, 'release() again returns the same answer');
 });
 
+// What `await using` calls at the end of its block.
+const asyncDispose = Symbol.asyncDispose ?? Symbol.for('nodejs.asyncDispose');
+
+test('a lock is async-disposable: disposing releases it, as release() does', async () => {
+  const name = uniqueName('lock');
+  // `await using lock = await client.lock(name)`, spelled as the Node versions without the
+  // syntax (18, 20) would.
+  const lock = await client.lock(name, { ttlMs: TTL });
+  try {
+    assert.equal((await other.get(name)).holder.fencingToken, lock.fencingToken);
+  } finally {
+    assert.equal(await lock[asyncDispose](), undefined);
+  }
+  assert.equal(lock.released, true);
+  assert.equal((await other.get(name)).state, 'free');
+  // A lost lock disposes without an error, as release() resolves false for it.
+  const lost = await client.lock(name, { ttlMs: TTL });
+  await other.breakLease(name);
+  await eventually(() => lost.lost, { message: 'lost' });
+  await lost[asyncDispose]();
+});
+
+// The syntax itself, where this Node has it.
+let usingBlock;
+try {
+  const AsyncFunction = (async () => {}).constructor;
+  usingBlock = new AsyncFunction('client', 'name', 'await using lock = await client.lock(name); return lock;');
+} catch {
+  usingBlock = undefined;
+}
+
+const noUsing = !usingBlock && 'no `await using` in this Node';
+
+test('`await using` releases the lock at the end of its block', { skip: noUsing }, async () => {
+  const name = uniqueName('lock');
+  const lock = await usingBlock(client, name);
+  assert.equal(lock.released, true);
+  assert.equal((await other.get(name)).state, 'free');
+});
+
 test('onLost fires once, at the first renewal answered lease_lost, when someone breaks the lease', async () => {
   const name = uniqueName('lock');
   const calls = [];
@@ -225,31 +265,52 @@ test('a lock past its deadline is lost at the next check, before any timer runs'
   lock.check();
   assert.ok(lock.remainingMs <= 1000 - 20, 'the safety margin is taken off');
   freeze(1100);
-  // No timer has had a chance to run: the answers come from the clock.
-  assert.equal(lock.signal.aborted, true);
+  // No timer has had a chance to run: the answer comes from the clock, and the check aborts
+  // the signal at once.
   assert.equal(lock.lost, true);
+  assert.equal(lock.signal.aborted, true);
+  assert.ok(lock.signal.reason instanceof LeaseExpiredError);
   assert.throws(() => lock.check(), LeaseExpiredError);
   assert.throws(() => lock.signal.throwIfAborted(), LeaseExpiredError);
   assert.equal(lock.remainingMs, 0);
   await other.release({ resource: name, leaseId: lock.leaseId }).catch(() => {});
 });
 
-test("runWhenLeader's signal sees the deadline too", async () => {
+test('check() and remainingMs past the deadline abort the signal at once', async () => {
+  for (const check of ['check', 'remainingMs']) {
+    const lock = await client.lock(uniqueName('lock'), { ttlMs: 1000 });
+    freeze(1100);
+    if (check === 'check') assert.throws(() => lock.check(), LeaseExpiredError);
+    else assert.equal(lock.remainingMs, 0);
+    assert.equal(lock.signal.aborted, true, check);
+  }
+});
+
+test('without a check, the signal is aborted at the first turn of the event loop past the deadline', async () => {
+  const lock = await client.lock(uniqueName('lock'), { ttlMs: 1000 });
+  freeze(1100);
+  await new Promise((resolve) => setTimeout(resolve, 0));
+  assert.equal(lock.signal.aborted, true);
+  assert.ok(lock.signal.reason instanceof LeaseExpiredError);
+  assert.equal(lock.lost, true);
+});
+
+test("runWhenLeader's signal follows the lock's: a check past the deadline aborts both", async () => {
   const name = uniqueName('lock');
   const seen = [];
   const stop = new AbortController();
   const run = client.runWhenLeader(
     name,
-    async (signal) => {
+    async (signal, lock) => {
       seen.push(signal.aborted);
       freeze(1100);
-      seen.push(signal.aborted);
+      seen.push(lock.lost, signal.aborted, signal.reason instanceof LeaseExpiredError);
       stop.abort();
     },
     { ttlMs: 1000, retryMs: 100, signal: stop.signal },
   );
   await assert.rejects(run);
-  assert.deepEqual(seen, [false, true]);
+  assert.deepEqual(seen, [false, true, true, true]);
 });
 
 test('renewals to a silent server are cut short, and the loss names their error', async () => {

@@ -13,12 +13,13 @@ the standard library is used. A :class:`Client` is safe to share between threads
 
 import logging as _logging
 
-from ._client import Client, __version__, default_owner
+from ._client import Client, default_owner
 from . import _errors
 from ._errors import *  # noqa: F401,F403 (the names in _errors.__all__)
 from ._leader import LeaderStop, run_when_leader
 from ._lock import HeldLease, Lock
 from ._types import Duration, Holder, Lease, LeaseHolder, ResourcePage, ResourceState
+from ._version import __version__
 
 _logging.getLogger("mutexd").addHandler(_logging.NullHandler())
 

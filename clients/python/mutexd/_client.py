@@ -9,30 +9,17 @@ import threading
 import time
 import urllib.parse
 import uuid
-from typing import (
-    TYPE_CHECKING,
-    Any,
-    Callable,
-    Dict,
-    Iterator,
-    List,
-    Mapping,
-    Optional,
-    Sequence,
-    Tuple,
-    Union,
-)
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, Optional, Union
 
 from ._errors import APIError, MutexdError, ProtocolError, Timeout, TransportError, Unavailable
+from . import _leader
 from ._http import Response, Transport
+from ._lock import Lock
 from ._types import Duration, Lease, ResourcePage, ResourceState, to_ms
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ._lock import Lock
+from ._version import __version__
 
 __all__ = ["Client", "default_owner"]
-
-__version__ = "0.1.0"
 
 #: The server when neither ``url`` nor ``MUTEXD_URL`` names one.
 DEFAULT_URL = "http://127.0.0.1:8080"
@@ -43,13 +30,13 @@ _RETRY_AFTER_CAP = 2.0
 _RETRY_AFTER_MIN = 0.1
 
 
-def _server_urls(url: Union[str, Sequence[str], None]) -> List[str]:
+def _server_urls(url: Union[str, Sequence[str], None]) -> list[str]:
     """The list of server URLs: ``url`` (a string, comma-separated, or a list of them), or
     ``MUTEXD_URL``, or the default."""
     if url is None:
         url = os.environ.get("MUTEXD_URL") or DEFAULT_URL
     items = [url] if isinstance(url, str) else list(url)
-    urls: List[str] = []
+    urls: list[str] = []
     for item in items:
         if not isinstance(item, str):
             raise TypeError("a server URL must be a str, not %s" % type(item).__name__)
@@ -75,7 +62,7 @@ def _resource_path(resource: str) -> str:
     return urllib.parse.quote(resource, safe="/:@")
 
 
-def _lease_ref(lease: Any, lease_id: Optional[str]) -> Tuple[str, str]:
+def _lease_ref(lease: Any, lease_id: Optional[str]) -> tuple[str, str]:
     """(resource, lease_id) from a Lease-like object, or from a resource and a lease id."""
     if isinstance(lease, str):
         if lease_id is None:
@@ -173,7 +160,7 @@ class Client:
         return self._transports[self._current].url
 
     @property
-    def urls(self) -> Tuple[str, ...]:
+    def urls(self) -> tuple[str, ...]:
         """Every server's base URL, in the order given."""
         return tuple(t.url for t in self._transports)
 
@@ -197,7 +184,7 @@ class Client:
         self,
         method: str,
         path: str,
-        body: Optional[Dict[str, Any]],
+        body: Optional[dict[str, Any]],
         timeout: float,
         deadline: Optional[float] = None,
     ) -> Response:
@@ -256,7 +243,7 @@ class Client:
         self,
         resource: str,
         action: str,
-        body: Dict[str, Any],
+        body: dict[str, Any],
         timeout: Optional[float] = None,
         deadline: Optional[float] = None,
     ) -> Response:
@@ -312,7 +299,7 @@ class Client:
             TooManyWaiters: the queue of waiters is full.
             InvalidRequest: a bad name, TTL, wait, owner, lease id or metadata.
         """
-        body: Dict[str, Any] = {
+        body: dict[str, Any] = {
             "owner": default_owner() if owner is None else owner,
             "lease_id": str(uuid.uuid4()) if lease_id is None else lease_id,
         }
@@ -355,7 +342,7 @@ class Client:
             LeaseLost: the lease is no longer the resource's.
         """
         resource, lid = _lease_ref(lease, lease_id)
-        body: Dict[str, Any] = {"lease_id": lid}
+        body: dict[str, Any] = {"lease_id": lid}
         if ttl is not None:
             body["ttl_ms"] = to_ms(ttl, "ttl")
         if metadata is not None:
@@ -388,7 +375,7 @@ class Client:
 
         Returns: True when a lease was ended, False when there was none.
         """
-        body: Dict[str, Any] = {}
+        body: dict[str, Any] = {}
         if reason is not None:
             body["reason"] = reason
         resp = self._post(resource, "break", body)
@@ -426,7 +413,7 @@ class Client:
         """One page of held resources in name order: those whose name starts with
         ``prefix``, at most ``limit`` (server default 100, at most 1000), after
         ``cursor`` (the ``next_cursor`` of the previous page)."""
-        query: Dict[str, Any] = {}
+        query: dict[str, Any] = {}
         if prefix is not None:
             query["prefix"] = prefix
         if limit is not None:
@@ -470,7 +457,7 @@ class Client:
         wait: Duration = 30.0,
         owner: Optional[str] = None,
         metadata: Optional[Mapping[str, Any]] = None,
-    ) -> "Lock":
+    ) -> Lock:
         """A context manager that holds a lease on ``resource`` while its body runs.
 
         On entry it acquires the lease, waiting up to ``wait`` seconds in the queue
@@ -485,8 +472,6 @@ class Client:
         failure is logged (logger ``mutexd``) and never raised, so it cannot hide an
         exception of the body.
         """
-        from ._lock import Lock
-
         return Lock(self, resource, ttl=ttl, wait=wait, owner=owner, metadata=metadata)
 
     def run_when_leader(
@@ -503,9 +488,7 @@ class Client:
     ) -> None:
         """Runs ``fn`` whenever this process leads ``resource``; see
         :func:`mutexd.run_when_leader` for the exact contract."""
-        from ._leader import run_when_leader
-
-        run_when_leader(
+        _leader.run_when_leader(
             self,
             resource,
             fn,

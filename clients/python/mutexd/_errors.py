@@ -16,7 +16,7 @@ Below it:
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Type
+from typing import Any, Optional
 
 from ._types import LeaseHolder
 
@@ -103,16 +103,16 @@ class APIError(MutexdError):
         status: int,
         code: Optional[str],
         message: str,
-        details: Optional[Dict[str, Any]] = None,
-        headers: Optional[Dict[str, str]] = None,
+        details: Optional[dict[str, Any]] = None,
+        headers: Optional[dict[str, str]] = None,
     ) -> None:
         label = "%s %s" % (status, code or "error")
         super().__init__("%s: %s" % (label, message) if message else label)
         self.status = status
         self.code = code
         self.message = message
-        self.details: Dict[str, Any] = dict(details or {})
-        self.headers: Dict[str, str] = {k.lower(): v for k, v in (headers or {}).items()}
+        self.details: dict[str, Any] = dict(details or {})
+        self.headers: dict[str, str] = {k.lower(): v for k, v in (headers or {}).items()}
 
     @property
     def field(self) -> Optional[str]:
@@ -223,7 +223,7 @@ class ServerError(APIError):
     """Any other 5xx answer (an unexpected failure, or a proxy in front of the server)."""
 
 
-_BY_CODE: Dict[str, Type[APIError]] = {
+_BY_CODE: dict[str, type[APIError]] = {
     "invalid_json": InvalidRequest,
     "invalid_field": InvalidRequest,
     "unknown_field": InvalidRequest,
@@ -244,7 +244,7 @@ _BY_CODE: Dict[str, Type[APIError]] = {
     "unavailable": Unavailable,
 }
 
-_BY_STATUS: Dict[int, Type[APIError]] = {
+_BY_STATUS: dict[int, type[APIError]] = {
     400: InvalidRequest,
     401: Unauthorized,
     403: Forbidden,
@@ -265,7 +265,7 @@ def is_retryable(exc: BaseException) -> bool:
     return isinstance(exc, (TransportError, Unavailable, TooManyWaiters, ServerError))
 
 
-def error_class(status: int, code: Optional[str]) -> Type[APIError]:
+def error_class(status: int, code: Optional[str]) -> type[APIError]:
     """The exception class for an answer: by error code first, then by status."""
     if code is not None and code in _BY_CODE:
         return _BY_CODE[code]

@@ -9,7 +9,7 @@ import ssl
 import threading
 import time
 import urllib.parse
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Optional, Union
 
 from ._errors import ProtocolError, Timeout, TransportError, error_class
 
@@ -36,7 +36,7 @@ class Response:
 
     __slots__ = ("status", "headers", "body")
 
-    def __init__(self, status: int, headers: Dict[str, str], body: Any) -> None:
+    def __init__(self, status: int, headers: dict[str, str], body: Any) -> None:
         self.status = status
         self.headers = headers
         self.body = body
@@ -79,7 +79,7 @@ class Transport:
         self._headers = {"Accept": "application/json", "User-Agent": user_agent}
         if token is not None:
             self._headers["Authorization"] = "Bearer " + token
-        self._idle: List[_Connection] = []
+        self._idle: list[_Connection] = []
         self._lock = threading.Lock()
         self._closed = False
 
@@ -92,7 +92,7 @@ class Transport:
             )
         return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
 
-    def _take(self, timeout: float) -> Tuple[_Connection, bool]:
+    def _take(self, timeout: float) -> tuple[_Connection, bool]:
         with self._lock:
             if self._closed:
                 raise TransportError("the client is closed")
@@ -136,7 +136,7 @@ class Transport:
         self,
         method: str,
         path: str,
-        body: Optional[Dict[str, Any]] = None,
+        body: Optional[dict[str, Any]] = None,
         *,
         timeout: float,
     ) -> Response:
@@ -211,7 +211,7 @@ class Transport:
 
     @classmethod
     def _read_all(cls, resp: http.client.HTTPResponse, sock: Any, deadline: float) -> bytes:
-        chunks: List[bytes] = []
+        chunks: list[bytes] = []
         while True:
             if sock is not None:
                 sock.settimeout(cls._left(deadline))
@@ -243,7 +243,7 @@ class Transport:
         if isinstance(error, dict) and isinstance(error.get("code"), str):
             code: Optional[str] = error["code"]
             message = str(error.get("message", ""))
-            details: Dict[str, Any] = error
+            details: dict[str, Any] = error
         else:
             code = None
             text = raw.decode("utf-8", "replace").strip()

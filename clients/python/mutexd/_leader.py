@@ -5,14 +5,13 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
-from typing import TYPE_CHECKING, Any, Callable, List, Mapping, Optional
+from collections.abc import Callable, Mapping
+from typing import Any, Optional
 
 from ._errors import LeaseHeld, MutexdError, is_retryable
 from ._lock import HeldLease, _ClockedEvent
+from ._ops import LeaseOps
 from ._types import Duration, Lease, to_ms
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ._client import Client
 
 __all__ = ["LeaderStop", "run_when_leader"]
 
@@ -50,7 +49,7 @@ class LeaderStop(_ClockedEvent):
 
 
 def run_when_leader(
-    client: "Client",
+    client: LeaseOps,
     resource: str,
     fn: Callable[[LeaderStop], Any],
     *,
@@ -123,7 +122,7 @@ def run_when_leader(
             stop.wait(retry_s)
 
 
-def _release_quietly(client: "Client", lease: Lease) -> None:
+def _release_quietly(client: LeaseOps, lease: Lease) -> None:
     try:
         client.release(lease)
     except MutexdError as exc:
@@ -135,7 +134,7 @@ def _lead(held: HeldLease, fn: Callable[[LeaderStop], Any], stop: threading.Even
     stop_event = LeaderStop(held)
     wake = threading.Event()
     done = threading.Event()
-    errors: List[BaseException] = []
+    errors: list[BaseException] = []
 
     def lost() -> None:
         stop_event.set()

@@ -7,13 +7,12 @@ import logging
 import threading
 import time
 import uuid
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional
+from collections.abc import Callable, Mapping
+from typing import Any, Optional
 
 from ._errors import LeaseExpired, LeaseLost, MutexdError, TransportError
+from ._ops import LeaseOps
 from ._types import Duration, Lease
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ._client import Client
 
 __all__ = ["HeldLease", "Lock"]
 
@@ -87,7 +86,7 @@ class HeldLease:
     attempt (to any of the client's servers) is started or lasts past the deadline.
     """
 
-    def __init__(self, client: "Client", lease: Lease) -> None:
+    def __init__(self, client: LeaseOps, lease: Lease) -> None:
         self._client = client
         self._lease = lease
         self._margin = safety_margin(lease.ttl)
@@ -95,8 +94,8 @@ class HeldLease:
         self._base = lease.deadline - lease.expires_in
         self._cond = threading.Condition()
         self._stopped = False
-        self._callbacks: List[Callable[[], Any]] = []
-        self._threads: List[threading.Thread] = []
+        self._callbacks: list[Callable[[], Any]] = []
+        self._threads: list[threading.Thread] = []
         self._inflight: Optional[float] = None  # when the renewal under way was sent
         self.lost: threading.Event = _LostEvent(self)
         self.error: Optional[BaseException] = None
@@ -141,7 +140,7 @@ class HeldLease:
         return self.lease.renewed_at
 
     @property
-    def metadata(self) -> Optional[Dict[str, Any]]:
+    def metadata(self) -> Optional[dict[str, Any]]:
         return self.lease.metadata
 
     @property
@@ -341,7 +340,7 @@ class Lock:
 
     def __init__(
         self,
-        client: "Client",
+        client: LeaseOps,
         resource: str,
         *,
         ttl: Duration = 15.0,

@@ -10,7 +10,8 @@ from __future__ import annotations
 import datetime as _dt
 import math
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Union
+from collections.abc import Mapping
+from typing import Any, Optional, Union
 
 __all__ = [
     "Duration",
@@ -57,7 +58,7 @@ def _int(data: Mapping[str, Any], key: str) -> int:
     return value
 
 
-def _metadata(value: Any) -> Optional[Dict[str, Any]]:
+def _metadata(value: Any) -> Optional[dict[str, Any]]:
     return value if isinstance(value, dict) else None
 
 
@@ -83,7 +84,7 @@ class Lease:
     expires_in_ms: int
     acquired_at: Optional[_dt.datetime]
     renewed_at: Optional[_dt.datetime]
-    metadata: Optional[Dict[str, Any]]
+    metadata: Optional[dict[str, Any]]
     deadline: float = field(compare=False)
 
     @property
@@ -148,7 +149,7 @@ class Holder:
     expires_in_ms: int
     acquired_at: Optional[_dt.datetime]
     renewed_at: Optional[_dt.datetime]
-    metadata: Optional[Dict[str, Any]]
+    metadata: Optional[dict[str, Any]]
 
     @property
     def ttl(self) -> float:
@@ -207,5 +208,5 @@ class ResourcePage:
     """One page of :meth:`Client.list_page`: held resources in name order, and the cursor
     of the next page (``None`` on the last)."""
 
-    resources: List[ResourceState]
+    resources: list[ResourceState]
     next_cursor: Optional[str]

@@ -14,7 +14,8 @@ import signal
 import subprocess
 import tempfile
 import threading
-from typing import Callable, Iterator, List, Optional, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Optional
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 BIN = os.environ.get("MUTEXD_BIN") or os.path.join(ROOT, "build", "mutexd")
@@ -35,7 +36,7 @@ class MutexdServer:
         self.scheme = scheme
         self.data_dir = tempfile.mkdtemp(prefix="mutexd-pytest-")
         self.proc: Optional[subprocess.Popen] = None
-        self.lines: List[str] = []
+        self.lines: list[str] = []
         self.address: Optional[str] = None
         self._started = threading.Event()
 
@@ -116,7 +117,7 @@ class MutexdServer:
 def servers(base_args: Sequence[str] = BASE_ARGS) -> Iterator[Callable[..., MutexdServer]]:
     """For a fixture: yields start(*args, scheme="http"), which starts a server with
     base_args + args; every server started is stopped afterwards (and its exit checked)."""
-    started: List[MutexdServer] = []
+    started: list[MutexdServer] = []
 
     def start(*args: str, scheme: str = "http") -> MutexdServer:
         server = MutexdServer(list(base_args) + list(args), scheme=scheme)

@@ -4,6 +4,7 @@ never give: checked against a small scripted HTTP server on loopback."""
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -11,6 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 import mutexd
+from mutexd_testserver import ROOT
 
 
 class Stub:
@@ -95,6 +97,16 @@ def test_token_is_sent_and_401_403_are_mapped(stub):
     assert sent["owner"] == "me" and "ttl_ms" not in sent and "wait_ms" not in sent
     assert len(sent["lease_id"]) == 36  # always proposed, for safe retries
     assert json.loads(stub.requests[1][3]) == {}
+
+
+def test_the_version_and_the_user_agent(stub):
+    # Imported from the checkout, the version is pyproject.toml's, which is VERSION's
+    # (scripts/check-version.sh); installed, the distribution's (test_install.py).
+    with open(os.path.join(ROOT, "VERSION")) as f:
+        assert mutexd.__version__ == f.readline().strip()
+    with mutexd.Client(stub.url) as c:
+        c.break_lease("r")
+    assert stub.requests[0][2]["User-Agent"] == "mutexd-python/" + mutexd.__version__
 
 
 def test_unknown_answers(stub):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import builtins
 import os
 import re
-from typing import Dict, List, Optional, Tuple
+from typing import Optional
 
 import pytest
 
@@ -22,7 +22,7 @@ DOC = os.path.join(ROOT, "docs", "clients.md")
 UNKNOWN_CODE = "some_code_of_a_newer_server"
 
 
-def _rows(heading: str) -> List[List[str]]:
+def _rows(heading: str) -> list[list[str]]:
     """The cells of the table that starts with the header line ``heading``."""
     lines = open(DOC, encoding="utf-8").read().splitlines()
     start = lines.index(heading)
@@ -41,7 +41,7 @@ def _name(cell: str) -> str:
     return m.group(1)
 
 
-def table() -> List[Tuple[str, str, str, str, str, str]]:
+def table() -> list[tuple[str, str, str, str, str, str]]:
     out = []
     for status, code, py, py_parent, node, node_parent in _rows(
         "| status | code | Python | parent | Node.js | parent |"
@@ -50,10 +50,10 @@ def table() -> List[Tuple[str, str, str, str, str, str]]:
     return out
 
 
-def answers(status: str, code: str) -> List[Tuple[int, Optional[str]]]:
+def answers(status: str, code: str) -> list[tuple[int, Optional[str]]]:
     """The (status, code) pairs an error answer of this row may have; none for the rows
     that are not error answers."""
-    codes: List[Optional[str]] = re.findall(r"`(\w+)`", code)
+    codes: list[Optional[str]] = re.findall(r"`(\w+)`", code)
     if code in ("any", "any other"):
         codes = [UNKNOWN_CODE, None]
     if re.fullmatch(r"\d{3}", status):
@@ -100,7 +100,7 @@ def test_every_exported_error_class_is_in_the_table():
 
 
 def test_deprecated_names_are_the_same_classes():
-    py_to_node: Dict[str, str] = {r[2]: r[4] for r in ROWS}
+    py_to_node: dict[str, str] = {r[2]: r[4] for r in ROWS}
     node_names = set(py_to_node.values())
     for old, language, now in _rows("| deprecated name | language | now |"):
         old, now = _name(old), _name(now)

@@ -54,9 +54,13 @@ def test_the_documented_install_works_offline(tmp_path):
         assert r.returncode == 0, "%s\n%s%s" % (cmd, r.stdout, r.stderr)
     last = r.stdout.strip()
     assert last == "<class 'mutexd._client.Client'>", last
-    # The package imported is the installed one, not a copy on the way.
+    # The package imported is the installed one, not a copy on the way, and its version
+    # comes from the installed distribution's metadata.
     r = subprocess.run([str(tmp_path / ".venvs/mutexd/bin/python"), "-c",
-                        "import mutexd; print(mutexd.__file__)"],
+                        "import mutexd; print(mutexd.__file__); print(mutexd.__version__)"],
                        cwd="/", env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
-    assert "/.venvs/mutexd/lib/" in r.stdout, r.stdout
+    where, version = r.stdout.split()
+    assert "/.venvs/mutexd/lib/" in where, r.stdout
+    with open(os.path.join(ROOT, "VERSION")) as f:
+        assert version == f.readline().strip()
