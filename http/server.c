@@ -44,6 +44,7 @@
 #include "common/container_of.h"
 #include "common/log.h"
 #include "http/admit.h"
+#include "http/answer.h"
 #include "http/api.h"
 #include "http/conns.h"
 #include "http/forward.h"
@@ -75,6 +76,22 @@ struct http {
     _Atomic bool grouped;
 };
 
+/*
+ * One request on one connection. Threads, as struct rt_actor notes them:
+ * - The connection's thread (libmicrohttpd calls a connection's handlers on one thread at
+ *   a time) owns every field, but for what follows.
+ * - Immutable once the headers are read, and read by other threads: `h`, `conn`, `id`,
+ *   `fd`, `name`/`name_len` (the hang-up watcher; the actor asking client_alive()).
+ * - `ra.rq`'s answer fields are written by the thread the answer comes on (an actor's
+ *   turn, the store's writer, the mirror's thread) before answer_arrived(); the handler
+ *   reads them only once the answer is its own (http/answer.h: answer_suspend() true, or
+ *   the connection resumed). `list`'s items likewise, before on_list_done().
+ * - `fwd` is the forwarder thread's from fwd_submit() until on_forwarded() resumes the
+ *   connection; `forwarding` is set before fwd_submit() and read by the hang-up watcher.
+ * - `watched` is cleared by on_forwarded() (the forwarder's thread) once it has unwatched,
+ *   while the connection is suspended.
+ * - `answer` is atomic: both sides (http/answer.h).
+ */
 struct hreq {
     struct ra_request ra; /* the lease request, when there is one */
     struct http *h;
@@ -90,12 +107,12 @@ struct hreq {
     bool too_large; /* the body went over the limit: 413 at its end */
     bool counted;   /* counted in h->suspended until its answer is handled */
     bool oom;
-    bool bad_path;      /* a control character in the path, seen before it was decoded */
-    bool v1;            /* the path is under /v1: Mutexd-Served-By */
-    bool forwarding;    /* handed to the forwarder: `fwd` holds its answer */
-    bool here;          /* serve here whatever the role (held, then the role became serve) */
-    _Atomic int answer; /* a lease request's answer against its connection's suspension */
-    char *target;       /* path and query as received, when the server is in a group */
+    bool bad_path;        /* a control character in the path, seen before it was decoded */
+    bool v1;              /* the path is under /v1: Mutexd-Served-By */
+    bool forwarding;      /* handed to the forwarder: `fwd` holds its answer */
+    bool here;            /* serve here whatever the role (held, then the role became serve) */
+    struct answer answer; /* a lease request's answer against its connection's suspension */
+    char *target;         /* path and query as received, when the server is in a group */
     struct fwd_req fwd;
     size_t discarded;
     int status; /* the status sent, for metrics */
@@ -249,33 +266,14 @@ static enum MHD_Result send_relayed(struct hreq *q)
 
 /* ---- answers from actors --------------------------------------------------------- */
 
-/*
- * A lease request's answer may come while the handler that sent it is still running (the
- * turn and the commit ran on its thread): the handler then answers at once, without
- * suspending the connection. `answer` settles who does what:
- *   ANS_NONE        the handler is running, no answer yet
- *   ANS_EARLY       the answer came first: the handler answers on return from sending
- *   ANS_SUSPENDING  the handler is suspending the connection
- *   ANS_LATE        the answer came while it suspended: the handler resumes it
- *   ANS_SUSPENDED   suspended: the answer resumes the connection
- */
-enum { ANS_NONE, ANS_EARLY, ANS_SUSPENDING, ANS_LATE, ANS_SUSPENDED };
-
 /* Any thread: the actor's answer is in q->ra.rq. */
 static void on_reply(struct ra_request *r)
 {
     struct hreq *q = container_of(r, struct hreq, ra);
     if (q->watched)
         hangup_unwatch(q->h->hangup, q->id); /* before the connection may close */
-    int a = atomic_load(&q->answer);
-    for (;;) {
-        int to = a == ANS_NONE ? ANS_EARLY : a == ANS_SUSPENDING ? ANS_LATE : -1;
-        if (to < 0)
-            break;
-        if (atomic_compare_exchange_weak(&q->answer, &a, to))
-            return;
-    }
-    MHD_resume_connection(q->conn);
+    if (answer_arrived(&q->answer))          /* else the handler answers (http/answer.h) */
+        MHD_resume_connection(q->conn);
 }
 
 static void on_list_done(struct ra_list *l)
@@ -521,7 +519,7 @@ static enum MHD_Result serve_request(struct hreq *q)
     rq->alive = client_alive;
     q->ra.reply = on_reply;
     q->phase = PH_WAIT;
-    atomic_store(&q->answer, ANS_NONE);
+    answer_begin(&q->answer);
     if (rq->wait_ms > 0 && hangup_watch(h->hangup, q->fd, q->id, q) == 0)
         q->watched = true;
     /* The turn runs here when the resource is idle (ra_send); its change is then committed
@@ -544,13 +542,11 @@ static enum MHD_Result serve_request(struct hreq *q)
                                        : rt_strerror(rc);
         on_reply(&q->ra);
     }
-    int a = ANS_NONE;
-    if (!atomic_compare_exchange_strong(&q->answer, &a, ANS_SUSPENDING))
-        return answer_resumed(q); /* ANS_EARLY: answered during the send */
+    if (answer_suspend(&q->answer))
+        return answer_resumed(q); /* answered during the send */
     suspend(q);
-    a = ANS_SUSPENDING;
-    if (!atomic_compare_exchange_strong(&q->answer, &a, ANS_SUSPENDED))
-        MHD_resume_connection(q->conn); /* ANS_LATE: answered while suspending */
+    if (answer_suspended(&q->answer))
+        MHD_resume_connection(q->conn); /* answered while suspending */
     return MHD_YES;
 }
 
