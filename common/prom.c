@@ -1,6 +1,7 @@
 #include "common/prom.h"
 
 #include <inttypes.h>
+#include <stdarg.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,32 @@ const int prom_latency_nbounds = sizeof prom_latency_bounds / sizeof prom_latenc
 void prom_header(struct mx_buf *b, const char *name, const char *type, const char *help)
 {
     mx_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+void prom_sample(struct mx_buf *b, const char *name, uint64_t value, ...)
+{
+    va_list ap;
+    va_start(ap, value);
+    mx_buf_append_str(b, name);
+    const char *sep = "{";
+    for (const char *k; (k = va_arg(ap, const char *)) != NULL;) {
+        const char *v = va_arg(ap, const char *);
+        mx_buf_append_str(b, sep);
+        mx_buf_append_str(b, k);
+        mx_buf_append_str(b, "=\"");
+        for (; *v; v++) {
+            if (*v == '\\' || *v == '"')
+                mx_buf_append_char(b, '\\');
+            if (*v == '\n')
+                mx_buf_append_str(b, "\\n");
+            else
+                mx_buf_append_char(b, *v);
+        }
+        mx_buf_append_char(b, '"');
+        sep = ",";
+    }
+    va_end(ap);
+    mx_buf_printf(b, "%s %" PRIu64 "\n", sep[0] == ',' ? "}" : "", value);
 }
 
 void prom_counter(struct mx_buf *b, const char *name, const char *help, uint64_t value)

@@ -4,8 +4,8 @@
  * struct mx_buf (common/buf.h, which holds the text and its cap). Each module keeps its
  * own counters and histograms and writes them with these when /metrics is asked for
  * (store_metrics(), res_domain_metrics(), ...), so no module depends on the HTTP layer;
- * the HTTP front only concatenates what they write. Labelled samples other than a
- * histogram's are written by their module with mx_buf_printf().
+ * the HTTP front only concatenates what they write. A labelled series is its header, then
+ * one prom_sample() per sample.
  */
 #ifndef MX_PROM_H
 #define MX_PROM_H
@@ -24,6 +24,10 @@ void prom_header(struct mx_buf *b, const char *name, const char *type, const cha
 void prom_counter(struct mx_buf *b, const char *name, const char *help, uint64_t value);
 void prom_gauge(struct mx_buf *b, const char *name, const char *help, int64_t value);
 void prom_gauge_f(struct mx_buf *b, const char *name, const char *help, double value);
+
+/* One sample of a labelled series: `name{k1="v1",k2="v2"} value`, the label pairs after
+ * `value`, ending with NULL; the values escaped as the text format wants (\\, \", \n). */
+void prom_sample(struct mx_buf *b, const char *name, uint64_t value, ...) __attribute__((sentinel));
 
 #define PROM_MAX_BUCKETS 20
 

@@ -7,6 +7,7 @@
  */
 #include "http/api.h"
 
+#include <inttypes.h>
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
@@ -287,8 +288,9 @@ static bool decode_ttl(const cJSON *v, const struct res_limits *lim, struct res_
     uint64_t ttl;
     if (!get_uint(v, &ttl) || ttl < lim->min_ttl_ms || ttl > lim->max_ttl_ms)
         return api_fail(e, 400, "invalid_ttl", "ttl_ms",
-                        "ttl_ms must be a whole number of milliseconds from %lu to %lu",
-                        (unsigned long)lim->min_ttl_ms, (unsigned long)lim->max_ttl_ms);
+                        "ttl_ms must be a whole number of milliseconds from %" PRIu64
+                        " to %" PRIu64,
+                        lim->min_ttl_ms, lim->max_ttl_ms);
     rq->ttl_ms = ttl;
     rq->has_ttl = true;
     return true;
@@ -300,8 +302,8 @@ static bool decode_wait(const cJSON *v, const struct res_limits *lim, struct res
     uint64_t w;
     if (!get_uint(v, &w) || w > lim->max_wait_ms)
         return api_fail(e, 400, "invalid_wait", "wait_ms",
-                        "wait_ms must be a whole number of milliseconds from 0 to %lu",
-                        (unsigned long)lim->max_wait_ms);
+                        "wait_ms must be a whole number of milliseconds from 0 to %" PRIu64,
+                        lim->max_wait_ms);
     rq->wait_ms = w;
     return true;
 }
@@ -564,8 +566,8 @@ bool api_query_param(enum api_route route, struct api_query *q, const char *key,
     if (route == ROUTE_GET && strcmp(key, "wait_ms") == 0) {
         if (!parse_u64(value, &v) || v > lim->max_wait_ms)
             return api_fail(e, 400, "invalid_wait", "wait_ms",
-                            "wait_ms must be a whole number of milliseconds from 0 to %lu",
-                            (unsigned long)lim->max_wait_ms);
+                            "wait_ms must be a whole number of milliseconds from 0 to %" PRIu64,
+                            lim->max_wait_ms);
         q->wait_ms = v;
         q->has_wait = true;
         return true;

@@ -301,15 +301,14 @@ bool auth_prefix_allows(const struct auth_grant *g, const char *name, size_t len
 void auth_metrics(struct auth *a, struct mx_buf *b)
 {
     prom_header(b, "mutexd_auth_failures_total", "counter", "Requests refused by authorization.");
-    mx_buf_printf(b, "mutexd_auth_failures_total{reason=\"missing\"} %lu\n",
-                  (unsigned long)atomic_load(&a->missing));
-    mx_buf_printf(b, "mutexd_auth_failures_total{reason=\"invalid\"} %lu\n",
-                  (unsigned long)atomic_load(&a->invalid));
-    mx_buf_printf(b, "mutexd_auth_failures_total{reason=\"forbidden\"} %lu\n",
-                  (unsigned long)atomic_load(&a->forbidden));
+    prom_sample(b, "mutexd_auth_failures_total", atomic_load(&a->missing), "reason", "missing",
+                NULL);
+    prom_sample(b, "mutexd_auth_failures_total", atomic_load(&a->invalid), "reason", "invalid",
+                NULL);
+    prom_sample(b, "mutexd_auth_failures_total", atomic_load(&a->forbidden), "reason", "forbidden",
+                NULL);
     prom_header(b, "mutexd_auth_reloads_total", "counter", "Token file reloads by result.");
-    mx_buf_printf(b, "mutexd_auth_reloads_total{result=\"ok\"} %lu\n",
-                  (unsigned long)atomic_load(&a->reloads));
-    mx_buf_printf(b, "mutexd_auth_reloads_total{result=\"error\"} %lu\n",
-                  (unsigned long)atomic_load(&a->reload_errors));
+    prom_sample(b, "mutexd_auth_reloads_total", atomic_load(&a->reloads), "result", "ok", NULL);
+    prom_sample(b, "mutexd_auth_reloads_total", atomic_load(&a->reload_errors), "result", "error",
+                NULL);
 }

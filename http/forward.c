@@ -29,6 +29,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/prom.h"
+#include "http/stats.h"
 
 #define URL_MAX        512
 #define ANSWER_MAX     ((size_t)64 << 20)   /* a list of 1000 resources is far less */
@@ -44,10 +45,6 @@ const char *const fwd_header_names[FWD_NHEADERS] = {
     [FWD_H_SERVED_BY] = "Mutexd-Served-By",
     [FWD_H_REQUEST_ID] = "X-Request-Id",
 };
-
-/* Statuses counted one by one in metrics; the last slot is any other. */
-static const int counted_codes[] = {200, 400, 401, 403, 404, 405, 409, 413, 415, 429, 500, 503, 0};
-#define NCODES (sizeof counted_codes / sizeof counted_codes[0])
 
 struct fwd {
     uint64_t timeout_ns;
@@ -76,7 +73,7 @@ struct fwd {
     uint64_t cur_gen;
 
     /* metrics, any thread */
-    _Atomic uint64_t relayed[NCODES];
+    _Atomic uint64_t relayed[HTTP_STATS_NCODES]; /* by http_code_slot() */
     _Atomic uint64_t no_active, lost, served_here, gone;
     _Atomic long n_held, n_sending;
     _Atomic uint64_t busy; /* refused FWD_BUSY */
@@ -165,11 +162,7 @@ static void complete(struct fwd *f, struct fwd_req *r, enum fwd_outcome outcome,
     r->outcome = outcome;
     r->reason = reason;
     if (outcome == FWD_RELAYED) {
-        int slot = (int)NCODES - 1;
-        for (size_t i = 0; i + 1 < NCODES; i++)
-            if (counted_codes[i] == r->status)
-                slot = (int)i;
-        atomic_fetch_add(&f->relayed[slot], 1);
+        atomic_fetch_add(&f->relayed[http_code_slot(r->status)], 1);
     } else {
         mx_buf_free(&r->_body);
         free_headers(r);
@@ -319,9 +312,10 @@ static void finished(struct fwd *f, CURL *e, CURLcode rc, uint64_t now)
             return;
         }
         char t[300];
-        mx_debug("forwarded", "method=%s target=%s status=%d ms=%lu active=%s request_id=%s",
-                 r->method, mx_log_quote(t, sizeof t, r->target), r->status,
-                 (unsigned long)((now - r->_sent_ns) / MX_NS_PER_MS), f->cur_url,
+        mx_debug("forwarded",
+                 "method=%s target=%s status=%d ms=%" PRIu64 " active=%s request_id=%s", r->method,
+                 mx_log_quote(t, sizeof t, r->target), r->status,
+                 (uint64_t)((now - r->_sent_ns) / MX_NS_PER_MS), f->cur_url,
                  r->request_id ? r->request_id : "");
         complete(f, r, FWD_RELAYED, NULL);
         return;
@@ -646,31 +640,25 @@ void fwd_metrics(struct fwd *f, struct mx_buf *b)
                 "send to the active; hold: wait for an active; fenced: refuse).");
     enum http_role role = fwd_role(f);
     for (int r = HTTP_ROLE_SERVE; r <= HTTP_ROLE_FENCED; r++)
-        mx_buf_printf(b, "mutexd_http_role{role=\"%s\"} %d\n", role_name((enum http_role)r),
-                      r == (int)role);
+        prom_sample(b, "mutexd_http_role", r == (int)role, "role", role_name((enum http_role)r),
+                    NULL);
     prom_header(b, "mutexd_forwarded_requests_total", "counter",
                 "Requests forwarded to the active server and answered by it, by status.");
-    for (size_t i = 0; i < NCODES; i++) {
+    for (size_t i = 0; i < HTTP_STATS_NCODES; i++) {
         uint64_t n = atomic_load(&f->relayed[i]);
         if (!n)
             continue;
-        if (counted_codes[i])
-            mx_buf_printf(b, "mutexd_forwarded_requests_total{code=\"%d\"} %lu\n", counted_codes[i],
-                          (unsigned long)n);
-        else
-            mx_buf_printf(b, "mutexd_forwarded_requests_total{code=\"other\"} %lu\n",
-                          (unsigned long)n);
+        prom_sample(b, "mutexd_forwarded_requests_total", n, "code", http_code_name((int)i), NULL);
     }
     prom_header(b, "mutexd_forward_refused_total", "counter",
                 "Requests to forward answered 503 here: no active server within the forward "
                 "timeout, the active lost after the request may have reached it, or too many "
                 "waiting requests forwarded at once.");
-    mx_buf_printf(b, "mutexd_forward_refused_total{reason=\"no_active_server\"} %lu\n",
-                  (unsigned long)atomic_load(&f->no_active));
-    mx_buf_printf(b, "mutexd_forward_refused_total{reason=\"active_lost\"} %lu\n",
-                  (unsigned long)atomic_load(&f->lost));
-    mx_buf_printf(b, "mutexd_forward_refused_total{reason=\"forward_busy\"} %" PRIu64 "\n",
-                  atomic_load(&f->busy));
+    prom_sample(b, "mutexd_forward_refused_total", atomic_load(&f->no_active), "reason",
+                FWD_NO_ACTIVE, NULL);
+    prom_sample(b, "mutexd_forward_refused_total", atomic_load(&f->lost), "reason", FWD_ACTIVE_LOST,
+                NULL);
+    prom_sample(b, "mutexd_forward_refused_total", atomic_load(&f->busy), "reason", FWD_BUSY, NULL);
     prom_counter(b, "mutexd_forward_served_here_total",
                  "Held requests served here after all, the role having become serve.",
                  atomic_load(&f->served_here));

@@ -11,30 +11,14 @@
 #include <time.h>
 
 #include "common/clock.h"
+#include "common/json_out.h"
 #include "common/uuid.h"
-
-static void add_u64(cJSON *o, const char *key, uint64_t v)
-{
-    char buf[24];
-    snprintf(buf, sizeof buf, "%lu", (unsigned long)v);
-    cJSON_AddRawToObject(o, key, buf);
-}
 
 static void add_time(cJSON *o, const char *key, int64_t wall_ms)
 {
     char buf[32];
     mx_wall_iso(wall_ms, buf);
     cJSON_AddStringToObject(o, key, buf);
-}
-
-static void add_name(cJSON *o, const char *name, size_t len)
-{
-    char buf[MX_NAME_MAX + 1];
-    if (len > MX_NAME_MAX)
-        len = MX_NAME_MAX;
-    memcpy(buf, name, len);
-    buf[len] = '\0';
-    cJSON_AddStringToObject(o, "resource", buf);
 }
 
 static void add_metadata(cJSON *o, const struct mx_str *md)
@@ -45,21 +29,14 @@ static void add_metadata(cJSON *o, const struct mx_str *md)
         cJSON_AddNullToObject(o, "metadata");
 }
 
-static char *finish(cJSON *o)
-{
-    char *s = o ? cJSON_PrintUnformatted(o) : NULL;
-    cJSON_Delete(o);
-    return s;
-}
-
 /* The lease's public fields, in the contract's order: a grant's answer and a state's
  * holder show the same ones (the lease id only in the grant, before these). */
 static void add_lease(cJSON *o, const struct res_view *v)
 {
     cJSON_AddStringToObject(o, "owner", v->owner ? v->owner->s : "");
-    add_u64(o, "fencing_token", v->token);
-    add_u64(o, "ttl_ms", v->ttl_ms);
-    add_u64(o, "expires_in_ms", v->expires_in_ms);
+    mx_json_add_u64(o, "fencing_token", v->token);
+    mx_json_add_u64(o, "ttl_ms", v->ttl_ms);
+    mx_json_add_u64(o, "expires_in_ms", v->expires_in_ms);
     add_time(o, "acquired_at", v->acquired_at_ms);
     add_time(o, "renewed_at", v->renewed_at_ms);
     add_metadata(o, v->metadata);
@@ -75,14 +52,14 @@ static cJSON *holder_object(const struct res_view *v)
 static cJSON *state_object(const char *name, size_t len, const struct res_view *v)
 {
     cJSON *o = cJSON_CreateObject();
-    add_name(o, name, len);
+    mx_json_add_name(o, "resource", name, len);
     cJSON_AddStringToObject(o, "state", v->held ? "held" : "free");
-    add_u64(o, "index", v->index);
+    mx_json_add_u64(o, "index", v->index);
     if (v->held)
         cJSON_AddItemToObject(o, "holder", holder_object(v));
     else
         cJSON_AddNullToObject(o, "holder");
-    add_u64(o, "waiters", v->waiters);
+    mx_json_add_u64(o, "waiters", v->waiters);
     return o;
 }
 
@@ -104,7 +81,7 @@ void render_error(const struct api_error *e, struct render *out)
         cJSON_AddStringToObject(inner, "field", e->field);
     out->status = e->status;
     out->retry_after_s = e->status == 503 ? 1 : 0;
-    out->body = finish(o);
+    out->body = mx_json_print(o);
 }
 
 void render_unavailable(const char *reason, uint32_t retry_after_s, struct render *out)
@@ -121,7 +98,7 @@ void render_unavailable_message(const char *reason, const char *message, uint32_
     cJSON_AddStringToObject(inner, "reason", why);
     out->status = 503;
     out->retry_after_s = retry_after_s ? retry_after_s : 1;
-    out->body = finish(o);
+    out->body = mx_json_print(o);
 }
 
 void render_answer(const char *name, size_t len, const struct res_req *rq, struct render *out)
@@ -135,19 +112,19 @@ void render_answer(const char *name, size_t len, const struct res_req *rq, struc
     switch ((enum res_status)rq->status) {
     case RES_OK_LEASE:
         o = cJSON_CreateObject();
-        add_name(o, name, len);
+        mx_json_add_name(o, "resource", name, len);
         mx_uuid_format(v->lease_id, id);
         cJSON_AddStringToObject(o, "lease_id", id);
         add_lease(o, v);
         break;
     case RES_OK_RELEASED:
         o = cJSON_CreateObject();
-        add_name(o, name, len);
+        mx_json_add_name(o, "resource", name, len);
         cJSON_AddTrueToObject(o, "released");
         break;
     case RES_OK_BROKEN:
         o = cJSON_CreateObject();
-        add_name(o, name, len);
+        mx_json_add_name(o, "resource", name, len);
         cJSON_AddBoolToObject(o, "broken", v->broken);
         break;
     case RES_OK_STATE:
@@ -157,8 +134,8 @@ void render_answer(const char *name, size_t len, const struct res_req *rq, struc
         o = error_object("lease_held", "the resource is held by another lease", &inner);
         cJSON *h = cJSON_AddObjectToObject(inner, "holder");
         cJSON_AddStringToObject(h, "owner", v->owner ? v->owner->s : "");
-        add_u64(h, "fencing_token", v->token);
-        add_u64(h, "expires_in_ms", v->expires_in_ms);
+        mx_json_add_u64(h, "fencing_token", v->token);
+        mx_json_add_u64(h, "expires_in_ms", v->expires_in_ms);
         out->status = 409;
         /* The holder's remaining time in whole seconds, rounded up. */
         out->retry_after_s = (v->expires_in_ms + 999) / 1000;
@@ -185,7 +162,7 @@ void render_answer(const char *name, size_t len, const struct res_req *rq, struc
         render_unavailable(rq->reason, rq->retry_after_s, out);
         return;
     }
-    out->body = finish(o);
+    out->body = mx_json_print(o);
 }
 
 void render_list(const struct ra_list *l, const char *next_cursor, struct render *out)
@@ -203,7 +180,7 @@ void render_list(const struct ra_list *l, const char *next_cursor, struct render
         cJSON_AddNullToObject(o, "next_cursor");
     out->status = 200;
     out->retry_after_s = 0;
-    out->body = finish(o);
+    out->body = mx_json_print(o);
 }
 
 void render_status(int status, const char *word, const char *reason, const char *details,

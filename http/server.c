@@ -26,6 +26,7 @@
  */
 #include "http/server.h"
 
+#include <inttypes.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <microhttpd.h>
@@ -169,7 +170,7 @@ static enum MHD_Result send_body(struct hreq *q, int status, char *body, const c
     MHD_add_response_header(r, "Cache-Control", "no-store");
     if (retry_after_s) {
         char ra[24];
-        snprintf(ra, sizeof ra, "%lu", (unsigned long)retry_after_s);
+        snprintf(ra, sizeof ra, "%" PRIu64, retry_after_s);
         MHD_add_response_header(r, "Retry-After", ra);
     }
     if (allow)
@@ -614,7 +615,7 @@ static void new_request_id(struct http *h, char *out, size_t len)
     state ^= state >> 12;
     state ^= state << 25;
     state ^= state >> 27;
-    snprintf(out, len, "%016lx", (unsigned long)(state * 2685821657736338717ull));
+    snprintf(out, len, "%016" PRIx64, (uint64_t)(state * 2685821657736338717ull));
 }
 
 static bool valid_request_id(const char *s)
@@ -1012,6 +1013,24 @@ void http_set_core(struct http *h, struct rt *rt, struct store *store)
     h->cfg.store = store;
 }
 
+/* Frees what http_start() made, as far as it got: its failure and http_stop() end here
+ * alike. */
+static void teardown(struct http *h)
+{
+    if (h->daemon)
+        MHD_stop_daemon(h->daemon);
+    fwd_free(h->fwd);
+    if (h->conns)
+        conns_stop(h->conns);
+    if (h->hangup)
+        hangup_stop(h->hangup);
+    if (h->listen_fd >= 0)
+        close(h->listen_fd);
+    free(h->tls_cert);
+    free(h->tls_key);
+    free(h);
+}
+
 int http_start(struct http **out, const struct http_config *cfg, char *err, size_t errlen)
 {
     struct http *h = calloc(1, sizeof *h);
@@ -1104,16 +1123,7 @@ int http_start(struct http **out, const struct http_config *cfg, char *err, size
     *out = h;
     return 0;
 fail:
-    fwd_free(h->fwd);
-    if (h->conns)
-        conns_stop(h->conns);
-    if (h->hangup)
-        hangup_stop(h->hangup);
-    if (h->listen_fd >= 0)
-        close(h->listen_fd);
-    free(h->tls_cert);
-    free(h->tls_key);
-    free(h);
+    teardown(h);
     return -1;
 }
 
@@ -1150,13 +1160,5 @@ void http_stop(struct http *h)
     if (atomic_load(&h->stats.suspended) > 0)
         mx_error("http: requests still waiting at shutdown", "count=%ld",
                  atomic_load(&h->stats.suspended));
-    MHD_stop_daemon(h->daemon);
-    fwd_free(h->fwd);
-    conns_stop(h->conns);
-    hangup_stop(h->hangup);
-    if (h->listen_fd >= 0)
-        close(h->listen_fd);
-    free(h->tls_cert);
-    free(h->tls_key);
-    free(h);
+    teardown(h);
 }

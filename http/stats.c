@@ -8,13 +8,20 @@
 /* Statuses counted in metrics, in this order; anything else counts as "other" (0). */
 static const int counted_codes[HTTP_STATS_NCODES] = {200, 400, 401, 403, 404, 405, 409,
                                                      413, 415, 429, 500, 503, 0};
+static const char *const code_names[HTTP_STATS_NCODES] = {
+    "200", "400", "401", "403", "404", "405", "409", "413", "415", "429", "500", "503", "other"};
 
-static int code_slot(int status)
+int http_code_slot(int status)
 {
     for (int i = 0; i < HTTP_STATS_NCODES - 1; i++)
         if (counted_codes[i] == status)
             return i;
     return HTTP_STATS_NCODES - 1;
+}
+
+const char *http_code_name(int slot)
+{
+    return slot >= 0 && slot < HTTP_STATS_NCODES ? code_names[slot] : "other";
 }
 
 void http_stats_init(struct http_stats *s)
@@ -25,7 +32,7 @@ void http_stats_init(struct http_stats *s)
 
 void http_stats_answered(struct http_stats *s, enum api_route route, int status, uint64_t ns)
 {
-    atomic_fetch_add_explicit(&s->requests[route][code_slot(status)], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->requests[route][http_code_slot(status)], 1, memory_order_relaxed);
     prom_hist_observe(&s->latency[route], ns);
 }
 
@@ -38,13 +45,8 @@ void http_stats_write(struct http_stats *s, struct mx_buf *b)
             uint64_t n = atomic_load_explicit(&s->requests[r][c], memory_order_relaxed);
             if (n == 0)
                 continue;
-            char code[8];
-            if (counted_codes[c])
-                snprintf(code, sizeof code, "%d", counted_codes[c]);
-            else
-                snprintf(code, sizeof code, "other");
-            mx_buf_printf(b, "mutexd_http_requests_total{route=\"%s\",code=\"%s\"} %lu\n",
-                          api_route_name((enum api_route)r), code, (unsigned long)n);
+            prom_sample(b, "mutexd_http_requests_total", n, "route",
+                        api_route_name((enum api_route)r), "code", http_code_name(c), NULL);
         }
     prom_header(b, "mutexd_http_request_duration_seconds", "histogram",
                 "Time from the request's first byte to its answer, by route.");

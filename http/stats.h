@@ -15,6 +15,11 @@
 
 /* The statuses counted one by one (see stats.c), and one slot for any other. */
 #define HTTP_STATS_NCODES 13
+/* The slot of `status` (the last one: any status not counted one by one), and its label
+ * value ("200", ..., "other"). For every counter by status: the front's and the
+ * forwarder's. */
+int http_code_slot(int status);
+const char *http_code_name(int slot);
 
 struct http_stats {
     _Atomic long in_flight; /* requests begun and not yet completed */

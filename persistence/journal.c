@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/json_out.h"
 #include "common/json_span.h"
 #include "common/uuid.h"
 
@@ -20,24 +21,10 @@ const char *jr_mode_name(enum jr_mode mode)
     return mode == JR_MODE_SYNC ? "sync" : "async";
 }
 
-static void add_u64(cJSON *o, const char *key, uint64_t v)
-{
-    char buf[24];
-    snprintf(buf, sizeof buf, "%" PRIu64, v);
-    cJSON_AddRawToObject(o, key, buf);
-}
-
-static void add_i64(cJSON *o, const char *key, int64_t v)
-{
-    char buf[24];
-    snprintf(buf, sizeof buf, "%ld", (long)v);
-    cJSON_AddRawToObject(o, key, buf);
-}
-
+/* `o` as one line of the journal (deleted). */
 static void finish(struct mx_buf *b, cJSON *o)
 {
-    char *text = o ? cJSON_PrintUnformatted(o) : NULL;
-    cJSON_Delete(o);
+    char *text = mx_json_print(o);
     if (!text) {
         b->oom = true;
         return;
@@ -47,34 +34,24 @@ static void finish(struct mx_buf *b, cJSON *o)
     cJSON_free(text);
 }
 
-static void add_name(cJSON *o, const char *name, size_t len)
-{
-    char buf[MX_NAME_MAX + 1];
-    if (len > MX_NAME_MAX)
-        len = MX_NAME_MAX;
-    memcpy(buf, name, len);
-    buf[len] = '\0';
-    cJSON_AddStringToObject(o, "resource", buf);
-}
-
 void jr_encode_row(struct mx_buf *b, uint64_t seq, const char *name, size_t len,
                    const struct store_row *row)
 {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "op", row->has_lease ? "put" : "del");
-    add_u64(o, "seq", seq);
-    add_name(o, name, len);
-    add_u64(o, "index", row->index);
+    mx_json_add_u64(o, "seq", seq);
+    mx_json_add_name(o, "resource", name, len);
+    mx_json_add_u64(o, "index", row->index);
     if (row->has_lease) {
         char id[MX_UUID_STR_LEN + 1];
         mx_uuid_format(row->lease_id, id);
         cJSON_AddStringToObject(o, "lease_id", id);
         cJSON_AddStringToObject(o, "owner", row->owner ? row->owner->s : "");
-        add_u64(o, "token", row->token);
-        add_u64(o, "ttl_ms", row->ttl_ms);
-        add_i64(o, "acquired_at", row->acquired_at_ms);
-        add_i64(o, "renewed_at", row->renewed_at_ms);
-        add_i64(o, "deadline", row->deadline_ms);
+        mx_json_add_u64(o, "token", row->token);
+        mx_json_add_u64(o, "ttl_ms", row->ttl_ms);
+        mx_json_add_i64(o, "acquired_at", row->acquired_at_ms);
+        mx_json_add_i64(o, "renewed_at", row->renewed_at_ms);
+        mx_json_add_i64(o, "deadline", row->deadline_ms);
         cJSON_AddBoolToObject(o, "held", row->held);
         if (row->metadata)
             cJSON_AddRawToObject(o, "metadata", row->metadata->s);
@@ -93,7 +70,7 @@ void jr_encode_reserve(struct mx_buf *b, uint64_t ceiling)
 {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "op", "reserve");
-    add_u64(o, "ceiling", ceiling);
+    mx_json_add_u64(o, "ceiling", ceiling);
     finish(b, o);
 }
 
@@ -101,9 +78,9 @@ void jr_encode_begin(struct mx_buf *b, uint64_t generation, enum jr_mode mode, u
 {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "op", "begin");
-    add_u64(o, "generation", generation);
+    mx_json_add_u64(o, "generation", generation);
     cJSON_AddStringToObject(o, "mode", jr_mode_name(mode));
-    add_u64(o, "first_seq", first_seq);
+    mx_json_add_u64(o, "first_seq", first_seq);
     finish(b, o);
 }
 
@@ -112,13 +89,13 @@ void jr_encode_snapshot(struct mx_buf *b, uint64_t generation, enum jr_mode mode
 {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "op", "snapshot");
-    add_u64(o, "generation", generation);
+    mx_json_add_u64(o, "generation", generation);
     cJSON_AddStringToObject(o, "mode", jr_mode_name(mode));
-    add_u64(o, "seq", m->commit_seq);
-    add_u64(o, "token_hwm", m->token_hwm);
-    add_u64(o, "index_hwm", m->index_hwm);
-    add_u64(o, "index_floor", m->index_floor);
-    add_u64(o, "ceiling", ceiling);
+    mx_json_add_u64(o, "seq", m->commit_seq);
+    mx_json_add_u64(o, "token_hwm", m->token_hwm);
+    mx_json_add_u64(o, "index_hwm", m->index_hwm);
+    mx_json_add_u64(o, "index_floor", m->index_floor);
+    mx_json_add_u64(o, "ceiling", ceiling);
     finish(b, o);
 }
 

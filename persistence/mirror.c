@@ -1410,8 +1410,8 @@ void mirror_metrics(struct mirror *m, struct mx_buf *b)
     prom_header(b, "mutexd_mirror_errors_total", "counter", "Failed blob requests, by code.");
     pthread_mutex_lock(&m->err_lock);
     for (size_t i = 0; i < sizeof m->errors / sizeof m->errors[0] && m->errors[i].code[0]; i++)
-        mx_buf_printf(b, "mutexd_mirror_errors_total{code=\"%s\"} %" PRIu64 "\n", m->errors[i].code,
-                      m->errors[i].count);
+        prom_sample(b, "mutexd_mirror_errors_total", m->errors[i].count, "code", m->errors[i].code,
+                    NULL);
     pthread_mutex_unlock(&m->err_lock);
     prom_counter(b, "mutexd_mirror_snapshots_total", "Snapshots written.",
                  atomic_load(&m->snapshots));

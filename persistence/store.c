@@ -1113,10 +1113,9 @@ void store_metrics(struct store *s, struct mx_buf *b)
                 "Time of COMMIT alone: writing the WAL and its fsync.");
     prom_hist_write(b, "mutexd_store_fsync_seconds", "", &s->fsync_seconds);
     prom_header(b, "mutexd_store_commits_total", "counter", "Group commits by result.");
-    mx_buf_printf(b, "mutexd_store_commits_total{result=\"ok\"} %" PRIu64 "\n",
-                  atomic_load(&s->commits_ok));
-    mx_buf_printf(b, "mutexd_store_commits_total{result=\"error\"} %" PRIu64 "\n",
-                  atomic_load(&s->commits_failed));
+    prom_sample(b, "mutexd_store_commits_total", atomic_load(&s->commits_ok), "result", "ok", NULL);
+    prom_sample(b, "mutexd_store_commits_total", atomic_load(&s->commits_failed), "result", "error",
+                NULL);
     prom_counter(b, "mutexd_store_batches_here_total",
                  "Batches committed on the thread of the request they answer, when no other "
                  "request waited to join the commit (the others: on the writer's thread).",
@@ -1125,10 +1124,10 @@ void store_metrics(struct store *s, struct mx_buf *b)
                  atomic_load(&s->commits_failed));
     prom_header(b, "mutexd_store_records_total", "counter",
                 "Records written, and refused after a failed commit.");
-    mx_buf_printf(b, "mutexd_store_records_total{result=\"written\"} %" PRIu64 "\n",
-                  atomic_load(&s->records_written));
-    mx_buf_printf(b, "mutexd_store_records_total{result=\"refused\"} %" PRIu64 "\n",
-                  atomic_load(&s->records_refused));
+    prom_sample(b, "mutexd_store_records_total", atomic_load(&s->records_written), "result",
+                "written", NULL);
+    prom_sample(b, "mutexd_store_records_total", atomic_load(&s->records_refused), "result",
+                "refused", NULL);
     prom_gauge(b, "mutexd_store_healthy", "1 when the last commit succeeded.",
                store_healthy(s, NULL, 0) ? 1 : 0);
 }

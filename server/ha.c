@@ -415,7 +415,7 @@ void ha_metrics(struct ha *h, struct mx_buf *b)
     prom_header(b, "mutexd_role", "gauge", "1 for this server's role in its group.");
     static const enum ha_role roles[] = {HA_JOINING, HA_STANDBY, HA_ACTIVE, HA_FENCED};
     for (size_t i = 0; i < sizeof roles / sizeof roles[0]; i++)
-        mx_buf_printf(b, "mutexd_role{role=\"%s\"} %d\n", ha_role_name(roles[i]), roles[i] == role);
+        prom_sample(b, "mutexd_role", roles[i] == role, "role", ha_role_name(roles[i]), NULL);
     prom_counter(b, "mutexd_takeovers_total", "Times this server took the container over.",
                  atomic_load(&h->takeovers));
     prom_gauge_f(b, "mutexd_last_takeover_seconds",
