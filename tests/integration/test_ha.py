@@ -5,6 +5,7 @@ takeover, fencing tokens only grow, and no lease is granted to two holders at on
 
 import json
 import os
+import re
 import signal
 import threading
 import time
@@ -185,6 +186,16 @@ def test_sigkill_of_the_active_loses_no_answered_change(group):
         # its holder renews it, same token
         rr = cn.renew(name, lease["lease_id"])
         assert rr.status == 200 and rr.json["fencing_token"] == lease["fencing_token"], rr
+    # Every server names the new active with the generation it serves, the one its log says;
+    # and none lists the dead server as active, though its heartbeat says so for a while.
+    served = [l for l in new.lines if "serving as the active server" in l][-1]
+    gen = int(re.search(r"generation=(\d+)", served).group(1))
+    for s in group.alive():
+        v = group.view(s)
+        assert v["active"] == {"url": new.url, "since": v["active"]["since"], "generation": gen}, v
+        for x in v["servers"]:
+            if x["url"] == active.url:
+                assert x["role"] != "active", v
 
 
 def test_sigterm_hands_over_in_under_a_second(group):
