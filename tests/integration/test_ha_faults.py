@@ -462,3 +462,67 @@ def test_an_undecodable_journal_line_stops_the_takeover_with_a_clear_log_line(gr
         "\n".join(warns[:5])
     assert any(any(not l.endswith(" 0") for l in v) for v in metrics.values()), \
         "no metric counts the undecodable journal line: %r" % metrics
+
+
+# ---- reads of an active cut off from the blob store -------------------------------------
+
+@pytest.mark.heavy
+def test_an_active_cut_off_from_the_blob_store_stops_answering_reads(groups):
+    after_ms = 1000
+    g = groups(extra=FAST + ["--failover-after-ms", str(after_ms)]).start()
+    old = g.active()
+    c = old.client(timeout=10)
+    a = c.acquire("x", owner="A", ttl_ms=120000)
+    assert a.status == 200, a
+    g.proxy(old).cut()
+    try:
+        # It cannot confirm it owns the container: after --failover-after-ms (and a little),
+        # it must not answer a read from its state any more.
+        time.sleep(2.5 * after_ms / 1000)
+        early = c.get("x")
+        # Another takes over (once the owner lease has lapsed) and changes the resource.
+        new = g.active(timeout=60 * SLOW, among=g.standbys(old))
+        cn = new.client()
+        assert cn.brk("x").status == 200
+        b = cn.acquire("x", owner="B", ttl_ms=120000)
+        assert b.status == 200, b
+        late = c.get("x")
+    finally:
+        g.proxy(old).heal()
+    print("cut %.1f s: %r; after the takeover: %r" % (2.5 * after_ms / 1000, early, late))
+    stale = [r for r in (early, late) if r.status == 200 and r.json["state"] == "held" and
+             r.json["holder"]["fencing_token"] == a.json["fencing_token"] and
+             r.header("mutexd-served-by") in (None, old.url)]
+    assert not stale, "the cut-off active answered reads from its own state: %r" % stale
+
+
+# ---- a standby stuck in a read of the journal -------------------------------------------
+
+@pytest.mark.heavy
+def test_a_standby_stuck_in_a_journal_read_still_heartbeats_and_stops_on_sigterm(groups):
+    g = groups(extra=FAST).start()
+    active = g.active()
+    stuck = g.standbys(active)[0]
+    c = active.client()
+    for i in range(10):
+        assert c.acquire("k%d" % i, owner="w", ttl_ms=60000).status == 200
+    hole = g.proxy(stuck).add(action="blackhole", method="GET", path=r"/journal/", times=None)
+    try:
+        assert g.proxy(stuck).wait_fired(hole, timeout=10), hole
+        for i in range(10, 20):
+            assert c.acquire("k%d" % i, owner="w", ttl_ms=60000).status == 200
+        time.sleep(12)
+        listed = {x["url"]: x for x in g.view(active)["servers"]}
+        t0 = time.monotonic()
+        stuck.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = stuck.proc.wait(timeout=20)
+        except Exception:
+            rc = None
+        took = time.monotonic() - t0
+    finally:
+        g.proxy(stuck).remove(hole)
+    print("held reads: %d; listed: %r; SIGTERM took %.1f s (status %s)" % (
+        hole.fired, listed.get(stuck.url), took, rc))
+    assert stuck.url in listed, "the stuck standby's heartbeat stopped: %r" % sorted(listed)
+    assert rc == 0 and took < 5 * SLOW, "SIGTERM took %.1f s (status %s)" % (took, rc)

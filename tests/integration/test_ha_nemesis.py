@@ -13,7 +13,7 @@ from ha_nemesis import run
 @pytest.mark.heavy
 def test_a_randomized_run_keeps_every_promise():
     seed = os.environ.get("MUTEXD_NEMESIS_SEED")
-    seconds = float(os.environ.get("MUTEXD_NEMESIS_SECONDS", "150"))
+    seconds = float(os.environ.get("MUTEXD_NEMESIS_SECONDS", "120"))
     az = Azurite()
     try:
         seed, bad, faults = run(int(seed) if seed else None, seconds, az=az,
