@@ -1,7 +1,6 @@
 """A server group whose servers each reach Azurite through their own fault proxy
 (faultproxy.py), with the load and the checks the fault tests and the nemesis share."""
 
-import os
 import re
 import threading
 import time
@@ -240,7 +239,3 @@ def metric(s, name):
         c.close()
     m = re.search(r"^%s(?:\{[^}]*\})? (\S+)$" % re.escape(name), body, re.M)
     return float(m.group(1)) if m else None
-
-
-def env_bin():
-    return os.environ.get("MUTEXD_BIN", BIN)

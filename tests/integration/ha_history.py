@@ -40,6 +40,7 @@ class GroupClient:
         self.timeout = timeout
         self.conn = None
         self.failed = 0  # requests that no server answered in time
+        self.sent = 0  # times the last request was sent (more than once: it was retried)
 
     def _connect(self):
         host, port = self.urls[self.i].rsplit("/", 1)[-1].rsplit(":", 1)
@@ -59,8 +60,10 @@ class GroupClient:
         if data is not None:
             hdrs["Content-Type"] = "application/json"
         deadline = deadline or time.monotonic() + 30
+        self.sent = 0
         while time.monotonic() < deadline:
             try:
+                self.sent += 1
                 if self.conn is None:
                     self._connect()
                 self.conn.timeout = max(0.2, min(self.timeout, deadline - time.monotonic()))
@@ -264,7 +267,7 @@ def ledger_worker(urls, history, stop, wid, ttl_ms=3600000, release_every=3, pau
                                    deadline=send + 10)
                 history.add(worker="ledger%d" % wid, op="release", resource=res, lease_id=lid,
                             status=st2, token=tok, send=send, recv=time.monotonic(),
-                            ttl=ttl_ms)
+                            ttl=ttl_ms, sent=c.sent)
             time.sleep(pause)
     finally:
         c.close()
@@ -280,9 +283,11 @@ def run_ledger(urls, stop, history, n=2):
 
 
 def ledger_expectations(history):
-    """resource -> what must be there: ("held", lease_id, token) or ("free", lease_id, token).
-    Only resources whose every change was answered (a change without an answer may or may
-    not have been made)."""
+    """resource -> what must be there: ("held", lease_id, token), ("free", lease_id, token),
+    or ("gone", lease_id, token, answer): a release sent once found the lease it had been
+    granted gone. Only resources whose every change was answered: a change without an
+    answer may or may not have been made, and a release sent again after a failover may
+    find its own first attempt made (it is answered 409 then)."""
     want, unsure = {}, set()
     for e in sorted(history.events, key=lambda e: e["send"]):
         if not str(e["worker"]).startswith("ledger"):
@@ -293,13 +298,21 @@ def ledger_expectations(history):
             want[e["resource"]] = ("held", e["lease_id"], e["token"])
         elif e["status"] == 200 and e["op"] == "release":
             want[e["resource"]] = ("free", e["lease_id"], e["token"])
+        elif e["op"] == "release" and e.get("sent", 1) > 1:
+            unsure.add(e["resource"])
+        elif e["op"] == "release" and e["resource"] in want:
+            want[e["resource"]] = ("gone", e["lease_id"], e["token"], e["status"])
     return {r: w for r, w in want.items() if r not in unsure}
 
 
 def check_ledger(history, group_get):
     """Returns (violations, lost) where lost lists (resource, expected, answer)."""
     lost = []
-    for res, (state, lid, tok) in sorted(ledger_expectations(history).items()):
+    for res, w in sorted(ledger_expectations(history).items()):
+        state, lid, tok = w[:3]
+        if state == "gone":
+            lost.append((res, ("held", lid, tok), (w[3], "to its holder's release")))
+            continue
         st, js = group_get(res)
         if st != 200 or not js:
             lost.append((res, (state, lid, tok), (st, js)))

@@ -1,15 +1,18 @@
-"""The server group under the faults it must survive without breaking a promise: a blob
-request that fails once at a snapshot roll, a standby stalled in the middle of its takeover,
-a takeover slower than the owner lease, a server whose clock runs ahead, a restore from an
-async mirror, forwarded long-polls filling the active's connections, a journal line that
-cannot be decoded.
+"""The server group under the faults it must survive without breaking a promise (issue 23):
+a blob request that fails once at a snapshot roll, a standby stalled in the middle of its
+takeover, a takeover slower than the owner lease, a server whose clock runs ahead, a restore
+from an async mirror, forwarded long-polls filling the active's connections, a journal line
+that cannot be decoded, an active cut off from the blob store answering reads, a standby
+stuck in a read of the journal, a journal blob that takes no more blocks.
 
 Real Azurite, real servers, each server reaching Azurite through its own fault proxy
-(faultproxy.py), so that a fault hits one server. Load from 32 clients on shared resources
-and 2 ledger clients (ha_history.py); the history check at the end: every answered change
-is there, fencing tokens are never handed out twice nor go back, no lease is granted before
-its holder's own deadline. A lost change is shown with the blob it should have been in."""
+(faultproxy.py), so that a fault hits one server. Load from clients on shared resources and
+ledger clients on resources of their own (ha_history.py, ha_group.Load); the history check
+at the end: every answered change is there, fencing tokens are never handed out twice nor
+go back, no lease is granted before its holder's own deadline. A lost change is shown with
+the blob it was written to and the journal the owner blob named then."""
 
+import email.utils
 import os
 import re
 import shutil
@@ -23,6 +26,7 @@ import pytest
 
 from azure import Azurite
 from ha_group import SLOW, Load, ProxiedGroup, faketime_env, metric, wait_log
+from ha_history import GroupClient
 from harness import Client
 
 ROLL = ["--snapshot-every-changes", "200"]
@@ -267,14 +271,12 @@ def test_a_standby_with_a_clock_ahead_grants_nothing_before_the_holders_deadline
     c = skewed.client(timeout=5)
     r = c.request("GET", "/healthz")
     c.close()
-    import email.utils
     their = email.utils.parsedate_to_datetime(r.header("date")).timestamp()
     skew = their - time.time()
     assert 3.5 <= skew <= 6.5, "the standby's clock is %.2f s off, not 5 s" % skew
     # Holders: leases of 10 s renewed every second until the active dies; then they stop,
     # as a holder that keeps its work until its own deadline.
     urls = g.urls()
-    from ha_history import GroupClient
     n = 8
     last = {}  # resource -> (lease_id, token, send time of its last answered acquire/renew)
     stop_holders = threading.Event()
