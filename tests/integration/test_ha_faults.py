@@ -80,11 +80,11 @@ def roll_fault_then_end_active(groups, how, rounds=4, **rule):
     active's request matching `rule` at its first roll fails once (503); the load goes on
     for half a second (less than the next roll, which would start a journal the owner blob
     names and hide the loss), then the active is ended (`how`), a standby takes over, and
-    the ended server comes back as a standby. Then the history check. Half the clients are
-    ledger clients: each of their changes is on a resource of its own, so a lost change
-    stays visible."""
+    the ended server comes back as a standby. Then the history check. Three clients in
+    four are ledger clients: each of their changes is on a resource of its own, so a lost
+    change stays visible."""
     g = groups(extra=["--snapshot-every-changes", "1000"] + FAST).start()
-    load = Load(g, n=16, ledgers=16)
+    load = Load(g, n=8, ledgers=24)
     fired = []
     for round in range(rounds):
         active = g.active(timeout=30 * SLOW)
@@ -118,7 +118,7 @@ JOURNAL_CREATE = dict(method="PUT", path=r"/journal/\d+/\d+$",
 def test_a_failed_journal_create_at_a_roll_loses_nothing(groups, how):
     # What is lost here is what was committed between the last append and the snapshot's
     # read: none to a few changes a roll, so more rounds.
-    roll_fault_then_end_active(groups, how, rounds=6, **JOURNAL_CREATE)
+    roll_fault_then_end_active(groups, how, rounds=8, **JOURNAL_CREATE)
 
 
 # ---- b. the owner blob cannot name the new journal, once --------------------------------
