@@ -11,11 +11,20 @@ The checker verifies, per resource:
     lease could have run out, as its client saw it (the send time of its last answered
     acquire or renew plus the TTL), or before that holder sent its release;
   * durability: after the run, every lease a client still holds (answered, unreleased and
-    not run out) is held, with its fencing token, in the group's answer.
+    not run out) is held, with its fencing token, in the group's answer;
+  * fencing tokens across the group (check_tokens): no token is handed out to two leases,
+    and a grant answered before another was sent has the smaller token, whatever the
+    resources (tokens come from one counter);
+  * the ledger (ledger_worker, check_ledger): long leases on resources of their own, each
+    answered acquire and release is a change that must still be there after the run.
+
+For a change found lost, explain_lost() says which blob of the container holds it (or
+none) and what the owner blob names, so a failure shows where the change went.
 """
 
 import http.client
 import json
+import re
 import random
 import threading
 import time
@@ -31,6 +40,7 @@ class GroupClient:
         self.timeout = timeout
         self.conn = None
         self.failed = 0  # requests that no server answered in time
+        self.sent = 0  # times the last request was sent (more than once: it was retried)
 
     def _connect(self):
         host, port = self.urls[self.i].rsplit("/", 1)[-1].rsplit(":", 1)
@@ -50,8 +60,10 @@ class GroupClient:
         if data is not None:
             hdrs["Content-Type"] = "application/json"
         deadline = deadline or time.monotonic() + 30
+        self.sent = 0
         while time.monotonic() < deadline:
             try:
+                self.sent += 1
                 if self.conn is None:
                     self._connect()
                 self.conn.timeout = max(0.2, min(self.timeout, deadline - time.monotonic()))
@@ -190,3 +202,193 @@ def check(history, group_get=None, finals=None):
                     bad.append("%s: held by token %d as its client saw it, but the group "
                                "answers %s %s" % (res, tok, st, js))
     return bad
+
+
+def check_tokens(history):
+    """Fencing tokens across every resource: a token belongs to one lease, and a grant
+    answered before another grant was sent has the smaller token. Returns violations."""
+    bad = []
+    grants = {}  # lease_id -> its first answered acquire
+    for e in history.events:
+        if e["op"] == "acquire" and e["status"] == 200 and e["token"] is not None:
+            if e["lease_id"] not in grants or e["recv"] < grants[e["lease_id"]]["recv"]:
+                grants[e["lease_id"]] = e
+    by_token = {}
+    for e in grants.values():
+        by_token.setdefault(e["token"], []).append(e)
+    twice = {t: es for t, es in by_token.items() if len(es) > 1}
+    for t, es in sorted(twice.items())[:20]:
+        bad.append("token %d handed out %d times: %s" % (
+            t, len(es), ", ".join("%s/%s" % (e["resource"], e["lease_id"][:8]) for e in es)))
+    if twice:
+        bad.append("%d fencing tokens handed out more than once" % len(twice))
+    # Sweep: grants by the time they were answered; for each grant, the largest token
+    # answered before it was sent must be smaller than its own.
+    by_recv = sorted(grants.values(), key=lambda e: e["recv"])
+    by_send = sorted(grants.values(), key=lambda e: e["send"])
+    i, top, top_e, back = 0, 0, None, []
+    for b in by_send:
+        while i < len(by_recv) and by_recv[i]["recv"] < b["send"]:
+            if by_recv[i]["token"] > top:
+                top, top_e = by_recv[i]["token"], by_recv[i]
+            i += 1
+        if top_e is not None and b["token"] <= top and top_e is not b:
+            back.append((b, top_e))
+    for b, a in back[:10]:
+        bad.append("%s: token %d granted after %s's token %d was answered (tokens went back)"
+                   % (b["resource"], b["token"], a["resource"], a["token"]))
+    if back:
+        bad.append("%d grants got a token not above one answered before they were sent; "
+                   "the lowest: %d" % (len(back), min(b["token"] for b, _ in back)))
+    return bad
+
+
+def ledger_worker(urls, history, stop, wid, ttl_ms=3600000, release_every=3, pause=0.02):
+    """Acquires resources of its own (`ledger-<wid>-<n>`), each once, with a long TTL, and
+    releases every `release_every`th one again: each answered change is recorded and must be
+    there after the run (check_ledger)."""
+    c = GroupClient(urls)
+    n = 0
+    try:
+        while not stop.is_set():
+            res = "ledger-%d-%d" % (wid, n)
+            n += 1
+            lid = str(uuid.uuid4())
+            send = time.monotonic()
+            st, js = c.request("POST", "/v1/resources/%s/acquire" % res,
+                               {"owner": "ledger%d" % wid, "ttl_ms": ttl_ms, "lease_id": lid},
+                               deadline=send + 10)
+            tok = js.get("fencing_token") if st == 200 and js else None
+            history.add(worker="ledger%d" % wid, op="acquire", resource=res, lease_id=lid,
+                        status=st, token=tok, send=send, recv=time.monotonic(), ttl=ttl_ms)
+            if st == 200 and n % release_every == 0:
+                send = time.monotonic()
+                st2, _ = c.request("POST", "/v1/resources/%s/release" % res, {"lease_id": lid},
+                                   deadline=send + 10)
+                history.add(worker="ledger%d" % wid, op="release", resource=res, lease_id=lid,
+                            status=st2, token=tok, send=send, recv=time.monotonic(),
+                            ttl=ttl_ms, sent=c.sent)
+            time.sleep(pause)
+    finally:
+        c.close()
+
+
+def run_ledger(urls, stop, history, n=2):
+    threads = []
+    for i in range(n):
+        t = threading.Thread(target=ledger_worker, args=(urls, history, stop, i), daemon=True)
+        t.start()
+        threads.append(t)
+    return threads
+
+
+def ledger_expectations(history):
+    """resource -> what must be there: ("held", lease_id, token), ("free", lease_id, token),
+    or ("gone", lease_id, token, answer): a release sent once found the lease it had been
+    granted gone. Only resources whose every change was answered: a change without an
+    answer may or may not have been made, and a release sent again after a failover may
+    find its own first attempt made (it is answered 409 then)."""
+    want, unsure = {}, set()
+    for e in sorted(history.events, key=lambda e: e["send"]):
+        if not str(e["worker"]).startswith("ledger"):
+            continue
+        if e["status"] is None or e["status"] >= 500:
+            unsure.add(e["resource"])
+        elif e["status"] == 200 and e["op"] == "acquire":
+            want[e["resource"]] = ("held", e["lease_id"], e["token"])
+        elif e["status"] == 200 and e["op"] == "release":
+            want[e["resource"]] = ("free", e["lease_id"], e["token"])
+        elif e["op"] == "release" and e.get("sent", 1) > 1:
+            unsure.add(e["resource"])
+        elif e["op"] == "release" and e["resource"] in want:
+            want[e["resource"]] = ("gone", e["lease_id"], e["token"], e["status"])
+    return {r: w for r, w in want.items() if r not in unsure}
+
+
+def check_ledger(history, group_get):
+    """Returns (violations, lost) where lost lists (resource, expected, answer)."""
+    lost = []
+    for res, w in sorted(ledger_expectations(history).items()):
+        state, lid, tok = w[:3]
+        if state == "gone":
+            lost.append((res, ("held", lid, tok), (w[3], "to its holder's release")))
+            continue
+        st, js = group_get(res)
+        if st != 200 or not js:
+            lost.append((res, (state, lid, tok), (st, js)))
+            continue
+        holder = js.get("holder") or {}
+        if state == "held" and (js.get("state") != "held" or holder.get("fencing_token") != tok):
+            lost.append((res, (state, lid, tok), (st, js)))
+        if state == "free" and js.get("state") == "held" and holder.get("fencing_token") == tok:
+            lost.append((res, (state, lid, tok), (st, js)))
+    bad = ["%s: answered %s (lease %s, token %s) but the group answers %s %s"
+           % (res, "acquire" if w[0] == "held" else "release", w[1][:8], w[2], a[0], a[1])
+           for res, w, a in lost[:20]]
+    if lost:
+        bad.append("%d ledger resources lost an answered change (of %d)" %
+                   (len(lost), len(ledger_expectations(history))))
+    return bad, lost
+
+
+def lost_from_violations(bad):
+    """The resources named by check()'s durability violations."""
+    out = []
+    for line in bad:
+        m = re.match(r"(\S+): held by token (\d+) as its client saw it", line)
+        if m:
+            out.append(m.group(1))
+    return out
+
+
+def explain_lost(az, container, items, limit=10, proxies=()):
+    """For each lost change (resource, lease_id or None), the blobs of the container that
+    hold it and what the owner blob names; returns printable lines. With the servers' fault
+    proxies (faultproxy.py), also every write that carried it, to a blob that may since have
+    been deleted, and the journal the owner blob named then."""
+    out = []
+    try:
+        st, hdrs, _ = az.request("HEAD", "%s/owner" % container)
+        meta = {k[len("x-ms-meta-"):]: v for k, v in hdrs.items()
+                if k.lower().startswith("x-ms-meta-")}
+        out.append("owner blob (%s): %s" % (st, json.dumps(meta, sort_keys=True)))
+        blobs = [n for n in az.list(container)
+                 if n.startswith("journal/") or n.startswith("snapshots/")]
+        out.append("blobs: %s" % ", ".join(blobs))
+        texts = {}
+        for n in blobs:
+            try:
+                texts[n] = az.get(container, n).decode("utf-8", "replace")
+            except AssertionError as e:  # deleted meanwhile
+                texts[n] = ""
+                out.append("cannot read %s: %s" % (n, e))
+    except Exception as e:  # a diagnosis must never hide the failure it explains
+        return out + ["cannot look at the container: %r" % (e,)]
+    # The journal the owner blob named, in time: every metadata write that succeeded.
+    names = sorted((t, journal) for p in proxies for t, blob, q, status, _, journal in
+                   list(p.writes) if blob == "owner" and "comp=metadata" in q and status == 200
+                   and journal)
+    for res, lid in items[:limit]:
+        needle = lid or ('"resource":"%s"' % res)
+        found = []
+        for n, t in texts.items():
+            for line in t.splitlines():
+                if needle in line and ('"%s"' % res) in line:
+                    found.append("%s: %s" % (n, line[:200]))
+        out.append("lost %s (lease %s): %s" % (
+            res, lid, "; ".join(found[:4]) if found else "in no journal or snapshot blob"))
+        for i, p in enumerate(proxies):
+            for t, blob, query, status, body, _ in list(p.writes):
+                if needle.encode() in body and ('"%s"' % res).encode() in body:
+                    named = "-"
+                    for t2, journal in names:
+                        if t2 <= t:
+                            named = journal
+                    out.append("    server %d wrote it to %s (%s, %s) at %.3f; the owner blob "
+                               "named %s then%s" % (
+                                   i, blob, query or "put", status, t, named,
+                                   "" if blob == named or blob.startswith("snapshots/")
+                                   else ": NOT the journal the owner blob names"))
+    if len(items) > limit:
+        out.append("... and %d more" % (len(items) - limit))
+    return out

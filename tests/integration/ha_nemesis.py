@@ -1,0 +1,258 @@
+"""A randomized run against a server group: a nemesis chooses among the faults a group must
+survive while clients load it, then the history check (ha_history.py).
+
+Faults: SIGKILL of the active (it comes back), SIGTERM of the active (it comes back),
+SIGSTOP/SIGCONT of the active, the blob store cut off from one server, one failed blob request
+(503 or a reset on the Nth request of a kind), a slow blob store for one server; and, chosen
+at the start, snapshot rolls every few hundred changes and one server's clock off by a few
+seconds (libfaketime).
+
+Seeded: the same seed makes the same choices (the timing of the servers still differs). The
+seed is printed at the start and with the result.
+
+    python3 tests/integration/ha_nemesis.py --seconds 1800 [--seed N]
+    (MUTEXD_BIN chooses the binary, as for the tests)
+
+test_ha_nemesis.py runs it for a few minutes in `make test`; tests/soak/ha_nemesis.sh for 30.
+"""
+
+import argparse
+import os
+import random
+import signal
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from azure import Azurite  # noqa: E402
+from ha_group import SLOW, Load, ProxiedGroup, faketime_env  # noqa: E402
+
+# Requests a single failure may hit: (name, rule).
+ONE_FAILURES = [
+    ("append", dict(method="PUT", query=r"comp=appendblock")),
+    ("journal create", dict(method="PUT", path=r"/journal/\d+/\d+$",
+                            header=("x-ms-blob-type", "AppendBlob"))),
+    ("owner metadata", dict(method="PUT", path=r"/owner$", query=r"comp=metadata")),
+    ("snapshot put", dict(method="PUT", path=r"/snapshots/")),
+    ("owner lease", dict(method="PUT", path=r"/owner$", query=r"comp=lease")),
+    ("owner read", dict(method="HEAD", path=r"/owner$")),
+    ("journal read", dict(method="GET", path=r"/journal/")),
+    ("listing", dict(method="GET", query=r"comp=list")),
+    ("seal", dict(method="PUT", query=r"comp=seal")),
+]
+
+
+class Nemesis:
+    def __init__(self, seed, seconds, az=None, out=print):
+        self.seed = seed
+        self.seconds = seconds
+        self.rnd = random.Random(seed)
+        self.out = out
+        self.own_az = az is None
+        self.az = az
+        self.g = None
+        self.faults = []  # (time since start, what)
+        self.problems = []  # liveness problems seen during the run
+
+    def say(self, what):
+        t = time.monotonic() - self.t0
+        self.faults.append((t, what))
+        self.out("[%7.2f] %s" % (t, what))
+
+    def setup(self):
+        rnd = self.rnd
+        if self.az is None:
+            self.az = Azurite()
+        extra = ["--failover-grace-ms", "3000"]
+        roll = rnd.choice([200, 300, 500, None])
+        if roll:
+            extra += ["--snapshot-every-changes", str(roll)]
+        envs = [{}, {}, {}]
+        skewed = None
+        if rnd.random() < 0.5:
+            skewed = rnd.randrange(3)
+            off = rnd.choice(["+2s", "+3s", "-2s", "+5s"])
+            envs[skewed] = faketime_env(off)
+        self.g = ProxiedGroup(self.az, n=3, extra=extra, envs=envs)
+        self.out("nemesis seed %d: %d s, snapshot every %s changes, clock %s" % (
+            self.seed, self.seconds, roll or "100000 (default)",
+            "of server %d %s" % (skewed, envs[skewed]["FAKETIME"]) if skewed is not None
+            else "the same on every server"))
+        self.g.start()
+        self.g.active(timeout=30 * SLOW)
+
+    def active(self, timeout=60):
+        try:
+            return self.g.active(timeout=timeout * SLOW)
+        except AssertionError as e:
+            self.problems.append("no agreed active server %.0f s into the run: %s" % (
+                time.monotonic() - self.t0, str(e)[:300]))
+            self.say("no agreed active server within %d s" % timeout)
+            return None
+
+    # ---- faults ---------------------------------------------------------------------
+
+    def kill(self):
+        a = self.active()
+        if not a:
+            return
+        self.say("SIGKILL the active, server %d" % a.index)
+        a.kill()
+        self.active()
+        time.sleep(self.rnd.uniform(0.5, 3))
+        self.g.restart(a)
+        self.say("server %d back" % a.index)
+
+    def term(self):
+        a = self.active()
+        if not a:
+            return
+        self.say("SIGTERM the active, server %d" % a.index)
+        a.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = a.proc.wait(timeout=30)
+        except Exception:
+            self.problems.append("server %d did not stop on SIGTERM within 30 s" % a.index)
+            a.kill()
+            rc = None
+        if rc not in (0, None):
+            self.problems.append("server %d exited %s on SIGTERM" % (a.index, rc))
+        a.kill()  # bookkeeping: it is gone
+        self.active()
+        self.g.restart(a)
+        self.say("server %d back" % a.index)
+
+    def pause(self):
+        a = self.active()
+        if not a:
+            return
+        d = self.rnd.choice([1, 2, 4, 6, 10, 20])
+        self.say("SIGSTOP the active, server %d, for %d s" % (a.index, d))
+        a.proc.send_signal(signal.SIGSTOP)
+        try:
+            time.sleep(d)
+        finally:
+            a.proc.send_signal(signal.SIGCONT)
+        self.say("SIGCONT server %d" % a.index)
+
+    def cut(self):
+        s = self.rnd.choice(self.g.alive())
+        d = self.rnd.choice([2, 5, 10, 20])
+        a = self.active(timeout=5)
+        self.say("cut the blob store off server %d (%s) for %d s" % (
+            s.index, "the active" if s is a else "a standby", d))
+        p = self.g.proxy(s)
+        p.cut()
+        try:
+            time.sleep(d)
+        finally:
+            p.heal()
+        self.say("healed server %d" % s.index)
+
+    def fail_one(self):
+        s = self.rnd.choice(self.g.alive())
+        name, rule = self.rnd.choice(ONE_FAILURES)
+        action = self.rnd.choice(["503", "503", "reset"])
+        nth = self.rnd.randint(1, 20)
+        a = self.active(timeout=5)
+        p = self.g.proxy(s)
+        r = p.add(action=action, nth=nth, **rule)
+        self.say("fail the %dth %s of server %d (%s) with %s" % (
+            nth, name, s.index, "the active" if s is a else "a standby", action))
+        p.wait_fired(r, timeout=self.rnd.uniform(3, 10))
+        p.remove(r)
+        self.say("  fired %d time(s) (%d matched)" % (r.fired, r.matched))
+
+    def slow(self):
+        s = self.rnd.choice(self.g.alive())
+        delay = self.rnd.choice([0.1, 0.5, 1.0, 2.0])
+        d = self.rnd.choice([3, 6, 12])
+        p = self.g.proxy(s)
+        r = p.add(action="delay", delay=delay, times=None)
+        self.say("slow blob store for server %d: %.1f s a request for %d s" % (s.index, delay, d))
+        time.sleep(d)
+        p.remove(r)
+        self.say("  %d requests delayed" % r.fired)
+
+    def rest(self):
+        time.sleep(self.rnd.uniform(1, 4))
+
+    # ---- the run --------------------------------------------------------------------
+
+    def run(self):
+        """Returns the violations (empty: the history is consistent)."""
+        self.t0 = time.monotonic()
+        self.setup()
+        load = Load(self.g, n=16, ledgers=4)
+        actions = [(self.kill, 3), (self.term, 1), (self.pause, 2), (self.cut, 2),
+                   (self.fail_one, 4), (self.slow, 2), (self.rest, 2)]
+        population = [f for f, w in actions for _ in range(w)]
+        end = self.t0 + self.seconds
+        while time.monotonic() < end - 10:
+            self.rnd.choice(population)()
+            time.sleep(self.rnd.uniform(0.5, 3))
+        self.say("faults over; the group settles")
+        for p in self.g.proxies:
+            p.clear()
+            p.heal()
+        for s in self.g.servers:
+            if s.proc and s.proc.poll() is None:
+                s.proc.send_signal(signal.SIGCONT)
+        self.active(timeout=60)
+        dead = [s for s in self.g.servers if s.proc.poll() is not None]
+        for s in dead:
+            self.problems.append("server %d exited by itself (status %s):\n%s" % (
+                s.index, s.proc.returncode, "\n".join(s.lines[-20:])))
+        time.sleep(3)
+        bad, summary = load.check()
+        self.out(summary)
+        return self.problems + bad
+
+    def close(self):
+        if self.g:
+            self.g.close()
+        if self.own_az and self.az:
+            self.az.stop()
+
+
+def run(seed=None, seconds=150, az=None, out=print):
+    """One run; returns (seed, violations, the faults chosen)."""
+    if seed is None:
+        seed = random.randrange(1 << 31)
+    n = Nemesis(seed, seconds, az=az, out=out)
+    try:
+        try:
+            bad = n.run()
+        except Exception:  # a harness step failed (a server did not start...): a failure
+            import traceback
+            bad = ["the run stopped: " + traceback.format_exc()]
+            if n.g is None:
+                out("nemesis seed %d FAILED:\n%s" % (seed, bad[0]))
+                return seed, bad, n.faults
+        if bad:
+            out("nemesis seed %d FAILED:\n%s" % (seed, "\n".join(bad[:80])))
+            out(n.g.logs(pattern=r"level=(warn|error)|serving as|sealed|restor|role changed"))
+        else:
+            out("nemesis seed %d passed: %d faults in %.0f s" % (
+                seed, len(n.faults), time.monotonic() - n.t0))
+        return seed, bad, n.faults
+    finally:
+        n.close()
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seed", type=int,
+                    default=int(os.environ["MUTEXD_NEMESIS_SEED"])
+                    if os.environ.get("MUTEXD_NEMESIS_SEED") else None)
+    ap.add_argument("--seconds", type=float, default=150)
+    args = ap.parse_args(argv)
+    seed = args.seed if args.seed is not None else random.randrange(1 << 31)
+    print("nemesis seed %d" % seed, flush=True)
+    seed, bad, _ = run(seed, args.seconds, out=lambda s: print(s, flush=True))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

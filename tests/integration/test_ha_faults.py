@@ -1,0 +1,597 @@
+"""The server group under the faults it must survive without breaking a promise (issue 23):
+a blob request that fails once at a snapshot roll, a standby stalled in the middle of its
+takeover, a takeover slower than the owner lease, a server whose clock runs ahead, a restore
+from an async mirror, forwarded long-polls filling the active's connections, a journal line
+that cannot be decoded, an active cut off from the blob store answering reads, a standby
+stuck in a read of the journal, a journal blob that takes no more blocks.
+
+Real Azurite, real servers, each server reaching Azurite through its own fault proxy
+(faultproxy.py), so that a fault hits one server. Load from clients on shared resources and
+ledger clients on resources of their own (ha_history.py, ha_group.Load); the history check
+at the end: every answered change is there, fencing tokens are never handed out twice nor
+go back, no lease is granted before its holder's own deadline. A lost change is shown with
+the blob it was written to and the journal the owner blob named then."""
+
+import email.utils
+import os
+import re
+import shutil
+import signal
+import socket
+import threading
+import time
+import uuid
+
+import pytest
+
+from azure import Azurite
+from ha_group import SLOW, Load, ProxiedGroup, faketime_env, metric, wait_log
+from ha_history import GroupClient
+from harness import Client
+
+ROLL = ["--snapshot-every-changes", "200"]
+FAST = ["--failover-grace-ms", "3000"]
+
+
+@pytest.fixture(scope="module")
+def azurite():
+    a = Azurite()
+    yield a
+    a.stop()
+
+
+@pytest.fixture
+def groups(azurite):
+    """Makes groups, and stops their servers and proxies whatever the test did."""
+    made = []
+
+    def make(*a, **kw):
+        g = ProxiedGroup(azurite, *a, **kw)
+        made.append(g)
+        return g
+    yield make
+    for g in made:
+        g.close()
+
+
+def snapshots_written(s):
+    return sum(1 for l in s.lines if "mirror: snapshot written" in l)
+
+
+def wait_rolls(s, n, timeout=60):
+    """Waits until server s has written n snapshots since it started (the takeover's own
+    is the first)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and snapshots_written(s) < n:
+        time.sleep(0.05)
+    assert snapshots_written(s) >= n, s.log()
+
+
+def end_active(g, active, how):
+    if how == "kill":
+        active.kill()
+    else:
+        active.proc.send_signal(signal.SIGTERM)
+        assert active.proc.wait(timeout=30) == 0, active.log()
+
+
+def roll_fault_then_end_active(groups, how, rounds=4, **rule):
+    """Three servers rolling a snapshot every 1000 changes under load. In each round the
+    active's request matching `rule` at its first roll fails once (503); the load goes on
+    for half a second (less than the next roll, which would start a journal the owner blob
+    names and hide the loss), then the active is ended (`how`), a standby takes over, and
+    the ended server comes back as a standby. Then the history check. Three clients in
+    four are ledger clients: each of their changes is on a resource of its own, so a lost
+    change stays visible."""
+    g = groups(extra=["--snapshot-every-changes", "1000"] + FAST).start()
+    load = Load(g, n=8, ledgers=24)
+    fired = []
+    for round in range(rounds):
+        active = g.active(timeout=30 * SLOW)
+        r = g.proxy(active).add(action="503", **rule)
+        assert g.proxy(active).wait_fired(r, timeout=60), r
+        fired.append(r)
+        rolls = snapshots_written(active)
+        # The load goes on after the failure: the active keeps answering changes 200.
+        before = load.answered()
+        time.sleep(0.5)
+        assert load.answered() > before, "the load stopped"
+        rolled = snapshots_written(active) - rolls
+        end_active(g, active, how)
+        new = g.active(timeout=30 * SLOW, among=g.standbys(active))
+        assert new is not active
+        print("round %d: %r, rolls after it before the end: %d" % (round, r, rolled))
+        g.restart(active)
+        load.wait_answered(load.answered() + 300, timeout=30)
+    print(g.logs(pattern=r"skips|blob request failed|serving as|restor"))
+    load.assert_ok()
+
+
+# ---- a. the new journal blob at a snapshot roll cannot be created, once -----------------
+
+JOURNAL_CREATE = dict(method="PUT", path=r"/journal/\d+/\d+$",
+                      header=("x-ms-blob-type", "AppendBlob"))
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("how", ["kill", "term"])
+def test_a_failed_journal_create_at_a_roll_loses_nothing(groups, how):
+    # What is lost here is what was committed between the last append and the snapshot's
+    # read: none to a few changes a roll, so more rounds.
+    roll_fault_then_end_active(groups, how, rounds=8, **JOURNAL_CREATE)
+
+
+# ---- b. the owner blob cannot name the new journal, once --------------------------------
+
+OWNER_METADATA = dict(method="PUT", path=r"/owner$", query=r"comp=metadata")
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("how", ["kill", "term"])
+def test_a_failed_owner_metadata_write_at_a_roll_loses_nothing(groups, how):
+    roll_fault_then_end_active(groups, how, **OWNER_METADATA)
+
+
+# ---- c. a standby stalled in its takeover past the owner lease -------------------------
+
+def first_to_log(servers, pattern, timeout, since=None):
+    deadline = time.monotonic() + timeout
+    since = since or {s: len(s.lines) for s in servers}
+    while time.monotonic() < deadline:
+        for s in servers:
+            if wait_log(s, pattern, 0, since[s]):
+                return s
+        time.sleep(0.005)
+    return None
+
+
+def stale_answers(s, active_url, seconds):
+    """Sends changes straight to server s for `seconds`: the ones it answered 200 itself
+    (not forwarded to `active_url`)."""
+    stale = []
+    end = time.monotonic() + seconds
+    i = 0
+    while time.monotonic() < end:
+        c = Client(s.host, s.port, timeout=5, retry=False)
+        try:
+            r = c.acquire("stale-%d" % i, owner="late", ttl_ms=60000)
+            if r.status == 200 and r.header("mutexd-served-by") != active_url:
+                stale.append((r.status, r.header("mutexd-served-by"), r.body[:200]))
+        except OSError:
+            pass
+        finally:
+            c.close()
+        i += 1
+        time.sleep(0.05)
+    return stale
+
+
+@pytest.mark.heavy
+def test_a_standby_stalled_after_its_seal_is_fenced_and_its_blobs_never_restored(groups):
+    g = groups(extra=ROLL + FAST).start()
+    first = g.active()
+    load = Load(g)
+    wait_rolls(first, 2)
+    standbys = g.standbys(first)
+    since = {s: len(s.lines) for s in standbys}
+    first.kill()
+    stalled = first_to_log(standbys, r"sealed the previous owner's journal", 30 * SLOW, since)
+    assert stalled is not None, g.logs()
+    stalled.proc.send_signal(signal.SIGSTOP)
+    t_stop = time.monotonic()
+    try:
+        other = next(s for s in standbys if s is not stalled)
+        assert wait_log(other, r"serving as the active server", 40 * SLOW, since[other]), \
+            g.logs()
+        # The other serves the load while the stalled one stays stopped past the owner
+        # lease (15 s).
+        load.wait_answered(load.answered() + 500, timeout=30)
+        time.sleep(max(0, 20 - (time.monotonic() - t_stop)))
+    finally:
+        stalled.proc.send_signal(signal.SIGCONT)
+    # The stalled server must not answer a change from its stale state.
+    stale = stale_answers(stalled, other.url, 5)
+    assert g.active(timeout=30) is other
+    time.sleep(2)
+    # The final takeover: the current active dies; one of the other two restores.
+    since = {s: len(s.lines) for s in g.standbys(other)}
+    other.kill()
+    final = g.active(timeout=30 * SLOW, among=g.standbys(other))
+    time.sleep(3)
+    print("stalled:", stalled.url, "other:", other.url, "final:", final.url)
+    print("blobs written by the stalled one:",
+          [l for l in stalled.lines if "snapshot written" in l or "shipping" in l][-4:])
+    assert not stale, "the stalled server answered changes itself: %r" % stale[:5]
+    load.assert_ok()
+
+
+# ---- d. a takeover slower than the owner lease ------------------------------------------
+
+@pytest.mark.heavy
+def test_a_slow_takeover_keeps_the_container(groups):
+    g = groups(extra=ROLL + FAST).start()
+    first = g.active()
+    load = Load(g)
+    wait_rolls(first, 2)
+    standbys = g.standbys(first)
+    since = {s: len(s.lines) for s in standbys}
+    first.kill()
+    t_kill = time.monotonic()
+    slow = first_to_log(standbys, r"sealed the previous owner's journal", 30 * SLOW, since)
+    assert slow is not None, g.logs()
+    # Each of its requests to the container from now on takes 4 s (its lease requests
+    # excepted): the takeover outlasts the owner lease (15 s) several times over unless the
+    # lease is renewed meanwhile.
+    rule = g.proxy(slow).add(action="delay", delay=4.0, method="GET",
+                             path=r"/(snapshots|journal)/", times=None)
+    lists = g.proxy(slow).add(action="delay", delay=4.0, method="GET",
+                              query=r"prefix=(snapshots|journal)", times=None)
+    writes = g.proxy(slow).add(action="delay", delay=4.0, method="PUT",
+                               query=r"^(?!.*comp=lease)", times=None)
+    other = next(s for s in standbys if s is not slow)
+    try:
+        first_to_log([slow, other], r"serving as the active server", 90, since)
+        took = wait_log(slow, r"serving as the active server", 0, since[slow])
+        lost = wait_log(slow, r"could not take the container", 0, since[slow])
+    finally:
+        for r in (rule, lists, writes):
+            g.proxy(slow).remove(r)
+    took_others = [l for l in other.lines[since[other]:] if "serving as the active server" in l]
+    print("the slow one:", took or lost)
+    print("delayed reads:", rule.fired + lists.fired, "writes:", writes.fired, "takeover:", took,
+          "after %.1f s" % (time.monotonic() - t_kill))
+    assert rule.fired + lists.fired + writes.fired >= 4, (rule, lists, writes)
+    assert not took_others, "another standby took the container during the slow " \
+        "takeover (%.1f s after the kill), and the slow one: %s" % (
+            time.monotonic() - t_kill, lost)
+    assert took, "the slow takeover did not complete:\n" + g.logs()
+    took_ms = int(re.search(r"took_ms=(\d+)", took).group(1))
+    assert took_ms > 15000, "the delays did not make the takeover outlast the owner lease " \
+        "(%d ms): the test proves nothing" % took_ms
+    assert g.active(timeout=30) is slow
+    load.wait_answered(load.answered() + 300, timeout=30)
+    load.assert_ok()
+
+
+# ---- e. a standby whose clock runs 5 s ahead takes over held leases ---------------------
+
+def holder_deadline(send, ttl_ms):
+    return send + ttl_ms / 1000 - ttl_ms / 50 / 1000
+
+
+@pytest.mark.heavy
+def test_a_standby_with_a_clock_ahead_grants_nothing_before_the_holders_deadline(groups):
+    ttl = 10000
+    g = groups(n=2, envs=[{}, faketime_env("+5s")])
+    active = g.servers[0].start()
+    assert g.active(among=[active]) is active
+    skewed = g.servers[1].start()
+    assert g.active() is active
+    # The skew is real: the standby's Date header is 5 s ahead of ours.
+    c = skewed.client(timeout=5)
+    r = c.request("GET", "/healthz")
+    c.close()
+    their = email.utils.parsedate_to_datetime(r.header("date")).timestamp()
+    skew = their - time.time()
+    assert 3.5 <= skew <= 6.5, "the standby's clock is %.2f s off, not 5 s" % skew
+    # Holders: leases of 10 s renewed every second until the active dies; then they stop,
+    # as a holder that keeps its work until its own deadline.
+    urls = g.urls()
+    n = 8
+    last = {}  # resource -> (lease_id, token, send time of its last answered acquire/renew)
+    stop_holders = threading.Event()
+
+    def holder(i):
+        res = "held-%d" % i
+        c = GroupClient(urls)
+        lid = str(uuid.uuid4())
+        try:
+            while not stop_holders.is_set():
+                send = time.monotonic()
+                if res in last:
+                    st, js = c.request("POST", "/v1/resources/%s/renew" % res,
+                                       {"lease_id": lid}, deadline=send + 2)
+                else:
+                    st, js = c.request("POST", "/v1/resources/%s/acquire" % res,
+                                       {"owner": "holder", "ttl_ms": ttl, "lease_id": lid},
+                                       deadline=send + 2)
+                if st == 200 and not stop_holders.is_set():
+                    last[res] = (lid, js["fencing_token"], send)
+                stop_holders.wait(0.3 + 0.7 * (i / n))
+        finally:
+            c.close()
+
+    grants = []  # (resource, recv time, token)
+    stop_contenders = threading.Event()
+
+    def contender(i):
+        res = "held-%d" % i
+        c = GroupClient(urls, timeout=2)
+        try:
+            while not stop_contenders.is_set():
+                st, js = c.request("POST", "/v1/resources/%s/acquire" % res,
+                                   {"owner": "contender", "ttl_ms": 30000,
+                                    "lease_id": str(uuid.uuid4())},
+                                   deadline=time.monotonic() + 2)
+                if st == 200:
+                    grants.append((res, time.monotonic(), js["fencing_token"]))
+                    return
+                time.sleep(0.05)
+        finally:
+            c.close()
+
+    hs = [threading.Thread(target=holder, args=(i,), daemon=True) for i in range(n)]
+    for t in hs:
+        t.start()
+    time.sleep(3)
+    assert len(last) == n, last
+    cs = [threading.Thread(target=contender, args=(i,), daemon=True) for i in range(n)]
+    for t in cs:
+        t.start()
+    time.sleep(1)
+    assert not grants, grants
+    stop_holders.set()
+    for t in hs:
+        t.join(timeout=10)
+    active.kill()
+    assert g.active(timeout=30 * SLOW, among=[skewed]) is skewed
+    deadline = time.monotonic() + ttl / 1000 + 10
+    while time.monotonic() < deadline and len(grants) < n:
+        time.sleep(0.1)
+    stop_contenders.set()
+    for t in cs:
+        t.join(timeout=10)
+    early = []
+    for res, recv, tok in grants:
+        lid, htok, send = last[res]
+        d = holder_deadline(send, ttl)
+        if recv < d:
+            early.append("%s: granted to another client (token %d) %.2f s before its holder's "
+                         "deadline (token %d)" % (res, tok, d - recv, htok))
+    print("skew %.2f s; grants %d of %d; early %d" % (skew, len(grants), n, len(early)))
+    assert not early, "\n".join(early)
+    assert len(grants) == n, "not every lease went to a contender after its deadline: %r" % grants
+
+
+# ---- f. a restore from an async mirror: the old holder's renew -------------------------
+
+def test_after_a_restore_from_an_async_mirror_the_old_holder_cannot_renew(groups):
+    g = groups(n=1, mirror="async", ha=False, extra=["--restore-grace-ms", "60000"])
+    s = g.servers[0].start()
+    p = g.proxy(s)
+    c = s.client()
+    a = c.acquire("job", owner="A", ttl_ms=60000)
+    assert a.status == 200, a
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and metric(s, "mutexd_mirror_lag_changes") != 0:
+        time.sleep(0.05)
+    assert metric(s, "mutexd_mirror_lag_changes") == 0
+    # From now on nothing reaches the container: the break and the re-grant stay local.
+    hole = p.add(action="blackhole", method="PUT", query=r"comp=appendblock", times=None)
+    r = c.brk("job")
+    assert r.status == 200, r
+    b = c.acquire("job", owner="B", ttl_ms=60000)
+    assert b.status == 200, b
+    assert b.json["fencing_token"] > a.json["fencing_token"]
+    assert p.wait_fired(hole, timeout=10), hole
+    # The disk is lost: the server dies and its data directory with it.
+    s.kill()
+    shutil.rmtree(s.data_dir, ignore_errors=True)
+    os.makedirs(s.data_dir, mode=0o700)
+    p.remove(hole)
+    # A new disk has no owner lease id: the server waits for the dead one's lease to lapse.
+    again = g.restart(s, keep_dir=True, timeout=40)
+    assert any("mirror: restored" in l for l in again.lines), again.log()
+    c2 = again.client()
+    g2 = c2.get("job").json
+    print("after the restore:", g2)
+    ra = c2.renew("job", a.json["lease_id"])
+    print("A's renew:", ra)
+    rb = c2.acquire("job", owner="C", ttl_ms=60000)
+    print("C's acquire:", rb)
+    assert ra.status != 200, "the old holder renewed a lease B was granted (and may still " \
+        "believe it holds for 60 s): %r" % ra
+    assert rb.status != 200, rb
+
+
+# ---- g. forwarded long-polls fill the active's connections ------------------------------
+
+@pytest.mark.heavy
+def test_forwarded_long_polls_up_to_the_connection_limit_cause_no_takeover(groups):
+    after_ms = 1000
+    g = groups(extra=["--max-connections", "32", "--failover-after-ms", str(after_ms)])
+    g.start()
+    active = g.active()
+    standbys = g.standbys(active)
+    assert active.client().acquire("hot", owner="holder", ttl_ms=120000).status == 200
+    counts = {s: g.takeovers(s) for s in g.servers}
+    socks = []
+    body = b'{"owner":"waiter","ttl_ms":10000,"wait_ms":60000}'
+    try:
+        for s in standbys:
+            for _ in range(24):
+                k = socket.create_connection((s.host, s.port), timeout=5)
+                k.sendall(b"POST /v1/resources/hot/acquire HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                          b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+                          % len(body) + body)
+                socks.append(k)
+        # Several times the failover delay: the active stays the active.
+        time.sleep(8 * after_ms / 1000)
+        views = {s.url: (g.view(s) or {}).get("active") for s in g.servers}
+        took = {s.url: g.takeovers(s) - counts[s] for s in g.servers}
+        mt = {s.url: metric(s, "mutexd_takeovers_total") for s in standbys}
+        fwd = metric(standbys[0], "mutexd_forwarded_requests_total")
+        print("views:", views, "takeovers:", took, "metric:", mt, "forwarded:", fwd)
+        assert all(g.alive()), g.logs()
+        assert not any(took.values()), "a standby took over from a live active:\n" + \
+            g.logs(pattern=r"serving as|role changed|probe|healthz|level=warn")
+        assert all(v and v["url"] == active.url for v in views.values()), views
+    finally:
+        for k in socks:
+            k.close()
+
+
+# ---- h. a journal line that cannot be decoded -------------------------------------------
+
+def decode_metrics(s):
+    """The samples above 0 of the metrics of server s whose name or help text speaks of a
+    line that cannot be decoded."""
+    c = s.client(timeout=5)
+    try:
+        body = c.request("GET", "/metrics").body
+    finally:
+        c.close()
+    rx = re.compile(r"decod|corrupt|unreadable|bad.line|invalid.line", re.I)
+    helps = {}
+    for l in body.splitlines():
+        if l.startswith("# HELP "):
+            name, _, text = l[7:].partition(" ")
+            helps[name] = text
+    out = []
+    for l in body.splitlines():
+        if l.startswith("#") or " " not in l:
+            continue
+        sample, value = l.rsplit(" ", 1)
+        name = sample.split("{", 1)[0]
+        if (rx.search(sample) or rx.search(helps.get(name, ""))) and float(value) > 0:
+            out.append(l)
+    return out
+
+
+@pytest.mark.heavy
+def test_an_undecodable_journal_line_stops_the_takeover_with_a_clear_log_line(groups, azurite):
+    g = groups(extra=FAST).start()
+    active = g.active()
+    c = active.client()
+    for i in range(20):
+        assert c.acquire("k%d" % i, owner="w", ttl_ms=60000).status == 200
+    st, hdrs, _ = azurite.request("HEAD", "%s/owner" % g.container)
+    journal = {k.lower(): v for k, v in hdrs.items()}["x-ms-meta-journal"]
+    garbage = b"this line is not a journal record\n"
+    st, _, body = azurite.request("PUT", "%s/%s" % (g.container, journal),
+                                  {"comp": "appendblock"}, body=garbage)
+    assert st == 201, (st, body[:300])
+    standbys = g.standbys(active)
+    since = {s: len(s.lines) for s in standbys}
+    active.kill()
+    time.sleep(15 * SLOW)
+    served = [(s.url, l) for s in standbys for l in s.lines[since[s]:]
+              if "serving as the active server" in l]
+    said = [(s.url, l) for s in standbys for l in s.lines[since[s]:]
+            if "level=error" in l and journal in l]
+    metrics = {s.url: decode_metrics(s) for s in standbys}
+    warns = [l for s in standbys for l in s.lines[since[s]:] if "level=warn" in l]
+    print("served:", served)
+    print("errors naming the journal:", said[:3])
+    print("metrics:", metrics)
+    print("warnings:", len(warns), warns[:3])
+    assert not served, "a takeover served a state without the undecodable line: %r" % served
+    assert said, "no error log line names the journal blob with the undecodable line:\n" + \
+        "\n".join(warns[:5])
+    assert any(v for v in metrics.values()), \
+        "no metric counts the undecodable journal line (none whose name or help speaks of " \
+        "decoding, or it is 0): %r" % metrics
+
+
+# ---- reads of an active cut off from the blob store -------------------------------------
+
+@pytest.mark.heavy
+def test_an_active_cut_off_from_the_blob_store_stops_answering_reads(groups):
+    after_ms = 1000
+    g = groups(extra=FAST + ["--failover-after-ms", str(after_ms)]).start()
+    old = g.active()
+    c = old.client(timeout=10)
+    a = c.acquire("x", owner="A", ttl_ms=120000)
+    assert a.status == 200, a
+    g.proxy(old).cut()
+    try:
+        # It cannot confirm it owns the container: after --failover-after-ms (and a little),
+        # it must not answer a read from its state any more.
+        time.sleep(2.5 * after_ms / 1000)
+        early = c.get("x")
+        # Another takes over (once the owner lease has lapsed) and changes the resource.
+        new = g.active(timeout=60 * SLOW, among=g.standbys(old))
+        cn = new.client()
+        assert cn.brk("x").status == 200
+        b = cn.acquire("x", owner="B", ttl_ms=120000)
+        assert b.status == 200, b
+        late = c.get("x")
+    finally:
+        g.proxy(old).heal()
+    print("cut %.1f s: %r; after the takeover: %r" % (2.5 * after_ms / 1000, early, late))
+    stale = [r for r in (early, late) if r.status == 200 and r.json["state"] == "held" and
+             r.json["holder"]["fencing_token"] == a.json["fencing_token"] and
+             r.header("mutexd-served-by") in (None, old.url)]
+    assert not stale, "the cut-off active answered reads from its own state: %r" % stale
+
+
+# ---- a standby stuck in a read of the journal -------------------------------------------
+
+@pytest.mark.heavy
+def test_a_standby_stuck_in_a_journal_read_still_heartbeats_and_stops_on_sigterm(groups):
+    g = groups(extra=FAST).start()
+    active = g.active()
+    stuck = g.standbys(active)[0]
+    c = active.client()
+    for i in range(10):
+        assert c.acquire("k%d" % i, owner="w", ttl_ms=60000).status == 200
+    hole = g.proxy(stuck).add(action="blackhole", method="GET", path=r"/journal/", times=None)
+    try:
+        assert g.proxy(stuck).wait_fired(hole, timeout=10), hole
+        for i in range(10, 20):
+            assert c.acquire("k%d" % i, owner="w", ttl_ms=60000).status == 200
+        time.sleep(12)
+        listed = {x["url"]: x for x in g.view(active)["servers"]}
+        t0 = time.monotonic()
+        stuck.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = stuck.proc.wait(timeout=20)
+        except Exception:
+            rc = None
+        took = time.monotonic() - t0
+    finally:
+        g.proxy(stuck).remove(hole)
+    print("held reads: %d; listed: %r; SIGTERM took %.1f s (status %s)" % (
+        hole.fired, listed.get(stuck.url), took, rc))
+    assert stuck.url in listed, "the stuck standby's heartbeat stopped: %r" % sorted(listed)
+    assert rc == 0 and took < 5 * SLOW, "SIGTERM took %.1f s (status %s)" % (took, rc)
+
+
+# ---- a journal blob that takes no more blocks ------------------------------------------
+
+@pytest.mark.heavy
+def test_a_journal_blob_that_refuses_blocks_is_rolled_over(groups, azurite):
+    """Azure takes 50,000 blocks per append blob, then answers 409 BlockCountExceedsLimit.
+    The active must start a new journal blob (it rolls at 40,000 blocks, but only between
+    its bursts of appends), not refuse every change until it is restarted."""
+    g = groups(extra=FAST).start()
+    active = g.active()
+    c = active.client(timeout=30)
+    assert c.acquire("before", owner="w", ttl_ms=60000).status == 200
+    st, hdrs, _ = azurite.request("HEAD", "%s/owner" % g.container)
+    journal = {k.lower(): v for k, v in hdrs.items()}["x-ms-meta-journal"]
+    full = g.proxy(active).add(action="503", status=409, code="BlockCountExceedsLimit",
+                               method="PUT", path="/" + journal + "$",
+                               query=r"comp=appendblock", times=None)
+    answers = []
+    deadline = time.monotonic() + 30 * SLOW
+    i = 0
+    while time.monotonic() < deadline:
+        try:
+            r = c.acquire("after-%d" % i, owner="w", ttl_ms=60000)
+            answers.append(r.status)
+            if r.status == 200:
+                break
+        except OSError:
+            answers.append(None)
+        i += 1
+        time.sleep(0.2)
+    g.proxy(active).remove(full)
+    st, hdrs, _ = azurite.request("HEAD", "%s/owner" % g.container)
+    now = {k.lower(): v for k, v in hdrs.items()}["x-ms-meta-journal"]
+    print("refused appends: %d; answers: %r; journal %s -> %s" % (full.fired, answers, journal,
+                                                                  now))
+    assert full.fired >= 1, full
+    assert answers and answers[-1] == 200, "no change answered 200 for 30 s after the " \
+        "journal blob refused blocks: %d answers %r" % (len(answers), sorted(set(answers)))
+    assert now != journal
