@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/clock.h"
 #include "common/log.h"
@@ -95,12 +96,21 @@ int ha_open(struct ha **out, const struct ha_config *cfg, char *err, size_t errl
     if (blob_parse_connection_string(cfg->connection_string, &h->account, err, errlen) != 0 ||
         blob_client_new(&h->account, cfg->container, &quick, &h->c, err, errlen) != 0)
         goto fail;
+    /* A blob store slow or out of reach for a moment (a takeover elsewhere, a restart) is
+     * no reason not to join: try for up to 30 s. */
     struct blob_result r = {0};
-    if (blob_create_container(h->c, &r) != 0) {
-        snprintf(err, errlen, "cannot create the blob container '%s': %ld %s %s", cfg->container,
-                 r.status, r.error_code, r.message);
-        blob_result_free(&r);
-        goto fail;
+    uint64_t until = mx_mono_ns() + 30000 * MX_NS_PER_MS;
+    while (blob_create_container(h->c, &r) != 0) {
+        if (!blob_result_transient(&r) || mx_mono_ns() >= until) {
+            snprintf(err, errlen, "cannot create the blob container '%s': %ld %s %s",
+                     cfg->container, r.status, r.error_code, r.message);
+            blob_result_free(&r);
+            goto fail;
+        }
+        mx_warn("the blob store does not answer; trying again", "status=%ld detail=\"%s\"",
+                r.status, r.message);
+        struct timespec ts = {0, 500 * 1000 * 1000};
+        nanosleep(&ts, NULL);
     }
     blob_result_free(&r);
     h->probe = curl_easy_init();

@@ -146,13 +146,15 @@ RESOURCES = ["r%d" % i for i in range(24)]
 class Load:
     """32 workers on shared resources (ha_history.worker) and 2 ledger workers."""
 
-    def __init__(self, group, n=32, ttl_ms=4000, ledgers=2, resources=RESOURCES):
+    def __init__(self, group, n=32, ttl_ms=4000, ledgers=2, resources=RESOURCES,
+                 ledger_pause=0.02):
         self.group = group
         self.stop_event = threading.Event()
         group.loads.append(self)
         self.history, self.threads, self.finals = run_load(group.urls(), resources,
                                                            self.stop_event, n=n, ttl_ms=ttl_ms)
-        self.threads += run_ledger(group.urls(), self.stop_event, self.history, n=ledgers)
+        self.threads += run_ledger(group.urls(), self.stop_event, self.history, n=ledgers,
+                                   pause=ledger_pause)
 
     def answered(self):
         return sum(1 for e in self.history.events if e["status"] == 200)

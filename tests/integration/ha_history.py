@@ -273,10 +273,11 @@ def ledger_worker(urls, history, stop, wid, ttl_ms=3600000, release_every=3, pau
         c.close()
 
 
-def run_ledger(urls, stop, history, n=2):
+def run_ledger(urls, stop, history, n=2, pause=0.02):
     threads = []
     for i in range(n):
-        t = threading.Thread(target=ledger_worker, args=(urls, history, stop, i), daemon=True)
+        t = threading.Thread(target=ledger_worker, args=(urls, history, stop, i),
+                             kwargs={"pause": pause}, daemon=True)
         t.start()
         threads.append(t)
     return threads

@@ -65,7 +65,10 @@ class Nemesis:
         if self.az is None:
             self.az = Azurite()
         extra = ["--failover-grace-ms", "3000"]
-        roll = rnd.choice([200, 300, 500, None])
+        # A long run keeps every ledger lease (1 h TTL): its snapshots grow with it, so it
+        # rolls less often, and its ledger clients go slower (self.long).
+        self.long = self.seconds > 300
+        roll = rnd.choice([2000, 5000, None] if self.long else [200, 300, 500, None])
         if roll:
             extra += ["--snapshot-every-changes", str(roll)]
         envs = [{}, {}, {}]
@@ -184,7 +187,7 @@ class Nemesis:
         """Returns the violations (empty: the history is consistent)."""
         self.t0 = time.monotonic()
         self.setup()
-        load = Load(self.g, n=16, ledgers=4)
+        load = Load(self.g, n=16, ledgers=4, ledger_pause=0.25 if self.long else 0.02)
         actions = [(self.kill, 3), (self.term, 1), (self.pause, 2), (self.cut, 2),
                    (self.fail_one, 4), (self.slow, 2), (self.rest, 2)]
         population = [f for f, w in actions for _ in range(w)]
