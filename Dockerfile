@@ -17,6 +17,7 @@ COPY CMakeLists.txt VERSION ./
 COPY common common
 COPY actors actors
 COPY persistence persistence
+COPY blob blob
 COPY http http
 COPY server server
 COPY bench bench
