@@ -1104,8 +1104,10 @@ static void *mirror_main(void *arg)
         /* A snapshot when one is due, whatever is queued: what it covers is dropped from
          * the queue, and a journal blob is rolled long before Azure's block limit. */
         if (!stopping && !m->roll_unsure && !atomic_load(&m->fenced) &&
-            mx_mono_ns() >= m->retry_at_ns && snapshot_due(m, now) && begin_snapshot(m)) {
-            take_snapshot(m);
+            mx_mono_ns() >= m->retry_at_ns && begin_snapshot(m)) {
+            /* snapshot_due() reads the store too: only between these two. */
+            if (snapshot_due(m, now))
+                take_snapshot(m);
             end_snapshot(m);
         }
         if (stopping && (shipped == 0 || mx_mono_ns() > stop_deadline))
