@@ -187,9 +187,8 @@ class Nemesis:
         """Returns the violations (empty: the history is consistent)."""
         self.t0 = time.monotonic()
         self.setup()
-        # Azurite keeps every block ever written in memory and collects them every 10
-        # minutes, answering nothing meanwhile: a long run writes less, so that the
-        # collection takes a moment rather than minutes.
+        # A long run (tests/soak/ha_nemesis.sh runs segments of 540 s, as Azurite stalls at
+        # its collection every 10 minutes) keeps its load light.
         if self.long:
             load = Load(self.g, n=4, ledgers=2, ledger_pause=0.5)
         else:
