@@ -140,11 +140,17 @@ bool mirror_note_error(struct mirror *m, const char *what, const struct blob_res
 
 static void fence(struct mirror *m, const char *why)
 {
-    if (!atomic_exchange(&m->fenced, true)) {
+    if (atomic_exchange(&m->fenced, true))
+        return;
+    /* Before this server serves, losing the container is the expected end of a race between
+     * standbys taking over at once; after, it means this server was replaced while active. */
+    if (atomic_load(&m->shipping))
         mx_error("mirror: stopped: another server writes to this container; not writing again",
                  "detail=\"%s\"", why);
-        set_reason(m, "blob mirror stopped: %s", why);
-    }
+    else
+        mx_warn("mirror: another server took the container first; not writing to it",
+                "detail=\"%s\"", why);
+    set_reason(m, "blob mirror stopped: %s", why);
 }
 
 /* Exponential backoff with jitter, from 50 ms to 5 s. */
@@ -1316,6 +1322,7 @@ int mirror_start(struct mirror *m, bool restored, char *err, size_t errlen)
         return -1;
     }
     m->thread_started = true;
+    atomic_store(&m->shipping, true);
     mx_info("mirror: shipping",
             "generation=%" PRIu64 " from_seq=%" PRIu64 " token_ceiling=%" PRIu64, m->generation,
             m->snapshot_seq + 1, atomic_load(m->cfg.token_ceiling));

@@ -103,8 +103,9 @@ struct mirror {
     bool snapshotting;         /* lock: a snapshot reads the store now */
     char reason[256];          /* lock: why not healthy, "" when healthy */
 
-    _Atomic bool down;   /* the last request to the blob store failed */
-    _Atomic bool fenced; /* another server owns the container: never write again */
+    _Atomic bool down;     /* the last request to the blob store failed */
+    _Atomic bool fenced;   /* another server owns the container: never write again */
+    _Atomic bool shipping; /* mirror_start() finished: this server owns and serves */
     _Atomic uint64_t lag_changes, oldest_ns, snapshot_wall_ms;
 
     struct prom_hist append_seconds;
