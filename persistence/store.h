@@ -40,24 +40,40 @@ enum store_status {
     STORE_EIO,      /* a read failed */
 };
 
-/* A resource's row: the index of its last change and its latest lease, if any. */
-struct store_row {
-    uint64_t index;
-    bool has_lease;
-    /* The lease; meaningful when has_lease. `held` false: it expired and is kept so that
-     * its holder may still renew or release it until another lease is granted. */
-    bool held;
+/* One lease of a resource. */
+struct store_lease {
     uint8_t lease_id[16];
+    /* false: it expired and is remembered, so that its holder may still renew or release it
+     * until a grant on the resource takes its place. */
+    bool held;
+    bool shared; /* a shared (reader) lease */
     uint64_t token;
     uint64_t ttl_ms;
     int64_t acquired_at_ms, renewed_at_ms; /* wall clock, informative */
     int64_t deadline_ms;                   /* wall clock: when it expires */
-    struct mx_str *owner;                  /* a reference held by the row */
+    struct mx_str *owner;                  /* a reference held by the lease */
     struct mx_str *metadata;               /* serialized JSON object, or NULL */
 };
 
-/* Drops the row's references. */
+/* Drops the lease's references. */
+void store_lease_clear(struct store_lease *l);
+/* *dst = *src with new references to src's strings. */
+void store_lease_copy(struct store_lease *dst, const struct store_lease *src);
+
+/* A resource's row: the index of its last change, the holder limit in force, and its
+ * leases (held, and expired ones remembered), oldest grant (lowest token) first. A
+ * resource without leases has no row. */
+struct store_row {
+    uint64_t index;
+    uint32_t limit; /* 1: one exclusive lease or shared leases; > 1: a counting semaphore */
+    uint32_t nleases;
+    struct store_lease *leases; /* malloc'd, nleases of them (NULL when none) */
+};
+
+/* Drops the row's references and frees its leases; the row is then empty. */
 void store_row_clear(struct store_row *row);
+/* Appends a copy of `l` (new references). 0, or -1 when out of memory. */
+int store_row_add(struct store_row *row, const struct store_lease *l);
 
 /* Queue links. Private. */
 struct store_item {
@@ -67,17 +83,31 @@ struct store_item {
     uint8_t _kind;
 };
 
-/* A change: the row of `name` becomes `row`; a row without a lease is deleted. */
+/* A change to one resource: its index and limit become `index` and `limit`; each lease of
+ * `put` is written (added, or replacing the lease with the same id) and each lease id of
+ * `del` forgotten. `drop`: the resource has no lease left, and its row and every lease of
+ * it are deleted (`put` and `del` are then empty). */
 struct store_rec {
     struct store_item _item; /* private */
-    struct store_row row;
+    uint64_t index;
+    uint32_t limit;
+    bool drop;
+    uint32_t nput, ndel;
+    struct store_lease *put; /* references held by the record */
+    uint8_t (*del)[16];
     uint64_t commit_seq; /* set when committed: its place in the store's history, durable */
     uint16_t name_len;
     char name[];
 };
 
-/* A new record holding new references to row's strings. NULL when out of memory. */
-struct store_rec *store_rec_new(const char *name, size_t len, const struct store_row *row);
+/* A new record with room for `nput` leases and `ndel` ids (zeroed; the caller fills them,
+ * putting references the record then owns). NULL when out of memory. */
+struct store_rec *store_rec_new(const char *name, size_t len, uint64_t index, uint32_t limit,
+                                uint32_t nput, uint32_t ndel);
+/* A record that replaces the resource's whole state with `row` (new references): every
+ * lease of `row` is put, and the resource is dropped when `row` has none. Deletes no lease
+ * id: for a resource with no row yet, as a restore and the tests write them. */
+struct store_rec *store_rec_from_row(const char *name, size_t len, const struct store_row *row);
 void store_rec_free(struct store_rec *rec);
 
 struct store_wait {
@@ -174,16 +204,17 @@ uint64_t store_done_seq(struct store *s);
  * STORE_NOTFOUND, or STORE_EIO. */
 int store_get(struct store *s, const char *name, size_t len, struct store_row *out);
 
-/* Calls `fn` for each held lease whose name starts with `prefix` and sorts after `after`
- * (either may be NULL), in name order, at most `limit` times. `fn` gets references it
- * must drop (store_row_clear). Returns STORE_OK or STORE_EIO. */
+/* Calls `fn` for each resource with at least one lease held whose name starts with
+ * `prefix` and sorts after `after` (either may be NULL), in name order, at most `limit`
+ * times, with its whole row. `fn` gets references it must drop (store_row_clear). Returns
+ * STORE_OK or STORE_EIO. */
 int store_list_held(struct store *s, const char *prefix, const char *after, int limit,
                     void (*fn)(void *arg, const char *name, size_t len, struct store_row *row),
                     void *arg);
 
-/* Calls `fn` with the name and wall-clock deadline of every row whose lease is in force
- * (including those whose deadline has passed but that were not yet expired), in no
- * particular order. Returns STORE_OK or STORE_EIO. */
+/* Calls `fn` once per resource with a lease in force (including leases whose deadline has
+ * passed but that were not yet expired), with its name and the earliest wall-clock
+ * deadline of those leases, in no particular order. Returns STORE_OK or STORE_EIO. */
 int store_each_held(struct store *s,
                     void (*fn)(void *arg, const char *name, size_t len, int64_t deadline_ms),
                     void *arg);
