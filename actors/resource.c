@@ -8,6 +8,7 @@
 #include "actors/resource.h"
 
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/clock.h"
@@ -15,11 +16,41 @@
 
 /* ---- views and answers ----------------------------------------------------------- */
 
+static const char *const kind_names[RES_NKINDS] = {"exclusive", "shared", "semaphore"};
+
+enum res_kind res_kind_of(uint32_t limit, bool shared)
+{
+    return limit > 1 ? RES_KIND_SEMAPHORE : shared ? RES_KIND_SHARED : RES_KIND_EXCLUSIVE;
+}
+
+static void holder_clear(struct res_holder *h)
+{
+    mx_str_unref(h->owner);
+    mx_str_unref(h->metadata);
+}
+
 void res_view_clear(struct res_view *v)
 {
     mx_str_unref(v->owner);
     mx_str_unref(v->metadata);
+    for (uint32_t i = 0; i < v->nholders; i++)
+        holder_clear(&v->holders[i]);
+    free(v->holders);
     memset(v, 0, sizeof *v);
+}
+
+static void kind_metric(struct mx_buf *b, const char *name, const char *type, const char *help,
+                        _Atomic int64_t *gauges, _Atomic uint64_t *counters)
+{
+    prom_header(b, name, type, help);
+    for (int k = 0; k < RES_NKINDS; k++) {
+        if (gauges)
+            mx_buf_printf(b, "%s{kind=\"%s\"} %" PRId64 "\n", name, kind_names[k],
+                          atomic_load(&gauges[k]));
+        else
+            mx_buf_printf(b, "%s{kind=\"%s\"} %" PRIu64 "\n", name, kind_names[k],
+                          atomic_load(&counters[k]));
+    }
 }
 
 void res_domain_metrics(struct res_domain *d, struct mx_buf *b)
@@ -29,7 +60,14 @@ void res_domain_metrics(struct res_domain *d, struct mx_buf *b)
                atomic_load(&d->waiters));
     prom_gauge(b, "mutexd_watchers", "GET requests watching for a change.",
                atomic_load(&d->watchers));
+    kind_metric(b, "mutexd_holders", "gauge",
+                "Leases in force by kind (exclusive, shared, semaphore).", d->held_kind, NULL);
+    kind_metric(b, "mutexd_waiters_by_kind", "gauge",
+                "Acquire requests queued, by the kind of lease they ask for.", d->waiters_kind,
+                NULL);
     prom_counter(b, "mutexd_grants_total", "Leases granted.", atomic_load(&d->grants));
+    kind_metric(b, "mutexd_grants_by_kind_total", "counter", "Leases granted, by kind.", NULL,
+                d->grants_kind);
     prom_counter(b, "mutexd_renewals_total", "Leases renewed.", atomic_load(&d->renewals));
     prom_counter(b, "mutexd_releases_total", "Leases released.", atomic_load(&d->releases));
     prom_counter(b, "mutexd_breaks_total", "Leases broken.", atomic_load(&d->breaks));
@@ -62,22 +100,78 @@ static uint64_t ms_until(uint64_t deadline_ns, uint64_t now_ns)
     return (deadline_ns - now_ns + MX_NS_PER_MS - 1) / MX_NS_PER_MS; /* rounded up */
 }
 
-/* Fills `v` with the resource's state and its latest lease (whether held or not). */
-static void fill_view(const struct res *r, const struct res_now *now, struct res_view *v)
+static uint32_t req_limit(const struct res_req *q)
 {
-    res_view_clear(v);
-    v->held = r->row.has_lease && r->row.held;
+    return q->limit ? q->limit : 1;
+}
+
+static uint32_t max_holders(const struct res_domain *d)
+{
+    return d->lim.max_holders ? d->lim.max_holders : 1024;
+}
+
+/* The kind of lease i, for the metrics. */
+static enum res_kind lease_kind(const struct res *r, uint32_t i)
+{
+    return res_kind_of(r->row.limit, r->row.leases[i].shared);
+}
+
+/* Lease i of r into the view's lease fields. */
+static void view_lease(const struct res *r, uint32_t i, const struct res_now *now,
+                       struct res_view *v)
+{
+    const struct store_lease *l = &r->row.leases[i];
+    mx_str_unref(v->owner);
+    mx_str_unref(v->metadata);
+    memcpy(v->lease_id, l->lease_id, 16);
+    v->shared = l->shared;
+    v->owner = mx_str_ref(l->owner);
+    v->metadata = mx_str_ref(l->metadata);
+    v->token = l->token;
+    v->ttl_ms = l->ttl_ms;
+    v->expires_in_ms = l->held ? ms_until(r->slot[i].deadline_ns, now->mono_ns) : 0;
+    v->acquired_at_ms = l->acquired_at_ms;
+    v->renewed_at_ms = l->renewed_at_ms;
+}
+
+/* The resource-wide fields of a view. */
+static void view_common(const struct res *r, struct res_view *v)
+{
+    v->held = r->nheld > 0;
     v->index = r->row.index;
     v->waiters = r->nwaiters;
-    if (r->row.has_lease) {
-        memcpy(v->lease_id, r->row.lease_id, 16);
-        v->owner = mx_str_ref(r->row.owner);
-        v->metadata = mx_str_ref(r->row.metadata);
-        v->token = r->row.token;
-        v->ttl_ms = r->row.ttl_ms;
-        v->expires_in_ms = v->held ? ms_until(r->deadline_ns, now->mono_ns) : 0;
-        v->acquired_at_ms = r->row.acquired_at_ms;
-        v->renewed_at_ms = r->row.renewed_at_ms;
+    v->limit = r->row.limit ? r->row.limit : 1;
+}
+
+/* A state: every holder, oldest grant first; the lease fields show the first. */
+static void fill_state(const struct res *r, const struct res_now *now, struct res_view *v)
+{
+    res_view_clear(v);
+    view_common(r, v);
+    if (!r->nheld) {
+        v->limit = r->nheld ? v->limit : 1; /* a free resource reads limit 1 */
+        return;
+    }
+    v->holders = calloc(r->nheld, sizeof *v->holders);
+    bool first = true;
+    for (uint32_t i = 0; i < r->row.nleases; i++) {
+        const struct store_lease *l = &r->row.leases[i];
+        if (!l->held)
+            continue;
+        if (first)
+            view_lease(r, i, now, v);
+        first = false;
+        if (!v->holders)
+            continue;
+        struct res_holder *h = &v->holders[v->nholders++];
+        h->shared = l->shared;
+        h->owner = mx_str_ref(l->owner);
+        h->metadata = mx_str_ref(l->metadata);
+        h->token = l->token;
+        h->ttl_ms = l->ttl_ms;
+        h->expires_in_ms = ms_until(r->slot[i].deadline_ns, now->mono_ns);
+        h->acquired_at_ms = l->acquired_at_ms;
+        h->renewed_at_ms = l->renewed_at_ms;
     }
 }
 
@@ -92,11 +186,44 @@ static void answer(struct res_out *out, struct res_req *q, enum res_status statu
     out->tail = q;
 }
 
-static void answer_view(const struct res *r, const struct res_now *now, struct res_out *out,
-                        struct res_req *q, enum res_status status)
+static void answer_state(const struct res *r, const struct res_now *now, struct res_out *out,
+                         struct res_req *q, enum res_status status)
 {
-    fill_view(r, now, &q->view);
+    fill_state(r, now, &q->view);
     answer(out, q, status);
+}
+
+/* A lease body: lease i. */
+static void answer_lease(const struct res *r, uint32_t i, const struct res_now *now,
+                         struct res_out *out, struct res_req *q)
+{
+    res_view_clear(&q->view);
+    view_common(r, &q->view);
+    view_lease(r, i, now, &q->view);
+    answer(out, q, RES_OK_LEASE);
+}
+
+/* lease_held: the holder whose lease ends first. */
+static void answer_held(const struct res *r, const struct res_now *now, struct res_out *out,
+                        struct res_req *q)
+{
+    res_view_clear(&q->view);
+    view_common(r, &q->view);
+    uint32_t first = UINT32_MAX;
+    for (uint32_t i = 0; i < r->row.nleases; i++)
+        if (r->row.leases[i].held &&
+            (first == UINT32_MAX || r->slot[i].deadline_ns < r->slot[first].deadline_ns))
+            first = i;
+    if (first != UINT32_MAX)
+        view_lease(r, first, now, &q->view);
+    answer(out, q, RES_ERR_HELD);
+}
+
+static void answer_limit(const struct res *r, struct res_out *out, struct res_req *q)
+{
+    res_view_clear(&q->view);
+    view_common(r, &q->view);
+    answer(out, q, RES_ERR_LIMIT);
 }
 
 struct res_req *res_out_pop(struct res_out *out)
@@ -130,36 +257,93 @@ static void change(struct res *r, struct res_domain *d)
     r->changed = true;
 }
 
-static void forget_lease(struct res *r, struct res_domain *d)
+static int find_lease(const struct res *r, const uint8_t id[16])
 {
-    if (r->row.held)
-        atomic_fetch_sub(&d->held, 1);
-    mx_str_unref(r->row.owner);
-    mx_str_unref(r->row.metadata);
-    uint64_t index = r->row.index;
-    memset(&r->row, 0, sizeof r->row);
-    r->row.index = index;
-    r->deadline_ns = 0;
+    for (uint32_t i = 0; i < r->row.nleases; i++)
+        if (memcmp(r->row.leases[i].lease_id, id, 16) == 0)
+            return (int)i;
+    return -1;
 }
 
-static void set_deadline(struct res *r, uint64_t ttl_ms, const struct res_now *now)
+static void set_held(struct res *r, struct res_domain *d, uint32_t i, bool held)
 {
-    r->row.ttl_ms = ttl_ms;
-    r->row.deadline_ms = now->wall_ms + (int64_t)ttl_ms;
-    r->deadline_ns = now->mono_ns + ttl_ms * MX_NS_PER_MS;
+    struct store_lease *l = &r->row.leases[i];
+    if (l->held == held)
+        return;
+    l->held = held;
+    int64_t by = held ? 1 : -1;
+    r->nheld += held ? 1u : (uint32_t)-1;
+    atomic_fetch_add(&d->held, by);
+    atomic_fetch_add(&d->held_kind[lease_kind(r, i)], by);
 }
 
-static void replace_metadata(struct res *r, const struct res_req *q)
+/* Room for one more lease. */
+static bool reserve_lease(struct res *r)
 {
-    if (q->has_metadata) {
-        mx_str_unref(r->row.metadata);
-        r->row.metadata = mx_str_ref(q->metadata);
+    if (r->row.nleases < r->cap)
+        return true;
+    uint32_t cap = r->cap ? r->cap * 2 : 2;
+    struct store_lease *leases = realloc(r->row.leases, cap * sizeof *leases);
+    if (!leases)
+        return false;
+    r->row.leases = leases;
+    struct res_slot *slot = realloc(r->slot, cap * sizeof *slot);
+    if (!slot)
+        return false;
+    r->slot = slot;
+    r->cap = cap;
+    return true;
+}
+
+/* Notes that lease id `id` is to be deleted from the store (unless put again). */
+static void note_deleted(struct res *r, const uint8_t id[16])
+{
+    if (r->ndel == r->delcap) {
+        uint32_t cap = r->delcap ? r->delcap * 2 : 4;
+        uint8_t(*del)[16] = realloc(r->del, cap * sizeof *del);
+        if (!del) {
+            /* Without room to say which, the record will rewrite the whole row. */
+            r->ndel = UINT32_MAX;
+            return;
+        }
+        r->del = del;
+        r->delcap = cap;
     }
+    if (r->ndel != UINT32_MAX)
+        memcpy(r->del[r->ndel++], id, 16);
 }
 
-static bool same_lease(const struct res *r, const struct res_req *q)
+static void unnote_deleted(struct res *r, const uint8_t id[16])
 {
-    return r->row.has_lease && q->has_lease_id && memcmp(r->row.lease_id, q->lease_id, 16) == 0;
+    if (r->ndel == UINT32_MAX)
+        return;
+    for (uint32_t i = 0; i < r->ndel; i++)
+        if (memcmp(r->del[i], id, 16) == 0) {
+            memmove(r->del[i], r->del[i + 1], (r->ndel - i - 1) * sizeof r->del[0]);
+            r->ndel--;
+            return;
+        }
+}
+
+/* Forgets lease i (held or remembered). */
+static void forget_lease(struct res *r, struct res_domain *d, uint32_t i)
+{
+    set_held(r, d, i, false);
+    note_deleted(r, r->row.leases[i].lease_id);
+    store_lease_clear(&r->row.leases[i]);
+    uint32_t after = r->row.nleases - i - 1;
+    memmove(&r->row.leases[i], &r->row.leases[i + 1], after * sizeof r->row.leases[0]);
+    memmove(&r->slot[i], &r->slot[i + 1], after * sizeof r->slot[0]);
+    r->row.nleases--;
+}
+
+static void set_deadline(struct res *r, uint32_t i, uint64_t ttl_ms, const struct res_now *now)
+{
+    struct store_lease *l = &r->row.leases[i];
+    l->ttl_ms = ttl_ms;
+    l->deadline_ms = now->wall_ms + (int64_t)ttl_ms;
+    r->slot[i].deadline_ns = now->mono_ns + ttl_ms * MX_NS_PER_MS;
+    r->slot[i].dirty = true;
 }
 
 static void unavailable(struct res_out *out, struct res_req *q, const char *reason,
@@ -197,6 +381,40 @@ static bool in_restore_grace(struct res_domain *d, struct res_req *q, const stru
     return true;
 }
 
+/* Whether a new lease for q fits beside the leases held now (limits agreed). */
+static bool fits(const struct res *r, const struct res_domain *d, const struct res_req *q)
+{
+    if (r->nheld == 0)
+        return true;
+    if (r->row.limit > 1)
+        return r->nheld < r->row.limit;
+    if (!q->shared || r->nheld >= max_holders(d))
+        return false;
+    for (uint32_t i = 0; i < r->row.nleases; i++)
+        if (r->row.leases[i].held && !r->row.leases[i].shared)
+            return false;
+    return true;
+}
+
+/* A grant takes the places of remembered leases (see resource.h). */
+static void take_places(struct res *r, struct res_domain *d, bool exclusive)
+{
+    uint32_t bound = r->row.limit > 1 ? r->row.limit : max_holders(d);
+    for (uint32_t i = 0; i < r->row.nleases;) {
+        const struct store_lease *l = &r->row.leases[i];
+        if (l->held) {
+            i++;
+            continue;
+        }
+        bool taken = r->row.limit > 1 ? r->row.nleases > bound
+                                      : exclusive || !l->shared || r->row.nleases > bound;
+        if (taken)
+            forget_lease(r, d, i); /* the oldest remembered goes first */
+        else
+            i++;
+    }
+}
+
 /* A new lease for q. */
 static void grant(struct res *r, struct res_domain *d, struct res_req *q, const struct res_now *now,
                   struct res_out *out)
@@ -210,41 +428,61 @@ static void grant(struct res *r, struct res_domain *d, struct res_req *q, const 
         unavailable(out, q, "no random source for a lease id", 0);
         return;
     }
+    if (!reserve_lease(r)) {
+        unavailable(out, q, "out of memory", 0);
+        return;
+    }
     uint64_t token = next_token(d);
     if (!token) {
         unavailable(out, q, "no fencing tokens reserved: blob storage unreachable", 0);
         return;
     }
-    forget_lease(r, d);
-    r->row.has_lease = true;
-    r->row.held = true;
-    memcpy(r->row.lease_id, id, 16);
-    r->row.owner = mx_str_ref(q->owner);
-    r->row.metadata = q->has_metadata ? mx_str_ref(q->metadata) : NULL;
-    r->row.token = token;
-    r->row.acquired_at_ms = r->row.renewed_at_ms = now->wall_ms;
-    set_deadline(r, q->ttl_ms, now);
+    if (r->nheld == 0 && r->row.limit != req_limit(q)) {
+        /* The limit belongs to the resource while it has holders: a new one now. */
+        while (r->row.nleases)
+            forget_lease(r, d, 0);
+        r->row.limit = req_limit(q);
+    }
+    int old = find_lease(r, id);
+    if (old >= 0)
+        forget_lease(r, d, (uint32_t)old); /* a remembered lease of the same id */
+    uint32_t i = r->row.nleases++;
+    struct store_lease *l = &r->row.leases[i];
+    memset(l, 0, sizeof *l);
+    memset(&r->slot[i], 0, sizeof r->slot[i]);
+    memcpy(l->lease_id, id, 16);
+    unnote_deleted(r, id);
+    l->shared = q->shared;
+    l->owner = mx_str_ref(q->owner);
+    l->metadata = q->has_metadata ? mx_str_ref(q->metadata) : NULL;
+    l->token = token;
+    l->acquired_at_ms = l->renewed_at_ms = now->wall_ms;
+    set_deadline(r, i, q->ttl_ms, now);
+    set_held(r, d, i, true);
+    take_places(r, d, r->row.limit == 1 && !q->shared);
     change(r, d);
-    atomic_fetch_add(&d->held, 1);
     atomic_fetch_add(&d->grants, 1);
-    answer_view(r, now, out, q, RES_OK_LEASE);
+    atomic_fetch_add(&d->grants_kind[res_kind_of(r->row.limit, q->shared)], 1);
+    i = (uint32_t)find_lease(r, id);
+    answer_lease(r, i, now, out, q);
 }
 
-/* Keeps the lease (and its token), starting its TTL again: renew, re-acquire. */
-static void extend(struct res *r, struct res_domain *d, struct res_req *q, uint64_t ttl_ms,
-                   const struct res_now *now, struct res_out *out)
+/* Keeps lease i (and its token), starting its TTL again: renew, re-acquire. */
+static void extend(struct res *r, struct res_domain *d, uint32_t i, struct res_req *q,
+                   uint64_t ttl_ms, const struct res_now *now, struct res_out *out)
 {
     if (in_restore_grace(d, q, now, out))
         return;
-    if (!r->row.held) {
-        r->row.held = true;
-        atomic_fetch_add(&d->held, 1);
+    struct store_lease *l = &r->row.leases[i];
+    set_held(r, d, i, true);
+    l->renewed_at_ms = now->wall_ms;
+    set_deadline(r, i, ttl_ms, now);
+    if (q->has_metadata) {
+        mx_str_unref(l->metadata);
+        l->metadata = mx_str_ref(q->metadata);
     }
-    r->row.renewed_at_ms = now->wall_ms;
-    set_deadline(r, ttl_ms, now);
-    replace_metadata(r, q);
     change(r, d);
-    answer_view(r, now, out, q, RES_OK_LEASE);
+    answer_lease(r, i, now, out, q);
 }
 
 /* ---- waiters and watchers -------------------------------------------------------- */
@@ -262,6 +500,7 @@ static void unlink_waiter(struct res *r, struct res_domain *d, struct res_req *q
     q->_next = q->_prev = NULL;
     r->nwaiters--;
     atomic_fetch_sub(&d->waiters, 1);
+    atomic_fetch_sub(&d->waiters_kind[res_kind_of(req_limit(q), q->shared)], 1);
 }
 
 static void unlink_watcher(struct res *r, struct res_domain *d, struct res_req *q)
@@ -277,17 +516,25 @@ static void unlink_watcher(struct res *r, struct res_domain *d, struct res_req *
     atomic_fetch_sub(&d->watchers, 1);
 }
 
-/* While the resource is free, grants the first waiter whose client is still there. */
+/* Grants waiters in order while the first fits; one whose limit is not the one in force
+ * when its turn comes is answered limit_mismatch; one whose client has gone is dropped. */
 static void grant_next(struct res *r, struct res_domain *d, const struct res_now *now,
                        struct res_out *out)
 {
-    while (r->waiters && !(r->row.has_lease && r->row.held)) {
+    while (r->waiters) {
         struct res_req *q = r->waiters;
-        unlink_waiter(r, d, q);
-        if (q->alive && !q->alive(q))
+        if (q->alive && !q->alive(q)) {
+            unlink_waiter(r, d, q);
             answer(out, q, RES_GONE); /* never granted */
-        else
+        } else if (r->nheld && req_limit(q) != r->row.limit) {
+            unlink_waiter(r, d, q);
+            answer_limit(r, out, q);
+        } else if (fits(r, d, q)) {
+            unlink_waiter(r, d, q);
             grant(r, d, q, now, out);
+        } else {
+            break;
+        }
     }
 }
 
@@ -298,7 +545,7 @@ static void notify_watchers(struct res *r, struct res_domain *d, const struct re
     while (r->watchers) {
         struct res_req *q = r->watchers;
         unlink_watcher(r, d, q);
-        answer_view(r, now, out, q, RES_OK_STATE);
+        answer_state(r, now, out, q, RES_OK_STATE);
     }
 }
 
@@ -314,73 +561,96 @@ static void acquire(struct res *r, struct res_domain *d, struct res_req *q,
         answer(out, q, RES_GONE);
         return;
     }
-    if (r->row.has_lease && r->row.held) {
-        if (same_lease(r, q)) {
-            extend(r, d, q, q->ttl_ms, now, out); /* a retry: the same lease back */
-        } else if (q->wait_ms == 0) {
-            atomic_fetch_add(&d->conflicts, 1);
-            answer_view(r, now, out, q, RES_ERR_HELD);
-        } else if (r->nwaiters >= d->lim.max_waiters) {
-            answer(out, q, RES_ERR_TOO_MANY);
-        } else {
-            q->_deadline_ns = now->mono_ns + q->wait_ms * MX_NS_PER_MS;
-            q->_watcher = false;
-            q->status = RES_PENDING;
-            q->_next = NULL;
-            q->_prev = r->waiters_tail;
-            if (r->waiters_tail)
-                r->waiters_tail->_next = q;
-            else
-                r->waiters = q;
-            r->waiters_tail = q;
-            r->nwaiters++;
-            atomic_fetch_add(&d->waiters, 1);
-        }
+    int i = q->has_lease_id ? find_lease(r, q->lease_id) : -1;
+    if (i >= 0) {
+        /* A retry with its own lease id (held, or expired with nothing granted in its
+         * place): the same lease back, if it asks for the same kind. */
+        if (req_limit(q) != r->row.limit)
+            answer_limit(r, out, q);
+        else if (q->shared != r->row.leases[i].shared)
+            answer(out, q, RES_ERR_SHARED);
+        else
+            extend(r, d, (uint32_t)i, q, q->ttl_ms, now, out);
         return;
     }
-    if (same_lease(r, q))
-        extend(r, d, q, q->ttl_ms, now, out); /* expired, nothing granted since */
-    else
+    if (r->nheld && req_limit(q) != r->row.limit) {
+        answer_limit(r, out, q);
+        return;
+    }
+    if (!r->waiters && fits(r, d, q)) {
         grant(r, d, q, now, out);
+    } else if (q->wait_ms == 0) {
+        atomic_fetch_add(&d->conflicts, 1);
+        answer_held(r, now, out, q);
+    } else if (r->nwaiters >= d->lim.max_waiters) {
+        answer(out, q, RES_ERR_TOO_MANY);
+    } else {
+        q->_deadline_ns = now->mono_ns + q->wait_ms * MX_NS_PER_MS;
+        q->_watcher = false;
+        q->status = RES_PENDING;
+        q->_next = NULL;
+        q->_prev = r->waiters_tail;
+        if (r->waiters_tail)
+            r->waiters_tail->_next = q;
+        else
+            r->waiters = q;
+        r->waiters_tail = q;
+        r->nwaiters++;
+        atomic_fetch_add(&d->waiters, 1);
+        atomic_fetch_add(&d->waiters_kind[res_kind_of(req_limit(q), q->shared)], 1);
+    }
 }
 
 static void renew(struct res *r, struct res_domain *d, struct res_req *q, const struct res_now *now,
                   struct res_out *out)
 {
-    if (!same_lease(r, q)) {
+    int i = q->has_lease_id ? find_lease(r, q->lease_id) : -1;
+    if (i < 0) {
         answer(out, q, RES_ERR_LOST);
         return;
     }
     atomic_fetch_add(&d->renewals, 1);
-    extend(r, d, q, q->has_ttl ? q->ttl_ms : r->row.ttl_ms, now, out);
+    extend(r, d, (uint32_t)i, q, q->has_ttl ? q->ttl_ms : r->row.leases[i].ttl_ms, now, out);
 }
 
 static void release(struct res *r, struct res_domain *d, struct res_req *q,
                     const struct res_now *now, struct res_out *out)
 {
-    if (!same_lease(r, q)) {
+    int i = q->has_lease_id ? find_lease(r, q->lease_id) : -1;
+    if (i < 0) {
         answer(out, q, RES_ERR_LOST);
         return;
     }
-    forget_lease(r, d);
+    forget_lease(r, d, (uint32_t)i);
     change(r, d);
     atomic_fetch_add(&d->releases, 1);
-    answer_view(r, now, out, q, RES_OK_RELEASED);
+    answer_state(r, now, out, q, RES_OK_RELEASED);
     grant_next(r, d, now, out);
 }
 
 static void break_lease(struct res *r, struct res_domain *d, struct res_req *q,
                         const struct res_now *now, struct res_out *out)
 {
-    bool broken = r->row.has_lease && r->row.held;
-    if (r->row.has_lease) {
-        forget_lease(r, d);
-        change(r, d);
+    uint32_t broken = 0;
+    bool any = false;
+    if (q->has_lease_id) {
+        int i = find_lease(r, q->lease_id);
+        if (i >= 0) {
+            broken = r->row.leases[i].held;
+            forget_lease(r, d, (uint32_t)i);
+            any = true;
+        }
+    } else {
+        broken = r->nheld;
+        any = r->row.nleases > 0;
+        while (r->row.nleases)
+            forget_lease(r, d, 0);
     }
-    if (broken)
-        atomic_fetch_add(&d->breaks, 1);
-    answer_view(r, now, out, q, RES_OK_BROKEN);
-    q->view.broken = broken;
+    if (any)
+        change(r, d);
+    atomic_fetch_add(&d->breaks, broken);
+    answer_state(r, now, out, q, RES_OK_BROKEN);
+    q->view.broken = broken > 0;
     grant_next(r, d, now, out);
 }
 
@@ -388,7 +658,7 @@ static void get(struct res *r, struct res_domain *d, struct res_req *q, const st
                 struct res_out *out)
 {
     if (!q->has_index || q->index != r->row.index || q->wait_ms == 0) {
-        answer_view(r, now, out, q, RES_OK_STATE);
+        answer_state(r, now, out, q, RES_OK_STATE);
         return;
     }
     if (r->nwatchers >= d->lim.max_waiters) {
@@ -413,6 +683,7 @@ void res_init(struct res *r, uint64_t index)
 {
     memset(r, 0, sizeof *r);
     r->row.index = index;
+    r->row.limit = 1;
 }
 
 uint64_t res_deadline_ns(int64_t deadline_ms, const struct res_now *now)
@@ -423,41 +694,135 @@ uint64_t res_deadline_ns(int64_t deadline_ms, const struct res_now *now)
     return now->mono_ns + (left > 0 ? (uint64_t)left * MX_NS_PER_MS : 0);
 }
 
+void res_count_held(const struct res *r, struct res_domain *d, int sign)
+{
+    for (uint32_t i = 0; i < r->row.nleases; i++)
+        if (r->row.leases[i].held) {
+            atomic_fetch_add(&d->held, sign);
+            atomic_fetch_add(&d->held_kind[lease_kind(r, i)], sign);
+        }
+}
+
+void res_count_stored(struct res_domain *d, uint32_t limit, uint32_t nheld, uint32_t nshared)
+{
+    atomic_fetch_add(&d->held, nheld);
+    if (limit > 1) {
+        atomic_fetch_add(&d->held_kind[RES_KIND_SEMAPHORE], nheld);
+    } else {
+        atomic_fetch_add(&d->held_kind[RES_KIND_SHARED], nshared);
+        atomic_fetch_add(&d->held_kind[RES_KIND_EXCLUSIVE], nheld - nshared);
+    }
+}
+
+void res_forget_changes(struct res *r)
+{
+    for (uint32_t i = 0; i < r->row.nleases; i++)
+        r->slot[i].dirty = false;
+    r->ndel = 0;
+    r->changed = false;
+}
+
 void res_load(struct res *r, struct store_row *row, const struct res_now *now)
 {
-    mx_str_unref(r->row.owner);
-    mx_str_unref(r->row.metadata);
+    store_row_clear(&r->row);
+    free(r->slot);
+    r->slot = NULL;
+    r->cap = r->nheld = 0;
     r->row = *row;
     memset(row, 0, sizeof *row);
-    r->deadline_ns = 0;
-    if (r->row.has_lease && r->row.held)
-        r->deadline_ns = res_deadline_ns(r->row.deadline_ms, now);
+    if (!r->row.limit)
+        r->row.limit = 1;
+    r->ndel = 0;
+    r->changed = false;
+    if (!r->row.nleases)
+        return;
+    r->slot = calloc(r->row.nleases, sizeof *r->slot);
+    if (!r->slot) {
+        /* Without room for the deadlines the leases cannot be kept: read as free, the
+         * store keeps them; the next turn that reloads tries again. */
+        store_row_clear(&r->row);
+        r->row.limit = 1;
+        return;
+    }
+    r->cap = r->row.nleases;
+    for (uint32_t i = 0; i < r->row.nleases; i++)
+        if (r->row.leases[i].held) {
+            r->slot[i].deadline_ns = res_deadline_ns(r->row.leases[i].deadline_ms, now);
+            r->nheld++;
+        }
 }
 
 void res_free(struct res *r)
 {
     store_row_clear(&r->row);
+    free(r->slot);
+    free(r->del);
+    r->slot = NULL;
+    r->del = NULL;
+    r->cap = r->ndel = r->delcap = r->nheld = 0;
+}
+
+struct store_rec *res_take_rec(struct res *r, const char *name, size_t len)
+{
+    if (r->row.nleases == 0 || r->ndel == UINT32_MAX) {
+        /* Nothing left (the row goes), or the ids forgotten are not known: the whole row
+         * replaces what the store has. */
+        struct store_rec *rec = r->row.nleases == 0
+                                    ? store_rec_new(name, len, r->row.index, r->row.limit, 0, 0)
+                                    : store_rec_from_row(name, len, &r->row);
+        if (!rec)
+            return NULL;
+        if (r->row.nleases == 0)
+            rec->drop = true;
+        else if (r->ndel == UINT32_MAX)
+            rec->drop = false;
+        res_forget_changes(r);
+        return rec;
+    }
+    uint32_t nput = 0;
+    for (uint32_t i = 0; i < r->row.nleases; i++)
+        nput += r->slot[i].dirty;
+    struct store_rec *rec = store_rec_new(name, len, r->row.index, r->row.limit, nput, r->ndel);
+    if (!rec)
+        return NULL;
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < r->row.nleases; i++)
+        if (r->slot[i].dirty)
+            store_lease_copy(&rec->put[k++], &r->row.leases[i]);
+    if (r->ndel)
+        memcpy(rec->del, r->del, r->ndel * sizeof r->del[0]);
+    res_forget_changes(r);
+    return rec;
 }
 
 void res_tick(struct res *r, struct res_domain *d, const struct res_now *now, struct res_out *out)
 {
     uint64_t index = r->row.index;
-    if (r->row.has_lease && r->row.held && r->deadline_ns <= now->mono_ns) {
-        r->row.held = false; /* kept: its holder may still renew it */
-        atomic_fetch_sub(&d->held, 1);
+    bool expired = false;
+    for (uint32_t i = 0; i < r->row.nleases; i++) {
+        if (!r->row.leases[i].held || r->slot[i].deadline_ns > now->mono_ns)
+            continue;
+        set_held(r, d, i, false); /* kept: its holder may still renew it */
+        r->slot[i].dirty = true;
         atomic_fetch_add(&d->expiries, 1);
-        prom_hist_observe(&d->expiry_lateness, now->mono_ns - r->deadline_ns);
-        change(r, d);
+        prom_hist_observe(&d->expiry_lateness, now->mono_ns - r->slot[i].deadline_ns);
+        expired = true;
     }
+    if (expired)
+        change(r, d);
     grant_next(r, d, now, out);
+    bool timed_out = false;
     for (struct res_req *q = r->waiters, *next; q; q = next) {
         next = q->_next;
         if (q->_deadline_ns <= now->mono_ns) {
             unlink_waiter(r, d, q);
             atomic_fetch_add(&d->timeouts, 1);
-            answer_view(r, now, out, q, RES_ERR_HELD);
+            answer_held(r, now, out, q);
+            timed_out = true;
         }
     }
+    if (timed_out)
+        grant_next(r, d, now, out); /* those behind may fit now */
     if (r->row.index != index) {
         notify_watchers(r, d, now, out);
         return;
@@ -466,7 +831,7 @@ void res_tick(struct res *r, struct res_domain *d, const struct res_now *now, st
         next = q->_next;
         if (q->_deadline_ns <= now->mono_ns) {
             unlink_watcher(r, d, q);
-            answer_view(r, now, out, q, RES_OK_STATE); /* unchanged */
+            answer_state(r, now, out, q, RES_OK_STATE); /* unchanged */
         }
     }
 }
@@ -503,12 +868,21 @@ void res_handle(struct res *r, struct res_domain *d, struct res_req *q, const st
         notify_watchers(r, d, now, out);
 }
 
-void res_drop(struct res *r, struct res_domain *d, uint64_t id, struct res_out *out)
+void res_drop(struct res *r, struct res_domain *d, uint64_t id, const struct res_now *now,
+              struct res_out *out)
 {
     for (struct res_req *q = r->waiters; q; q = q->_next)
         if (q->id == id) {
+            bool first = q == r->waiters;
             unlink_waiter(r, d, q);
             answer(out, q, RES_GONE);
+            if (first) {
+                /* Those behind it may fit now (readers behind a writer that left). */
+                uint64_t index = r->row.index;
+                grant_next(r, d, now, out);
+                if (r->row.index != index)
+                    notify_watchers(r, d, now, out);
+            }
             return;
         }
     for (struct res_req *q = r->watchers; q; q = q->_next)
@@ -537,7 +911,11 @@ void res_cancel_all(struct res *r, struct res_domain *d, const char *reason, str
 
 uint64_t res_lease_deadline(const struct res *r)
 {
-    return r->row.has_lease && r->row.held ? r->deadline_ns : UINT64_MAX;
+    uint64_t next = UINT64_MAX;
+    for (uint32_t i = 0; i < r->row.nleases; i++)
+        if (r->row.leases[i].held && r->slot[i].deadline_ns < next)
+            next = r->slot[i].deadline_ns;
+    return next;
 }
 
 uint64_t res_queue_deadline(const struct res *r)

@@ -3,15 +3,22 @@
  * clock handed in with every call, so that it is unit-tested with a fake clock. The
  * resource actor (resource_actor.c) runs it in turns and makes its changes durable.
  *
- * A resource has at most one lease in force (`held`). Its latest lease is remembered
- * after it expires, so that its holder may still renew or release it until another
- * lease is granted (as Azure blob leases do); release and break forget it.
+ * A resource holds a set of leases: one exclusive lease, or shared (reader) leases
+ * together, or up to `limit` leases of a counting semaphore. Leases are kept in grant
+ * order (their tokens increase). A lease that expires is remembered, so that its holder
+ * may still renew or release it until a grant takes its place (as Azure blob leases do):
+ * any grant takes an exclusive lease's place; an exclusive grant takes every place; a
+ * semaphore grant takes the oldest remembered lease's place once the held and the
+ * remembered ones would exceed the limit. Release and break forget a lease.
+ *
+ * Waiting is first come, first served: the first waiter is granted as soon as it fits, and
+ * no request is granted while one queued before it waits, even one that would fit.
  *
  * Requests are answered by setting their status and view and appending them to a
  * struct res_out; those that wait (waiters of acquire with wait_ms, watchers of GET with
  * index and wait_ms) are kept in the resource and answered by a later call. Each change
  * (grant, renew, release, break, expiry) takes the next index from the domain and sets
- * `changed`, which tells the caller to write the resource's row.
+ * `changed`, which tells the caller to write what changed (res_take_rec()).
  */
 #ifndef MX_RESOURCE_H
 #define MX_RESOURCE_H
@@ -28,7 +35,11 @@ struct res_limits {
     uint64_t min_ttl_ms, max_ttl_ms; /* enforced by the caller's validation */
     uint64_t max_wait_ms;            /* likewise */
     uint32_t max_waiters;            /* waiters per resource; watchers have the same cap */
+    uint32_t max_holders;            /* leases held at once per resource (0: 1024) */
 };
+
+/* What a lease is, for the metrics. */
+enum res_kind { RES_KIND_EXCLUSIVE, RES_KIND_SHARED, RES_KIND_SEMAPHORE, RES_NKINDS };
 
 /* Shared by every resource of a server. */
 struct res_domain {
@@ -46,6 +57,8 @@ struct res_domain {
      * memory or not: it starts from the store and moves with grants and their ends only. */
     _Atomic int64_t held, waiters, watchers;
     _Atomic uint64_t grants, renewals, releases, breaks, expiries, conflicts, timeouts;
+    _Atomic int64_t held_kind[RES_NKINDS], waiters_kind[RES_NKINDS];
+    _Atomic uint64_t grants_kind[RES_NKINDS];
     /* How late each lease was expired, in ns past its deadline (for a lease that ran out
      * while the server was down: past its loading). prom_hist_init() it before use. */
     struct prom_hist expiry_lateness;
@@ -68,18 +81,34 @@ enum res_status {
     RES_ERR_LOST,        /* 409 lease_lost */
     RES_ERR_TOO_MANY,    /* 429 too_many_waiters */
     RES_ERR_UNAVAILABLE, /* 503, with reason */
+    RES_ERR_LIMIT,       /* 409 limit_mismatch, with the limit in force in view.limit */
+    RES_ERR_SHARED,      /* 400 invalid_field shared: a retry naming another kind */
     RES_GONE,            /* the client went away: nothing to send */
 };
 
-/* What an answer shows. Holds references to the strings. */
+/* One holder as an answer shows it. Holds references to the strings. */
+struct res_holder {
+    bool shared;
+    struct mx_str *owner, *metadata;
+    uint64_t token, ttl_ms, expires_in_ms;
+    int64_t acquired_at_ms, renewed_at_ms;
+};
+
+/* What an answer shows. Holds references to the strings. The lease fields are: for a
+ * lease body, the lease; for lease_held, the holder whose lease ends first; for a state,
+ * its first holder (when `held`). */
 struct res_view {
-    bool held; /* a lease is in force */
+    bool held; /* at least one lease is in force */
     bool broken;
+    bool shared;
     uint8_t lease_id[16];
     struct mx_str *owner, *metadata;
     uint64_t token, ttl_ms, expires_in_ms, index;
     int64_t acquired_at_ms, renewed_at_ms;
     uint32_t waiters;
+    uint32_t limit;
+    uint32_t nholders;          /* a state: every holder, oldest grant first */
+    struct res_holder *holders; /* malloc'd (NULL when none, or out of memory: `held` says) */
 };
 
 void res_view_clear(struct res_view *v);
@@ -92,7 +121,9 @@ struct res_req {
     struct mx_str *owner;    /* acquire (reference owned by the request) */
     struct mx_str *metadata; /* serialized JSON object (reference owned by the request) */
     uint64_t ttl_ms, wait_ms, index;
-    uint64_t id; /* unique: names the request in res_drop() */
+    uint32_t limit; /* acquire: the holder limit it names (0 is taken as 1) */
+    bool shared;    /* acquire: a shared lease */
+    uint64_t id;    /* unique: names the request in res_drop() */
     /* Whether the client is still there; NULL: always. Asked before granting a waiter. */
     bool (*alive)(struct res_req *q);
     /* out */
@@ -117,13 +148,23 @@ struct res_out {
     struct res_req *head, *tail;
 };
 
+/* Beside each lease of the row. */
+struct res_slot {
+    uint64_t deadline_ns; /* mono: when it expires, if held */
+    bool dirty;           /* changed since the last res_take_rec() */
+};
+
 struct res {
-    struct store_row row; /* the durable shape: index, latest lease */
-    uint64_t deadline_ns; /* mono: when the lease in force expires */
+    struct store_row row;  /* the durable shape: index, limit, leases in grant order */
+    struct res_slot *slot; /* one per lease of the row */
+    uint32_t cap;          /* room in row.leases and slot */
+    uint32_t nheld;        /* leases held (the others are remembered) */
+    uint8_t (*del)[16];    /* lease ids forgotten since the last res_take_rec() */
+    uint32_t ndel, delcap;
     struct res_req *waiters, *waiters_tail;
     struct res_req *watchers;
     uint32_t nwaiters, nwatchers;
-    bool changed; /* set by a change; the caller writes the row and clears it */
+    bool changed; /* set by a change; the caller writes it (res_take_rec) */
 };
 
 /* A resource without a row: free, with `index` (see store_index_floor()). */
@@ -136,8 +177,20 @@ void res_load(struct res *r, struct store_row *row, const struct res_now *now);
  * mirror_rearm_deadline().) */
 uint64_t res_deadline_ns(int64_t deadline_ms, const struct res_now *now);
 /* Releases the memory; waiters and watchers must have been answered (res_cancel_all). The
- * lease, if any, stays counted in res_domain.held: it is still in force in the store. */
+ * leases held stay counted in res_domain.held: they are still in force in the store. */
 void res_free(struct res *r);
+/* What changed since the last call, as a store record for resource `name` (NULL when out
+ * of memory: the changes stay to be taken), and clears `changed`. */
+struct store_rec *res_take_rec(struct res *r, const char *name, size_t len);
+/* Adds `sign` (1 or -1) times the leases r holds to the domain's counts of held leases. */
+void res_count_held(const struct res *r, struct res_domain *d, int sign);
+/* Adds to the domain's counts the leases a resource held in the store: `nheld` of them,
+ * `nshared` of those shared, under `limit` (at start, before any actor loads it). */
+void res_count_stored(struct res_domain *d, uint32_t limit, uint32_t nheld, uint32_t nshared);
+/* Forgets what changed without writing it (the state is about to be reloaded). */
+void res_forget_changes(struct res *r);
+/* The kind of lease a resource with this limit and lease grants. */
+enum res_kind res_kind_of(uint32_t limit, bool shared);
 
 /* Handles one request (after applying what is due at `now`). */
 void res_handle(struct res *r, struct res_domain *d, struct res_req *q, const struct res_now *now,
@@ -145,12 +198,14 @@ void res_handle(struct res *r, struct res_domain *d, struct res_req *q, const st
 /* Applies what is due at `now`: expiry, waiters and watchers that timed out, and grants a
  * waiter if the resource is free. */
 void res_tick(struct res *r, struct res_domain *d, const struct res_now *now, struct res_out *out);
-/* The client of request `id` has gone: drop it if it waits here (answered RES_GONE). */
-void res_drop(struct res *r, struct res_domain *d, uint64_t id, struct res_out *out);
+/* The client of request `id` has gone: drop it if it waits here (answered RES_GONE), and
+ * grant those behind it that now fit. */
+void res_drop(struct res *r, struct res_domain *d, uint64_t id, const struct res_now *now,
+              struct res_out *out);
 /* Answers every waiter and watcher RES_ERR_UNAVAILABLE with `reason`. */
 void res_cancel_all(struct res *r, struct res_domain *d, const char *reason, struct res_out *out);
 
-/* Mono deadlines that need a res_tick(), or UINT64_MAX: the expiry of the lease in force;
+/* Mono deadlines that need a res_tick(), or UINT64_MAX: the earliest expiry of a lease;
  * the earliest deadline of a waiter or watcher; the earlier of the two. */
 uint64_t res_lease_deadline(const struct res *r);
 uint64_t res_queue_deadline(const struct res *r);

@@ -72,9 +72,9 @@ static void flush(struct rt_actor *self, struct ra_state *st, struct ra_ctx *ctx
     if (st->res.changed) {
         size_t len;
         const char *name = rt_name(self, &len);
-        struct store_rec *rec = store_rec_new(name, len, &st->res.row);
+        struct store_rec *rec = res_take_rec(&st->res, name, len);
         uint64_t seq = rec ? store_submit_in(ctx->store, rec, st->epoch, rt_turn_ctx(self)) : 0;
-        st->res.changed = false;
+        res_forget_changes(&st->res);
         if (seq == 0) {
             /* Not written: memory holds a change the store never will. Read the row again
              * at the next message, and tell these clients nothing happened. */
@@ -148,13 +148,13 @@ static bool load(struct rt_actor *self, struct ra_state *st, struct ra_ctx *ctx,
         row.index = store_index_floor(ctx->store);
     else if (rc != STORE_OK)
         return false;
-    /* `held` counts the store's rows until a change moves it. A reload replaces a state
+    /* `held` counts the store's leases until a change moves it. A reload replaces a state
      * that may hold changes the store lost: count the difference. */
-    if (st->loaded && res_lease_deadline(&st->res) != UINT64_MAX)
-        atomic_fetch_sub(&ctx->domain->held, 1);
+    if (st->loaded)
+        res_count_held(&st->res, ctx->domain, -1);
     res_load(&st->res, &row, now);
-    if (st->loaded && res_lease_deadline(&st->res) != UINT64_MAX)
-        atomic_fetch_add(&ctx->domain->held, 1);
+    if (st->loaded)
+        res_count_held(&st->res, ctx->domain, 1);
     st->epoch = epoch;
     st->loaded = true;
     return true;
@@ -212,7 +212,7 @@ static void ra_receive(struct rt_actor *self, void *state, struct rt_msg *m)
         break;
     }
     case MSG_DROP:
-        res_drop(&st->res, d, ((struct drop_msg *)m)->id, &out);
+        res_drop(&st->res, d, ((struct drop_msg *)m)->id, &now, &out);
         free(m);
         break;
     case MSG_ALARM:
@@ -323,12 +323,13 @@ struct restore {
     size_t n, unset;
 };
 
-static void restore_row(void *arg, const char *name, size_t len, int64_t deadline_ms)
+static void restore_row(void *arg, const char *name, size_t len, const struct store_held *h)
 {
     struct restore *r = arg;
-    uint64_t at = res_deadline_ns(deadline_ms, &r->now);
+    uint64_t at = res_deadline_ns(h->deadline_ms, &r->now);
     if (rt_alarm_set(r->ctx->alarms, name, len, at) != RT_OK)
         r->unset++;
+    res_count_stored(r->ctx->domain, h->limit, h->nheld, h->nshared);
     r->n++;
 }
 
@@ -338,7 +339,6 @@ int ra_restore(struct ra_ctx *ctx, size_t *count, size_t *unset)
     rt_alarms_hold(ctx->alarms, true); /* the scan first: what ran out meanwhile fires after */
     int rc = store_each_held(ctx->store, restore_row, &r);
     rt_alarms_hold(ctx->alarms, false);
-    atomic_fetch_add(&ctx->domain->held, (int64_t)r.n);
     *count = r.n;
     *unset = r.unset;
     return rc;

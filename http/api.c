@@ -296,6 +296,26 @@ static bool decode_ttl(const cJSON *v, const struct res_limits *lim, struct res_
     return true;
 }
 
+static bool decode_limit(const cJSON *v, const struct res_limits *lim, struct res_req *rq,
+                         struct api_error *e)
+{
+    uint64_t n;
+    uint32_t max = lim->max_holders ? lim->max_holders : 1024;
+    if (!get_uint(v, &n) || n < 1 || n > max)
+        return api_fail(e, 400, "invalid_field", "limit",
+                        "limit must be a whole number from 1 to %" PRIu32 " (--max-holders)", max);
+    rq->limit = (uint32_t)n;
+    return true;
+}
+
+static bool decode_shared(const cJSON *v, struct res_req *rq, struct api_error *e)
+{
+    if (!cJSON_IsBool(v))
+        return api_fail(e, 400, "invalid_field", "shared", "shared must be true or false");
+    rq->shared = cJSON_IsTrue(v);
+    return true;
+}
+
 static bool decode_wait(const cJSON *v, const struct res_limits *lim, struct res_req *rq,
                         struct api_error *e)
 {
@@ -371,15 +391,17 @@ enum field {
     F_LEASE_ID = 1 << 2,
     F_WAIT = 1 << 3,
     F_METADATA = 1 << 4,
-    F_REASON = 1 << 5
+    F_REASON = 1 << 5,
+    F_LIMIT = 1 << 6,
+    F_SHARED = 1 << 7
 };
 
 static const struct {
     const char *name;
     enum field f;
 } fields[] = {
-    {"owner", F_OWNER},  {"ttl_ms", F_TTL},        {"lease_id", F_LEASE_ID},
-    {"wait_ms", F_WAIT}, {"metadata", F_METADATA}, {"reason", F_REASON},
+    {"owner", F_OWNER},       {"ttl_ms", F_TTL},    {"lease_id", F_LEASE_ID}, {"wait_ms", F_WAIT},
+    {"metadata", F_METADATA}, {"reason", F_REASON}, {"limit", F_LIMIT},       {"shared", F_SHARED},
 };
 
 static unsigned allowed_fields(enum api_route route, unsigned *required)
@@ -387,7 +409,7 @@ static unsigned allowed_fields(enum api_route route, unsigned *required)
     switch (route) {
     case ROUTE_ACQUIRE:
         *required = F_OWNER;
-        return F_OWNER | F_TTL | F_LEASE_ID | F_WAIT | F_METADATA;
+        return F_OWNER | F_TTL | F_LEASE_ID | F_WAIT | F_METADATA | F_LIMIT | F_SHARED;
     case ROUTE_RENEW:
         *required = F_LEASE_ID;
         return F_LEASE_ID | F_TTL | F_METADATA;
@@ -396,7 +418,7 @@ static unsigned allowed_fields(enum api_route route, unsigned *required)
         return F_LEASE_ID;
     case ROUTE_BREAK:
         *required = 0;
-        return F_REASON;
+        return F_REASON | F_LEASE_ID;
     default:
         *required = 0;
         return 0;
@@ -434,6 +456,10 @@ static bool decode_field(enum field f, const cJSON *v, const char *raw, size_t r
         return decode_wait(v, lim, rq, e);
     case F_METADATA:
         return decode_metadata(v, raw, raw_len, rq, e);
+    case F_LIMIT:
+        return decode_limit(v, lim, rq, e);
+    case F_SHARED:
+        return decode_shared(v, rq, e);
     case F_REASON: {
         size_t len = cJSON_IsString(v) ? strlen(v->valuestring) : 0;
         if (!cJSON_IsString(v) || len > API_MAX_REASON)
@@ -526,6 +552,12 @@ parsed:
     }
     if ((required & F_LEASE_ID) && !rq->has_lease_id) {
         api_fail(e, 400, "missing_field", "lease_id", "lease_id is required");
+        goto out;
+    }
+    if (rq->shared && rq->limit > 1) {
+        api_fail(e, 400, "invalid_field", "shared",
+                 "shared leases take no limit: shared is for readers beside one writer, "
+                 "limit for a counting semaphore");
         goto out;
     }
     ok = true;

@@ -42,11 +42,20 @@ static void add_lease(cJSON *o, const struct res_view *v)
     add_metadata(o, v->metadata);
 }
 
-static cJSON *holder_object(const struct res_view *v)
+/* A holder of a state: the lease's public fields and whether it is shared. */
+static cJSON *holder_object(const struct res_holder *h)
 {
-    cJSON *h = cJSON_CreateObject();
-    add_lease(h, v);
-    return h;
+    struct res_view v = {.owner = h->owner,
+                         .metadata = h->metadata,
+                         .token = h->token,
+                         .ttl_ms = h->ttl_ms,
+                         .expires_in_ms = h->expires_in_ms,
+                         .acquired_at_ms = h->acquired_at_ms,
+                         .renewed_at_ms = h->renewed_at_ms};
+    cJSON *o = cJSON_CreateObject();
+    add_lease(o, &v);
+    cJSON_AddBoolToObject(o, "shared", h->shared);
+    return o;
 }
 
 static cJSON *state_object(const char *name, size_t len, const struct res_view *v)
@@ -55,10 +64,15 @@ static cJSON *state_object(const char *name, size_t len, const struct res_view *
     mx_json_add_name(o, "resource", name, len);
     cJSON_AddStringToObject(o, "state", v->held ? "held" : "free");
     mx_json_add_u64(o, "index", v->index);
-    if (v->held)
-        cJSON_AddItemToObject(o, "holder", holder_object(v));
+    mx_json_add_u64(o, "limit", v->limit ? v->limit : 1);
+    /* `holder`: the first of `holders`, for clients written for exclusive leases. */
+    if (v->held && v->nholders)
+        cJSON_AddItemToObject(o, "holder", holder_object(&v->holders[0]));
     else
         cJSON_AddNullToObject(o, "holder");
+    cJSON *arr = cJSON_AddArrayToObject(o, "holders");
+    for (uint32_t i = 0; i < v->nholders; i++)
+        cJSON_AddItemToArray(arr, holder_object(&v->holders[i]));
     mx_json_add_u64(o, "waiters", v->waiters);
     return o;
 }
@@ -116,6 +130,8 @@ void render_answer(const char *name, size_t len, const struct res_req *rq, struc
         mx_uuid_format(v->lease_id, id);
         cJSON_AddStringToObject(o, "lease_id", id);
         add_lease(o, v);
+        mx_json_add_u64(o, "limit", v->limit ? v->limit : 1);
+        cJSON_AddBoolToObject(o, "shared", v->shared);
         break;
     case RES_OK_RELEASED:
         o = cJSON_CreateObject();
@@ -143,6 +159,20 @@ void render_answer(const char *name, size_t len, const struct res_req *rq, struc
             out->retry_after_s = 1;
         break;
     }
+    case RES_ERR_LIMIT:
+        o = error_object("limit_mismatch",
+                         "the resource is held under another limit: every acquire of a "
+                         "resource with holders must name the limit in force",
+                         &inner);
+        mx_json_add_u64(inner, "limit", v->limit ? v->limit : 1);
+        out->status = 409;
+        break;
+    case RES_ERR_SHARED:
+        o = error_object("invalid_field",
+                         "this lease id holds the resource with the other value of shared", &inner);
+        cJSON_AddStringToObject(inner, "field", "shared");
+        out->status = 400;
+        break;
     case RES_ERR_LOST:
         o = error_object("lease_lost",
                          "the lease is no longer the resource's: it was released, broken, or "

@@ -213,10 +213,15 @@ int store_list_held(struct store *s, const char *prefix, const char *after, int 
                     void *arg);
 
 /* Calls `fn` once per resource with a lease in force (including leases whose deadline has
- * passed but that were not yet expired), with its name and the earliest wall-clock
- * deadline of those leases, in no particular order. Returns STORE_OK or STORE_EIO. */
+ * passed but that were not yet expired), with its name, the earliest wall-clock deadline
+ * of those leases, its limit, how many leases are in force and how many of them are
+ * shared, in no particular order. Returns STORE_OK or STORE_EIO. */
+struct store_held {
+    int64_t deadline_ms;
+    uint32_t limit, nheld, nshared;
+};
 int store_each_held(struct store *s,
-                    void (*fn)(void *arg, const char *name, size_t len, int64_t deadline_ms),
+                    void (*fn)(void *arg, const char *name, size_t len, const struct store_held *h),
                     void *arg);
 
 /* The highest fencing token and change index ever committed (at open: on disk). */

@@ -191,6 +191,7 @@ int main(int argc, char **argv)
         .max_ttl_ms = s.opt.max_ttl_ms,
         .max_wait_ms = s.opt.max_wait_ms,
         .max_waiters = (uint32_t)s.opt.max_waiters,
+        .max_holders = (uint32_t)s.opt.max_holders,
     };
     if (s.opt.ha ? group_open(&s, err, sizeof err, &failed) != 0
                  : start_core(&s, err, sizeof err, &failed) != 0)

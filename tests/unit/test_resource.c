@@ -163,7 +163,7 @@ static void reacquire_with_same_lease_id_is_idempotent(void **st)
     /* After it expired, with nothing granted since, the retry still gets it back. */
     advance(8000);
     tick(&r);
-    assert_false(r.row.held);
+    assert_int_equal(r.nheld, 0);
     struct res_req *late = with_id(acquire_req("a", 5000, 0), id);
     handle(&r, late);
     expect(late, RES_OK_LEASE);
@@ -257,7 +257,7 @@ static void expiry_at_deadline_never_before_and_grants_waiter(void **st)
     NOW.mono_ns += 5000 * MS - 1;
     tick(&r);
     expect_none();
-    assert_true(r.row.held);
+    assert_true(r.nheld > 0);
     assert_false(r.changed);
     NOW.mono_ns += 1;
     tick(&r);
@@ -287,16 +287,16 @@ static void waiter_gone_is_never_granted(void **st)
     handle(&r, w2);
     handle(&r, w3);
     /* w1's client hung up and was reported; w2's hung up and was not reported yet. */
-    res_drop(&r, &D, w1->id, &OUT);
+    res_drop(&r, &D, w1->id, &NOW, &OUT);
     expect(w1, RES_GONE);
     gone_flag[w2->id] = true;
     struct res_req *rel = with_id(req(RES_RELEASE), h->view.lease_id);
     handle(&r, rel);
+    expect(w2, RES_GONE); /* found gone at the head of the queue, never granted */
     expect(rel, RES_OK_RELEASED);
-    expect(w2, RES_GONE); /* checked before granting */
     expect(w3, RES_OK_LEASE);
     gone_flag[w2->id] = false;
-    res_drop(&r, &D, 9999, &OUT); /* unknown: nothing */
+    res_drop(&r, &D, 9999, &NOW, &OUT); /* unknown: nothing */
     expect_none();
     done(h);
     done(rel);
@@ -316,7 +316,7 @@ static void a_gone_client_is_not_granted_even_at_once(void **st)
     gone_flag[q->id] = true;
     handle(&r, q);
     expect(q, RES_GONE);
-    assert_false(r.row.has_lease);
+    assert_int_equal(r.row.nleases, 0);
     assert_false(r.changed);
     gone_flag[q->id] = false;
     done(q);
@@ -334,7 +334,7 @@ static void expiry_lateness_is_measured(void **st)
     struct res_req *h = grant(&r, "holder", 5000);
     NOW.mono_ns += 5030 * MS;
     tick(&r);
-    assert_false(r.row.held);
+    assert_int_equal(r.nheld, 0);
     for (int i = 0; i <= prom_latency_nbounds; i++) {
         bool here = i < prom_latency_nbounds && prom_latency_bounds[i] == 0.05;
         assert_int_equal(atomic_load(&D.expiry_lateness.counts[i]), here ? 1 : 0);
@@ -361,7 +361,7 @@ static void renew_keeps_token_and_works_after_expiry(void **st)
 
     advance(6000);
     tick(&r);
-    assert_false(r.row.held);
+    assert_int_equal(r.nheld, 0);
     struct res_req *late = with_id(req(RES_RENEW), h->view.lease_id);
     late->ttl_ms = 7000;
     late->has_ttl = true;
@@ -372,7 +372,7 @@ static void renew_keeps_token_and_works_after_expiry(void **st)
     assert_int_equal(late->view.token, h->view.token);
     assert_int_equal(late->view.ttl_ms, 7000);
     assert_string_equal(late->view.metadata->s, "{\"a\":2}");
-    assert_true(r.row.held);
+    assert_true(r.nheld > 0);
 
     uint8_t other[16] = {9};
     struct res_req *wrong = with_id(req(RES_RENEW), other);
@@ -400,8 +400,8 @@ static void renew_after_another_grant_is_lost(void **st)
     struct res_req *rel = with_id(req(RES_RELEASE), a->view.lease_id);
     handle(&r, rel);
     expect(rel, RES_ERR_LOST);
-    assert_true(r.row.held); /* b keeps it */
-    assert_memory_equal(r.row.lease_id, b->view.lease_id, 16);
+    assert_true(r.nheld > 0); /* b keeps it */
+    assert_memory_equal(r.row.leases[0].lease_id, b->view.lease_id, 16);
     done(a);
     done(b);
     done(rn);
@@ -420,7 +420,7 @@ static void release_after_expiry_and_twice(void **st)
     struct res_req *rel = with_id(req(RES_RELEASE), a->view.lease_id);
     handle(&r, rel);
     expect(rel, RES_OK_RELEASED);
-    assert_false(r.row.has_lease);
+    assert_int_equal(r.row.nleases, 0);
     struct res_req *again = with_id(req(RES_RELEASE), a->view.lease_id);
     handle(&r, again);
     expect(again, RES_ERR_LOST);
@@ -545,7 +545,7 @@ static void watchers_see_the_state_after_release_and_grant(void **st)
     expect(wt, RES_OK_STATE);
     assert_true(wt->view.held); /* not the free moment in between */
     assert_string_equal(wt->view.owner->s, "next");
-    res_drop(&r, &D, wt->id, &OUT); /* answered already: nothing */
+    res_drop(&r, &D, wt->id, &NOW, &OUT); /* answered already: nothing */
     expect_none();
     done(h);
     done(w);
@@ -564,7 +564,7 @@ static void watcher_can_be_dropped_and_cancelled(void **st)
     wt->has_index = true;
     wt->wait_ms = 60000;
     handle(&r, wt);
-    res_drop(&r, &D, wt->id, &OUT);
+    res_drop(&r, &D, wt->id, &NOW, &OUT);
     expect(wt, RES_GONE);
     assert_true(res_idle(&r));
 
@@ -620,15 +620,16 @@ static void load_keeps_remaining_wall_time(void **st)
     setup_domain();
     struct res r;
     res_init(&r, 0);
-    struct store_row row = {.index = 9,
-                            .has_lease = true,
-                            .held = true,
+    struct store_row row = {.index = 9, .limit = 1};
+    struct store_lease l = {.held = true,
                             .token = 5,
                             .ttl_ms = 10000,
                             .acquired_at_ms = NOW.wall_ms - 4000,
                             .renewed_at_ms = NOW.wall_ms - 4000,
                             .deadline_ms = NOW.wall_ms + 6000};
-    row.owner = mx_str_new("o", 1);
+    l.owner = mx_str_new("o", 1);
+    assert_int_equal(store_row_add(&row, &l), 0);
+    store_lease_clear(&l);
     res_load(&r, &row, &NOW);
     atomic_fetch_add(&D.held, 1);
     struct res_req *g = req(RES_GET);
@@ -642,18 +643,17 @@ static void load_keeps_remaining_wall_time(void **st)
      * with a new index. */
     struct res r2;
     res_init(&r2, 0);
-    struct store_row old = {.index = 9,
-                            .has_lease = true,
-                            .held = true,
-                            .token = 5,
-                            .ttl_ms = 10000,
-                            .deadline_ms = NOW.wall_ms - 1};
-    old.owner = mx_str_new("o", 1);
+    struct store_row old = {.index = 9, .limit = 1};
+    struct store_lease ol = {
+        .held = true, .token = 5, .ttl_ms = 10000, .deadline_ms = NOW.wall_ms - 1};
+    ol.owner = mx_str_new("o", 1);
+    assert_int_equal(store_row_add(&old, &ol), 0);
+    store_lease_clear(&ol);
     res_load(&r2, &old, &NOW);
     atomic_fetch_add(&D.held, 1);
     atomic_store(&D.last_index, 20);
     tick(&r2);
-    assert_false(r2.row.held);
+    assert_int_equal(r2.nheld, 0);
     assert_int_equal(r2.row.index, 21);
     assert_true(r2.changed);
     done(g);
@@ -753,8 +753,8 @@ static void restore_grace_refuses_grants_and_renewals(void **st)
     assert_int_equal(rn->retry_after_s, 3);
     struct res_req *again = with_id(acquire_req("a", 60000, 0), a->view.lease_id);
     handle(&r, again);
-    expect(again, RES_ERR_UNAVAILABLE);           /* nor taken again with its id */
-    assert_int_equal(r.row.token, a->view.token); /* the lease is as it was */
+    expect(again, RES_ERR_UNAVAILABLE);                     /* nor taken again with its id */
+    assert_int_equal(r.row.leases[0].token, a->view.token); /* the lease is as it was */
     advance(2500);
     struct res_req *b2 = acquire_req("b", 5000, 0);
     handle(&r2, b2);
@@ -766,6 +766,201 @@ static void restore_grace_refuses_grants_and_renewals(void **st)
     done(b2);
     res_free(&r);
     res_free(&r2);
+}
+
+static struct res_req *sem_req(const char *owner, uint32_t limit, bool shared, uint64_t wait_ms)
+{
+    struct res_req *q = acquire_req(owner, 10000, wait_ms);
+    q->limit = limit;
+    q->shared = shared;
+    return q;
+}
+
+static void done_all(struct res_req **all, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        done(all[i]);
+}
+
+static void a_semaphore_holds_up_to_its_limit(void **st)
+{
+    (void)st;
+    setup_domain();
+    D.lim.max_waiters = 16;
+    struct res r;
+    res_init(&r, 0);
+    struct res_req *h[3];
+    for (int i = 0; i < 3; i++) {
+        h[i] = sem_req("enc", 3, false, 0);
+        handle(&r, h[i]);
+        expect(h[i], RES_OK_LEASE);
+        assert_int_equal(h[i]->view.limit, 3);
+        assert_int_equal(h[i]->view.token, (uint64_t)i + 1); /* each its own token */
+    }
+    struct res_req *full = sem_req("enc", 3, false, 0);
+    handle(&r, full);
+    expect(full, RES_ERR_HELD);
+    assert_int_equal(full->view.token, 1); /* the holder whose lease ends first */
+    /* Another limit, or none (1), while it has holders: limit_mismatch with the limit. */
+    struct res_req *other = sem_req("x", 2, false, 60000);
+    handle(&r, other);
+    expect(other, RES_ERR_LIMIT);
+    assert_int_equal(other->view.limit, 3);
+    struct res_req *plain = acquire_req("x", 10000, 0);
+    handle(&r, plain);
+    expect(plain, RES_ERR_LIMIT);
+    /* Two waiters; one release frees one place: the first waiter only. */
+    struct res_req *w1 = sem_req("w1", 3, false, 60000), *w2 = sem_req("w2", 3, false, 60000);
+    handle(&r, w1);
+    handle(&r, w2);
+    expect_none();
+    struct res_req *rel = with_id(req(RES_RELEASE), h[1]->view.lease_id);
+    handle(&r, rel);
+    expect(rel, RES_OK_RELEASED);
+    expect(w1, RES_OK_LEASE);
+    expect_none();
+    /* Breaking all grants as many waiters as now fit, at once, in order. */
+    struct res_req *brk = req(RES_BREAK);
+    handle(&r, brk);
+    expect(brk, RES_OK_BROKEN);
+    assert_true(brk->view.broken);
+    expect(w2, RES_OK_LEASE);
+    expect_none();
+    struct res_req *all[] = {h[0], h[1], h[2], full, other, plain, w1, w2, rel, brk};
+    done_all(all, sizeof all / sizeof all[0]);
+    res_free(&r);
+}
+
+static void readers_share_and_a_queued_writer_is_not_overtaken(void **st)
+{
+    (void)st;
+    setup_domain();
+    D.lim.max_waiters = 16;
+    struct res r;
+    res_init(&r, 0);
+    struct res_req *r1 = sem_req("r1", 1, true, 0), *r2 = sem_req("r2", 1, true, 0);
+    handle(&r, r1);
+    expect(r1, RES_OK_LEASE);
+    assert_true(r1->view.shared);
+    handle(&r, r2);
+    expect(r2, RES_OK_LEASE);
+    struct res_req *w = sem_req("w", 1, false, 60000);
+    handle(&r, w);
+    expect_none(); /* the writer waits for both readers */
+    struct res_req *r3 = sem_req("r3", 1, true, 60000);
+    handle(&r, r3);
+    expect_none(); /* a reader that would fit waits behind the writer */
+    struct res_req *r4 = sem_req("r4", 1, true, 0);
+    handle(&r, r4);
+    expect(r4, RES_ERR_HELD); /* and one that will not wait is refused */
+    struct res_req *g = req(RES_GET);
+    handle(&r, g);
+    expect(g, RES_OK_STATE);
+    assert_int_equal(g->view.nholders, 2);
+    assert_true(g->view.holders[0].shared && g->view.holders[1].shared);
+    assert_string_equal(g->view.holders[0].owner->s, "r1"); /* oldest grant first */
+    assert_int_equal(g->view.waiters, 2);
+    /* Breaking one lease by its id leaves the other. */
+    struct res_req *b1 = with_id(req(RES_BREAK), r1->view.lease_id);
+    handle(&r, b1);
+    expect(b1, RES_OK_BROKEN);
+    assert_true(b1->view.broken);
+    expect_none();
+    struct res_req *rel = with_id(req(RES_RELEASE), r2->view.lease_id);
+    handle(&r, rel);
+    expect(rel, RES_OK_RELEASED);
+    expect(w, RES_OK_LEASE); /* the writer alone */
+    expect_none();
+    struct res_req *b2 = with_id(req(RES_BREAK), r1->view.lease_id);
+    handle(&r, b2);
+    expect(b2, RES_OK_BROKEN);
+    assert_false(b2->view.broken); /* that lease holds nothing */
+    struct res_req *relw = with_id(req(RES_RELEASE), w->view.lease_id);
+    handle(&r, relw);
+    expect(relw, RES_OK_RELEASED);
+    expect(r3, RES_OK_LEASE);
+    expect_none();
+    struct res_req *all[] = {r1, r2, w, r3, r4, g, b1, rel, b2, relw};
+    done_all(all, sizeof all / sizeof all[0]);
+    res_free(&r);
+}
+
+static void a_retry_must_name_the_same_kind(void **st)
+{
+    (void)st;
+    setup_domain();
+    struct res r;
+    res_init(&r, 0);
+    struct res_req *a = sem_req("a", 2, false, 0);
+    handle(&r, a);
+    expect(a, RES_OK_LEASE);
+    struct res_req *same = with_id(sem_req("a", 2, false, 0), a->view.lease_id);
+    handle(&r, same);
+    expect(same, RES_OK_LEASE);
+    assert_int_equal(same->view.token, a->view.token);
+    struct res_req *lim = with_id(sem_req("a", 3, false, 0), a->view.lease_id);
+    handle(&r, lim);
+    expect(lim, RES_ERR_LIMIT);
+    assert_int_equal(lim->view.limit, 2);
+    struct res_req *rel = with_id(req(RES_RELEASE), a->view.lease_id);
+    handle(&r, rel);
+    expect(rel, RES_OK_RELEASED);
+    struct res_req *rd = sem_req("b", 1, true, 0);
+    handle(&r, rd);
+    expect(rd, RES_OK_LEASE);
+    struct res_req *rdx = with_id(sem_req("b", 1, false, 0), rd->view.lease_id);
+    handle(&r, rdx);
+    expect(rdx, RES_ERR_SHARED);
+    struct res_req *all[] = {a, same, lim, rel, rd, rdx};
+    done_all(all, sizeof all / sizeof all[0]);
+    res_free(&r);
+}
+
+static void one_renewal_of_a_thousand_holders_writes_one_lease(void **st)
+{
+    (void)st;
+    setup_domain();
+    D.lim.max_holders = 1000;
+    struct res r;
+    res_init(&r, 0);
+    struct res_req *first = NULL;
+    for (int i = 0; i < 1000; i++) {
+        struct res_req *q = sem_req("w", 1000, false, 0);
+        handle(&r, q);
+        expect(q, RES_OK_LEASE);
+        if (i == 0)
+            first = q;
+        else
+            done(q);
+    }
+    struct store_rec *rec = res_take_rec(&r, "s", 1);
+    assert_int_equal(rec->nput, 1000);
+    store_rec_free(rec);
+    struct res_req *rn = with_id(req(RES_RENEW), first->view.lease_id);
+    handle(&r, rn);
+    expect(rn, RES_OK_LEASE);
+    rec = res_take_rec(&r, "s", 1);
+    assert_int_equal(rec->nput, 1);
+    assert_int_equal(rec->ndel, 0);
+    assert_false(rec->drop);
+    assert_memory_equal(rec->put[0].lease_id, first->view.lease_id, 16);
+    store_rec_free(rec);
+    struct res_req *rel = with_id(req(RES_RELEASE), first->view.lease_id);
+    handle(&r, rel);
+    expect(rel, RES_OK_RELEASED);
+    rec = res_take_rec(&r, "s", 1);
+    assert_int_equal(rec->nput, 0);
+    assert_int_equal(rec->ndel, 1);
+    store_rec_free(rec);
+    struct res_req *brk = req(RES_BREAK);
+    handle(&r, brk);
+    expect(brk, RES_OK_BROKEN);
+    rec = res_take_rec(&r, "s", 1);
+    assert_true(rec->drop);
+    store_rec_free(rec);
+    struct res_req *all[] = {first, rn, rel, brk};
+    done_all(all, sizeof all / sizeof all[0]);
+    res_free(&r);
 }
 
 static const struct CMUnitTest tests[] = {
@@ -789,5 +984,9 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(fencing_tokens_increase_across_resources),
     cmocka_unit_test(load_keeps_remaining_wall_time),
     cmocka_unit_test(next_deadline_and_idle),
+    cmocka_unit_test(a_semaphore_holds_up_to_its_limit),
+    cmocka_unit_test(readers_share_and_a_queued_writer_is_not_overtaken),
+    cmocka_unit_test(a_retry_must_name_the_same_kind),
+    cmocka_unit_test(one_renewal_of_a_thousand_holders_writes_one_lease),
 };
 MX_TEST_MAIN(tests)
