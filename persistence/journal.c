@@ -34,36 +34,65 @@ static void finish(struct mx_buf *b, cJSON *o)
     cJSON_free(text);
 }
 
-void jr_encode_row(struct mx_buf *b, uint64_t seq, const char *name, size_t len,
-                   const struct store_row *row)
+/* A lease as a JSON object (format 2). */
+static cJSON *lease_object(const struct store_lease *l)
 {
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "op", row->has_lease ? "put" : "del");
-    mx_json_add_u64(o, "seq", seq);
+    char id[MX_UUID_STR_LEN + 1];
+    mx_uuid_format(l->lease_id, id);
+    cJSON_AddStringToObject(o, "lease_id", id);
+    cJSON_AddStringToObject(o, "owner", l->owner ? l->owner->s : "");
+    mx_json_add_u64(o, "token", l->token);
+    mx_json_add_u64(o, "ttl_ms", l->ttl_ms);
+    mx_json_add_i64(o, "acquired_at", l->acquired_at_ms);
+    mx_json_add_i64(o, "renewed_at", l->renewed_at_ms);
+    mx_json_add_i64(o, "deadline", l->deadline_ms);
+    cJSON_AddBoolToObject(o, "held", l->held);
+    cJSON_AddBoolToObject(o, "shared", l->shared);
+    if (l->metadata)
+        cJSON_AddRawToObject(o, "metadata", l->metadata->s);
+    else
+        cJSON_AddNullToObject(o, "metadata");
+    return o;
+}
+
+static void add_leases(cJSON *o, const char *key, const struct store_lease *v, uint32_t n)
+{
+    cJSON *a = cJSON_AddArrayToObject(o, key);
+    for (uint32_t i = 0; a && i < n; i++)
+        cJSON_AddItemToArray(a, lease_object(&v[i]));
+}
+
+void jr_encode_row(struct mx_buf *b, const char *name, size_t len, const struct store_row *row)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "op", "row");
+    mx_json_add_u64(o, "seq", 0);
     mx_json_add_name(o, "resource", name, len);
     mx_json_add_u64(o, "index", row->index);
-    if (row->has_lease) {
-        char id[MX_UUID_STR_LEN + 1];
-        mx_uuid_format(row->lease_id, id);
-        cJSON_AddStringToObject(o, "lease_id", id);
-        cJSON_AddStringToObject(o, "owner", row->owner ? row->owner->s : "");
-        mx_json_add_u64(o, "token", row->token);
-        mx_json_add_u64(o, "ttl_ms", row->ttl_ms);
-        mx_json_add_i64(o, "acquired_at", row->acquired_at_ms);
-        mx_json_add_i64(o, "renewed_at", row->renewed_at_ms);
-        mx_json_add_i64(o, "deadline", row->deadline_ms);
-        cJSON_AddBoolToObject(o, "held", row->held);
-        if (row->metadata)
-            cJSON_AddRawToObject(o, "metadata", row->metadata->s);
-        else
-            cJSON_AddNullToObject(o, "metadata");
-    }
+    mx_json_add_u64(o, "limit", row->limit);
+    add_leases(o, "leases", row->leases, row->nleases);
     finish(b, o);
 }
 
 void jr_encode_rec(struct mx_buf *b, const struct store_rec *rec)
 {
-    jr_encode_row(b, rec->commit_seq, rec->name, rec->name_len, &rec->row);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "op", rec->drop ? "del" : "set");
+    mx_json_add_u64(o, "seq", rec->commit_seq);
+    mx_json_add_name(o, "resource", rec->name, rec->name_len);
+    mx_json_add_u64(o, "index", rec->index);
+    if (!rec->drop) {
+        mx_json_add_u64(o, "limit", rec->limit);
+        add_leases(o, "put", rec->put, rec->nput);
+        cJSON *del = cJSON_AddArrayToObject(o, "del");
+        for (uint32_t i = 0; del && i < rec->ndel; i++) {
+            char id[MX_UUID_STR_LEN + 1];
+            mx_uuid_format(rec->del[i], id);
+            cJSON_AddItemToArray(del, cJSON_CreateString(id));
+        }
+    }
+    finish(b, o);
 }
 
 void jr_encode_reserve(struct mx_buf *b, uint64_t ceiling)
@@ -78,6 +107,7 @@ void jr_encode_begin(struct mx_buf *b, uint64_t generation, enum jr_mode mode, u
 {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "op", "begin");
+    mx_json_add_u64(o, "format", JR_FORMAT);
     mx_json_add_u64(o, "generation", generation);
     cJSON_AddStringToObject(o, "mode", jr_mode_name(mode));
     mx_json_add_u64(o, "first_seq", first_seq);
@@ -89,6 +119,7 @@ void jr_encode_snapshot(struct mx_buf *b, uint64_t generation, enum jr_mode mode
 {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "op", "snapshot");
+    mx_json_add_u64(o, "format", JR_FORMAT);
     mx_json_add_u64(o, "generation", generation);
     cJSON_AddStringToObject(o, "mode", jr_mode_name(mode));
     mx_json_add_u64(o, "seq", m->commit_seq);
@@ -147,54 +178,277 @@ static bool get_mode(const cJSON *o, enum jr_mode *out)
     return true;
 }
 
-static bool decode_put(const cJSON *o, const char *line, size_t len, struct jr_line *out, char *err,
-                       size_t errlen)
+/* ---- spans: the raw text of a value nested in a line -------------------------------- */
+
+/* The line has been accepted by cJSON, so these only need to know where strings,
+ * containers and bare words end (as common/json_span.c). */
+static bool span_ws(char c)
 {
-    struct store_row *r = &out->row;
-    r->has_lease = true;
-    const cJSON *id = cJSON_GetObjectItemCaseSensitive(o, "lease_id");
-    if (!cJSON_IsString(id) ||
-        !mx_uuid_parse(id->valuestring, strlen(id->valuestring), r->lease_id))
-        return fail(err, errlen, "put: bad lease_id");
-    const cJSON *owner = cJSON_GetObjectItemCaseSensitive(o, "owner");
-    if (!cJSON_IsString(owner) || strlen(owner->valuestring) > MX_OWNER_MAX)
-        return fail(err, errlen, "put: bad owner");
-    const cJSON *held = cJSON_GetObjectItemCaseSensitive(o, "held");
-    if (!cJSON_IsBool(held))
-        return fail(err, errlen, "put: bad held");
-    r->held = cJSON_IsTrue(held);
-    if (!get_u64(o, "token", &r->token) || !get_u64(o, "ttl_ms", &r->ttl_ms) ||
-        !get_i64(o, "acquired_at", &r->acquired_at_ms) ||
-        !get_i64(o, "renewed_at", &r->renewed_at_ms) || !get_i64(o, "deadline", &r->deadline_ms))
-        return fail(err, errlen, "put: bad number");
-    /* Metadata is the client's own text, kept as written (see common/json_span.h). */
+    return c == ' ' || c == '\t' || c == '\r' || c == '\n';
+}
+
+static size_t span_skip_ws(const char *s, size_t len, size_t i)
+{
+    while (i < len && span_ws(s[i]))
+        i++;
+    return i;
+}
+
+static size_t span_skip_string(const char *s, size_t len, size_t i)
+{
+    for (i++; i < len && s[i] != '"'; i++)
+        if (s[i] == '\\')
+            i++;
+    return i < len ? i + 1 : len;
+}
+
+static size_t span_skip_value(const char *s, size_t len, size_t i)
+{
+    if (i >= len)
+        return len;
+    if (s[i] == '"')
+        return span_skip_string(s, len, i);
+    if (s[i] == '{' || s[i] == '[') {
+        int depth = 0;
+        while (i < len) {
+            char c = s[i];
+            if (c == '"') {
+                i = span_skip_string(s, len, i);
+                continue;
+            }
+            if (c == '{' || c == '[')
+                depth++;
+            else if ((c == '}' || c == ']') && --depth == 0)
+                return i + 1;
+            i++;
+        }
+        return len;
+    }
+    while (i < len && !span_ws(s[i]) && s[i] != ',' && s[i] != '}' && s[i] != ']')
+        i++;
+    return i;
+}
+
+/* The `index`-th element (0-based) of the array whose text is `json`. */
+static bool array_element(const char *json, size_t len, size_t index, const char **start,
+                          size_t *vlen)
+{
+    size_t i = span_skip_ws(json, len, 0);
+    if (i >= len || json[i] != '[')
+        return false;
+    i++;
+    for (size_t n = 0;; n++) {
+        size_t v = span_skip_ws(json, len, i);
+        if (v >= len || json[v] == ']')
+            return false;
+        size_t end = span_skip_value(json, len, v);
+        if (n == index) {
+            *start = json + v;
+            *vlen = end - v;
+            return true;
+        }
+        i = span_skip_ws(json, len, end);
+        if (i >= len || json[i] != ',')
+            return false;
+        i++;
+    }
+}
+
+/* The member `key` of object `o` (whose text is `text`): its cJSON item, and its raw text.
+ * False when the object has no such member or its text cannot be found. */
+static const cJSON *member_span(const cJSON *o, const char *text, size_t len, const char *key,
+                                const char **raw, size_t *raw_len)
+{
     size_t member = 0;
-    const cJSON *md = o->child;
-    while (md && strcmp(md->string, "metadata") != 0) {
-        md = md->next;
+    const cJSON *v = o->child;
+    while (v && (!v->string || strcmp(v->string, key) != 0)) {
+        v = v->next;
         member++;
     }
+    if (!v || !json_member_value(text, len, member, raw, raw_len))
+        return NULL;
+    return v;
+}
+
+/* One lease object (its cJSON item and its text). `format1`: the lease's fields are those
+ * of a format 1 "put" (no "shared"). */
+static bool decode_lease(const cJSON *o, const char *text, size_t len, bool format1,
+                         struct store_lease *l, char *err, size_t errlen)
+{
+    memset(l, 0, sizeof *l);
+    if (!cJSON_IsObject(o))
+        return fail(err, errlen, "lease: not an object");
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(o, "lease_id");
+    if (!cJSON_IsString(id) ||
+        !mx_uuid_parse(id->valuestring, strlen(id->valuestring), l->lease_id))
+        return fail(err, errlen, "lease: bad lease_id");
+    const cJSON *owner = cJSON_GetObjectItemCaseSensitive(o, "owner");
+    if (!cJSON_IsString(owner) || strlen(owner->valuestring) > MX_OWNER_MAX)
+        return fail(err, errlen, "lease: bad owner");
+    const cJSON *held = cJSON_GetObjectItemCaseSensitive(o, "held");
+    if (!cJSON_IsBool(held))
+        return fail(err, errlen, "lease: bad held");
+    l->held = cJSON_IsTrue(held);
+    if (!format1) {
+        const cJSON *shared = cJSON_GetObjectItemCaseSensitive(o, "shared");
+        if (!cJSON_IsBool(shared))
+            return fail(err, errlen, "lease: bad shared");
+        l->shared = cJSON_IsTrue(shared);
+    }
+    if (!get_u64(o, "token", &l->token) || !get_u64(o, "ttl_ms", &l->ttl_ms) ||
+        !get_i64(o, "acquired_at", &l->acquired_at_ms) ||
+        !get_i64(o, "renewed_at", &l->renewed_at_ms) || !get_i64(o, "deadline", &l->deadline_ms))
+        return fail(err, errlen, "lease: bad number");
+    /* Metadata is the client's own text, kept as written (see common/json_span.h). */
+    const char *raw;
+    size_t raw_len;
+    const cJSON *md = member_span(o, text, len, "metadata", &raw, &raw_len);
+    if (!md && cJSON_GetObjectItemCaseSensitive(o, "metadata"))
+        return fail(err, errlen, "lease: metadata cannot be read");
     if (md && !cJSON_IsNull(md)) {
-        const char *raw;
-        size_t raw_len;
-        if (!cJSON_IsObject(md) || !json_member_value(line, len, member, &raw, &raw_len))
-            return fail(err, errlen, "put: metadata is not an object");
+        if (!cJSON_IsObject(md))
+            return fail(err, errlen, "lease: metadata is not an object");
         if (raw_len > 8192)
-            return fail(err, errlen, "put: metadata too large");
-        char *tmp = malloc(raw_len);
+            return fail(err, errlen, "lease: metadata too large");
+        char *tmp = malloc(raw_len ? raw_len : 1);
         if (!tmp)
             return fail(err, errlen, "out of memory");
         size_t mlen = json_compact(raw, raw_len, tmp);
         if (mlen <= 4096)
-            r->metadata = mx_str_new(tmp, mlen);
+            l->metadata = mx_str_new(tmp, mlen);
         free(tmp);
-        if (!r->metadata)
-            return fail(err, errlen, "put: metadata too large");
+        if (!l->metadata)
+            return fail(err, errlen, "lease: metadata too large");
     }
-    r->owner = mx_str_new(owner->valuestring, strlen(owner->valuestring));
-    if (!r->owner)
+    l->owner = mx_str_new(owner->valuestring, strlen(owner->valuestring));
+    if (!l->owner) {
+        store_lease_clear(l);
         return fail(err, errlen, "out of memory");
+    }
     return true;
+}
+
+/* Leases of a row, or put by a "set": no more than this many in one line. */
+#define MAX_LINE_LEASES (1u << 20)
+
+/* The array member `key` of `o` (the line's top-level object) as leases appended to `row`. */
+static bool decode_leases(const cJSON *o, const char *line, size_t len, const char *key,
+                          struct store_row *row, char *err, size_t errlen)
+{
+    const char *raw;
+    size_t raw_len;
+    const cJSON *a = member_span(o, line, len, key, &raw, &raw_len);
+    if (!cJSON_IsArray(a))
+        return fail(err, errlen, "leases: not an array");
+    int n = cJSON_GetArraySize(a);
+    if (n < 0 || (unsigned)n > MAX_LINE_LEASES)
+        return fail(err, errlen, "leases: too many");
+    if (n > 0 && !(row->leases = calloc((size_t)n, sizeof *row->leases)))
+        return fail(err, errlen, "out of memory");
+    size_t i = 0;
+    for (const cJSON *e = a->child; e; e = e->next, i++) {
+        const char *etext;
+        size_t elen;
+        if (!array_element(raw, raw_len, i, &etext, &elen))
+            return fail(err, errlen, "leases: element cannot be read");
+        if (!decode_lease(e, etext, elen, false, &row->leases[row->nleases], err, errlen))
+            return false;
+        row->nleases++;
+    }
+    return true;
+}
+
+static bool decode_dels(const cJSON *o, struct jr_line *out, char *err, size_t errlen)
+{
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, "del");
+    if (!cJSON_IsArray(a))
+        return fail(err, errlen, "set: del is not an array");
+    int n = cJSON_GetArraySize(a);
+    if (n < 0 || (unsigned)n > MAX_LINE_LEASES)
+        return fail(err, errlen, "set: too many del");
+    if (n > 0 && !(out->del = calloc((size_t)n, sizeof *out->del)))
+        return fail(err, errlen, "out of memory");
+    for (const cJSON *e = a->child; e; e = e->next) {
+        if (!cJSON_IsString(e) ||
+            !mx_uuid_parse(e->valuestring, strlen(e->valuestring), out->del[out->ndel]))
+            return fail(err, errlen, "set: bad lease id in del");
+        out->ndel++;
+    }
+    return true;
+}
+
+/* A holder limit: 1 to 65536 (--max-holders' range). */
+static bool get_limit(const cJSON *o, uint32_t *out)
+{
+    uint64_t v;
+    if (!get_u64(o, "limit", &v) || v < 1 || v > 65536)
+        return false;
+    *out = (uint32_t)v;
+    return true;
+}
+
+/* "format" of a begin or snapshot line: 1 when it names none; a format above JR_FORMAT is
+ * refused with a sentence that says so. */
+static bool get_format(const cJSON *o, uint32_t *out, char *err, size_t errlen)
+{
+    if (!cJSON_GetObjectItemCaseSensitive(o, "format")) {
+        *out = 1;
+        return true;
+    }
+    uint64_t v;
+    if (!get_u64(o, "format", &v) || v < 1)
+        return fail(err, errlen, "bad format");
+    if (v > JR_FORMAT) {
+        snprintf(err, errlen,
+                 "written by a newer version of mutexd (format %" PRIu64
+                 "); this version reads formats up to %d",
+                 v, JR_FORMAT);
+        return false;
+    }
+    *out = (uint32_t)v;
+    return true;
+}
+
+static bool decode_change(const cJSON *o, const char *line, size_t len, struct jr_line *out,
+                          char *err, size_t errlen)
+{
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(o, "resource");
+    size_t nlen = cJSON_IsString(name) ? strlen(name->valuestring) : 0;
+    if (nlen == 0 || nlen > MX_NAME_MAX)
+        return fail(err, errlen, "bad resource");
+    memcpy(out->name, name->valuestring, nlen + 1);
+    out->name_len = nlen;
+    if (!get_u64(o, "seq", &out->seq) || !get_u64(o, "index", &out->row.index))
+        return fail(err, errlen, "bad seq or index");
+    switch (out->op) {
+    case JR_DEL:
+        return true;
+    case JR_PUT: {
+        /* Format 1: the resource's one lease, its fields at the top level. */
+        out->row.limit = 1;
+        struct store_lease l;
+        if (!decode_lease(o, line, len, true, &l, err, errlen))
+            return false;
+        if (!(out->row.leases = malloc(sizeof l))) {
+            store_lease_clear(&l);
+            return fail(err, errlen, "out of memory");
+        }
+        out->row.leases[0] = l;
+        out->row.nleases = 1;
+        return true;
+    }
+    case JR_ROW:
+        if (!get_limit(o, &out->row.limit))
+            return fail(err, errlen, "row: bad limit");
+        return decode_leases(o, line, len, "leases", &out->row, err, errlen);
+    case JR_SET:
+        if (!get_limit(o, &out->row.limit))
+            return fail(err, errlen, "set: bad limit");
+        return decode_leases(o, line, len, "put", &out->row, err, errlen) &&
+               decode_dels(o, out, err, errlen);
+    default:
+        return fail(err, errlen, "unknown op");
+    }
 }
 
 bool jr_decode(const char *line, size_t len, struct jr_line *out, char *err, size_t errlen)
@@ -215,22 +469,14 @@ bool jr_decode(const char *line, size_t len, struct jr_line *out, char *err, siz
         goto out;
     }
     const char *s = op->valuestring;
-    if (strcmp(s, "put") == 0 || strcmp(s, "del") == 0) {
-        out->op = s[0] == 'p' ? JR_PUT : JR_DEL;
-        const cJSON *name = cJSON_GetObjectItemCaseSensitive(o, "resource");
-        size_t nlen = cJSON_IsString(name) ? strlen(name->valuestring) : 0;
-        if (nlen == 0 || nlen > MX_NAME_MAX) {
-            fail(err, errlen, "bad resource");
-            goto out;
-        }
-        memcpy(out->name, name->valuestring, nlen + 1);
-        out->name_len = nlen;
-        if (!get_u64(o, "seq", &out->seq) || !get_u64(o, "index", &out->row.index)) {
-            fail(err, errlen, "bad seq or index");
-            goto out;
-        }
-        if (out->op == JR_PUT && !decode_put(o, line, len, out, err, errlen)) {
-            store_row_clear(&out->row);
+    if (strcmp(s, "put") == 0 || strcmp(s, "del") == 0 || strcmp(s, "set") == 0 ||
+        strcmp(s, "row") == 0) {
+        out->op = strcmp(s, "put") == 0   ? JR_PUT
+                  : strcmp(s, "del") == 0 ? JR_DEL
+                  : strcmp(s, "set") == 0 ? JR_SET
+                                          : JR_ROW;
+        if (!decode_change(o, line, len, out, err, errlen)) {
+            jr_line_clear(out);
             goto out;
         }
     } else if (strcmp(s, "reserve") == 0) {
@@ -241,6 +487,8 @@ bool jr_decode(const char *line, size_t len, struct jr_line *out, char *err, siz
         }
     } else if (strcmp(s, "begin") == 0) {
         out->op = JR_BEGIN;
+        if (!get_format(o, &out->format, err, errlen))
+            goto out;
         if (!get_u64(o, "generation", &out->generation) || !get_mode(o, &out->mode) ||
             !get_u64(o, "first_seq", &out->first_seq)) {
             fail(err, errlen, "bad begin");
@@ -248,6 +496,8 @@ bool jr_decode(const char *line, size_t len, struct jr_line *out, char *err, siz
         }
     } else if (strcmp(s, "snapshot") == 0) {
         out->op = JR_SNAPSHOT;
+        if (!get_format(o, &out->format, err, errlen))
+            goto out;
         struct store_marks *m = &out->marks;
         if (!get_u64(o, "generation", &out->generation) || !get_mode(o, &out->mode) ||
             !get_u64(o, "seq", &m->commit_seq) || !get_u64(o, "token_hwm", &m->token_hwm) ||
@@ -269,4 +519,7 @@ out:
 void jr_line_clear(struct jr_line *l)
 {
     store_row_clear(&l->row);
+    free(l->del);
+    l->del = NULL;
+    l->ndel = 0;
 }

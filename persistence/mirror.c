@@ -630,7 +630,7 @@ static int reserve_tokens(struct mirror *m, bool force)
 static int snap_row(void *arg, const char *name, size_t len, struct store_row *row)
 {
     struct mx_buf *b = arg;
-    jr_encode_row(b, 0, name, len, row);
+    jr_encode_row(b, name, len, row);
     store_row_clear(row);
     return b->oom ? -1 : 0;
 }

@@ -1,6 +1,6 @@
 /*
- * The blob mirror's pure decisions (see mirror_plan.h): packing batches into blocks, and
- * planning a restore from a listing.
+ * The blob mirror's pure decisions (see mirror_plan.h): packing batches into blocks,
+ * planning a restore from a listing, and replaying its lines into rows in memory.
  */
 #include "persistence/mirror_plan.h"
 
@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "common/hash.h"
 
 /* ---- packing the queue into blocks ---------------------------------------------- */
 
@@ -208,4 +210,232 @@ int64_t mirror_rearm_deadline(int64_t written_ms, uint64_t ttl_ms, int64_t now_m
     if (written_ms < now_ms && grace_ms > keep)
         keep = grace_ms;
     return now_ms + (int64_t)keep;
+}
+
+/* ---- replaying lines in memory ---------------------------------------------------- */
+
+static const struct mx_hash_key rows_key = {0x6d75746578640001ull, 0x726573746f726521ull};
+
+static bool rows_grow(struct mirror_replay *r)
+{
+    size_t nslots = r->nslots ? r->nslots * 2 : 1024;
+    size_t *slots = calloc(nslots, sizeof *slots);
+    if (!slots)
+        return false;
+    for (size_t i = 0; i < r->n; i++) {
+        size_t h = mx_siphash(&rows_key, r->v[i].name, r->v[i].len) & (nslots - 1);
+        while (slots[h])
+            h = (h + 1) & (nslots - 1);
+        slots[h] = i + 1;
+    }
+    free(r->slots);
+    r->slots = slots;
+    r->nslots = nslots;
+    return true;
+}
+
+/* The slot of `name`: where it is, or the empty one where it would go. */
+static size_t rows_slot(const struct mirror_replay *r, const char *name, size_t len)
+{
+    size_t h = mx_siphash(&rows_key, name, len) & (r->nslots - 1);
+    while (r->slots[h]) {
+        const struct store_import_row *x = &r->v[r->slots[h] - 1];
+        if (x->len == len && memcmp(x->name, name, len) == 0)
+            break;
+        h = (h + 1) & (r->nslots - 1);
+    }
+    return h;
+}
+
+/* The row of `name`, created empty if missing; NULL when out of memory. */
+static struct store_row *rows_at(struct mirror_replay *r, const char *name, size_t len)
+{
+    if ((r->n + 1) * 2 > r->nslots && !rows_grow(r))
+        return NULL;
+    size_t h = rows_slot(r, name, len);
+    if (r->slots[h])
+        return &r->v[r->slots[h] - 1].row;
+    if (r->n == r->cap) {
+        size_t cap = r->cap ? r->cap * 2 : 1024;
+        struct store_import_row *v = realloc(r->v, cap * sizeof *v);
+        if (!v)
+            return NULL;
+        r->v = v;
+        r->cap = cap;
+    }
+    char *copy = malloc(len + 1);
+    if (!copy)
+        return NULL;
+    memcpy(copy, name, len);
+    copy[len] = '\0';
+    r->v[r->n] = (struct store_import_row){.name = copy, .len = len};
+    r->slots[h] = ++r->n;
+    return &r->v[r->n - 1].row;
+}
+
+const struct store_row *mirror_replay_get(const struct mirror_replay *st, const char *name,
+                                          size_t len)
+{
+    if (!st->nslots)
+        return NULL;
+    size_t h = rows_slot(st, name, len);
+    return st->slots[h] ? &st->v[st->slots[h] - 1].row : NULL;
+}
+
+void mirror_replay_free(struct mirror_replay *st)
+{
+    for (size_t i = 0; i < st->n; i++) {
+        free((char *)st->v[i].name);
+        store_row_clear(&st->v[i].row);
+    }
+    free(st->v);
+    free(st->slots);
+    memset(st, 0, sizeof *st);
+}
+
+static int by_token(const void *a, const void *b)
+{
+    const struct store_lease *x = a, *y = b;
+    return x->token < y->token ? -1 : x->token > y->token;
+}
+
+static struct store_lease *find_lease(struct store_row *row, const uint8_t id[16])
+{
+    for (uint32_t i = 0; i < row->nleases; i++)
+        if (memcmp(row->leases[i].lease_id, id, 16) == 0)
+            return &row->leases[i];
+    return NULL;
+}
+
+/* A "set": its puts (moved out of `l`) and dels on `row`. */
+static int apply_set(struct store_row *row, struct jr_line *l)
+{
+    if (l->row.nleases > 0) {
+        struct store_lease *v =
+            realloc(row->leases, ((size_t)row->nleases + l->row.nleases) * sizeof *v);
+        if (!v)
+            return -1;
+        row->leases = v;
+    }
+    for (uint32_t i = 0; i < l->row.nleases; i++) {
+        struct store_lease *put = &l->row.leases[i];
+        struct store_lease *old = find_lease(row, put->lease_id);
+        if (old)
+            store_lease_clear(old);
+        else
+            old = &row->leases[row->nleases++];
+        *old = *put; /* moves the references */
+        memset(put, 0, sizeof *put);
+    }
+    for (uint32_t i = 0; i < l->ndel; i++) {
+        struct store_lease *gone = find_lease(row, l->del[i]);
+        if (!gone)
+            continue;
+        store_lease_clear(gone);
+        size_t at = (size_t)(gone - row->leases);
+        memmove(gone, gone + 1, (row->nleases - at - 1) * sizeof *gone);
+        row->nleases--;
+    }
+    if (row->nleases == 0) {
+        free(row->leases);
+        row->leases = NULL;
+    }
+    return 0;
+}
+
+int mirror_replay_line(struct mirror_replay *st, struct jr_line *l, bool from_snapshot)
+{
+    switch (l->op) {
+    case JR_RESERVE:
+        if (l->ceiling > st->ceiling)
+            st->ceiling = l->ceiling;
+        return 0;
+    case JR_BEGIN:
+        st->mode = l->mode;
+        return 0;
+    case JR_SNAPSHOT:
+        return 0;
+    case JR_PUT:
+    case JR_ROW:
+    case JR_SET:
+    case JR_DEL:
+        break;
+    }
+    if (!from_snapshot) {
+        if (l->seq <= st->last_seq) {
+            st->duplicates++;
+            return 0;
+        }
+        if (l->seq != st->last_seq + 1)
+            st->gaps++;
+        st->last_seq = l->seq;
+    }
+    struct store_row *row = rows_at(st, l->name, l->name_len);
+    if (!row)
+        return -1;
+    if (l->op == JR_SET) {
+        if (apply_set(row, l) != 0)
+            return -1;
+        row->index = l->row.index;
+        row->limit = l->row.limit;
+    } else if (l->op == JR_DEL) {
+        store_row_clear(row);
+        row->index = l->row.index;
+    } else {
+        store_row_clear(row);
+        *row = l->row; /* moves the references */
+        memset(&l->row, 0, sizeof l->row);
+    }
+    bool sorted = true;
+    for (uint32_t i = 0; i < row->nleases; i++) {
+        if (row->leases[i].token > st->marks.token_hwm)
+            st->marks.token_hwm = row->leases[i].token;
+        if (i > 0 && row->leases[i - 1].token > row->leases[i].token)
+            sorted = false;
+    }
+    if (!sorted)
+        qsort(row->leases, row->nleases, sizeof *row->leases, by_token);
+    if (row->index > st->marks.index_hwm)
+        st->marks.index_hwm = row->index;
+    if (row->nleases == 0 && row->index > st->marks.index_floor)
+        st->marks.index_floor = row->index;
+    return 0;
+}
+
+int mirror_replay_text(struct mirror_replay *st, const char *name, const char *text, size_t len,
+                       bool snapshot, char *err, size_t errlen)
+{
+    size_t lineno = 0;
+    for (size_t off = 0; off < len;) {
+        const char *nl = memchr(text + off, '\n', len - off);
+        size_t n = nl ? (size_t)(nl - (text + off)) : len - off;
+        lineno++;
+        if (n > 0) {
+            struct jr_line l;
+            char why[160];
+            if (!jr_decode(text + off, n, &l, why, sizeof why)) {
+                snprintf(err, errlen, "%s line %zu cannot be decoded: %s", name, lineno, why);
+                return -2;
+            }
+            if (snapshot && lineno == 1) {
+                if (l.op != JR_SNAPSHOT) {
+                    snprintf(err, errlen, "%s: no snapshot header", name);
+                    jr_line_clear(&l);
+                    return -2;
+                }
+                st->marks = l.marks;
+                st->ceiling = l.ceiling;
+                st->mode = l.mode;
+                st->snapshot_seq = st->last_seq = l.marks.commit_seq;
+            }
+            int rc = mirror_replay_line(st, &l, snapshot);
+            jr_line_clear(&l);
+            if (rc != 0) {
+                snprintf(err, errlen, "out of memory restoring %s", name);
+                return -1;
+            }
+        }
+        off += n + 1;
+    }
+    return 0;
 }

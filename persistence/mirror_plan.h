@@ -1,8 +1,8 @@
 /*
  * The blob mirror's decisions that need no blob store, apart from its requests so that
  * they can be tested alone: how the queued batches are packed into Append Blocks
- * (mirror.c), and which blobs a restore reads, in which order (mirror_restore.c). Pure
- * functions; any thread.
+ * (mirror.c), which blobs a restore reads, in which order, and what their lines make of
+ * the rows (mirror_restore.c). Pure functions; any thread.
  */
 #ifndef MX_MIRROR_PLAN_H
 #define MX_MIRROR_PLAN_H
@@ -10,6 +10,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "persistence/journal.h"
 
 /* ---- packing the queue into blocks ---------------------------------------------- */
 
@@ -99,5 +101,41 @@ bool mirror_name_generation(const char *name, uint64_t *generation);
  * server was active). Never earlier than any holder's own deadline, whatever the clocks. */
 int64_t mirror_rearm_deadline(int64_t written_ms, uint64_t ttl_ms, int64_t now_ms,
                               uint64_t grace_ms);
+
+/* ---- replaying lines in memory ---------------------------------------------------- */
+
+/* What a restore builds from a snapshot and the journal after it, before it writes the
+ * store: every resource seen, with its row as the lines leave it (a row without leases: the
+ * resource was dropped, and its index lives on in marks.index_floor), the marks, the
+ * highest reservation, and how the sequence numbers went. Zero it to start. */
+struct mirror_replay {
+    struct store_import_row *v; /* malloc'd names */
+    size_t n, cap;
+    size_t *slots; /* index + 1 into v; 0: empty */
+    size_t nslots;
+    struct store_marks marks;
+    uint64_t ceiling, last_seq, snapshot_seq, duplicates, gaps;
+    enum jr_mode mode;
+};
+
+/* Applies one decoded line: "row" and "put" (format 1) replace the resource's row, "set"
+ * writes and forgets leases (creating the row when there is none), "del" drops it; the
+ * leases stay ordered by token. A journal line (`from_snapshot` false) at or below the last
+ * sequence applied is skipped as a duplicate. Takes the line's leases (`l` is left with
+ * nothing to release but what jr_line_clear() frees anyway). 0, or -1 when out of memory. */
+int mirror_replay_line(struct mirror_replay *st, struct jr_line *l, bool from_snapshot);
+
+/* Decodes and applies every line of a blob's text (`snapshot`: a snapshot, whose first line
+ * must be its header). 0; -2 with err when a line cannot be decoded (among them a line of a
+ * newer format); -1 with err when out of memory. */
+int mirror_replay_text(struct mirror_replay *st, const char *name, const char *text, size_t len,
+                       bool snapshot, char *err, size_t errlen);
+
+/* The row of `name`, or NULL when no line named it (a dropped one has no leases). */
+const struct store_row *mirror_replay_get(const struct mirror_replay *st, const char *name,
+                                          size_t len);
+
+/* Frees everything and zeroes `st`. */
+void mirror_replay_free(struct mirror_replay *st);
 
 #endif

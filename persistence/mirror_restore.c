@@ -3,10 +3,10 @@
  * the same generation after it, line by line in sequence order, into a store that was
  * just created, in one transaction.
  *
- * Rows are gathered in memory first (a vector and an open-addressing index on the name),
- * because the journal changes them in any order and a row may be deleted and written
- * again. Lines at or below the snapshot's sequence are skipped, and so is a line seen
- * twice (a block appended again after an unanswered attempt landed).
+ * Rows are gathered in memory first (mirror_replay, in mirror_plan.c), because the journal
+ * changes them in any order and a row may be deleted and written again. Lines at or below
+ * the snapshot's sequence are skipped, and so is a line seen twice (a block appended again
+ * after an unanswered attempt landed).
  */
 #include "persistence/mirror_internal.h"
 
@@ -16,163 +16,7 @@
 #include <string.h>
 
 #include "common/clock.h"
-#include "common/hash.h"
 #include "common/log.h"
-
-struct rows {
-    struct store_import_row *v;
-    size_t n, cap;
-    size_t *slots; /* index + 1 into v; 0: empty */
-    size_t nslots;
-};
-
-static const struct mx_hash_key rows_key = {0x6d75746578640001ull, 0x726573746f726521ull};
-
-static bool rows_grow(struct rows *r)
-{
-    size_t nslots = r->nslots ? r->nslots * 2 : 1024;
-    size_t *slots = calloc(nslots, sizeof *slots);
-    if (!slots)
-        return false;
-    for (size_t i = 0; i < r->n; i++) {
-        size_t h = mx_siphash(&rows_key, r->v[i].name, r->v[i].len) & (nslots - 1);
-        while (slots[h])
-            h = (h + 1) & (nslots - 1);
-        slots[h] = i + 1;
-    }
-    free(r->slots);
-    r->slots = slots;
-    r->nslots = nslots;
-    return true;
-}
-
-/* The row of `name`, created empty if missing; NULL when out of memory. */
-static struct store_row *rows_at(struct rows *r, const char *name, size_t len)
-{
-    if ((r->n + 1) * 2 > r->nslots && !rows_grow(r))
-        return NULL;
-    size_t h = mx_siphash(&rows_key, name, len) & (r->nslots - 1);
-    while (r->slots[h]) {
-        struct store_import_row *x = &r->v[r->slots[h] - 1];
-        if (x->len == len && memcmp(x->name, name, len) == 0)
-            return &x->row;
-        h = (h + 1) & (r->nslots - 1);
-    }
-    if (r->n == r->cap) {
-        size_t cap = r->cap ? r->cap * 2 : 1024;
-        struct store_import_row *v = realloc(r->v, cap * sizeof *v);
-        if (!v)
-            return NULL;
-        r->v = v;
-        r->cap = cap;
-    }
-    char *copy = malloc(len + 1);
-    if (!copy)
-        return NULL;
-    memcpy(copy, name, len);
-    copy[len] = '\0';
-    r->v[r->n] = (struct store_import_row){.name = copy, .len = len};
-    r->slots[h] = ++r->n;
-    return &r->v[r->n - 1].row;
-}
-
-static void rows_free(struct rows *r)
-{
-    for (size_t i = 0; i < r->n; i++) {
-        free((char *)r->v[i].name);
-        store_row_clear(&r->v[i].row);
-    }
-    free(r->v);
-    free(r->slots);
-}
-
-struct state {
-    struct rows rows;
-    struct store_marks marks;
-    uint64_t ceiling, last_seq, snapshot_seq, duplicates, gaps;
-    enum jr_mode mode;
-};
-
-/* Applies one journal or snapshot line. Returns 0, or -1 when out of memory. */
-static int apply(struct state *st, struct jr_line *l, bool from_snapshot)
-{
-    switch (l->op) {
-    case JR_RESERVE:
-        if (l->ceiling > st->ceiling)
-            st->ceiling = l->ceiling;
-        return 0;
-    case JR_BEGIN:
-        st->mode = l->mode;
-        return 0;
-    case JR_SNAPSHOT:
-        return 0;
-    case JR_PUT:
-    case JR_DEL:
-        break;
-    }
-    if (!from_snapshot) {
-        if (l->seq <= st->last_seq) {
-            st->duplicates++;
-            return 0;
-        }
-        if (l->seq != st->last_seq + 1)
-            st->gaps++;
-        st->last_seq = l->seq;
-    }
-    struct store_row *row = rows_at(&st->rows, l->name, l->name_len);
-    if (!row)
-        return -1;
-    store_row_clear(row);
-    *row = l->row; /* moves the references */
-    memset(&l->row, 0, sizeof l->row);
-    if (row->token > st->marks.token_hwm)
-        st->marks.token_hwm = row->token;
-    if (row->index > st->marks.index_hwm)
-        st->marks.index_hwm = row->index;
-    if (!row->has_lease && row->index > st->marks.index_floor)
-        st->marks.index_floor = row->index;
-    return 0;
-}
-
-/* Decodes and applies every line of a blob. 0; -2 with err when a line cannot be decoded
- * (the container is damaged: nothing may be served from it as it is); -1 otherwise. */
-static int apply_text(struct state *st, const char *name, const char *text, size_t len,
-                      bool snapshot, char *err, size_t errlen)
-{
-    size_t lineno = 0;
-    for (size_t off = 0; off < len;) {
-        const char *nl = memchr(text + off, '\n', len - off);
-        size_t n = nl ? (size_t)(nl - (text + off)) : len - off;
-        lineno++;
-        if (n > 0) {
-            struct jr_line l;
-            char why[128];
-            if (!jr_decode(text + off, n, &l, why, sizeof why)) {
-                snprintf(err, errlen, "%s line %zu cannot be decoded: %s", name, lineno, why);
-                return -2;
-            }
-            if (snapshot && lineno == 1) {
-                if (l.op != JR_SNAPSHOT) {
-                    snprintf(err, errlen, "%s: no snapshot header", name);
-                    jr_line_clear(&l);
-                    return -2;
-                }
-                st->marks = l.marks;
-                st->ceiling = l.ceiling;
-                st->mode = l.mode;
-                st->snapshot_seq = st->last_seq = l.marks.commit_seq;
-            }
-            int rc = apply(st, &l, snapshot);
-            jr_line_clear(&l);
-            if (rc != 0) {
-                snprintf(err, errlen, "out of memory restoring %s", name);
-                return -1;
-            }
-        }
-        off += n + 1;
-    }
-    return 0;
-}
 
 /* The names of every blob listed, for the plan. */
 struct names {
@@ -254,7 +98,7 @@ out:
  * `last_len`: the last journal blob read and how many bytes of it were applied ("" when
  * none). Returns 0 (an empty container leaves plan->snapshot ""), -1 with err, or -2 with
  * err when a line cannot be decoded. */
-static int load(struct blob_client *c, const struct owner_meta *named, struct state *st,
+static int load(struct blob_client *c, const struct owner_meta *named, struct mirror_replay *st,
                 struct mirror_plan *plan, char *last, size_t lastlen, int64_t *last_len, char *err,
                 size_t errlen)
 {
@@ -272,7 +116,7 @@ static int load(struct blob_client *c, const struct owner_meta *named, struct st
         snprintf(err, errlen, "cannot read %s: %ld %s", plan->snapshot, r.status, r.error_code);
         goto out;
     }
-    if ((rc = apply_text(st, plan->snapshot, r.body ? r.body : "", r.body_len, true, err,
+    if ((rc = mirror_replay_text(st, plan->snapshot, r.body ? r.body : "", r.body_len, true, err,
                          errlen)) != 0)
         goto out;
     rc = -1;
@@ -283,7 +127,7 @@ static int load(struct blob_client *c, const struct owner_meta *named, struct st
             snprintf(err, errlen, "cannot read %s: %ld %s", name, r.status, r.error_code);
             goto out;
         }
-        if ((rc = apply_text(st, name, r.body ? r.body : "", r.body_len, false, err, errlen)) != 0)
+        if ((rc = mirror_replay_text(st, name, r.body ? r.body : "", r.body_len, false, err, errlen)) != 0)
             goto out;
         rc = -1;
         snprintf(last, lastlen, "%s", name);
@@ -296,7 +140,7 @@ out:
 }
 
 /* Writes `st` into the (new) store. */
-static int import(struct mirror *m, struct state *st, uint64_t generation,
+static int import(struct mirror *m, struct mirror_replay *st, uint64_t generation,
                   struct mirror_restored *out, char *err, size_t errlen)
 {
     if (st->gaps)
@@ -305,36 +149,43 @@ static int import(struct mirror *m, struct state *st, uint64_t generation,
     if (st->ceiling > st->marks.token_hwm)
         st->marks.token_hwm = st->ceiling;
     st->marks.commit_seq = st->last_seq;
-    /* Only rows with a lease are stored; deleted ones live on in index_floor. A lease
+    /* Only rows with a lease are stored; deleted ones live on in index_floor. Every lease
      * held gets its TTL again from now (mirror_rearm_deadline): its deadline was written
      * on another server's clock. */
     int64_t now = mx_wall_ms();
     size_t kept = 0, rearmed = 0;
-    for (size_t i = 0; i < st->rows.n; i++)
-        if (st->rows.v[i].row.has_lease) {
-            struct store_row *row = &st->rows.v[i].row;
-            if (row->held) {
-                row->deadline_ms = mirror_rearm_deadline(row->deadline_ms, row->ttl_ms, now,
-                                                         m->cfg.rearm_grace_ms);
-                rearmed++;
+    for (size_t i = 0; i < st->n; i++)
+        if (st->v[i].row.nleases > 0) {
+            struct store_row *row = &st->v[i].row;
+            for (uint32_t j = 0; j < row->nleases; j++) {
+                struct store_lease *l = &row->leases[j];
+                if (l->held) {
+                    l->deadline_ms = mirror_rearm_deadline(l->deadline_ms, l->ttl_ms, now,
+                                                           m->cfg.rearm_grace_ms);
+                    rearmed++;
+                }
             }
-            st->rows.v[kept++] = st->rows.v[i];
+            st->v[kept++] = st->v[i];
         } else {
-            free((char *)st->rows.v[i].name);
-            store_row_clear(&st->rows.v[i].row);
+            free((char *)st->v[i].name);
+            store_row_clear(&st->v[i].row);
         }
-    st->rows.n = kept;
-    if (store_import(m->store, st->rows.v, st->rows.n, &st->marks, err, errlen) != STORE_OK)
+    /* The index on names no longer matches: nothing looks a row up from here. */
+    st->n = kept;
+    free(st->slots);
+    st->slots = NULL;
+    st->nslots = 0;
+    if (store_import(m->store, st->v, st->n, &st->marks, err, errlen) != STORE_OK)
         return -1;
     out->restored = true;
     out->may_lag = st->mode != JR_MODE_SYNC;
-    out->rows = st->rows.n;
+    out->rows = st->n;
     out->generation = generation;
     out->commit_seq = st->last_seq;
     mx_info(
         "mirror: restored",
         "generation=%" PRIu64 " rows=%zu held=%zu seq=%" PRIu64 " token_hwm=%" PRIu64 " mode=%s",
-        generation, st->rows.n, rearmed, st->last_seq, st->marks.token_hwm, jr_mode_name(st->mode));
+        generation, st->n, rearmed, st->last_seq, st->marks.token_hwm, jr_mode_name(st->mode));
     return 0;
 }
 
@@ -343,7 +194,7 @@ static int import(struct mirror *m, struct state *st, uint64_t generation,
 struct mirror_copy {
     struct blob_account account;
     struct blob_client *c;
-    struct state st;
+    struct mirror_replay st;
     bool loaded;
     uint64_t generation;
     char snapshot[96]; /* the snapshot the copy was read from, or its journal followed to */
@@ -379,7 +230,7 @@ int mirror_copy_open(struct mirror_copy **out, const char *connection_string, co
 
 static void copy_reset(struct mirror_copy *c)
 {
-    rows_free(&c->st.rows);
+    mirror_replay_free(&c->st);
     memset(&c->st, 0, sizeof c->st);
     c->loaded = false;
     c->snapshot[0] = '\0';
@@ -417,7 +268,7 @@ static int copy_tail(struct mirror_copy *c, char *err, size_t errlen)
     while (n > 0 && r.body[n - 1] != '\n')
         n--;
     uint64_t before = c->st.last_seq;
-    if (n > 0 && (rc = apply_text(&c->st, c->journal, r.body, n, false, err, errlen)) != 0)
+    if (n > 0 && (rc = mirror_replay_text(&c->st, c->journal, r.body, n, false, err, errlen)) != 0)
         goto out;
     c->off += (int64_t)n;
     c->found += c->st.last_seq - before;
@@ -511,7 +362,7 @@ int mirror_restore(struct mirror *m, struct mirror_restored *out, char *err, siz
         }
         mx_warn("mirror: the warm copy cannot be used; reading the container", "error=\"%s\"", why);
     }
-    struct state st = {0};
+    struct mirror_replay st = {0};
     struct mirror_plan plan = {0};
     char last[96];
     int64_t last_len;
@@ -526,7 +377,7 @@ int mirror_restore(struct mirror *m, struct mirror_restored *out, char *err, siz
             m->prev.journal[0] ? m->prev.journal : "-");
     rc = import(m, &st, plan.generation, out, err, errlen);
 out:
-    rows_free(&st.rows);
+    mirror_replay_free(&st);
     mirror_plan_free(&plan);
     return rc;
 }

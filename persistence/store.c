@@ -49,12 +49,46 @@ static const char *const migrations[] = {
     ") WITHOUT ROWID;"
     "CREATE INDEX leases_held ON leases(held, resource);"
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;",
+    /* 1 -> 2: a resource holds several leases (a semaphore, shared leases). Its header
+     * (index, limit) and each of its leases are rows of their own, so that a change to one
+     * lease writes that lease alone. Every lease of version 1 was exclusive, limit 1. */
+    "CREATE TABLE resources ("
+    "  resource    TEXT PRIMARY KEY,"
+    "  idx         INTEGER NOT NULL,"
+    "  lim         INTEGER NOT NULL"
+    ") WITHOUT ROWID;"
+    "CREATE TABLE holders ("
+    "  resource    TEXT NOT NULL,"
+    "  lease_id    BLOB NOT NULL,"
+    "  owner       TEXT NOT NULL,"
+    "  token       INTEGER NOT NULL,"
+    "  ttl_ms      INTEGER NOT NULL,"
+    "  acquired_at INTEGER NOT NULL,"
+    "  renewed_at  INTEGER NOT NULL,"
+    "  deadline    INTEGER NOT NULL,"
+    "  held        INTEGER NOT NULL,"
+    "  shared      INTEGER NOT NULL,"
+    "  metadata    TEXT,"
+    "  PRIMARY KEY (resource, lease_id)"
+    ") WITHOUT ROWID;"
+    "CREATE INDEX holders_held ON holders(held, resource, deadline);"
+    "INSERT INTO resources(resource, idx, lim) SELECT resource, idx, 1 FROM leases;"
+    "INSERT INTO holders(resource, lease_id, owner, token, ttl_ms, acquired_at, renewed_at,"
+    "                    deadline, held, shared, metadata)"
+    "  SELECT resource, lease_id, owner, token, ttl_ms, acquired_at, renewed_at, deadline,"
+    "         held, 0, metadata FROM leases;"
+    "DROP TABLE leases;",
 };
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
 
-#define ROW_COLUMNS                                                                                \
-    "resource, idx, lease_id, owner, token, ttl_ms, acquired_at, renewed_at, deadline, held, "     \
-    "metadata"
+/* A lease's columns, as lease_from_stmt() reads them. */
+#define LEASE_COLUMNS                                                                              \
+    "h.lease_id, h.owner, h.token, h.ttl_ms, h.acquired_at, h.renewed_at, h.deadline, h.held, "   \
+    "h.shared, h.metadata"
+/* A resource's rows, one per lease, oldest grant first: name, index, limit, LEASE_COLUMNS. */
+#define ROW_SELECT                                                                                 \
+    "SELECT r.resource, r.idx, r.lim, " LEASE_COLUMNS " FROM resources r "                       \
+    "JOIN holders h ON h.resource = r.resource "
 
 struct reader {
     struct reader *next;
@@ -69,7 +103,7 @@ struct store {
 
     /* Writer thread only. */
     sqlite3 *wdb;
-    sqlite3_stmt *st_upsert, *st_delete, *st_meta;
+    sqlite3_stmt *st_put, *st_forget, *st_header, *st_drop, *st_drop_leases, *st_any, *st_meta;
     pthread_t writer;
     uint64_t commits_tried;
 
@@ -97,65 +131,184 @@ struct store {
 
 /* ---- rows ------------------------------------------------------------------------ */
 
+void store_lease_clear(struct store_lease *l)
+{
+    mx_str_unref(l->owner);
+    mx_str_unref(l->metadata);
+    memset(l, 0, sizeof *l);
+}
+
+void store_lease_copy(struct store_lease *dst, const struct store_lease *src)
+{
+    *dst = *src;
+    mx_str_ref(dst->owner);
+    mx_str_ref(dst->metadata);
+}
+
 void store_row_clear(struct store_row *row)
 {
-    mx_str_unref(row->owner);
-    mx_str_unref(row->metadata);
+    for (uint32_t i = 0; i < row->nleases; i++)
+        store_lease_clear(&row->leases[i]);
+    free(row->leases);
     memset(row, 0, sizeof *row);
 }
 
-struct store_rec *store_rec_new(const char *name, size_t len, const struct store_row *row)
+int store_row_add(struct store_row *row, const struct store_lease *l)
+{
+    if (row->nleases == UINT32_MAX)
+        return -1;
+    struct store_lease *v = realloc(row->leases, ((size_t)row->nleases + 1) * sizeof *v);
+    if (!v)
+        return -1;
+    row->leases = v;
+    store_lease_copy(&v[row->nleases++], l);
+    return 0;
+}
+
+struct store_rec *store_rec_new(const char *name, size_t len, uint64_t index, uint32_t limit,
+                                uint32_t nput, uint32_t ndel)
 {
     struct store_rec *rec = malloc(sizeof *rec + len + 1);
     if (!rec)
         return NULL;
-    memset(&rec->_item, 0, sizeof rec->_item);
-    rec->row = *row;
-    mx_str_ref(rec->row.owner);
-    mx_str_ref(rec->row.metadata);
+    memset(rec, 0, sizeof *rec);
+    rec->index = index;
+    rec->limit = limit;
+    if (nput && !(rec->put = calloc(nput, sizeof *rec->put)))
+        goto oom;
+    if (ndel && !(rec->del = calloc(ndel, sizeof *rec->del)))
+        goto oom;
+    rec->nput = nput;
+    rec->ndel = ndel;
     rec->name_len = (uint16_t)len;
     memcpy(rec->name, name, len);
     rec->name[len] = '\0';
+    return rec;
+oom:
+    free(rec->put);
+    free(rec);
+    return NULL;
+}
+
+struct store_rec *store_rec_from_row(const char *name, size_t len, const struct store_row *row)
+{
+    struct store_rec *rec = store_rec_new(name, len, row->index, row->limit, row->nleases, 0);
+    if (!rec)
+        return NULL;
+    for (uint32_t i = 0; i < row->nleases; i++)
+        store_lease_copy(&rec->put[i], &row->leases[i]);
+    rec->drop = row->nleases == 0;
     return rec;
 }
 
 void store_rec_free(struct store_rec *rec)
 {
     if (rec) {
-        store_row_clear(&rec->row);
+        for (uint32_t i = 0; i < rec->nput; i++)
+            store_lease_clear(&rec->put[i]);
+        free(rec->put);
+        free(rec->del);
         free(rec);
     }
 }
 
-/* Reads columns 1.. of ROW_COLUMNS (column 0 is the name). */
-static int row_from_stmt(sqlite3_stmt *st, struct store_row *row)
+/* Reads the LEASE_COLUMNS that start at column `col`. */
+static int lease_from_stmt(sqlite3_stmt *st, int col, struct store_lease *l)
 {
-    memset(row, 0, sizeof *row);
-    row->index = (uint64_t)sqlite3_column_int64(st, 1);
-    row->has_lease = true;
-    const void *id = sqlite3_column_blob(st, 2);
-    if (id && sqlite3_column_bytes(st, 2) == 16)
-        memcpy(row->lease_id, id, 16);
-    const char *owner = (const char *)sqlite3_column_text(st, 3);
-    row->owner = mx_str_new(owner ? owner : "", owner ? (size_t)sqlite3_column_bytes(st, 3) : 0);
-    row->token = (uint64_t)sqlite3_column_int64(st, 4);
-    row->ttl_ms = (uint64_t)sqlite3_column_int64(st, 5);
-    row->acquired_at_ms = sqlite3_column_int64(st, 6);
-    row->renewed_at_ms = sqlite3_column_int64(st, 7);
-    row->deadline_ms = sqlite3_column_int64(st, 8);
-    row->held = sqlite3_column_int(st, 9) != 0;
-    if (sqlite3_column_type(st, 10) != SQLITE_NULL) {
-        const char *md = (const char *)sqlite3_column_text(st, 10);
-        row->metadata = mx_str_new(md, (size_t)sqlite3_column_bytes(st, 10));
-        if (!row->metadata)
+    memset(l, 0, sizeof *l);
+    const void *id = sqlite3_column_blob(st, col);
+    if (id && sqlite3_column_bytes(st, col) == 16)
+        memcpy(l->lease_id, id, 16);
+    const char *owner = (const char *)sqlite3_column_text(st, col + 1);
+    l->owner = mx_str_new(owner ? owner : "", owner ? (size_t)sqlite3_column_bytes(st, col + 1) : 0);
+    l->token = (uint64_t)sqlite3_column_int64(st, col + 2);
+    l->ttl_ms = (uint64_t)sqlite3_column_int64(st, col + 3);
+    l->acquired_at_ms = sqlite3_column_int64(st, col + 4);
+    l->renewed_at_ms = sqlite3_column_int64(st, col + 5);
+    l->deadline_ms = sqlite3_column_int64(st, col + 6);
+    l->held = sqlite3_column_int(st, col + 7) != 0;
+    l->shared = sqlite3_column_int(st, col + 8) != 0;
+    if (sqlite3_column_type(st, col + 9) != SQLITE_NULL) {
+        const char *md = (const char *)sqlite3_column_text(st, col + 9);
+        l->metadata = mx_str_new(md ? md : "", md ? (size_t)sqlite3_column_bytes(st, col + 9) : 0);
+        if (!l->metadata)
             goto oom;
     }
-    if (!row->owner)
+    if (!l->owner)
         goto oom;
     return STORE_OK;
 oom:
-    store_row_clear(row);
+    store_lease_clear(l);
     return STORE_EIO;
+}
+
+/* Steps a ROW_SELECT statement (rows ordered by resource, then token) and calls `fn` once
+ * per resource with its whole row, which `fn` takes. `fn` returns nonzero to stop (then
+ * STORE_EIO). With `hwm`, raises it to every token and index read. Returns STORE_OK or
+ * STORE_EIO; the statement is left for the caller to reset. */
+static int read_rows(sqlite3_stmt *st, int (*fn)(void *arg, const char *name, size_t len,
+                                                 struct store_row *row),
+                     void *arg, struct store_marks *hwm)
+{
+    struct store_row row = {0};
+    char *name = NULL;
+    size_t name_len = 0;
+    int rc, status = STORE_OK;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *n = (const char *)sqlite3_column_text(st, 0);
+        size_t nlen = (size_t)sqlite3_column_bytes(st, 0);
+        if (!n) {
+            status = STORE_EIO;
+            break;
+        }
+        if (name && (nlen != name_len || memcmp(n, name, nlen) != 0)) {
+            int stop = fn(arg, name, name_len, &row);
+            memset(&row, 0, sizeof row);
+            free(name);
+            name = NULL;
+            if (stop) {
+                status = STORE_EIO;
+                break;
+            }
+        }
+        if (!name) {
+            if (!(name = malloc(nlen + 1))) {
+                status = STORE_EIO;
+                break;
+            }
+            memcpy(name, n, nlen);
+            name[nlen] = '\0';
+            name_len = nlen;
+            row.index = (uint64_t)sqlite3_column_int64(st, 1);
+            row.limit = (uint32_t)sqlite3_column_int64(st, 2);
+        }
+        struct store_lease l;
+        if (lease_from_stmt(st, 3, &l) != STORE_OK) {
+            status = STORE_EIO;
+            break;
+        }
+        /* The row takes the lease's references. */
+        struct store_lease *v = realloc(row.leases, ((size_t)row.nleases + 1) * sizeof *v);
+        if (!v) {
+            store_lease_clear(&l);
+            status = STORE_EIO;
+            break;
+        }
+        row.leases = v;
+        v[row.nleases++] = l;
+        if (hwm && l.token > hwm->token_hwm)
+            hwm->token_hwm = l.token;
+        if (hwm && row.index > hwm->index_hwm)
+            hwm->index_hwm = row.index;
+    }
+    if (status == STORE_OK && rc != SQLITE_DONE)
+        status = STORE_EIO;
+    if (status == STORE_OK && name && fn(arg, name, name_len, &row) != 0)
+        status = STORE_EIO;
+    else if (status != STORE_OK)
+        store_row_clear(&row);
+    free(name);
+    return status;
 }
 
 /* ---- connections ----------------------------------------------------------------- */
@@ -212,12 +365,16 @@ static struct reader *reader_get(struct store *s)
     r = calloc(1, sizeof *r);
     if (!r)
         return NULL;
+    /* One statement each, so that a read sees one commit (a resource's header and its
+     * leases alike). */
     if (open_db(s->db_path, false, &r->db) != SQLITE_OK ||
-        prepare(r->db, "SELECT " ROW_COLUMNS " FROM leases WHERE resource = ?1", &r->get) ||
+        prepare(r->db, ROW_SELECT "WHERE r.resource = ?1 ORDER BY h.token", &r->get) ||
         prepare(r->db,
-                "SELECT " ROW_COLUMNS " FROM leases WHERE held = 1 AND deadline > ?1 "
-                "AND resource > ?2 AND resource >= ?3 AND resource < ?4 "
-                "ORDER BY resource LIMIT ?5",
+                ROW_SELECT "JOIN (SELECT DISTINCT resource FROM holders "
+                           "WHERE held = 1 AND deadline > ?1 "
+                           "AND resource > ?2 AND resource >= ?3 AND resource < ?4 "
+                           "ORDER BY resource LIMIT ?5) AS sel ON sel.resource = r.resource "
+                           "ORDER BY r.resource, h.token",
                 &r->list)) {
         mx_error("store: cannot open a read connection", "error=\"%s\"",
                  r->db ? sqlite3_errmsg(r->db) : "open");
@@ -235,24 +392,52 @@ static void reader_put(struct store *s, struct reader *r)
     pthread_mutex_unlock(&s->rlock);
 }
 
+struct get_ctx {
+    struct store_row *out;
+    bool found;
+};
+
+static int got_row(void *arg, const char *name, size_t len, struct store_row *row)
+{
+    (void)name;
+    (void)len;
+    struct get_ctx *g = arg;
+    *g->out = *row; /* takes the references */
+    g->found = true;
+    return 0;
+}
+
 int store_get(struct store *s, const char *name, size_t len, struct store_row *out)
 {
     struct reader *r = reader_get(s);
     if (!r)
         return STORE_EIO;
-    int status = STORE_EIO;
+    memset(out, 0, sizeof *out);
+    struct get_ctx g = {.out = out};
     sqlite3_bind_text(r->get, 1, name, (int)len, SQLITE_STATIC);
-    int rc = sqlite3_step(r->get);
-    if (rc == SQLITE_ROW)
-        status = row_from_stmt(r->get, out);
-    else if (rc == SQLITE_DONE)
-        status = STORE_NOTFOUND;
-    else
+    int status = read_rows(r->get, got_row, &g, NULL);
+    if (status != STORE_OK) {
         mx_error("store: read failed", "error=\"%s\"", sqlite3_errmsg(r->db));
+        store_row_clear(out);
+    } else if (!g.found) {
+        status = STORE_NOTFOUND;
+    }
     sqlite3_reset(r->get);
     sqlite3_clear_bindings(r->get);
     reader_put(s, r);
     return status;
+}
+
+struct list_ctx {
+    void (*fn)(void *arg, const char *name, size_t len, struct store_row *row);
+    void *arg;
+};
+
+static int listed_row(void *arg, const char *name, size_t len, struct store_row *row)
+{
+    struct list_ctx *c = arg;
+    c->fn(c->arg, name, len, row);
+    return 0;
 }
 
 int store_list_held(struct store *s, const char *prefix, const char *after, int limit,
@@ -271,20 +456,10 @@ int store_list_held(struct store *s, const char *prefix, const char *after, int 
     sqlite3_bind_text(r->list, 3, p, -1, SQLITE_STATIC);
     sqlite3_bind_text(r->list, 4, upper, -1, SQLITE_STATIC);
     sqlite3_bind_int(r->list, 5, limit);
-    int rc, status = STORE_OK;
-    while ((rc = sqlite3_step(r->list)) == SQLITE_ROW) {
-        struct store_row row;
-        if (row_from_stmt(r->list, &row) != STORE_OK) {
-            status = STORE_EIO;
-            break;
-        }
-        fn(arg, (const char *)sqlite3_column_text(r->list, 0),
-           (size_t)sqlite3_column_bytes(r->list, 0), &row);
-    }
-    if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
+    struct list_ctx c = {fn, arg};
+    int status = read_rows(r->list, listed_row, &c, NULL);
+    if (status != STORE_OK)
         mx_error("store: list failed", "error=\"%s\"", sqlite3_errmsg(r->db));
-        status = STORE_EIO;
-    }
     sqlite3_reset(r->list);
     sqlite3_clear_bindings(r->list);
     reader_put(s, r);
@@ -299,7 +474,10 @@ int store_each_held(struct store *s,
     if (!r)
         return STORE_EIO;
     sqlite3_stmt *st = NULL;
-    int rc = prepare(r->db, "SELECT resource, deadline FROM leases WHERE held = 1", &st);
+    int rc = prepare(r->db,
+                     "SELECT resource, min(deadline) FROM holders WHERE held = 1 "
+                     "GROUP BY resource",
+                     &st);
     while (st && (rc = sqlite3_step(st)) == SQLITE_ROW)
         fn(arg, (const char *)sqlite3_column_text(st, 0), (size_t)sqlite3_column_bytes(st, 0),
            sqlite3_column_int64(st, 1));
@@ -322,25 +500,24 @@ static void set_health(struct store *s, const char *fmt, ...)
     va_end(ap);
 }
 
-static int bind_row(sqlite3_stmt *st, const struct store_rec *rec)
+/* Binds ?1 (the resource) and ?2.. ?11 (the lease) of st_put. */
+static void bind_lease(sqlite3_stmt *st, const char *name, size_t len, const struct store_lease *l)
 {
-    const struct store_row *r = &rec->row;
-    sqlite3_bind_text(st, 1, rec->name, rec->name_len, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 2, (sqlite3_int64)r->index);
-    sqlite3_bind_blob(st, 3, r->lease_id, 16, SQLITE_STATIC);
-    sqlite3_bind_text(st, 4, r->owner ? r->owner->s : "", r->owner ? (int)r->owner->len : 0,
+    sqlite3_bind_text(st, 1, name, (int)len, SQLITE_STATIC);
+    sqlite3_bind_blob(st, 2, l->lease_id, 16, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, l->owner ? l->owner->s : "", l->owner ? (int)l->owner->len : 0,
                       SQLITE_STATIC);
-    sqlite3_bind_int64(st, 5, (sqlite3_int64)r->token);
-    sqlite3_bind_int64(st, 6, (sqlite3_int64)r->ttl_ms);
-    sqlite3_bind_int64(st, 7, r->acquired_at_ms);
-    sqlite3_bind_int64(st, 8, r->renewed_at_ms);
-    sqlite3_bind_int64(st, 9, r->deadline_ms);
-    sqlite3_bind_int(st, 10, r->held ? 1 : 0);
-    if (r->metadata)
-        sqlite3_bind_text(st, 11, r->metadata->s, (int)r->metadata->len, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 4, (sqlite3_int64)l->token);
+    sqlite3_bind_int64(st, 5, (sqlite3_int64)l->ttl_ms);
+    sqlite3_bind_int64(st, 6, l->acquired_at_ms);
+    sqlite3_bind_int64(st, 7, l->renewed_at_ms);
+    sqlite3_bind_int64(st, 8, l->deadline_ms);
+    sqlite3_bind_int(st, 9, l->held ? 1 : 0);
+    sqlite3_bind_int(st, 10, l->shared ? 1 : 0);
+    if (l->metadata)
+        sqlite3_bind_text(st, 11, l->metadata->s, (int)l->metadata->len, SQLITE_STATIC);
     else
         sqlite3_bind_null(st, 11);
-    return SQLITE_OK;
 }
 
 static int step_reset(sqlite3_stmt *st)
@@ -349,6 +526,72 @@ static int step_reset(sqlite3_stmt *st)
     sqlite3_reset(st);
     sqlite3_clear_bindings(st);
     return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+static int write_header(struct store *s, const char *name, size_t len, uint64_t index,
+                        uint32_t limit)
+{
+    sqlite3_bind_text(s->st_header, 1, name, (int)len, SQLITE_STATIC);
+    sqlite3_bind_int64(s->st_header, 2, (sqlite3_int64)index);
+    sqlite3_bind_int64(s->st_header, 3, limit);
+    return step_reset(s->st_header);
+}
+
+static int write_lease(struct store *s, const char *name, size_t len, const struct store_lease *l)
+{
+    bind_lease(s->st_put, name, len, l);
+    return step_reset(s->st_put);
+}
+
+/* Deletes the resource's header and every lease of it. */
+static int drop_resource(struct store *s, const char *name, size_t len)
+{
+    sqlite3_bind_text(s->st_drop, 1, name, (int)len, SQLITE_STATIC);
+    int rc = step_reset(s->st_drop);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_text(s->st_drop_leases, 1, name, (int)len, SQLITE_STATIC);
+        rc = step_reset(s->st_drop_leases);
+    }
+    return rc;
+}
+
+/* Writes one record: O(its puts and dels), whatever the number of the resource's leases.
+ * Raises *token_max to its tokens, and *floor_max to its index when the resource is left
+ * without leases (dropped, or its last lease forgotten). */
+static int write_rec(struct store *s, const struct store_rec *rec, uint64_t *token_max,
+                     uint64_t *floor_max)
+{
+    int rc = SQLITE_OK;
+    bool gone = rec->drop;
+    for (uint32_t i = 0; !gone && rc == SQLITE_OK && i < rec->nput; i++) {
+        rc = write_lease(s, rec->name, rec->name_len, &rec->put[i]);
+        if (rec->put[i].token > *token_max)
+            *token_max = rec->put[i].token;
+    }
+    for (uint32_t i = 0; !gone && rc == SQLITE_OK && i < rec->ndel; i++) {
+        sqlite3_bind_text(s->st_forget, 1, rec->name, rec->name_len, SQLITE_STATIC);
+        sqlite3_bind_blob(s->st_forget, 2, rec->del[i], 16, SQLITE_STATIC);
+        rc = step_reset(s->st_forget);
+    }
+    if (rc == SQLITE_OK && !gone && rec->nput == 0) {
+        /* Nothing written: a resource whose every lease was forgotten has no row. */
+        sqlite3_bind_text(s->st_any, 1, rec->name, rec->name_len, SQLITE_STATIC);
+        int step = sqlite3_step(s->st_any);
+        if (step == SQLITE_DONE)
+            gone = true;
+        else if (step != SQLITE_ROW)
+            rc = step;
+        sqlite3_reset(s->st_any);
+        sqlite3_clear_bindings(s->st_any);
+    }
+    if (rc != SQLITE_OK)
+        return rc;
+    if (gone) {
+        if (rec->index > *floor_max)
+            *floor_max = rec->index;
+        return drop_resource(s, rec->name, rec->name_len);
+    }
+    return write_header(s, rec->name, rec->name_len, rec->index, rec->limit);
 }
 
 static int write_meta(struct store *s, const char *key, uint64_t value)
@@ -391,19 +634,9 @@ static int write_batch(struct store *s, struct store_item *batch, uint64_t epoch
         if (it->_kind != ITEM_REC || it->_epoch != epoch)
             continue;
         struct store_rec *rec = (struct store_rec *)it;
-        if (rec->row.has_lease) {
-            bind_row(s->st_upsert, rec);
-            rc = step_reset(s->st_upsert);
-            if (rec->row.token > token_max)
-                token_max = rec->row.token;
-        } else {
-            sqlite3_bind_text(s->st_delete, 1, rec->name, rec->name_len, SQLITE_STATIC);
-            rc = step_reset(s->st_delete);
-            if (rec->row.index > floor_max)
-                floor_max = rec->row.index;
-        }
-        if (rec->row.index > index_max)
-            index_max = rec->row.index;
+        rc = write_rec(s, rec, &token_max, &floor_max);
+        if (rec->index > index_max)
+            index_max = rec->index;
         rec->commit_seq = ++seq;
         n++;
     }
@@ -845,8 +1078,12 @@ static void teardown(struct store *s)
         s->readers = r->next;
         reader_free(r);
     }
-    sqlite3_finalize(s->st_upsert);
-    sqlite3_finalize(s->st_delete);
+    sqlite3_finalize(s->st_put);
+    sqlite3_finalize(s->st_forget);
+    sqlite3_finalize(s->st_header);
+    sqlite3_finalize(s->st_drop);
+    sqlite3_finalize(s->st_drop_leases);
+    sqlite3_finalize(s->st_any);
     sqlite3_finalize(s->st_meta);
     /* Closing the last connection checkpoints the WAL into the database file. */
     sqlite3_close(s->wdb);
@@ -903,13 +1140,25 @@ int store_open(struct store **out, const struct store_config *cfg, char *err, si
     if ((rc = migrate(s->wdb, &s->created, err, errlen)) != 0)
         goto fail;
     if (prepare(s->wdb,
-                "INSERT INTO leases(" ROW_COLUMNS ") VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11) "
-                "ON CONFLICT(resource) DO UPDATE SET idx=excluded.idx, lease_id=excluded.lease_id, "
-                "owner=excluded.owner, token=excluded.token, ttl_ms=excluded.ttl_ms, "
-                "acquired_at=excluded.acquired_at, renewed_at=excluded.renewed_at, "
-                "deadline=excluded.deadline, held=excluded.held, metadata=excluded.metadata",
-                &s->st_upsert) != SQLITE_OK ||
-        prepare(s->wdb, "DELETE FROM leases WHERE resource = ?1", &s->st_delete) != SQLITE_OK ||
+                "INSERT INTO holders(resource, lease_id, owner, token, ttl_ms, acquired_at, "
+                "renewed_at, deadline, held, shared, metadata) "
+                "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11) "
+                "ON CONFLICT(resource, lease_id) DO UPDATE SET owner=excluded.owner, "
+                "token=excluded.token, ttl_ms=excluded.ttl_ms, acquired_at=excluded.acquired_at, "
+                "renewed_at=excluded.renewed_at, deadline=excluded.deadline, held=excluded.held, "
+                "shared=excluded.shared, metadata=excluded.metadata",
+                &s->st_put) != SQLITE_OK ||
+        prepare(s->wdb, "DELETE FROM holders WHERE resource = ?1 AND lease_id = ?2",
+                &s->st_forget) != SQLITE_OK ||
+        prepare(s->wdb,
+                "INSERT INTO resources(resource, idx, lim) VALUES(?1, ?2, ?3) "
+                "ON CONFLICT(resource) DO UPDATE SET idx=excluded.idx, lim=excluded.lim",
+                &s->st_header) != SQLITE_OK ||
+        prepare(s->wdb, "DELETE FROM resources WHERE resource = ?1", &s->st_drop) != SQLITE_OK ||
+        prepare(s->wdb, "DELETE FROM holders WHERE resource = ?1", &s->st_drop_leases) !=
+            SQLITE_OK ||
+        prepare(s->wdb, "SELECT 1 FROM holders WHERE resource = ?1 LIMIT 1", &s->st_any) !=
+            SQLITE_OK ||
         prepare(s->wdb,
                 "INSERT INTO meta(key, value) VALUES(?1, ?2) "
                 "ON CONFLICT(key) DO UPDATE SET value = max(value, excluded.value)",
@@ -920,9 +1169,9 @@ int store_open(struct store **out, const struct store_config *cfg, char *err, si
     }
     static const char *const hwm_sql[] = {
         "SELECT value FROM meta WHERE key = 'token_hwm'",
-        "SELECT max(token) FROM leases",
+        "SELECT max(token) FROM holders",
         "SELECT value FROM meta WHERE key = 'index_hwm'",
-        "SELECT max(idx) FROM leases",
+        "SELECT max(idx) FROM resources",
         "SELECT value FROM meta WHERE key = 'index_floor'",
         "SELECT value FROM meta WHERE key = 'commit_seq'",
     };
@@ -1006,33 +1255,14 @@ int store_snapshot(struct store *s,
     int status = STORE_EIO;
     /* One read transaction: the rows and the marks as of the same commit. */
     if (exec(r->db, "BEGIN") != SQLITE_OK ||
-        prepare(r->db, "SELECT " ROW_COLUMNS " FROM leases ORDER BY resource", &rows) ||
+        prepare(r->db, ROW_SELECT "ORDER BY r.resource, h.token", &rows) ||
         prepare(r->db, "SELECT value FROM meta WHERE key = ?1", &meta))
         goto out;
     out->commit_seq = meta_of(meta, "commit_seq");
     out->token_hwm = meta_of(meta, "token_hwm");
     out->index_hwm = meta_of(meta, "index_hwm");
     out->index_floor = meta_of(meta, "index_floor");
-    int rc;
-    status = STORE_OK;
-    while ((rc = sqlite3_step(rows)) == SQLITE_ROW) {
-        struct store_row row;
-        if (row_from_stmt(rows, &row) != STORE_OK) {
-            status = STORE_EIO;
-            break;
-        }
-        if (row.token > out->token_hwm)
-            out->token_hwm = row.token;
-        if (row.index > out->index_hwm)
-            out->index_hwm = row.index;
-        if (fn(arg, (const char *)sqlite3_column_text(rows, 0),
-               (size_t)sqlite3_column_bytes(rows, 0), &row) != 0) {
-            status = STORE_EIO;
-            break;
-        }
-    }
-    if (rc != SQLITE_DONE && rc != SQLITE_ROW)
-        status = STORE_EIO;
+    status = read_rows(rows, fn, arg, out);
 out:
     if (status != STORE_OK)
         mx_error("store: snapshot read failed", "error=\"%s\"", sqlite3_errmsg(r->db));
@@ -1058,17 +1288,14 @@ int store_import(struct store *s, const struct store_import_row *rows, size_t n,
 
     int rc = exec(s->wdb, "BEGIN IMMEDIATE");
     if (rc == SQLITE_OK)
-        rc = exec(s->wdb, "DELETE FROM leases; DELETE FROM meta;");
+        rc = exec(s->wdb, "DELETE FROM holders; DELETE FROM resources; DELETE FROM meta;");
     for (size_t i = 0; rc == SQLITE_OK && i < n; i++) {
-        /* bind_row reads from a record: make one for the row. */
-        struct store_rec *rec = store_rec_new(rows[i].name, rows[i].len, &rows[i].row);
-        if (!rec) {
-            rc = SQLITE_NOMEM;
-            break;
-        }
-        bind_row(s->st_upsert, rec);
-        rc = step_reset(s->st_upsert);
-        store_rec_free(rec);
+        const struct store_row *row = &rows[i].row;
+        if (row->nleases == 0)
+            continue; /* a resource without leases has no row */
+        rc = write_header(s, rows[i].name, rows[i].len, row->index, row->limit);
+        for (uint32_t j = 0; rc == SQLITE_OK && j < row->nleases; j++)
+            rc = write_lease(s, rows[i].name, rows[i].len, &row->leases[j]);
     }
     if (rc == SQLITE_OK)
         rc = write_meta(s, "commit_seq", marks->commit_seq);
