@@ -467,7 +467,8 @@ int store_list_held(struct store *s, const char *prefix, const char *after, int 
 }
 
 int store_each_held(struct store *s,
-                    void (*fn)(void *arg, const char *name, size_t len, int64_t deadline_ms),
+                    void (*fn)(void *arg, const char *name, size_t len,
+                               const struct store_held *h),
                     void *arg)
 {
     struct reader *r = reader_get(s);
@@ -475,12 +476,18 @@ int store_each_held(struct store *s,
         return STORE_EIO;
     sqlite3_stmt *st = NULL;
     int rc = prepare(r->db,
-                     "SELECT resource, min(deadline) FROM holders WHERE held = 1 "
-                     "GROUP BY resource",
+                     "SELECT h.resource, min(h.deadline), r.lim, count(*), sum(h.shared) "
+                     "FROM holders h JOIN resources r ON r.resource = h.resource "
+                     "WHERE h.held = 1 GROUP BY h.resource",
                      &st);
-    while (st && (rc = sqlite3_step(st)) == SQLITE_ROW)
+    while (st && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        struct store_held h = {.deadline_ms = sqlite3_column_int64(st, 1),
+                               .limit = (uint32_t)sqlite3_column_int64(st, 2),
+                               .nheld = (uint32_t)sqlite3_column_int64(st, 3),
+                               .nshared = (uint32_t)sqlite3_column_int64(st, 4)};
         fn(arg, (const char *)sqlite3_column_text(st, 0), (size_t)sqlite3_column_bytes(st, 0),
-           sqlite3_column_int64(st, 1));
+           &h);
+    }
     int status = rc == SQLITE_DONE ? STORE_OK : STORE_EIO;
     if (status != STORE_OK)
         mx_error("store: reading the held leases failed", "error=\"%s\"", sqlite3_errmsg(r->db));

@@ -15,7 +15,7 @@ from harness import BIN, Client, Server, raw_request, status_of
 UUID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 TIME_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 LEASE_FIELDS = {"resource", "lease_id", "owner", "fencing_token", "ttl_ms", "expires_in_ms",
-                "acquired_at", "renewed_at", "metadata"}
+                "acquired_at", "renewed_at", "metadata", "limit", "shared"}
 
 
 def check_lease_body(r, resource, owner, ttl_ms):
@@ -280,14 +280,16 @@ def test_get_free_and_held(client):
     g = client.get("never/used/before").json
     assert g["resource"] == "never/used/before"
     assert g["state"] == "free" and g["holder"] is None and g["waiters"] == 0
+    assert g["limit"] == 1 and g["holders"] == []
     assert isinstance(g["index"], int)
     a = client.acquire("g", owner="a", ttl_ms=5000, metadata={"k": "v"}).json
     g = client.get("g").json
-    assert set(g) == {"resource", "state", "index", "holder", "waiters"}
-    assert g["state"] == "held"
+    assert set(g) == {"resource", "state", "index", "limit", "holder", "holders", "waiters"}
+    assert g["state"] == "held" and g["limit"] == 1
     h = g["holder"]
     assert set(h) == {"owner", "fencing_token", "ttl_ms", "expires_in_ms", "acquired_at",
-                      "renewed_at", "metadata"}
+                      "renewed_at", "metadata", "shared"}
+    assert g["holders"] == [h] and h["shared"] is False
     assert h["owner"] == "a" and h["fencing_token"] == a["fencing_token"]
     assert h["metadata"] == {"k": "v"}
     assert a["lease_id"] not in client.get("g").body  # never shown

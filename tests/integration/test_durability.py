@@ -122,8 +122,9 @@ def test_store_is_sqlite_wal_with_full_sync(data_dir):
     db = sqlite3.connect(os.path.join(data_dir, "mutexd.db"))
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert db.execute("PRAGMA user_version").fetchone()[0] >= 1
-    row = db.execute("SELECT resource, held, owner FROM leases").fetchall()
+    row = db.execute("SELECT resource, held, owner FROM holders").fetchall()
     assert row == [("x", 1, "o")]
+    assert db.execute("SELECT resource, lim FROM resources").fetchall() == [("x", 1)]
     db.close()
 
 

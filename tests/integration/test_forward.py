@@ -45,9 +45,13 @@ def standby(role, timeout_ms=None, after=None, args=(), env=None):
 def same_lease(a, b):
     """Two views of one resource taken a moment apart: equal but for the time left."""
     a, b = dict(a), dict(b)
+    def timeless(h):
+        return {k: x for k, x in h.items() if k != "expires_in_ms"}
     for v in (a, b):
         if isinstance(v.get("holder"), dict):
-            v["holder"] = {k: x for k, x in v["holder"].items() if k != "expires_in_ms"}
+            v["holder"] = timeless(v["holder"])
+        if isinstance(v.get("holders"), list):
+            v["holders"] = [timeless(h) for h in v["holders"]]
         v.pop("expires_in_ms", None)
     return a == b
 

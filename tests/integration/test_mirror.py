@@ -49,9 +49,18 @@ def wait_caught_up(c, timeout=30):
     return False
 
 
+LEASE_KEYS = ("owner", "token", "ttl_ms", "acquired_at", "renewed_at", "deadline", "held",
+              "shared", "metadata")
+
+
+def lease_of(line):
+    return {k: line.get(k, False if k == "shared" else None) for k in LEASE_KEYS}
+
+
 def container_rows(az, name):
     """Rebuilds the resources from the container alone: the newest snapshot, then its
-    generation's journal after it, as a restore must."""
+    generation's journal after it, as a restore must. A resource is {"index", "limit",
+    "leases": {lease_id: lease}}."""
     snaps = sorted(n for n in az.list(name, "snapshots/"))
     assert snaps, "no snapshot in the container"
     snap = snaps[-1]
@@ -59,23 +68,31 @@ def container_rows(az, name):
     lines = az.get(name, snap).decode().splitlines()
     header = json.loads(lines[0])
     assert header["op"] == "snapshot" and header["seq"] == int(seq)
+    assert header["format"] == 2, header
     rows = {}
     for line in lines[1:]:
         r = json.loads(line)
-        rows[r["resource"]] = r
+        assert r["op"] == "row", r
+        rows[r["resource"]] = {"index": r["index"], "limit": r["limit"],
+                               "leases": {l["lease_id"]: lease_of(l) for l in r["leases"]}}
     last = int(seq)
     journals = sorted(n for n in az.list(name, "journal/%s/" % gen))
     for j in journals:
         for line in az.get(name, j).decode().splitlines():
             r = json.loads(line)
-            if r["op"] not in ("put", "del") or r["seq"] <= last:
+            if r["op"] not in ("set", "del") or r["seq"] <= last:
                 continue
             assert r["seq"] == last + 1, "the journal skips from %d to %d" % (last, r["seq"])
             last = r["seq"]
-            if r["op"] == "put":
-                rows[r["resource"]] = r
-            else:
+            if r["op"] == "del":
                 rows.pop(r["resource"], None)
+                continue
+            row = rows.setdefault(r["resource"], {"leases": {}})
+            row["index"], row["limit"] = r["index"], r["limit"]
+            for lid in r["del"]:
+                row["leases"].pop(lid, None)
+            for l in r["put"]:
+                row["leases"][l["lease_id"]] = lease_of(l)
     return rows, last, snaps, journals
 
 
@@ -85,13 +102,15 @@ def store_rows(data_dir):
                          isolation_level=None)
     db.execute("BEGIN")
     rows = {}
-    for (res, idx, lid, owner, token, ttl, acq, ren, dl, held, md) in db.execute(
-            "SELECT resource, idx, lease_id, owner, token, ttl_ms, acquired_at, renewed_at, "
-            "deadline, held, metadata FROM leases"):
-        rows[res] = {"index": idx, "lease_id": str(uuid.UUID(bytes=lid)), "owner": owner,
-                     "token": token, "ttl_ms": ttl, "acquired_at": acq, "renewed_at": ren,
-                     "deadline": dl, "held": bool(held),
-                     "metadata": json.loads(md) if md else None}
+    for res, idx, lim in db.execute("SELECT resource, idx, lim FROM resources"):
+        rows[res] = {"index": idx, "limit": lim, "leases": {}}
+    for (res, lid, owner, token, ttl, acq, ren, dl, held, shared, md) in db.execute(
+            "SELECT resource, lease_id, owner, token, ttl_ms, acquired_at, renewed_at, "
+            "deadline, held, shared, metadata FROM holders"):
+        rows[res]["leases"][str(uuid.UUID(bytes=lid))] = {
+            "owner": owner, "token": token, "ttl_ms": ttl, "acquired_at": acq,
+            "renewed_at": ren, "deadline": dl, "held": bool(held), "shared": bool(shared),
+            "metadata": json.loads(md) if md else None}
     seq = db.execute("SELECT value FROM meta WHERE key='commit_seq'").fetchone()[0]
     db.execute("COMMIT")
     db.close()

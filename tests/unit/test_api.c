@@ -186,6 +186,14 @@ static void acquire_body(void **st)
     decode_fails(ROUTE_ACQUIRE, "{\"owner\":null}", "missing_field", "owner");
     decode_fails(ROUTE_ACQUIRE, "{\"owner\":\"o\",\"ttl\":5000}", "unknown_field", "ttl");
     decode_fails(ROUTE_ACQUIRE, "{\"owner\":\"o\",\"reason\":\"x\"}", "unknown_field", "reason");
+    decode_fails(ROUTE_ACQUIRE, "{\"owner\":\"o\",\"limit\":0}", "invalid_field", "limit");
+    decode_fails(ROUTE_ACQUIRE, "{\"owner\":\"o\",\"limit\":1025}", "invalid_field", "limit");
+    decode_fails(ROUTE_ACQUIRE, "{\"owner\":\"o\",\"limit\":2.5}", "invalid_field", "limit");
+    decode_fails(ROUTE_ACQUIRE, "{\"owner\":\"o\",\"shared\":1}", "invalid_field", "shared");
+    decode_fails(ROUTE_ACQUIRE, "{\"owner\":\"o\",\"shared\":true,\"limit\":2}", "invalid_field",
+                 "shared");
+    decode_fails(ROUTE_RENEW, "{\"lease_id\":\"a0a1a2a3-a4a5-a6a7-a8a9-aaabacadaeaf\",\"limit\":2}",
+                 "unknown_field", "limit");
     decode_fails(ROUTE_ACQUIRE, "{\"owner\":\"\"}", "invalid_field", "owner");
     decode_fails(ROUTE_ACQUIRE, "{\"owner\":5}", "invalid_field", "owner");
     decode_fails(ROUTE_ACQUIRE, "{\"owner\":\"a\\u0001b\"}", "invalid_field", "owner");
@@ -326,7 +334,8 @@ static void renew_release_break_bodies(void **st)
     assert_int_equal(rq.op, RES_BREAK);
     assert_true(decode(ROUTE_BREAK, "", &rq, &e));
     decode_fails(ROUTE_BREAK, "{\"reason\":1}", "invalid_field", "reason");
-    decode_fails(ROUTE_BREAK, "{\"lease_id\":\"x\"}", "unknown_field", "lease_id");
+    decode_fails(ROUTE_BREAK, "{\"lease_id\":\"x\"}", "invalid_lease_id", "lease_id");
+    decode_fails(ROUTE_BREAK, "{\"owner\":\"x\"}", "unknown_field", "owner");
 }
 
 static void content_types(void **st)
@@ -409,11 +418,39 @@ static void utf8(void **st)
 }
 
 int main(int argc, char **argv);
+static void acquire_takes_a_limit_or_shared(void **state)
+{
+    (void)state;
+    struct res_req rq;
+    struct api_error e;
+    memset(&rq, 0, sizeof rq);
+    assert_true(decode(ROUTE_ACQUIRE, "{\"owner\":\"o\",\"limit\":3}", &rq, &e));
+    assert_int_equal(rq.limit, 3);
+    assert_false(rq.shared);
+    res_req_clear(&rq);
+    memset(&rq, 0, sizeof rq);
+    assert_true(decode(ROUTE_ACQUIRE, "{\"owner\":\"o\",\"shared\":true,\"limit\":1}", &rq, &e));
+    assert_true(rq.shared);
+    assert_int_equal(rq.limit, 1);
+    res_req_clear(&rq);
+    memset(&rq, 0, sizeof rq);
+    assert_true(
+        decode(ROUTE_BREAK, "{\"lease_id\":\"a0a1a2a3-a4a5-a6a7-a8a9-aaabacadaeaf\"}", &rq, &e));
+    assert_true(rq.has_lease_id);
+    res_req_clear(&rq);
+}
+
 static const struct CMUnitTest tests[] = {
-    cmocka_unit_test(routing),       cmocka_unit_test(resource_names),
-    cmocka_unit_test(acquire_body),  cmocka_unit_test(metadata_limit),
-    cmocka_unit_test(bad_json),      cmocka_unit_test(renew_release_break_bodies),
-    cmocka_unit_test(content_types), cmocka_unit_test(query_params),
-    cmocka_unit_test(utf8),          cmocka_unit_test(control_characters_in_paths),
+    cmocka_unit_test(acquire_takes_a_limit_or_shared),
+    cmocka_unit_test(routing),
+    cmocka_unit_test(resource_names),
+    cmocka_unit_test(acquire_body),
+    cmocka_unit_test(metadata_limit),
+    cmocka_unit_test(bad_json),
+    cmocka_unit_test(renew_release_break_bodies),
+    cmocka_unit_test(content_types),
+    cmocka_unit_test(query_params),
+    cmocka_unit_test(utf8),
+    cmocka_unit_test(control_characters_in_paths),
 };
 MX_TEST_MAIN(tests)

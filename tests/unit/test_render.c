@@ -29,13 +29,23 @@ static struct res_req lease_req(enum res_status status)
     rq.view.acquired_at_ms = 1795000000123;
     rq.view.renewed_at_ms = 1795000001456;
     rq.view.waiters = 3;
+    rq.view.limit = 1;
+    /* A state lists its holders: this one. */
+    rq.view.holders = calloc(1, sizeof *rq.view.holders);
+    rq.view.nholders = 1;
+    rq.view.holders[0] = (struct res_holder){.owner = mx_str_ref(rq.view.owner),
+                                             .metadata = mx_str_ref(rq.view.metadata),
+                                             .token = rq.view.token,
+                                             .ttl_ms = rq.view.ttl_ms,
+                                             .expires_in_ms = rq.view.expires_in_ms,
+                                             .acquired_at_ms = rq.view.acquired_at_ms,
+                                             .renewed_at_ms = rq.view.renewed_at_ms};
     return rq;
 }
 
 static void clear(struct res_req *rq, struct render *r)
 {
-    mx_str_unref(rq->view.owner);
-    mx_str_unref(rq->view.metadata);
+    res_view_clear(&rq->view);
     free(r->body);
 }
 
@@ -73,8 +83,9 @@ static void a_grant_shows_every_lease_field(void **state)
     assert_int_equal(cJSON_GetObjectItem(o, "ttl_ms")->valuedouble, 15000);
     assert_int_equal(cJSON_GetObjectItem(o, "expires_in_ms")->valuedouble, 14001);
     /* The lease's fields, in the contract's order, right after the lease id. */
-    const char *order[] = {"resource",      "lease_id",    "owner",      "fencing_token", "ttl_ms",
-                           "expires_in_ms", "acquired_at", "renewed_at", "metadata"};
+    const char *order[] = {"resource", "lease_id",      "owner",       "fencing_token",
+                           "ttl_ms",   "expires_in_ms", "acquired_at", "renewed_at",
+                           "metadata", "limit",         "shared"};
     const cJSON *it = o->child;
     for (size_t i = 0; i < sizeof order / sizeof order[0]; i++, it = it->next) {
         assert_non_null(it);
@@ -104,14 +115,22 @@ static void a_state_shows_the_holder_but_never_the_lease_id(void **state)
                                    "9007199254740993,\"ttl_ms\":15000"));
     assert_int_equal(cJSON_GetObjectItem(o, "index")->valuedouble, 7);
     assert_int_equal(cJSON_GetObjectItem(o, "waiters")->valuedouble, 3);
+
+    const cJSON *hs = cJSON_GetObjectItem(o, "holders");
+    assert_int_equal(cJSON_GetArraySize(hs), 1);
+    assert_true(cJSON_IsFalse(cJSON_GetObjectItem(cJSON_GetArrayItem(hs, 0), "shared")));
+    assert_int_equal(cJSON_GetObjectItem(o, "limit")->valuedouble, 1);
     cJSON_Delete(o);
     free(r.body);
 
     rq.view.held = false;
+    rq.view.nholders = 0;
     render_answer("jobs/a", 6, &rq, &r);
     o = parse(&r);
     assert_string_equal(str(o, "state"), "free");
     assert_true(cJSON_IsNull(cJSON_GetObjectItem(o, "holder")));
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(o, "holders")), 0);
+    rq.view.nholders = 1;
     cJSON_Delete(o);
     clear(&rq, &r);
 }

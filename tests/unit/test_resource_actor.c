@@ -157,9 +157,9 @@ static void answers_come_after_their_change_is_durable(void **state)
     assert_int_equal(a->r.rq.status, RES_OK_LEASE);
     assert_int_equal(a->r.rq.view.token, 1);
     assert_int_equal(a->row_rc, STORE_OK);
-    assert_true(a->row.held);
-    assert_int_equal(a->row.token, 1);
-    assert_memory_equal(a->row.lease_id, a->r.rq.view.lease_id, 16);
+    assert_true(a->row.nleases == 1 && a->row.leases[0].held);
+    assert_int_equal(a->row.leases[0].token, 1);
+    assert_memory_equal(a->row.leases[0].lease_id, a->r.rq.view.lease_id, 16);
 
     struct call *b = run(f, call_new(f, RES_ACQUIRE));
     assert_int_equal(b->r.rq.status, RES_ERR_HELD);
@@ -173,7 +173,7 @@ static void answers_come_after_their_change_is_durable(void **state)
 
     struct call *rl = run(f, with_lease(call_new(f, RES_RELEASE), a->r.rq.view.lease_id));
     assert_int_equal(rl->r.rq.status, RES_OK_RELEASED);
-    assert_true(rl->row_rc == STORE_NOTFOUND || !rl->row.held);
+    assert_true(rl->row_rc == STORE_NOTFOUND || rl->row.nleases == 0 || !rl->row.leases[0].held);
 
     struct call *again = run(f, with_lease(call_new(f, RES_RENEW), a->r.rq.view.lease_id));
     assert_int_equal(again->r.rq.status, RES_ERR_LOST);
@@ -205,7 +205,7 @@ static void waiters_are_granted_in_order(void **state)
         assert_true(wait_reply(w[i], 5000));
         assert_int_equal(w[i]->r.rq.status, RES_OK_LEASE);
         assert_int_equal(w[i]->r.rq.view.token, ++token);
-        assert_int_equal(w[i]->row.token, token); /* durable when answered */
+        assert_int_equal(w[i]->row.leases[0].token, token); /* durable when answered */
         if (i < 2)
             assert_false(wait_reply(w[i + 1], 100));
         call_free(run(f, with_lease(call_new(f, RES_RELEASE), w[i]->r.rq.view.lease_id)));
@@ -252,7 +252,7 @@ static void a_failed_commit_is_answered_unavailable_and_forgotten(void **state)
     struct call *b = run(f, call_new(f, RES_ACQUIRE));
     assert_int_equal(b->r.rq.status, RES_OK_LEASE);
     assert_int_equal(b->row_rc, STORE_OK);
-    assert_memory_equal(b->row.lease_id, b->r.rq.view.lease_id, 16);
+    assert_memory_equal(b->row.leases[0].lease_id, b->r.rq.view.lease_id, 16);
     call_free(a);
     call_free(b);
     close_fixture(f);
