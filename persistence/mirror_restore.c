@@ -117,7 +117,7 @@ static int load(struct blob_client *c, const struct owner_meta *named, struct mi
         goto out;
     }
     if ((rc = mirror_replay_text(st, plan->snapshot, r.body ? r.body : "", r.body_len, true, err,
-                         errlen)) != 0)
+                                 errlen)) != 0)
         goto out;
     rc = -1;
     for (size_t i = 0; i < plan->njournal; i++) {
@@ -127,7 +127,8 @@ static int load(struct blob_client *c, const struct owner_meta *named, struct mi
             snprintf(err, errlen, "cannot read %s: %ld %s", name, r.status, r.error_code);
             goto out;
         }
-        if ((rc = mirror_replay_text(st, name, r.body ? r.body : "", r.body_len, false, err, errlen)) != 0)
+        if ((rc = mirror_replay_text(st, name, r.body ? r.body : "", r.body_len, false, err,
+                                     errlen)) != 0)
             goto out;
         rc = -1;
         snprintf(last, lastlen, "%s", name);
@@ -182,10 +183,10 @@ static int import(struct mirror *m, struct mirror_replay *st, uint64_t generatio
     out->rows = st->n;
     out->generation = generation;
     out->commit_seq = st->last_seq;
-    mx_info(
-        "mirror: restored",
-        "generation=%" PRIu64 " rows=%zu held=%zu seq=%" PRIu64 " token_hwm=%" PRIu64 " mode=%s",
-        generation, st->n, rearmed, st->last_seq, st->marks.token_hwm, jr_mode_name(st->mode));
+    mx_info("mirror: restored",
+            "generation=%" PRIu64 " rows=%zu held=%zu seq=%" PRIu64 " token_hwm=%" PRIu64
+            " mode=%s",
+            generation, st->n, rearmed, st->last_seq, st->marks.token_hwm, jr_mode_name(st->mode));
     return 0;
 }
 

@@ -83,11 +83,11 @@ static const char *const migrations[] = {
 
 /* A lease's columns, as lease_from_stmt() reads them. */
 #define LEASE_COLUMNS                                                                              \
-    "h.lease_id, h.owner, h.token, h.ttl_ms, h.acquired_at, h.renewed_at, h.deadline, h.held, "   \
+    "h.lease_id, h.owner, h.token, h.ttl_ms, h.acquired_at, h.renewed_at, h.deadline, h.held, "    \
     "h.shared, h.metadata"
 /* A resource's rows, one per lease, oldest grant first: name, index, limit, LEASE_COLUMNS. */
 #define ROW_SELECT                                                                                 \
-    "SELECT r.resource, r.idx, r.lim, " LEASE_COLUMNS " FROM resources r "                       \
+    "SELECT r.resource, r.idx, r.lim, " LEASE_COLUMNS " FROM resources r "                         \
     "JOIN holders h ON h.resource = r.resource "
 
 struct reader {
@@ -220,7 +220,8 @@ static int lease_from_stmt(sqlite3_stmt *st, int col, struct store_lease *l)
     if (id && sqlite3_column_bytes(st, col) == 16)
         memcpy(l->lease_id, id, 16);
     const char *owner = (const char *)sqlite3_column_text(st, col + 1);
-    l->owner = mx_str_new(owner ? owner : "", owner ? (size_t)sqlite3_column_bytes(st, col + 1) : 0);
+    l->owner =
+        mx_str_new(owner ? owner : "", owner ? (size_t)sqlite3_column_bytes(st, col + 1) : 0);
     l->token = (uint64_t)sqlite3_column_int64(st, col + 2);
     l->ttl_ms = (uint64_t)sqlite3_column_int64(st, col + 3);
     l->acquired_at_ms = sqlite3_column_int64(st, col + 4);
@@ -246,8 +247,8 @@ oom:
  * per resource with its whole row, which `fn` takes. `fn` returns nonzero to stop (then
  * STORE_EIO). With `hwm`, raises it to every token and index read. Returns STORE_OK or
  * STORE_EIO; the statement is left for the caller to reset. */
-static int read_rows(sqlite3_stmt *st, int (*fn)(void *arg, const char *name, size_t len,
-                                                 struct store_row *row),
+static int read_rows(sqlite3_stmt *st,
+                     int (*fn)(void *arg, const char *name, size_t len, struct store_row *row),
                      void *arg, struct store_marks *hwm)
 {
     struct store_row row = {0};

@@ -7,33 +7,81 @@
 
 #include "persistence/journal.h"
 
+static void same_lease(const struct store_lease *a, const struct store_lease *b)
+{
+    if (memcmp(a->lease_id, b->lease_id, 16) != 0 || a->held != b->held || a->shared != b->shared ||
+        a->token != b->token || a->ttl_ms != b->ttl_ms || a->acquired_at_ms != b->acquired_at_ms ||
+        a->renewed_at_ms != b->renewed_at_ms || a->deadline_ms != b->deadline_ms)
+        abort();
+    if ((a->owner == NULL) != (b->owner == NULL) ||
+        (a->owner && strcmp(a->owner->s, b->owner->s) != 0))
+        abort();
+    if ((a->metadata == NULL) != (b->metadata == NULL) ||
+        (a->metadata && strcmp(a->metadata->s, b->metadata->s) != 0))
+        abort();
+}
+
+/* `b` was encoded from `a`; a format 1 "put" comes back as a "row", and a row's seq as 0. */
 static void same(const struct jr_line *a, const struct jr_line *b)
 {
-    if (a->op != b->op || a->seq != b->seq || a->name_len != b->name_len ||
+    enum jr_op op = a->op == JR_PUT ? JR_ROW : a->op;
+    uint64_t seq = op == JR_ROW ? 0 : a->seq;
+    if (op != b->op || seq != b->seq || a->name_len != b->name_len ||
         memcmp(a->name, b->name, a->name_len) != 0 || a->row.index != b->row.index ||
-        a->row.has_lease != b->row.has_lease || a->row.held != b->row.held ||
-        a->row.token != b->row.token || a->row.ttl_ms != b->row.ttl_ms ||
-        a->row.deadline_ms != b->row.deadline_ms ||
-        memcmp(a->row.lease_id, b->row.lease_id, 16) != 0 || a->ceiling != b->ceiling ||
-        a->generation != b->generation || a->mode != b->mode)
+        a->ceiling != b->ceiling || a->generation != b->generation || a->mode != b->mode ||
+        a->first_seq != b->first_seq || a->ndel != b->ndel)
         abort();
-    if ((a->row.owner == NULL) != (b->row.owner == NULL) ||
-        (a->row.owner && strcmp(a->row.owner->s, b->row.owner->s) != 0))
+    if (op != JR_DEL && (a->row.limit != b->row.limit || a->row.nleases != b->row.nleases))
         abort();
+    for (uint32_t i = 0; op != JR_DEL && i < a->row.nleases; i++)
+        same_lease(&a->row.leases[i], &b->row.leases[i]);
+    for (uint32_t i = 0; i < a->ndel; i++)
+        if (memcmp(a->del[i], b->del[i], 16) != 0)
+            abort();
+    if (op == JR_SNAPSHOT && memcmp(&a->marks, &b->marks, sizeof a->marks) != 0)
+        abort();
+    if ((op == JR_BEGIN || op == JR_SNAPSHOT) && b->format != JR_FORMAT)
+        abort();
+}
+
+/* The change of a set or del line as a record (new references). */
+static struct store_rec *rec_of(const struct jr_line *l)
+{
+    bool drop = l->op == JR_DEL;
+    struct store_rec *rec = store_rec_new(l->name, l->name_len, l->row.index, l->row.limit,
+                                          drop ? 0 : l->row.nleases, drop ? 0 : l->ndel);
+    if (!rec)
+        return NULL;
+    rec->drop = drop;
+    rec->commit_seq = l->seq;
+    for (uint32_t i = 0; i < rec->nput; i++)
+        store_lease_copy(&rec->put[i], &l->row.leases[i]);
+    if (rec->ndel)
+        memcpy(rec->del, l->del, rec->ndel * sizeof *rec->del);
+    return rec;
 }
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 {
     struct jr_line l;
-    char err[128];
+    char err[160];
     if (!jr_decode((const char *)data, size, &l, err, sizeof err))
         return 0;
     struct mx_buf b = {0};
+    struct store_rec *rec = NULL;
     switch (l.op) {
     case JR_PUT:
+    case JR_ROW:
+        jr_encode_row(&b, l.name, l.name_len, &l.row);
+        break;
+    case JR_SET:
     case JR_DEL:
-        jr_encode_row(&b, l.seq, l.name, l.name_len, &l.row);
+        rec = rec_of(&l);
+        if (!rec)
+            abort();
+        jr_encode_rec(&b, rec);
+        store_rec_free(rec);
         break;
     case JR_RESERVE:
         jr_encode_reserve(&b, l.ceiling);

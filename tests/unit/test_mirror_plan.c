@@ -10,6 +10,7 @@
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -221,14 +222,13 @@ static void split_encoded_batch(void **st)
     struct mx_buf block = {0};
     char owner[256]; /* an owner is at most 256 bytes */
     for (uint64_t seq = 1; seq <= 400; seq++) {
-        struct store_row row = {.index = seq, .has_lease = true, .held = true, .token = seq};
         size_t olen = 1 + (seq * 37) % (sizeof owner - 1);
         memset(owner, 'o', olen);
-        row.owner = mx_str_new(owner, olen);
         char name[32];
         int nlen = snprintf(name, sizeof name, "r/%" PRIu64, seq);
-        struct store_rec *rec = store_rec_new(name, (size_t)nlen, &row);
-        mx_str_unref(row.owner); /* the record holds its own reference */
+        struct store_rec *rec = store_rec_new(name, (size_t)nlen, seq, 1, 1, 0);
+        rec->put[0] = (struct store_lease){.held = true, .token = seq};
+        rec->put[0].owner = mx_str_new(owner, olen);
         rec->commit_seq = seq;
         jr_encode_rec(&block, rec);
         store_rec_free(rec);
@@ -733,6 +733,172 @@ static void name_generation(void **st)
     assert_false(mirror_name_generation("owner", &g));
 }
 
+/* ---- replaying lines into rows ------------------------------------------------------ */
+
+static void fixture_text(const char *name, char *out, size_t cap, size_t *len)
+{
+    const char *end = strstr(__FILE__, "unit/test_mirror_plan.c");
+    assert_non_null(end);
+    char path[1024];
+    snprintf(path, sizeof path, "%.*sfixtures/v1/%s", (int)(end - __FILE__), __FILE__, name);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    *len = fread(out, 1, cap, f);
+    assert_true(*len < cap);
+    fclose(f);
+}
+
+static void replay(struct mirror_replay *st, const char *text, bool snapshot)
+{
+    char err[256];
+    if (mirror_replay_text(st, "t", text, strlen(text), snapshot, err, sizeof err) != 0)
+        fail_msg("%s", err);
+}
+
+/* The snapshot and journal the first release wrote (tests/fixtures/v1, made by 0.1.0),
+ * replayed as a restore does: the rows it left, each of limit 1 with its one lease. */
+static void replay_of_the_first_release(void **st)
+{
+    (void)st;
+    static char snap[8192], journal[8192];
+    size_t slen, jlen;
+    fixture_text("snapshot.jsonl", snap, sizeof snap, &slen);
+    fixture_text("journal.jsonl", journal, sizeof journal, &jlen);
+    struct mirror_replay r = {0};
+    char err[256];
+    assert_int_equal(mirror_replay_text(&r, "snapshot", snap, slen, true, err, sizeof err), 0);
+    assert_int_equal(r.snapshot_seq, 6);
+    assert_int_equal(mirror_replay_text(&r, "journal", journal, jlen, false, err, sizeof err), 0);
+    assert_int_equal(r.last_seq, 11);
+    assert_int_equal(r.gaps, 0);
+    assert_int_equal(r.duplicates, 0);
+    assert_int_equal(r.mode, JR_MODE_SYNC);
+    assert_int_equal(r.ceiling, 100000);
+    assert_int_equal(r.marks.token_hwm, 6);
+    assert_int_equal(r.marks.index_hwm, 11);
+    assert_int_equal(r.marks.index_floor, 10);
+
+    const struct store_row *row = mirror_replay_get(&r, "mirror/held", 11);
+    assert_non_null(row); /* released in the journal: no leases left */
+    assert_int_equal(row->nleases, 0);
+    assert_int_equal(row->index, 10);
+
+    row = mirror_replay_get(&r, "mirror/expired", 14);
+    assert_non_null(row);
+    assert_int_equal(row->index, 11);
+    assert_int_equal(row->limit, 1);
+    assert_int_equal(row->nleases, 1);
+    assert_int_equal(row->leases[0].token, 6);
+    assert_true(row->leases[0].held);
+    assert_false(row->leases[0].shared);
+    assert_string_equal(row->leases[0].owner->s, "worker-6");
+    assert_int_equal(row->leases[0].deadline_ms, 1795639451640);
+
+    row = mirror_replay_get(&r, "mirror/gone", 11);
+    assert_non_null(row);
+    assert_int_equal(row->index, 8);
+    assert_int_equal(row->nleases, 1);
+    assert_int_equal(row->leases[0].token, 5);
+    assert_string_equal(row->leases[0].owner->s, "worker-5");
+
+    row = mirror_replay_get(&r, "mirror/meta", 11);
+    assert_non_null(row);
+    assert_int_equal(row->index, 3);
+    assert_int_equal(row->limit, 1);
+    assert_int_equal(row->nleases, 1);
+    assert_int_equal(row->leases[0].token, 3);
+    assert_string_equal(row->leases[0].owner->s, "host \"a\" \xc3\xa9");
+    assert_string_equal(row->leases[0].metadata->s,
+                        "{\"addr\":\"10.0.0.1:80\",\"n\":[1,2.5,null],\"big\":9007199254740993}");
+    assert_int_equal(r.n, 4);
+    mirror_replay_free(&r);
+}
+
+static void put_lease(struct store_rec *rec, uint32_t i, uint64_t token, uint8_t id)
+{
+    rec->put[i] = (struct store_lease){.held = true, .token = token, .ttl_ms = 1000};
+    rec->put[i].lease_id[0] = id;
+    rec->put[i].owner = mx_str_new("o", 1);
+}
+
+/* Format 2: a row, then changes that write and forget leases of it (a set for a resource
+ * without a row makes one), a drop; leases stay in token order; a duplicate is skipped. */
+static void replay_of_sets_and_rows(void **st)
+{
+    (void)st;
+    struct mirror_replay r = {0};
+    struct mx_buf b = {0};
+    struct store_marks m = {.commit_seq = 10, .token_hwm = 5, .index_hwm = 10};
+    jr_encode_snapshot(&b, 2, JR_MODE_ASYNC, &m, 100);
+    struct store_row row = {.index = 9, .limit = 3};
+    struct store_rec *rec = store_rec_new("sem", 3, 9, 3, 2, 0);
+    put_lease(rec, 0, 4, 4);
+    put_lease(rec, 1, 2, 2); /* out of order on purpose */
+    for (uint32_t i = 0; i < 2; i++)
+        assert_int_equal(store_row_add(&row, &rec->put[i]), 0);
+    store_rec_free(rec);
+    jr_encode_row(&b, "sem", 3, &row);
+    store_row_clear(&row);
+    mx_buf_append(&b, "", 1);
+    replay(&r, b.p, true);
+    mx_buf_free(&b);
+    const struct store_row *got = mirror_replay_get(&r, "sem", 3);
+    assert_int_equal(got->nleases, 2);
+    assert_int_equal(got->leases[0].token, 2);
+
+    /* seq 11: lease 2 forgotten, 7 added, 4 renewed; seq 12: a new resource; 13: drop */
+    rec = store_rec_new("sem", 3, 11, 3, 2, 1);
+    put_lease(rec, 0, 7, 7);
+    put_lease(rec, 1, 4, 4);
+    rec->put[1].ttl_ms = 5000;
+    rec->del[0][0] = 2;
+    rec->commit_seq = 11;
+    jr_encode_rec(&b, rec);
+    jr_encode_rec(&b, rec); /* a block appended twice */
+    store_rec_free(rec);
+    rec = store_rec_new("new", 3, 12, 1, 1, 0);
+    put_lease(rec, 0, 8, 8);
+    rec->put[0].shared = true;
+    rec->commit_seq = 12;
+    jr_encode_rec(&b, rec);
+    store_rec_free(rec);
+    rec = store_rec_new("gone", 4, 13, 0, 0, 0);
+    rec->drop = true;
+    rec->commit_seq = 13;
+    jr_encode_rec(&b, rec);
+    store_rec_free(rec);
+    mx_buf_append(&b, "", 1);
+    replay(&r, b.p, false);
+    mx_buf_free(&b);
+    assert_int_equal(r.duplicates, 1);
+    assert_int_equal(r.last_seq, 13);
+    got = mirror_replay_get(&r, "sem", 3);
+    assert_int_equal(got->index, 11);
+    assert_int_equal(got->limit, 3);
+    assert_int_equal(got->nleases, 2);
+    assert_int_equal(got->leases[0].token, 4);
+    assert_int_equal(got->leases[0].ttl_ms, 5000);
+    assert_int_equal(got->leases[1].token, 7);
+    got = mirror_replay_get(&r, "new", 3);
+    assert_int_equal(got->nleases, 1);
+    assert_true(got->leases[0].shared);
+    got = mirror_replay_get(&r, "gone", 4);
+    assert_int_equal(got->nleases, 0);
+    assert_int_equal(r.marks.index_floor, 13);
+    assert_int_equal(r.marks.token_hwm, 8);
+    assert_null(mirror_replay_get(&r, "never", 5));
+    mirror_replay_free(&r);
+
+    /* A newer format stops the replay with the reason. */
+    const char *newer = "{\"op\":\"snapshot\",\"format\":3,\"generation\":1,\"mode\":\"sync\","
+                        "\"seq\":1,\"token_hwm\":1,\"index_hwm\":1,\"index_floor\":0,"
+                        "\"ceiling\":1}\n";
+    char err[256];
+    assert_int_equal(mirror_replay_text(&r, "s", newer, strlen(newer), true, err, sizeof err), -2);
+    assert_non_null(strstr(err, "format 3"));
+    mirror_replay_free(&r);
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(pack_empty_queue),
     cmocka_unit_test(pack_one_small_batch),
@@ -757,6 +923,8 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(names_round_trip),
     cmocka_unit_test(names_refused),
     cmocka_unit_test(name_generation),
+    cmocka_unit_test(replay_of_the_first_release),
+    cmocka_unit_test(replay_of_sets_and_rows),
 };
 
 MX_TEST_MAIN(tests)

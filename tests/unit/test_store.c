@@ -12,7 +12,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <sqlite3.h>
+
+#include "common/clock.h"
 #include "common/str.h"
+#include "common/uuid.h"
 #include "persistence/store.h"
 
 struct hook {
@@ -67,17 +71,30 @@ static void on_done(struct store_wait *w, int status)
     atomic_store(&((struct waiter *)w)->status, status);
 }
 
+/* A lease with `token`, its id made of `seed`. */
+static struct store_lease lease_of(uint64_t token, uint8_t seed, bool held)
+{
+    struct store_lease l;
+    memset(&l, 0, sizeof l);
+    for (int i = 0; i < 16; i++)
+        l.lease_id[i] = (uint8_t)(seed + i);
+    l.held = held;
+    l.token = token;
+    l.ttl_ms = 15000;
+    l.acquired_at_ms = 1795000000000;
+    l.renewed_at_ms = 1795000001000;
+    l.deadline_ms = 1795000016000;
+    l.owner = mx_str_new("host-a:1", 8);
+    return l;
+}
+
 static struct store_rec *rec_token(const char *name, uint64_t token)
 {
-    struct store_row row;
-    memset(&row, 0, sizeof row);
-    row.index = 1;
-    row.has_lease = row.held = true;
-    row.token = token;
-    row.ttl_ms = 10000;
-    row.deadline_ms = 1;
-    struct store_rec *r = store_rec_new(name, strlen(name), &row);
+    struct store_rec *r = store_rec_new(name, strlen(name), 1, 1, 1, 0);
     assert_non_null(r);
+    r->put[0] = lease_of(token, 1, true);
+    r->put[0].deadline_ms = 1;
+    r->put[0].ttl_ms = 10000;
     return r;
 }
 
@@ -103,7 +120,8 @@ static struct store *open_store(char *dir, struct hook *h, uint64_t fail_first)
 
 static void close_store(struct store *s, char *dir)
 {
-    store_close(s);
+    if (s)
+        store_close(s);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     assert_int_equal(system(cmd), 0);
@@ -225,24 +243,16 @@ static void a_failed_high_water_read_fails_the_open(void **state)
     close_store(s, dir);
 }
 
+/* A resource with one lease (`lease`), or dropped (!lease). */
 static struct store_rec *rec_full(const char *name, uint64_t index, uint64_t token, bool lease)
 {
-    struct store_row row;
-    memset(&row, 0, sizeof row);
-    row.index = index;
-    row.has_lease = row.held = lease;
-    row.token = token;
-    row.ttl_ms = 15000;
-    row.acquired_at_ms = 1795000000000;
-    row.renewed_at_ms = 1795000001000;
-    row.deadline_ms = 1795000016000;
-    for (int i = 0; i < 16; i++)
-        row.lease_id[i] = (uint8_t)(index + (uint64_t)i);
-    row.owner = mx_str_new("host-a:1", 8);
-    row.metadata = lease ? mx_str_new("{\"a\":1}", 7) : NULL;
-    struct store_rec *r = store_rec_new(name, strlen(name), &row);
-    store_row_clear(&row);
+    struct store_rec *r = store_rec_new(name, strlen(name), index, 1, lease ? 1 : 0, 0);
     assert_non_null(r);
+    r->drop = !lease;
+    if (lease) {
+        r->put[0] = lease_of(token, (uint8_t)index, true);
+        r->put[0].metadata = mx_str_new("{\"a\":1}", 7);
+    }
     return r;
 }
 
@@ -317,7 +327,8 @@ static void a_failed_commit_rolls_back_and_the_next_succeeds(void **state)
     assert_int_equal(atomic_load(&w2.status), STORE_OK);
     assert_true(store_healthy(s, why, sizeof why));
     assert_int_equal(store_get(s, "b", 1, &row), STORE_OK);
-    assert_int_equal(row.token, 6);
+    assert_int_equal(row.nleases, 1);
+    assert_int_equal(row.leases[0].token, 6);
     store_row_clear(&row);
     assert_int_equal(store_get(s, "a", 1, &row), STORE_NOTFOUND);
     close_store(s, dir);
@@ -352,15 +363,19 @@ static void a_reopened_store_has_every_committed_row_and_mark(void **state)
     struct store_row row;
     assert_int_equal(store_get(s, "jobs/a", 6, &row), STORE_OK);
     assert_int_equal(row.index, 1);
-    assert_true(row.has_lease && row.held);
-    assert_int_equal(row.token, 3);
-    assert_int_equal(row.ttl_ms, 15000);
-    assert_int_equal(row.acquired_at_ms, 1795000000000);
-    assert_int_equal(row.renewed_at_ms, 1795000001000);
-    assert_int_equal(row.deadline_ms, 1795000016000);
-    assert_int_equal(row.lease_id[15], 16);
-    assert_string_equal(row.owner->s, "host-a:1");
-    assert_string_equal(row.metadata->s, "{\"a\":1}");
+    assert_int_equal(row.limit, 1);
+    assert_int_equal(row.nleases, 1);
+    const struct store_lease *l = &row.leases[0];
+    assert_true(l->held);
+    assert_false(l->shared);
+    assert_int_equal(l->token, 3);
+    assert_int_equal(l->ttl_ms, 15000);
+    assert_int_equal(l->acquired_at_ms, 1795000000000);
+    assert_int_equal(l->renewed_at_ms, 1795000001000);
+    assert_int_equal(l->deadline_ms, 1795000016000);
+    assert_int_equal(l->lease_id[15], 16);
+    assert_string_equal(l->owner->s, "host-a:1");
+    assert_string_equal(l->metadata->s, "{\"a\":1}");
     store_row_clear(&row);
     assert_int_equal(store_get(s, "jobs/b", 6, &row), STORE_NOTFOUND);
     close_store(s, dir);
@@ -390,7 +405,7 @@ static void a_deferred_change_is_committed_on_the_callers_thread(void **state)
         assert_true(pthread_equal(w.thread, pthread_self()));
         struct store_row row;
         assert_int_equal(store_get(s, "a", 1, &row), STORE_OK);
-        assert_int_equal(row.token, (uint64_t)i + 1);
+        assert_int_equal(row.leases[0].token, (uint64_t)i + 1);
         store_row_clear(&row);
     }
     close_store(s, dir);
@@ -472,6 +487,374 @@ static void a_failed_commit_here_leaves_the_writer_probing(void **state)
     close_store(s, dir);
 }
 
+/* ---- several leases ------------------------------------------------------------------ */
+
+static void uuid_of(const char *text, uint8_t out[16])
+{
+    assert_true(mx_uuid_parse(text, strlen(text), out));
+}
+
+static void expect_lease(const struct store_lease *l, const char *id, const char *owner,
+                         uint64_t token, uint64_t ttl, int64_t acquired, int64_t renewed,
+                         int64_t deadline, bool held, const char *metadata)
+{
+    uint8_t want[16];
+    uuid_of(id, want);
+    assert_memory_equal(l->lease_id, want, 16);
+    assert_string_equal(l->owner->s, owner);
+    assert_int_equal(l->token, token);
+    assert_int_equal(l->ttl_ms, ttl);
+    assert_int_equal(l->acquired_at_ms, acquired);
+    assert_int_equal(l->renewed_at_ms, renewed);
+    assert_int_equal(l->deadline_ms, deadline);
+    assert_int_equal(l->held, held);
+    assert_false(l->shared);
+    if (metadata)
+        assert_string_equal(l->metadata->s, metadata);
+    else
+        assert_null(l->metadata);
+}
+
+/* The fixtures' folder, beside this file's: tests/fixtures/v1. */
+static void fixture_path(char *out, size_t len, const char *name)
+{
+    const char *file = __FILE__;
+    const char *end = strstr(file, "unit/test_store.c");
+    assert_non_null(end);
+    snprintf(out, len, "%.*sfixtures/v1/%s", (int)(end - file), file, name);
+}
+
+struct seen {
+    char names[8][32];
+    int64_t deadlines[8];
+    int n;
+};
+
+static void saw_held(void *arg, const char *name, size_t len, int64_t deadline_ms)
+{
+    struct seen *x = arg;
+    assert_true(x->n < 8 && len < 32);
+    memcpy(x->names[x->n], name, len);
+    x->names[x->n][len] = '\0';
+    x->deadlines[x->n++] = deadline_ms;
+}
+
+static int64_t deadline_of(const struct seen *x, const char *name)
+{
+    for (int i = 0; i < x->n; i++)
+        if (strcmp(x->names[i], name) == 0)
+            return x->deadlines[i];
+    return -1;
+}
+
+/* A data directory of the first release (schema 1, one lease a resource, made by 0.1.0:
+ * tests/fixtures/v1) opens migrated, every lease read back as it was: limit 1, exclusive. */
+static void a_store_of_the_first_release_is_migrated_whole(void **state)
+{
+    (void)state;
+    char dir[64] = "/tmp/mutexd-store-XXXXXX", src[1024], cmd[1200];
+    assert_non_null(mkdtemp(dir));
+    fixture_path(src, sizeof src, "mutexd.db");
+    snprintf(cmd, sizeof cmd, "cp '%s' %s/mutexd.db", src, dir);
+    assert_int_equal(system(cmd), 0);
+    struct store_config cfg = {.dir = dir};
+    struct store *s = NULL;
+    char err[256];
+    for (int pass = 0; pass < 2; pass++) { /* migrated, then as migrated */
+        assert_int_equal(store_open(&s, &cfg, err, sizeof err), 0);
+        assert_false(store_created(s));
+        assert_int_equal(store_token_hwm(s), 4);
+        assert_int_equal(store_index_hwm(s), 7);
+        assert_int_equal(store_index_floor(s), 6);
+        assert_int_equal(store_commit_seq(s), 7);
+        struct store_row row;
+        assert_int_equal(store_get(s, "fixture/held", 12, &row), STORE_OK);
+        assert_int_equal(row.index, 5);
+        assert_int_equal(row.limit, 1);
+        assert_int_equal(row.nleases, 1);
+        expect_lease(&row.leases[0], "6ccb3e43-0489-4885-ac1c-bf894cffbd13", "worker-1", 1, 3600000,
+                     1795635847279, 1795635847288, 1795639447288, true, NULL);
+        store_row_clear(&row);
+        assert_int_equal(store_get(s, "fixture/expired", 15, &row), STORE_OK);
+        assert_int_equal(row.index, 7);
+        assert_int_equal(row.limit, 1);
+        assert_int_equal(row.nleases, 1);
+        expect_lease(&row.leases[0], "0b0c2a6e-5f1d-4a4e-9d3b-2a1f0c9e8d71", "worker-2", 2, 100,
+                     1795635847285, 1795635847285, 1795635847385, false, NULL);
+        store_row_clear(&row);
+        assert_int_equal(store_get(s, "fixture/meta", 12, &row), STORE_OK);
+        assert_int_equal(row.index, 3);
+        assert_int_equal(row.limit, 1);
+        assert_int_equal(row.nleases, 1);
+        expect_lease(&row.leases[0], "9a7e54d2-3c21-4f0b-8e6a-5d4c3b2a1f00", "host \"a\" \xc3\xa9",
+                     3, 3600000, 1795635847286, 1795635847286, 1795639447286, true,
+                     "{\"addr\":\"10.0.0.1:80\",\"n\":[1,2.5,null],\"big\":9007199254740993}");
+        store_row_clear(&row);
+        assert_int_equal(store_get(s, "fixture/gone", 12, &row), STORE_NOTFOUND);
+        struct seen x = {0};
+        assert_int_equal(store_each_held(s, saw_held, &x), STORE_OK);
+        assert_int_equal(x.n, 2);
+        assert_int_equal(deadline_of(&x, "fixture/held"), 1795639447288);
+        assert_int_equal(deadline_of(&x, "fixture/meta"), 1795639447286);
+        store_close(s);
+        s = NULL;
+    }
+    close_store(NULL, dir);
+}
+
+static void wait_committed(struct store *s, struct store_rec *r)
+{
+    wait_done(s, store_submit(s, r, store_epoch(s)));
+}
+
+/* A record writes its leases and forgets its ids; the row reads back whole, oldest grant
+ * first; forgetting the last lease, or a drop, leaves no row and raises the floor. */
+static void a_record_puts_and_forgets_leases_of_a_row(void **state)
+{
+    (void)state;
+    char dir[64];
+    struct store *s = open_store(dir, NULL, 0);
+    struct store_rec *r = store_rec_new("sem", 3, 10, 3, 3, 0);
+    r->put[0] = lease_of(30, 3, true);
+    r->put[1] = lease_of(10, 1, true);
+    r->put[2] = lease_of(20, 2, false);
+    r->put[2].shared = true;
+    r->put[2].deadline_ms = 1795000000500;
+    wait_committed(s, r);
+    struct store_row row;
+    assert_int_equal(store_get(s, "sem", 3, &row), STORE_OK);
+    assert_int_equal(row.index, 10);
+    assert_int_equal(row.limit, 3);
+    assert_int_equal(row.nleases, 3);
+    assert_int_equal(row.leases[0].token, 10);
+    assert_int_equal(row.leases[1].token, 20);
+    assert_true(row.leases[1].shared && !row.leases[1].held);
+    assert_int_equal(row.leases[2].token, 30);
+    store_row_clear(&row);
+
+    /* one renewed, one forgotten, one added */
+    r = store_rec_new("sem", 3, 11, 3, 2, 1);
+    r->put[0] = lease_of(10, 1, true);
+    r->put[0].deadline_ms = 1795000099000;
+    r->put[1] = lease_of(40, 4, true);
+    struct store_lease third = lease_of(30, 3, true);
+    memcpy(r->del[0], third.lease_id, 16);
+    store_lease_clear(&third);
+    wait_committed(s, r);
+    assert_int_equal(store_get(s, "sem", 3, &row), STORE_OK);
+    assert_int_equal(row.index, 11);
+    assert_int_equal(row.nleases, 3);
+    assert_int_equal(row.leases[0].token, 10);
+    assert_int_equal(row.leases[0].deadline_ms, 1795000099000);
+    assert_int_equal(row.leases[1].token, 20);
+    assert_int_equal(row.leases[2].token, 40);
+    store_row_clear(&row);
+    assert_int_equal(store_token_hwm(s), 40);
+
+    /* the earliest deadline of the held ones */
+    struct seen x = {0};
+    assert_int_equal(store_each_held(s, saw_held, &x), STORE_OK);
+    assert_int_equal(x.n, 1);
+    assert_int_equal(x.deadlines[0], 1795000016000);
+
+    /* every lease forgotten: no row */
+    r = store_rec_new("sem", 3, 12, 3, 0, 3);
+    for (int i = 0; i < 3; i++) {
+        struct store_lease l = lease_of(0, (uint8_t)(i == 2 ? 4 : i + 1), false);
+        memcpy(r->del[i], l.lease_id, 16);
+        store_lease_clear(&l);
+    }
+    wait_committed(s, r);
+    assert_int_equal(store_get(s, "sem", 3, &row), STORE_NOTFOUND);
+    assert_int_equal(store_index_floor(s), 12);
+
+    /* a drop */
+    wait_committed(s, rec_full("other", 13, 50, true));
+    wait_committed(s, rec_full("other", 14, 0, false));
+    assert_int_equal(store_get(s, "other", 5, &row), STORE_NOTFOUND);
+    assert_int_equal(store_index_floor(s), 14);
+    assert_int_equal(store_index_hwm(s), 14);
+    close_store(s, dir);
+}
+
+struct listed {
+    int n;
+    char names[4][16];
+    uint32_t nleases[4];
+};
+
+static void on_listed(void *arg, const char *name, size_t len, struct store_row *row)
+{
+    struct listed *x = arg;
+    assert_true(x->n < 4 && len < 16);
+    memcpy(x->names[x->n], name, len);
+    x->names[x->n][len] = '\0';
+    x->nleases[x->n++] = row->nleases;
+    store_row_clear(row);
+}
+
+static int on_snap(void *arg, const char *name, size_t len, struct store_row *row)
+{
+    struct store_import_row *rows = arg;
+    int i = 0;
+    while (i < 3 && rows[i].name)
+        i++;
+    assert_true(i < 3);
+    rows[i].name = strndup(name, len);
+    rows[i].len = len;
+    rows[i].row = *row;
+    return 0;
+}
+
+/* The list shows each resource with a lease held (and in force) once, with every lease;
+ * a snapshot has whole rows, and importing it gives them back. */
+static void lists_and_snapshots_have_whole_rows(void **state)
+{
+    (void)state;
+    char dir[64];
+    struct store *s = open_store(dir, NULL, 0);
+    int64_t later = mx_wall_ms() + 3600000;
+    struct store_rec *r = store_rec_new("a/readers", 9, 1, 1, 2, 0);
+    r->put[0] = lease_of(1, 1, true);
+    r->put[1] = lease_of(2, 2, true);
+    r->put[0].shared = r->put[1].shared = true;
+    r->put[0].deadline_ms = r->put[1].deadline_ms = later;
+    wait_committed(s, r);
+    r = store_rec_new("a/expired", 9, 2, 1, 1, 0);
+    r->put[0] = lease_of(3, 3, false);
+    wait_committed(s, r);
+    r = store_rec_new("b/sem", 5, 3, 4, 3, 0);
+    for (int i = 0; i < 3; i++) {
+        r->put[i] = lease_of(4 + (uint64_t)i, (uint8_t)(4 + i), i > 0);
+        r->put[i].deadline_ms = later;
+    }
+    wait_committed(s, r);
+    struct listed x = {0};
+    assert_int_equal(store_list_held(s, NULL, NULL, 10, on_listed, &x), STORE_OK);
+    assert_int_equal(x.n, 2);
+    assert_string_equal(x.names[0], "a/readers");
+    assert_int_equal(x.nleases[0], 2);
+    assert_string_equal(x.names[1], "b/sem");
+    assert_int_equal(x.nleases[1], 3);
+    memset(&x, 0, sizeof x);
+    assert_int_equal(store_list_held(s, "b/", NULL, 10, on_listed, &x), STORE_OK);
+    assert_int_equal(x.n, 1);
+    memset(&x, 0, sizeof x);
+    assert_int_equal(store_list_held(s, NULL, NULL, 1, on_listed, &x), STORE_OK);
+    assert_int_equal(x.n, 1);
+    assert_int_equal(x.nleases[0], 2);
+
+    struct store_import_row rows[3] = {{0}};
+    struct store_marks marks;
+    assert_int_equal(store_snapshot(s, on_snap, rows, &marks), STORE_OK);
+    assert_string_equal(rows[0].name, "a/expired");
+    assert_int_equal(rows[0].row.nleases, 1);
+    assert_false(rows[0].row.leases[0].held);
+    assert_string_equal(rows[1].name, "a/readers");
+    assert_int_equal(rows[1].row.nleases, 2);
+    assert_true(rows[1].row.leases[1].shared);
+    assert_string_equal(rows[2].name, "b/sem");
+    assert_int_equal(rows[2].row.limit, 4);
+    assert_int_equal(rows[2].row.nleases, 3);
+    assert_int_equal(rows[2].row.leases[0].token, 4);
+    assert_int_equal(marks.token_hwm, 6);
+    assert_int_equal(marks.index_hwm, 3);
+    assert_int_equal(marks.commit_seq, 3);
+    for (int i = 0; i < 3; i++) {
+        free((char *)rows[i].name);
+        store_row_clear(&rows[i].row);
+    }
+    memset(rows, 0, sizeof rows);
+    close_store(s, dir);
+
+    /* import two whole rows, read them back */
+    s = open_store(dir, NULL, 0);
+    struct store_row sem = {.index = 7, .limit = 4};
+    for (int i = 0; i < 3; i++) {
+        struct store_lease l = lease_of(10 + (uint64_t)i, (uint8_t)(10 + i), true);
+        assert_int_equal(store_row_add(&sem, &l), 0);
+        store_lease_clear(&l);
+    }
+    struct store_import_row in[2] = {{.name = "sem", .len = 3, .row = sem},
+                                     {.name = "none", .len = 4, .row = {.index = 3}}};
+    struct store_marks m = {.commit_seq = 5, .token_hwm = 20, .index_hwm = 8, .index_floor = 3};
+    char err[128];
+    assert_int_equal(store_import(s, in, 2, &m, err, sizeof err), STORE_OK);
+    store_row_clear(&sem);
+    struct store_row row;
+    assert_int_equal(store_get(s, "sem", 3, &row), STORE_OK);
+    assert_int_equal(row.limit, 4);
+    assert_int_equal(row.nleases, 3);
+    assert_int_equal(row.leases[2].token, 12);
+    store_row_clear(&row);
+    assert_int_equal(store_get(s, "none", 4, &row), STORE_NOTFOUND);
+    assert_int_equal(store_token_hwm(s), 20);
+    close_store(s, dir);
+}
+
+/* Renewing one lease of a semaphore of a thousand writes that lease alone (counted by a
+ * trigger on the file, outside the store). */
+static void one_renewal_of_a_thousand_holders_writes_one_lease(void **state)
+{
+    (void)state;
+    char dir[64] = "/tmp/mutexd-store-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    struct store_config cfg = {.dir = dir};
+    struct store *s = NULL;
+    char err[256];
+    assert_int_equal(store_open(&s, &cfg, err, sizeof err), 0);
+    struct store_rec *r = store_rec_new("big", 3, 1, 1000, 1000, 0);
+    for (uint32_t i = 0; i < 1000; i++) {
+        r->put[i] = lease_of(i + 1, 0, true);
+        r->put[i].lease_id[0] = (uint8_t)(i >> 8);
+        r->put[i].lease_id[1] = (uint8_t)i;
+    }
+    wait_committed(s, r);
+    store_close(s);
+
+    char path[128];
+    snprintf(path, sizeof path, "%s/mutexd.db", dir);
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db,
+                                  "CREATE TABLE writes(n INTEGER); INSERT INTO writes VALUES(0);"
+                                  "CREATE TRIGGER w1 AFTER INSERT ON holders BEGIN "
+                                  "UPDATE writes SET n = n + 1; END;"
+                                  "CREATE TRIGGER w2 AFTER UPDATE ON holders BEGIN "
+                                  "UPDATE writes SET n = n + 1; END;"
+                                  "CREATE TRIGGER w3 AFTER DELETE ON holders BEGIN "
+                                  "UPDATE writes SET n = n + 1; END;",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(db);
+
+    assert_int_equal(store_open(&s, &cfg, err, sizeof err), 0);
+    r = store_rec_new("big", 3, 2, 1000, 1, 0);
+    r->put[0] = lease_of(500, 0, true);
+    r->put[0].lease_id[0] = (uint8_t)(499 >> 8);
+    r->put[0].lease_id[1] = (uint8_t)499;
+    r->put[0].deadline_ms = 1795000099000;
+    wait_committed(s, r);
+    struct store_row row;
+    assert_int_equal(store_get(s, "big", 3, &row), STORE_OK);
+    assert_int_equal(row.nleases, 1000);
+    assert_int_equal(row.index, 2);
+    assert_int_equal(row.leases[499].token, 500);
+    assert_int_equal(row.leases[499].deadline_ms, 1795000099000);
+    assert_int_equal(row.leases[498].deadline_ms, 1795000016000);
+    store_row_clear(&row);
+    store_close(s);
+
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_prepare_v2(db, "SELECT n FROM writes", -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    assert_int_equal(sqlite3_column_int(st, 0), 1);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    close_store(NULL, dir);
+}
+
 int main(int argc, char **argv);
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(an_idle_wait_goes_to_the_hook),
@@ -485,5 +868,9 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(a_deferred_change_not_committed_here_goes_to_the_writer),
     cmocka_unit_test(a_deferred_change_behind_a_busy_writer_is_committed_next),
     cmocka_unit_test(a_failed_commit_here_leaves_the_writer_probing),
+    cmocka_unit_test(a_store_of_the_first_release_is_migrated_whole),
+    cmocka_unit_test(a_record_puts_and_forgets_leases_of_a_row),
+    cmocka_unit_test(lists_and_snapshots_have_whole_rows),
+    cmocka_unit_test(one_renewal_of_a_thousand_holders_writes_one_lease),
 };
 MX_TEST_MAIN(tests)
