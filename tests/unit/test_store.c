@@ -527,16 +527,18 @@ static void fixture_path(char *out, size_t len, const char *name)
 struct seen {
     char names[8][32];
     int64_t deadlines[8];
+    struct store_held held[8];
     int n;
 };
 
-static void saw_held(void *arg, const char *name, size_t len, int64_t deadline_ms)
+static void saw_held(void *arg, const char *name, size_t len, const struct store_held *h)
 {
     struct seen *x = arg;
     assert_true(x->n < 8 && len < 32);
     memcpy(x->names[x->n], name, len);
     x->names[x->n][len] = '\0';
-    x->deadlines[x->n++] = deadline_ms;
+    x->held[x->n] = *h;
+    x->deadlines[x->n++] = h->deadline_ms;
 }
 
 static int64_t deadline_of(const struct seen *x, const char *name)
@@ -656,6 +658,9 @@ static void a_record_puts_and_forgets_leases_of_a_row(void **state)
     assert_int_equal(store_each_held(s, saw_held, &x), STORE_OK);
     assert_int_equal(x.n, 1);
     assert_int_equal(x.deadlines[0], 1795000016000);
+    assert_int_equal(x.held[0].limit, 3); /* and how many, under which limit */
+    assert_int_equal(x.held[0].nheld, 2);
+    assert_int_equal(x.held[0].nshared, 0);
 
     /* every lease forgotten: no row */
     r = store_rec_new("sem", 3, 12, 3, 0, 3);
