@@ -6,6 +6,14 @@
  * acquire, renew, release and break a lease; read a resource's state, watch it for the next
  * change, and list held resources page by page.
  *
+ * Semaphores and shared leases. A resource grants one exclusive lease at a time unless the
+ * acquire asks otherwise: with `limit` N > 1 (mutexd_acquire_options) it is a counting
+ * semaphore that up to N leases hold at once, each with its own lease id and fencing token;
+ * with `shared` the lease is a reader's, held together with other shared leases while no
+ * exclusive one holds the resource. The limit belongs to the resource while it has holders:
+ * an acquire that names another gets MUTEXD_ERR_LIMIT_MISMATCH with the limit in force in
+ * error->limit. A state lists every holder (state->holders), oldest grant first.
+ *
  * Several servers. A call goes first to the server that last answered. When no answer comes
  * from it (a connection error, a timeout) or it answers 503 (unavailable), the call sends the
  * same request to the next one, and so on round the list; before going round a second time
@@ -40,6 +48,14 @@
  *
  * Time. Act on durations (ttl_ms, expires_in_ms) measured on your own monotonic clock from the
  * moment you sent the request, never on the *_at wall-clock times, which are informative.
+ *
+ * Compatibility. Fields are only ever added at the end of a struct, and a zeroed field means
+ * what the library did before it existed, so code written for an older header compiles and
+ * behaves the same (`struct mutexd_acquire_options o = {0};`, designated initializers, and
+ * positional ones alike). A struct the caller allocates that grows changes the library's ABI:
+ * the shared library's soname changes with it (libmutexd.so.1 since the semaphore fields), so
+ * that a program built against the older header never runs against a library that would
+ * write past its structs.
  */
 #ifndef MUTEXD_H
 #define MUTEXD_H
@@ -84,9 +100,14 @@ typedef enum mutexd_result {
     MUTEXD_ERR_ARG = 6,
     /* Out of memory. */
     MUTEXD_ERR_NOMEM = 7,
+    /* acquire named another limit than the one in force on the resource (409
+     * limit_mismatch): error->limit is the one in force. An acquire without a limit names 1,
+     * so it gets this on a semaphore too. Also the answer of a queued acquire whose limit
+     * differs from the one in force when its turn comes. */
+    MUTEXD_ERR_LIMIT_MISMATCH = 8,
 } mutexd_result;
 
-/* A static string naming a result: "ok", "held", "lost", "api_error", ... */
+/* A static string naming a result: "ok", "held", "lost", "api_error", "limit_mismatch", ... */
 MUTEXD_API const char *mutexd_result_name(mutexd_result result);
 
 /* ---- Client ------------------------------------------------------------------------------- */
@@ -156,11 +177,15 @@ struct mutexd_lease {
      * Set by mutexd_acquire() and mutexd_renew(); mutexd_lease_held() compares it with the
      * clock. 0 in a lease that did not come from them. */
     int64_t deadline_ms;
+    /* How many leases may hold the resource at once: 1 for an exclusive or shared lease,
+     * N for a lease of a counting semaphore of N. 1 from a server without semaphores. */
+    int64_t limit;
+    int shared; /* 1: a shared lease (a reader); 0: exclusive, or one of a semaphore */
 };
 
 /* Who holds a resource: in a state (every field), and in the error of MUTEXD_HELD (owner,
- * fencing_token and expires_in_ms only; ttl_ms is -1 and the strings NULL). The lease id is
- * never shown to anyone but the holder. */
+ * fencing_token and expires_in_ms, and shared when the server says; ttl_ms is -1 and the
+ * strings NULL). The lease id is never shown to anyone but the holder. */
 struct mutexd_holder {
     char *owner;
     uint64_t fencing_token;
@@ -169,16 +194,23 @@ struct mutexd_holder {
     char *acquired_at;
     char *renewed_at;
     char *metadata; /* JSON text of an object, or NULL */
+    int shared;     /* 1: a shared lease (a reader) */
 };
 
 /* A resource's state, as GET and list answer it. */
 struct mutexd_state {
     char *resource;
-    int held;       /* 1: held (holder is filled), 0: free */
+    int held;       /* 1: held (holder and holders are filled), 0: free */
     uint64_t index; /* changes on every change of the resource; give it to mutexd_watch() */
-    struct mutexd_holder holder;
-    int64_t waiters; /* acquire requests queued */
-    char *json;      /* this state as the API's JSON */
+    struct mutexd_holder holder; /* the first of `holders`, for code written for one holder */
+    int64_t waiters;             /* acquire requests queued */
+    char *json;                  /* this state as the API's JSON */
+    /* How many leases may hold it at once: the limit in force while it is held, else 1. */
+    int64_t limit;
+    /* Every holder, oldest grant first: `holder_count` of them (0 when free; NULL then). From
+     * a server without semaphores, the one holder. */
+    struct mutexd_holder *holders;
+    size_t holder_count;
 };
 
 /* One page of mutexd_list(). */
@@ -204,6 +236,7 @@ struct mutexd_error {
     int transport;    /* 1: no answer came (MUTEXD_ERR_TRANSPORT); message says why */
     char *request_id; /* the answer's X-Request-Id, for the server's log, or NULL */
     char *body;       /* the answer's body (for an API error: the API's JSON), or NULL */
+    int64_t limit;    /* MUTEXD_ERR_LIMIT_MISMATCH: the limit in force on the resource; else 0 */
 };
 
 /* Free what the struct holds and leave it empty (zeroed; an error's retry_after_s and
@@ -234,12 +267,25 @@ struct mutexd_acquire_options {
     const char *lease_id;
     /* JSON text of an object stored with the lease (at most 4096 bytes); NULL: none. */
     const char *metadata;
+    /* How many leases may hold the resource at once, 1 to the server's --max-holders
+     * (default 1024): N > 1 makes it a counting semaphore. 0: not sent, which the server
+     * takes as 1 (and which a server without semaphores requires). Every holder must name
+     * the same limit while the resource is held (else MUTEXD_ERR_LIMIT_MISMATCH). */
+    int64_t limit;
+    /* 1: a shared lease (a reader), held together with other shared leases while no
+     * exclusive lease holds the resource; 0: exclusive (a writer). Not with a limit other
+     * than 1 (the server answers 400 invalid_field, field "shared"). */
+    int shared;
 };
 
 /*
  * Acquires `resource`. `options` may be NULL (all defaults). MUTEXD_OK: *lease is the
  * granted lease (lease may be NULL if the caller does not need it, though then the lease id
- * is unknown unless proposed). MUTEXD_HELD: another lease holds it; error->holder is who.
+ * is unknown unless proposed). MUTEXD_HELD: the lease does not fit now (held by another
+ * lease; for a semaphore, every place taken; for a shared lease, an exclusive holder); in
+ * error->holder, the holder whose lease ends first. MUTEXD_ERR_LIMIT_MISMATCH: the resource
+ * is held under another limit, error->limit. A retry with the same proposed lease id gets
+ * the lease back only with the same limit and shared.
  */
 MUTEXD_API mutexd_result mutexd_acquire(mutexd_client *client, const char *resource,
                                         const struct mutexd_acquire_options *options,
@@ -291,16 +337,24 @@ MUTEXD_API mutexd_result mutexd_renew(mutexd_client *client, const char *resourc
                                       const struct mutexd_renew_options *options,
                                       struct mutexd_lease *lease, struct mutexd_error *error);
 
-/* Releases the lease; the next waiter, if any, is granted at once. MUTEXD_OK, or MUTEXD_LOST
- * when the lease was no longer the resource's (then whoever holds it keeps it). */
+/* Releases the lease; the next waiter, if any, is granted at once (of a semaphore, the place
+ * it frees). MUTEXD_OK, or MUTEXD_LOST when the lease was no longer the resource's (then
+ * whoever holds it keeps it). */
 MUTEXD_API mutexd_result mutexd_release(mutexd_client *client, const char *resource,
                                         const char *lease_id, struct mutexd_error *error);
 
-/* Ends whatever lease holds `resource` (an operator's action; with authorization on it needs
- * the admin scope). `reason` (NULL: none) goes to the server's log. *broken (may be NULL) is
- * 1 if a lease was ended, 0 if the resource was free. */
+/* Ends every lease that holds `resource` (an operator's action; with authorization on it
+ * needs the admin scope). `reason` (NULL: none) goes to the server's log. *broken (may be
+ * NULL) is 1 if a lease was ended, 0 if the resource was free. */
 MUTEXD_API mutexd_result mutexd_break(mutexd_client *client, const char *resource,
                                       const char *reason, int *broken, struct mutexd_error *error);
+
+/* As mutexd_break(), but ends only the lease `lease_id` (one holder of a semaphore or of a
+ * shared resource), or every lease when lease_id is NULL. *broken is 0 when that lease holds
+ * nothing. A server without semaphores refuses a lease id (400 unknown_field). */
+MUTEXD_API mutexd_result mutexd_break_lease(mutexd_client *client, const char *resource,
+                                            const char *lease_id, const char *reason, int *broken,
+                                            struct mutexd_error *error);
 
 /* ---- Reading state ------------------------------------------------------------------------ */
 

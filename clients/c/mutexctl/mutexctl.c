@@ -32,12 +32,17 @@ static const char main_usage[] =
     "  acquire RESOURCE             acquire a lease and print it\n"
     "  renew RESOURCE LEASE_ID      renew a lease: same lease and fencing token, a fresh TTL\n"
     "  release RESOURCE LEASE_ID    release a lease\n"
-    "  break RESOURCE               end whatever lease holds a resource (operators)\n"
-    "  status RESOURCE              print a resource's state\n"
+    "  break RESOURCE               end the leases that hold a resource, or one of them\n"
+    "                               (operators)\n"
+    "  status RESOURCE              print a resource's state and every holder; get is the\n"
+    "                               same\n"
     "  list                         list the held resources\n"
     "  watch RESOURCE               print a resource's state, then each change, until stopped\n"
     "  run RESOURCE -- COMMAND...   run a command while holding a lease; stop it if the lease\n"
     "                               is lost\n"
+    "\n"
+    "acquire and run take --limit N (up to N holders at once: a counting semaphore) and\n"
+    "--shared (a reader's lease, held with other readers while no writer holds it).\n"
     "  check                        in a command of `run`: exit 0 while its lease holds\n"
     "  token hash TOKEN             print the line of the server's --auth-tokens file for TOKEN\n"
     "\n"
@@ -66,13 +71,14 @@ static const char main_usage[] =
     "  1  declined: the resource is held (acquire, run), or the lease is lost (renew,\n"
     "     release, run)\n"
     "  2  usage error, or input the server refuses as invalid (HTTP 400, 413)\n"
-    "  3  any other error: the server's (401, 403, 429, 503, ...), or no answer\n"
+    "  3  any other error: the server's (401, 403, 409 limit_mismatch, 429, 503, ...), or\n"
+    "     no answer\n"
     "  run exits with the command's own status (128+N when signal N ended it; 126 or 127\n"
     "  when it could not be started), and 1 when the lease was lost while it ran.\n";
 
 static const char acquire_usage[] =
     "usage: mutexctl acquire RESOURCE [--owner NAME] [--ttl DUR] [--wait DUR]\n"
-    "                        [--lease-id ID] [--metadata JSON]\n"
+    "                        [--lease-id ID] [--metadata JSON] [--limit N | --shared]\n"
     "\n"
     "Acquires a lease on RESOURCE and prints it: the lease_id is the credential that renews\n"
     "and releases it; pass the fencing_token to what the lease protects.\n"
@@ -84,9 +90,16 @@ static const char acquire_usage[] =
     "  --lease-id ID    propose the lease id (a UUID): acquiring again with the same id gives\n"
     "                   the same lease back\n"
     "  --metadata JSON  a JSON object kept with the lease (for example the leader's address)\n"
+    "  --limit N        let up to N leases hold RESOURCE at once, each with its own lease id\n"
+    "                   and fencing token (a counting semaphore; default 1). Every holder\n"
+    "                   must name the same N while it is held\n"
+    "  --shared         a shared lease (a reader): held together with other shared leases,\n"
+    "                   while no exclusive lease (the default, a writer) holds RESOURCE\n"
     "\n"
-    "Exit status: 0 acquired; 1 held by another lease (who holds it goes to stderr); 2 usage;\n"
-    "3 error. See mutexctl --help for the options of every command.\n";
+    "Exit status: 0 acquired; 1 held: no place for this lease now (who holds it goes to\n"
+    "stderr); 2 usage; 3 error, among them a limit other than the one in force (409\n"
+    "limit_mismatch; the limit in force goes to stderr). See mutexctl --help for the options\n"
+    "of every command.\n";
 
 static const char renew_usage[] =
     "usage: mutexctl renew RESOURCE LEASE_ID [--ttl DUR] [--metadata JSON]\n"
@@ -108,23 +121,32 @@ static const char release_usage[] =
     "it); 2 usage; 3 error.\n";
 
 static const char break_usage[] =
-    "usage: mutexctl break RESOURCE [--reason TEXT]\n"
+    "usage: mutexctl break RESOURCE [--reason TEXT] [--lease-id ID]\n"
     "\n"
-    "Ends whatever lease holds RESOURCE, whoever holds it (an operator's tool; with\n"
+    "Ends every lease that holds RESOURCE, whoever holds it (an operator's tool; with\n"
     "authorization on it needs the admin scope). Prints \"broken RESOURCE\", or \"RESOURCE\n"
     "was not held\". The holder learns it at its next renewal.\n"
     "\n"
     "  --reason TEXT    why, for the server's log\n"
+    "  --lease-id ID    end only this lease (one holder of a semaphore or of a shared\n"
+    "                   resource); prints \"RESOURCE: lease ID was not held\" when it holds\n"
+    "                   nothing\n"
     "\n"
     "Exit status: 0 done (held or not); 2 usage; 3 error.\n";
 
-static const char status_usage[] =
-    "usage: mutexctl status RESOURCE\n"
-    "\n"
-    "Prints the state of RESOURCE: held or free, its index, the holder (never the lease id)\n"
-    "and the number of waiters. A name never used is free.\n"
-    "\n"
-    "Exit status: 0 (held or free); 2 usage; 3 error.\n";
+#define STATE_HELP                                                                                 \
+    "Prints the state of RESOURCE: held or free, its index, its limit, the first holder\n"         \
+    "(owner, fencing_token, ttl_ms, ... as before semaphores), then every holder, oldest\n"        \
+    "first, one line each (never a lease id):\n"                                                   \
+    "  holder:        owner=host-a:51635 fencing_token=3 exclusive expires_in_ms=14998\n"          \
+    "and the number of waiters. A name never used is free. status and get are the same.\n"         \
+    "\n"                                                                                           \
+    "Exit status: 0 (held or free); 2 usage; 3 error.\n"
+
+static const char status_usage[] = "usage: mutexctl status RESOURCE\n"
+                                   "\n" STATE_HELP;
+static const char get_usage[] = "usage: mutexctl get RESOURCE\n"
+                                "\n" STATE_HELP;
 
 static const char list_usage[] =
     "usage: mutexctl list [--prefix PREFIX] [--limit N] [--cursor CURSOR]\n"
@@ -158,7 +180,8 @@ static const char watch_usage[] =
 
 static const char run_usage[] =
     "usage: mutexctl run RESOURCE [--ttl DUR] [--wait DUR] [--owner NAME] [--grace DUR]\n"
-    "                    [--metadata JSON] [--parent-pid PID] -- COMMAND [ARGS...]\n"
+    "                    [--metadata JSON] [--parent-pid PID] [--limit N | --shared]\n"
+    "                    -- COMMAND [ARGS...]\n"
     "\n"
     "Acquires a lease on RESOURCE and runs COMMAND while holding it:\n"
     "  - COMMAND runs in its own process group, with MUTEXD_RESOURCE, MUTEXD_LEASE_ID and\n"
@@ -187,6 +210,11 @@ static const char run_usage[] =
     "  --parent-pid PID mutexctl's parent: when it ends, even by SIGKILL, do as on SIGTERM\n"
     "                   (stop COMMAND, release the lease); exit 1 at once if PID is not the\n"
     "                   parent any more (Linux)\n"
+    "  --limit N        let up to N commands hold RESOURCE at once (a counting semaphore):\n"
+    "                   `mutexctl run --limit 3 jobs/encoder -- ./encode.sh` runs three\n"
+    "                   encoders at most\n"
+    "  --shared         a shared lease (a reader): run alongside other --shared commands,\n"
+    "                   never while one without --shared (a writer) runs\n"
     "\n"
     "Exit status: COMMAND's (128+N when signal N ended it; 126 or 127 when it could not be\n"
     "started); 1 when the resource was held or the lease was lost; 2 usage; 3 error before\n"
@@ -340,14 +368,20 @@ static void print_lease(const struct mutexd_lease *l)
     field("acquired_at", l->acquired_at);
     field("renewed_at", l->renewed_at);
     field("metadata", l->metadata);
+    field_i64("limit", l->limit);
+    field("shared", l->shared ? "true" : "false");
 }
+
+static void print_value(const char *v);
 
 static void print_state(const struct mutexd_state *s)
 {
     field("resource", s->resource);
     field("state", s->held ? "held" : "free");
     field_u64("index", s->index);
+    field_i64("limit", s->limit);
     if (s->held) {
+        /* The first holder as before semaphores, for scripts that read these lines. */
         const struct mutexd_holder *h = &s->holder;
         field("owner", h->owner);
         field_u64("fencing_token", h->fencing_token);
@@ -356,6 +390,14 @@ static void print_state(const struct mutexd_state *s)
         field("acquired_at", h->acquired_at);
         field("renewed_at", h->renewed_at);
         field("metadata", h->metadata);
+    }
+    field_i64("holders", (int64_t)s->holder_count);
+    for (size_t i = 0; i < s->holder_count; i++) {
+        const struct mutexd_holder *h = &s->holders[i];
+        printf("%-15sowner=", "holder:");
+        print_value(h->owner);
+        printf(" fencing_token=%" PRIu64 " %s expires_in_ms=%" PRId64 "\n", h->fencing_token,
+               h->shared ? "shared" : "exclusive", h->expires_in_ms);
     }
     field_i64("waiters", s->waiters);
 }
@@ -448,6 +490,24 @@ static void print_flag_json(const char *resource, const char *flag, int value)
 
 #define NOPTS(a) (sizeof(a) / sizeof((a)[0]))
 
+/* --limit and --shared, of acquire and run: *limit 0 when not given (not sent). */
+static int holders_opts(const struct mxctl_opt *opts, size_t n, int64_t *limit, int *shared,
+                        const char *command)
+{
+    const char *v = mxctl_opt(opts, n, "--limit");
+    *limit = 0;
+    *shared = mxctl_opt(opts, n, "--shared") != NULL;
+    /* 65536: the most --max-holders allows; the server refuses more than its own setting. */
+    if (v != NULL && mxctl_parse_int(v, 1, 65536, limit) != 0)
+        return usage_error(command, "--limit must be a whole number from 1 to 65536, not '%s'", v);
+    if (*shared && *limit > 1)
+        return usage_error(command,
+                           "--shared is a reader's lease of a resource of limit 1; it "
+                           "does not go with --limit %" PRId64,
+                           *limit);
+    return 0;
+}
+
 /* The answer of acquire and renew: the lease (as JSON with --json) or the error; frees
  * both. Returns the exit status. */
 static int show_lease(const struct ctl *ctl, const char *resource, mutexd_result r,
@@ -471,10 +531,13 @@ static int cmd_acquire(struct ctl *ctl, struct mxctl_opt *opts, size_t n, struct
     struct mutexd_lease lease = {0};
     struct mutexd_error err = {0};
     char owner[300];
-    int64_t ttl, wait;
+    int64_t ttl, wait, limit;
+    int shared;
     int status = duration_opt(opts, n, "--ttl", 0, &ttl, "acquire");
     if (status == 0)
         status = duration_opt(opts, n, "--wait", 0, &wait, "acquire");
+    if (status == 0)
+        status = holders_opts(opts, n, &limit, &shared, "acquire");
     if (status != 0)
         goto out;
     struct mutexd_acquire_options o = {
@@ -483,6 +546,8 @@ static int cmd_acquire(struct ctl *ctl, struct mxctl_opt *opts, size_t n, struct
         .wait_ms = wait,
         .lease_id = mxctl_opt(opts, n, "--lease-id"),
         .metadata = mxctl_opt(opts, n, "--metadata"),
+        .limit = limit,
+        .shared = shared,
     };
     if (o.owner == NULL) {
         char host[256] = "";
@@ -540,14 +605,17 @@ static int cmd_break(struct ctl *ctl, struct mxctl_opt *opts, size_t n, struct m
     const char *resource = a->positional[0];
     struct mutexd_error err = {0};
     int status = 0, broken = 0;
-    mutexd_result r =
-        mutexd_break(ctl->client, resource, mxctl_opt(opts, n, "--reason"), &broken, &err);
+    const char *lease_id = mxctl_opt(opts, n, "--lease-id");
+    mutexd_result r = mutexd_break_lease(ctl->client, resource, lease_id,
+                                         mxctl_opt(opts, n, "--reason"), &broken, &err);
     if (r != MUTEXD_OK)
         status = fail(ctl, resource, r, &err);
     else if (ctl->json)
         print_flag_json(resource, "broken", broken);
     else if (broken)
         printf("broken %s\n", resource);
+    else if (lease_id != NULL)
+        printf("%s: lease %s was not held\n", resource, lease_id);
     else
         printf("%s was not held\n", resource);
     mutexd_error_clear(&err);
@@ -703,6 +771,8 @@ static int cmd_run(struct ctl *ctl, struct mxctl_opt *opts, size_t n, struct mxc
         status = duration_opt(opts, n, "--wait", 0, &cfg.wait_ms, "run");
     if (status == 0)
         status = duration_opt(opts, n, "--grace", 5000, &cfg.grace_ms, "run");
+    if (status == 0)
+        status = holders_opts(opts, n, &cfg.limit, &cfg.shared, "run");
     if (status != 0)
         return status;
     if (cfg.ttl_ms < 3)
@@ -803,12 +873,14 @@ static int cmd_token(struct ctl *ctl, struct mxctl_opt *opts, size_t n, struct m
 
 /* ---- main --------------------------------------------------------------------------------- */
 
+#define MAX_COMMAND_OPTS 8
+
 struct command {
     const char *name;
     const char *usage;
     int min_positional, max_positional, with_rest;
-    int offline;              /* sends nothing: needs no server URL */
-    struct mxctl_opt opts[6]; /* beyond the global ones; the unused ones have no name */
+    int offline;                             /* sends nothing: needs no server URL */
+    struct mxctl_opt opts[MAX_COMMAND_OPTS]; /* beyond the global ones; unused: no name */
     int (*fn)(struct ctl *, struct mxctl_opt *, size_t, struct mxctl_args *);
 };
 
@@ -816,13 +888,18 @@ struct command {
     {                                                                                              \
         name, 1, NULL                                                                              \
     }
+#define FLAG(name)                                                                                 \
+    {                                                                                              \
+        name, 0, NULL                                                                              \
+    }
 
 static const struct command commands[] = {
     {.name = "acquire",
      .usage = acquire_usage,
      .min_positional = 1,
      .max_positional = 1,
-     .opts = {OPT("--owner"), OPT("--ttl"), OPT("--wait"), OPT("--lease-id"), OPT("--metadata")},
+     .opts = {OPT("--owner"), OPT("--ttl"), OPT("--wait"), OPT("--lease-id"), OPT("--metadata"),
+              OPT("--limit"), FLAG("--shared")},
      .fn = cmd_acquire},
     {.name = "renew",
      .usage = renew_usage,
@@ -839,13 +916,14 @@ static const struct command commands[] = {
      .usage = break_usage,
      .min_positional = 1,
      .max_positional = 1,
-     .opts = {OPT("--reason")},
+     .opts = {OPT("--reason"), OPT("--lease-id")},
      .fn = cmd_break},
     {.name = "status",
      .usage = status_usage,
      .min_positional = 1,
      .max_positional = 1,
      .fn = cmd_status},
+    {.name = "get", .usage = get_usage, .min_positional = 1, .max_positional = 1, .fn = cmd_status},
     {.name = "list",
      .usage = list_usage,
      .opts = {OPT("--prefix"), OPT("--limit"), OPT("--cursor")},
@@ -862,7 +940,7 @@ static const struct command commands[] = {
      .max_positional = 1,
      .with_rest = 1,
      .opts = {OPT("--ttl"), OPT("--wait"), OPT("--owner"), OPT("--grace"), OPT("--metadata"),
-              OPT("--parent-pid")},
+              OPT("--parent-pid"), OPT("--limit"), FLAG("--shared")},
      .fn = cmd_run},
     {.name = "check",
      .usage = check_usage,
@@ -892,11 +970,11 @@ static int global_takes_value(const char *word)
 
 static int run_command(const struct command *cmd, int argc, char **argv)
 {
-    struct mxctl_opt opts[NOPTS(global_opts) + 6];
+    struct mxctl_opt opts[NOPTS(global_opts) + MAX_COMMAND_OPTS];
     size_t n = 0;
     for (size_t i = 0; i < NOPTS(global_opts); i++)
         opts[n++] = global_opts[i];
-    for (size_t i = 0; i < 6 && cmd->opts[i].name != NULL; i++)
+    for (size_t i = 0; i < MAX_COMMAND_OPTS && cmd->opts[i].name != NULL; i++)
         opts[n++] = cmd->opts[i];
 
     struct mxctl_args args;

@@ -192,6 +192,15 @@ int mxctl_report(const char *what, mutexd_result result, const struct mutexd_err
     case MUTEXD_ERR_TRANSPORT:
         fprintf(stderr, "mutexctl: %s%sno answer from the server: %s\n", w, sep, msg);
         break;
+    case MUTEXD_ERR_LIMIT_MISMATCH:
+        if (error->limit > 0)
+            fprintf(stderr,
+                    "mutexctl: %s%sits holders hold it under limit %lld, not the limit asked "
+                    "for (limit_mismatch; without --limit the limit asked for is 1)\n",
+                    w, sep, (long long)error->limit);
+        else
+            fprintf(stderr, "mutexctl: %s%s%s (limit_mismatch)\n", w, sep, msg);
+        break;
     default:
         fprintf(stderr, "mutexctl: %s%s%s\n", w, sep, msg);
         break;

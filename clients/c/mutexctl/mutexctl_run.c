@@ -192,6 +192,8 @@ static int acquire(mutexd_client *client, const struct mxctl_run_config *cfg,
             .wait_ms = cfg->wait_ms > 0 ? until - now_ms() : 0,
             .lease_id = lease_id,
             .metadata = cfg->metadata,
+            .limit = cfg->limit,
+            .shared = cfg->shared,
         };
         if (cfg->wait_ms > 0 && o.wait_ms <= 0)
             o.wait_ms = 1; /* the time is up: one last try that answers at once */

@@ -37,6 +37,8 @@ struct mxctl_run_config {
     long request_timeout_ms;
     int parent_pid; /* > 0: do as on SIGTERM when this process, our parent, ends (Linux) */
     int quiet;      /* no message when the resource is held */
+    int64_t limit;  /* holders at once (a counting semaphore); 0: not sent (1) */
+    int shared;     /* a shared lease (a reader) */
     char **argv;    /* the command, NULL-terminated */
 };
 

@@ -61,6 +61,8 @@ const char *mutexd_result_name(mutexd_result result)
         return "invalid_argument";
     case MUTEXD_ERR_NOMEM:
         return "out_of_memory";
+    case MUTEXD_ERR_LIMIT_MISMATCH:
+        return "limit_mismatch";
     }
     return "unknown";
 }
@@ -537,6 +539,8 @@ static mutexd_result read_answer(struct answer *a, struct mxc_doc *doc, struct m
         return MUTEXD_HELD;
     if (a->status == 409 && err->code != NULL && strcmp(err->code, "lease_lost") == 0)
         return MUTEXD_LOST;
+    if (a->status == 409 && err->code != NULL && strcmp(err->code, "limit_mismatch") == 0)
+        return MUTEXD_ERR_LIMIT_MISMATCH;
     return MUTEXD_ERR_API;
 
 protocol:
@@ -754,6 +758,11 @@ mutexd_result mutexd_acquire(mutexd_client *client, const char *resource,
         mxc_buf_str(&b, ",\"metadata\":");
         mxc_buf_str(&b, o->metadata);
     }
+    /* Sent only when asked for: a server without semaphores refuses both (unknown_field). */
+    if (o->limit != 0)
+        mxc_buf_printf(&b, ",\"limit\":%lld", (long long)o->limit);
+    if (o->shared)
+        mxc_buf_str(&b, ",\"shared\":true");
     mxc_buf_str(&b, "}");
     result = take(&b, &body, err);
     if (result != MUTEXD_OK)
@@ -843,10 +852,11 @@ out:
     return end(result, err, &scratch);
 }
 
-/* release and break: a POST whose answer is {"resource", <flag>: true|false}. */
+/* release and break: a POST of string members (`n` keys and values; a NULL value is left
+ * out) whose answer is {"resource", <flag>: true|false}. */
 static mutexd_result post_flag(mutexd_client *client, const char *resource, const char *action,
-                               const char *key, const char *value, const char *flag, int *out,
-                               struct mutexd_error *err)
+                               const char *const *keys, const char *const *values, size_t n,
+                               const char *flag, int *out, struct mutexd_error *err)
 {
     struct answer a;
     answer_init(&a);
@@ -864,10 +874,15 @@ static mutexd_result post_flag(mutexd_client *client, const char *resource, cons
         goto out;
     mxc_buf_init(&b, REQUEST_MAX);
     mxc_buf_str(&b, "{");
-    if (value != NULL) {
-        mxc_buf_json_string(&b, key);
+    const char *sep = "";
+    for (size_t i = 0; i < n; i++) {
+        if (values[i] == NULL)
+            continue;
+        mxc_buf_str(&b, sep);
+        mxc_buf_json_string(&b, keys[i]);
         mxc_buf_str(&b, ":");
-        mxc_buf_json_string(&b, value);
+        mxc_buf_json_string(&b, values[i]);
+        sep = ",";
     }
     mxc_buf_str(&b, "}");
     result = take(&b, &body, err);
@@ -901,25 +916,34 @@ mutexd_result mutexd_release(mutexd_client *client, const char *resource, const 
         result = fail(err, MUTEXD_ERR_ARG, "no lease id");
         goto out;
     }
-    result =
-        post_flag(client, resource, "release", "lease_id", lease_id, "released", &released, err);
+    const char *key = "lease_id";
+    result = post_flag(client, resource, "release", &key, &lease_id, 1, "released", &released, err);
     if (result == MUTEXD_OK && !released)
         result = fail(err, MUTEXD_ERR_PROTOCOL, "the server answered released: false");
 out:
     return end(result, err, &scratch);
 }
 
-mutexd_result mutexd_break(mutexd_client *client, const char *resource, const char *reason,
-                           int *broken, struct mutexd_error *error)
+mutexd_result mutexd_break_lease(mutexd_client *client, const char *resource, const char *lease_id,
+                                 const char *reason, int *broken, struct mutexd_error *error)
 {
     struct mutexd_error scratch;
     struct mutexd_error *err = begin(error, &scratch);
     int flag = 0;
+    /* Without a lease id the body is what it always was, which any server takes. */
+    const char *keys[] = {"reason", "lease_id"};
+    const char *values[] = {reason, lease_id};
     mutexd_result result =
-        post_flag(client, resource, "break", "reason", reason, "broken", &flag, err);
+        post_flag(client, resource, "break", keys, values, 2, "broken", &flag, err);
     if (result == MUTEXD_OK && broken != NULL)
         *broken = flag;
     return end(result, err, &scratch);
+}
+
+mutexd_result mutexd_break(mutexd_client *client, const char *resource, const char *reason,
+                           int *broken, struct mutexd_error *error)
+{
+    return mutexd_break_lease(client, resource, NULL, reason, broken, error);
 }
 
 /* ---- Reading state ------------------------------------------------------------------------ */

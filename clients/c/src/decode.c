@@ -52,6 +52,29 @@ static mutexd_result req_i64(const cJSON *obj, const char *name, int64_t *out)
                : MUTEXD_ERR_PROTOCOL;
 }
 
+/* A boolean member that may be missing (then *out is 0). */
+static mutexd_result opt_bool(const cJSON *obj, const char *name, int *out)
+{
+    const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, name);
+    *out = 0;
+    if (item == NULL)
+        return MUTEXD_OK;
+    if (!cJSON_IsBool(item))
+        return MUTEXD_ERR_PROTOCOL;
+    *out = cJSON_IsTrue(item);
+    return MUTEXD_OK;
+}
+
+/* A resource's limit: missing (a server without semaphores) is 1; else at least 1. */
+static mutexd_result opt_limit(const cJSON *obj, int64_t *out)
+{
+    const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, "limit");
+    *out = 1;
+    if (item == NULL)
+        return MUTEXD_OK;
+    return mxc_json_i64(item, out) == 0 && *out >= 1 ? MUTEXD_OK : MUTEXD_ERR_PROTOCOL;
+}
+
 /* The metadata member: missing or null is NULL. */
 static mutexd_result opt_metadata(const struct mxc_doc *doc, const cJSON *obj, char **out)
 {
@@ -89,6 +112,8 @@ mutexd_result mxc_decode_lease(const struct mxc_doc *doc, const cJSON *obj,
     READ(opt_str(obj, "acquired_at", &out->acquired_at));
     READ(opt_str(obj, "renewed_at", &out->renewed_at));
     READ(opt_metadata(doc, obj, &out->metadata));
+    READ(opt_limit(obj, &out->limit));
+    READ(opt_bool(obj, "shared", &out->shared));
     out->json = mxc_doc_print(doc, obj);
     result = out->json != NULL ? MUTEXD_OK : MUTEXD_ERR_NOMEM;
 out:
@@ -118,6 +143,7 @@ static mutexd_result decode_holder(const struct mxc_doc *doc, const cJSON *obj, 
     READ(req_str(obj, "owner", &out->owner));
     READ(req_u64(obj, "fencing_token", &out->fencing_token));
     READ(req_i64(obj, "expires_in_ms", &out->expires_in_ms));
+    READ(opt_bool(obj, "shared", &out->shared));
     if (full) {
         READ(req_i64(obj, "ttl_ms", &out->ttl_ms));
         READ(opt_str(obj, "acquired_at", &out->acquired_at));
@@ -128,6 +154,59 @@ out:
     if (result != MUTEXD_OK)
         holder_clear(out);
     return result;
+}
+
+static void holders_clear(struct mutexd_state *s)
+{
+    for (size_t i = 0; i < s->holder_count; i++)
+        holder_clear(&s->holders[i]);
+    free(s->holders);
+    s->holders = NULL;
+    s->holder_count = 0;
+}
+
+/* A deep copy of *h, for the holders of a server that sends only `holder`. */
+static mutexd_result holder_copy(const struct mutexd_holder *h, struct mutexd_holder *out)
+{
+    mutexd_result result;
+    *out = *h;
+    out->owner = out->acquired_at = out->renewed_at = out->metadata = NULL;
+    READ(dup_str(h->owner, &out->owner));
+    READ(dup_str(h->acquired_at, &out->acquired_at));
+    READ(dup_str(h->renewed_at, &out->renewed_at));
+    READ(dup_str(h->metadata, &out->metadata));
+out:
+    if (result != MUTEXD_OK)
+        holder_clear(out);
+    return result;
+}
+
+/* The holders of a held state: the `holders` array, oldest first; from a server without
+ * semaphores (no `holders`), a copy of its one `holder`. */
+static mutexd_result decode_holders(const struct mxc_doc *doc, const cJSON *obj,
+                                    struct mutexd_state *out)
+{
+    const cJSON *list = cJSON_GetObjectItemCaseSensitive(obj, "holders");
+    size_t n = list == NULL ? 1 : cJSON_IsArray(list) ? (size_t)cJSON_GetArraySize(list) : 0;
+    if (n == 0)
+        return MUTEXD_ERR_PROTOCOL; /* held, with no holder, or holders is not an array */
+    out->holders = calloc(n, sizeof(*out->holders));
+    if (out->holders == NULL)
+        return MUTEXD_ERR_NOMEM;
+    if (list == NULL) {
+        mutexd_result result = holder_copy(&out->holder, &out->holders[0]);
+        out->holder_count = result == MUTEXD_OK;
+        return result;
+    }
+    const cJSON *item;
+    cJSON_ArrayForEach(item, list)
+    {
+        mutexd_result result = decode_holder(doc, item, 1, &out->holders[out->holder_count]);
+        if (result != MUTEXD_OK)
+            return result;
+        out->holder_count++;
+    }
+    return MUTEXD_OK;
 }
 
 mutexd_result mxc_decode_state(const struct mxc_doc *doc, const cJSON *obj,
@@ -143,13 +222,17 @@ mutexd_result mxc_decode_state(const struct mxc_doc *doc, const cJSON *obj,
     result = MUTEXD_ERR_PROTOCOL;
     if (!cJSON_IsString(state))
         goto out;
+    const cJSON *holders = cJSON_GetObjectItemCaseSensitive(obj, "holders");
     if (strcmp(state->valuestring, "held") == 0) {
         out->held = 1;
         READ(decode_holder(doc, holder, 1, &out->holder));
+        READ(decode_holders(doc, obj, out));
     } else if (strcmp(state->valuestring, "free") != 0 ||
-               (holder != NULL && !cJSON_IsNull(holder))) {
+               (holder != NULL && !cJSON_IsNull(holder)) ||
+               (holders != NULL && (!cJSON_IsArray(holders) || cJSON_GetArraySize(holders) > 0))) {
         goto out; /* neither held nor free, or free with a holder */
     }
+    READ(opt_limit(obj, &out->limit));
     READ(req_u64(obj, "index", &out->index));
     READ(req_i64(obj, "waiters", &out->waiters));
     out->json = mxc_doc_print(doc, obj);
@@ -201,6 +284,10 @@ mutexd_result mxc_decode_error(const struct mxc_doc *doc, const cJSON *obj,
     READ(opt_str(err, "message", &out->message));
     READ(opt_str(err, "field", &out->field));
     READ(opt_str(err, "reason", &out->reason));
+    /* limit_mismatch names the limit in force; 0 stays "not said". */
+    if (strcmp(out->code, "limit_mismatch") == 0 &&
+        cJSON_GetObjectItemCaseSensitive(err, "limit") != NULL)
+        READ(opt_limit(err, &out->limit));
     const cJSON *holder = cJSON_GetObjectItemCaseSensitive(err, "holder");
     if (holder != NULL && !cJSON_IsNull(holder)) {
         READ(decode_holder(doc, holder, 0, &out->holder));
@@ -216,6 +303,7 @@ out:
         holder_clear(&out->holder);
         out->holder.ttl_ms = -1;
         out->has_holder = 0;
+        out->limit = 0;
     }
     return result;
 }
@@ -240,6 +328,7 @@ void mutexd_state_clear(struct mutexd_state *state)
         return;
     free(state->resource);
     holder_clear(&state->holder);
+    holders_clear(state);
     free(state->json);
     memset(state, 0, sizeof(*state));
 }

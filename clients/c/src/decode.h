@@ -21,7 +21,7 @@ mutexd_result mxc_decode_state(const struct mxc_doc *doc, const cJSON *obj,
 /* A list page. */
 mutexd_result mxc_decode_page(const struct mxc_doc *doc, const cJSON *obj, struct mutexd_page *out);
 
-/* The "error" object of an error answer into code, message, field, reason and holder of
+/* The "error" object of an error answer into code, message, field, reason, holder and limit of
  * *out (its other fields are left alone). MUTEXD_ERR_PROTOCOL when the body has no error
  * object with a code. */
 mutexd_result mxc_decode_error(const struct mxc_doc *doc, const cJSON *obj,

@@ -215,6 +215,9 @@ static void exit_statuses_follow_the_documented_table(void **state)
     assert_int_equal(mxctl_exit_status(MUTEXD_ERR_TRANSPORT, &e), 3);
     assert_int_equal(mxctl_exit_status(MUTEXD_ERR_PROTOCOL, &e), 3);
     assert_int_equal(mxctl_exit_status(MUTEXD_ERR_NOMEM, &e), 3);
+    /* A semaphore held under another limit: retrying the same command will not help. */
+    e.status = 409;
+    assert_int_equal(mxctl_exit_status(MUTEXD_ERR_LIMIT_MISMATCH, &e), 3);
 }
 
 int main(int argc, char **argv);

@@ -4,6 +4,10 @@
  * (--min-ttl-ms 500) and exports MUTEXD_URL; the too_many_waiters case gets a server with
  * --max-waiters 1, the auth_ cases one with the tokens of tests/auth-tokens. The cases of
  * several servers put a dead port, or a fake_server.c that drops the answers, before it.
+ *
+ * The semaphore and shared-lease cases need a server that has them: against one that refuses
+ * `limit` (400 unknown_field) they exit 77, which ctest reports as skipped, unless
+ * MUTEXD_TEST_REQUIRE_SEMAPHORES=1 asks them to fail instead.
  */
 #include "testing.h"
 
@@ -639,6 +643,7 @@ static void result_names_and_empty_structs(void **state)
     assert_string_equal(mutexd_result_name(MUTEXD_ERR_PROTOCOL), "protocol_error");
     assert_string_equal(mutexd_result_name(MUTEXD_ERR_ARG), "invalid_argument");
     assert_string_equal(mutexd_result_name(MUTEXD_ERR_NOMEM), "out_of_memory");
+    assert_string_equal(mutexd_result_name(MUTEXD_ERR_LIMIT_MISMATCH), "limit_mismatch");
     struct mutexd_lease l = {0};
     struct mutexd_state s = {0};
     struct mutexd_page p = {0};
@@ -782,6 +787,218 @@ static void an_acquire_whose_answer_was_lost_gets_the_same_lease(void **state)
     fake_stop(lossy);
 }
 
+/* ---- Semaphores and shared leases ---------------------------------------------------------- */
+
+/* Exits 77 (skipped) when the server has no semaphores yet, unless they are required. */
+static void need_semaphores(mutexd_client *c)
+{
+    struct mutexd_acquire_options o = {.owner = "probe", .limit = 1};
+    struct mutexd_lease l = {0};
+    struct mutexd_error e = {0};
+    mutexd_result r = mutexd_acquire(c, "probe/semaphores", &o, &l, &e);
+    if (r == MUTEXD_ERR_API && e.status == 400 && e.code != NULL &&
+        strcmp(e.code, "unknown_field") == 0) {
+        const char *require = getenv("MUTEXD_TEST_REQUIRE_SEMAPHORES");
+        if (require != NULL && strcmp(require, "1") == 0)
+            fail_msg("the server has no semaphores (acquire with limit: unknown_field)");
+        printf("SKIP: the server has no semaphores yet (acquire with limit: unknown_field)\n");
+        mutexd_error_clear(&e);
+        mutexd_client_free(c);
+        exit(77);
+    }
+    assert_int_equal(r, MUTEXD_OK);
+    assert_int_equal(mutexd_release(c, "probe/semaphores", l.lease_id, NULL), MUTEXD_OK);
+    mutexd_lease_clear(&l);
+}
+
+static void semaphore_grants_up_to_its_limit(void **state)
+{
+    (void)state;
+    mutexd_client *c = connect_server();
+    need_semaphores(c);
+    struct mutexd_lease l[4] = {{0}};
+    struct mutexd_error e = {0};
+    struct mutexd_acquire_options o = {.owner = "enc", .ttl_ms = 5000, .limit = 3};
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(mutexd_acquire(c, "jobs/encoder", &o, &l[i], &e), MUTEXD_OK);
+        assert_int_equal(l[i].limit, 3);
+        assert_int_equal(l[i].shared, 0);
+        assert_true(i == 0 || l[i].fencing_token > l[i - 1].fencing_token);
+        assert_true(i == 0 || strcmp(l[i].lease_id, l[i - 1].lease_id) != 0);
+    }
+    /* Full: held, naming the holder whose lease ends first. */
+    assert_int_equal(mutexd_acquire(c, "jobs/encoder", &o, &l[3], &e), MUTEXD_HELD);
+    assert_int_equal(e.has_holder, 1);
+    assert_true(e.holder.fencing_token == l[0].fencing_token);
+    assert_null(l[3].lease_id);
+
+    /* Another limit, and no limit (which names 1), while it has holders. */
+    struct mutexd_acquire_options other = {.owner = "enc", .limit = 2};
+    assert_int_equal(mutexd_acquire(c, "jobs/encoder", &other, &l[3], &e),
+                     MUTEXD_ERR_LIMIT_MISMATCH);
+    assert_int_equal(e.status, 409);
+    assert_string_equal(e.code, "limit_mismatch");
+    assert_int_equal(e.limit, 3);
+    assert_false(mutexd_error_is_temporary(MUTEXD_ERR_LIMIT_MISMATCH, &e));
+    assert_int_equal(mutexd_acquire(c, "jobs/encoder", NULL, &l[3], &e), MUTEXD_ERR_LIMIT_MISMATCH);
+    assert_int_equal(e.limit, 3);
+
+    /* Every holder, oldest grant first; holder is the first. */
+    struct mutexd_state s = {0};
+    assert_int_equal(mutexd_get(c, "jobs/encoder", &s, NULL), MUTEXD_OK);
+    assert_int_equal(s.held, 1);
+    assert_int_equal(s.limit, 3);
+    assert_int_equal(s.holder_count, 3);
+    for (size_t i = 0; i < 3; i++) {
+        assert_true(s.holders[i].fencing_token == l[i].fencing_token);
+        assert_string_equal(s.holders[i].owner, "enc");
+        assert_int_equal(s.holders[i].shared, 0);
+        assert_int_equal(s.holders[i].ttl_ms, 5000);
+        assert_null(strstr(s.json, l[i].lease_id));
+    }
+    assert_true(s.holder.fencing_token == l[0].fencing_token);
+
+    /* Releasing one frees one place; renewing one keeps its token. */
+    assert_int_equal(mutexd_release(c, "jobs/encoder", l[1].lease_id, NULL), MUTEXD_OK);
+    assert_int_equal(mutexd_renew(c, "jobs/encoder", l[2].lease_id, NULL, &l[2], NULL), MUTEXD_OK);
+    assert_int_equal(l[2].limit, 3);
+    assert_int_equal(mutexd_acquire(c, "jobs/encoder", &o, &l[3], &e), MUTEXD_OK);
+    assert_true(l[3].fencing_token > l[2].fencing_token);
+
+    /* The list shows the same. */
+    struct mutexd_list_options lo = {.prefix = "jobs/"};
+    struct mutexd_page p = {0};
+    assert_int_equal(mutexd_list(c, &lo, &p, NULL), MUTEXD_OK);
+    assert_int_equal(p.count, 1);
+    assert_int_equal(p.resources[0].limit, 3);
+    assert_int_equal(p.resources[0].holder_count, 3);
+
+    /* Once free, the next acquire sets the limit anew. */
+    for (int i = 0; i < 4; i++) {
+        if (i != 1)
+            assert_int_equal(mutexd_release(c, "jobs/encoder", l[i].lease_id, NULL), MUTEXD_OK);
+    }
+    assert_int_equal(mutexd_get(c, "jobs/encoder", &s, NULL), MUTEXD_OK);
+    assert_int_equal(s.held, 0);
+    assert_int_equal(s.limit, 1);
+    assert_int_equal(s.holder_count, 0);
+    assert_null(s.holders);
+    assert_int_equal(mutexd_acquire(c, "jobs/encoder", &other, &l[0], &e), MUTEXD_OK);
+    assert_int_equal(l[0].limit, 2);
+
+    mutexd_page_clear(&p);
+    mutexd_state_clear(&s);
+    mutexd_error_clear(&e);
+    for (int i = 0; i < 4; i++)
+        mutexd_lease_clear(&l[i]);
+    mutexd_client_free(c);
+}
+
+static void shared_leases_hold_together_and_keep_a_writer_out(void **state)
+{
+    (void)state;
+    mutexd_client *c = connect_server();
+    need_semaphores(c);
+    struct mutexd_lease r1 = {0}, r2 = {0}, w = {0};
+    struct mutexd_error e = {0};
+    struct mutexd_acquire_options reader = {.owner = "reader", .ttl_ms = 5000, .shared = 1};
+    assert_int_equal(mutexd_acquire(c, "cache", &reader, &r1, &e), MUTEXD_OK);
+    assert_int_equal(r1.shared, 1);
+    assert_int_equal(r1.limit, 1);
+    assert_int_equal(mutexd_acquire(c, "cache", &reader, &r2, &e), MUTEXD_OK);
+    assert_true(r2.fencing_token > r1.fencing_token);
+
+    /* A writer waits for every reader. */
+    struct mutexd_acquire_options writer = {.owner = "writer", .ttl_ms = 5000};
+    assert_int_equal(mutexd_acquire(c, "cache", &writer, &w, &e), MUTEXD_HELD);
+    assert_int_equal(e.has_holder, 1);
+
+    struct mutexd_state s = {0};
+    assert_int_equal(mutexd_get(c, "cache", &s, NULL), MUTEXD_OK);
+    assert_int_equal(s.holder_count, 2);
+    assert_int_equal(s.holders[0].shared, 1);
+    assert_int_equal(s.holders[1].shared, 1);
+    assert_int_equal(s.holder.shared, 1);
+
+    /* Shared with a limit is not a thing. */
+    struct mutexd_acquire_options bad = {.owner = "x", .shared = 1, .limit = 2};
+    assert_int_equal(mutexd_acquire(c, "other", &bad, NULL, &e), MUTEXD_ERR_API);
+    assert_int_equal(e.status, 400);
+    assert_string_equal(e.code, "invalid_field");
+    assert_string_equal(e.field, "shared");
+
+    /* With the readers gone, the writer holds it alone, and a reader waits. */
+    assert_int_equal(mutexd_release(c, "cache", r1.lease_id, NULL), MUTEXD_OK);
+    assert_int_equal(mutexd_release(c, "cache", r2.lease_id, NULL), MUTEXD_OK);
+    assert_int_equal(mutexd_acquire(c, "cache", &writer, &w, &e), MUTEXD_OK);
+    assert_int_equal(w.shared, 0);
+    assert_int_equal(mutexd_acquire(c, "cache", &reader, &r1, &e), MUTEXD_HELD);
+    assert_int_equal(e.holder.shared, 0);
+
+    mutexd_state_clear(&s);
+    mutexd_error_clear(&e);
+    mutexd_lease_clear(&r1);
+    mutexd_lease_clear(&r2);
+    mutexd_lease_clear(&w);
+    mutexd_client_free(c);
+}
+
+static void break_of_one_lease_leaves_the_others(void **state)
+{
+    (void)state;
+    mutexd_client *c = connect_server();
+    need_semaphores(c);
+    struct mutexd_lease a = {0}, b = {0};
+    struct mutexd_acquire_options o = {.owner = "w", .limit = 2};
+    assert_int_equal(mutexd_acquire(c, "pool", &o, &a, NULL), MUTEXD_OK);
+    assert_int_equal(mutexd_acquire(c, "pool", &o, &b, NULL), MUTEXD_OK);
+    int broken = -1;
+    assert_int_equal(mutexd_break_lease(c, "pool", a.lease_id, "stuck", &broken, NULL), MUTEXD_OK);
+    assert_int_equal(broken, 1);
+    struct mutexd_state s = {0};
+    assert_int_equal(mutexd_get(c, "pool", &s, NULL), MUTEXD_OK);
+    assert_int_equal(s.holder_count, 1);
+    assert_true(s.holders[0].fencing_token == b.fencing_token);
+    assert_int_equal(mutexd_renew(c, "pool", a.lease_id, NULL, NULL, NULL), MUTEXD_LOST);
+    assert_int_equal(mutexd_renew(c, "pool", b.lease_id, NULL, NULL, NULL), MUTEXD_OK);
+    /* That lease holds nothing now. */
+    assert_int_equal(mutexd_break_lease(c, "pool", a.lease_id, NULL, &broken, NULL), MUTEXD_OK);
+    assert_int_equal(broken, 0);
+    /* Without a lease id, every lease. */
+    assert_int_equal(mutexd_acquire(c, "pool", &o, &a, NULL), MUTEXD_OK);
+    assert_int_equal(mutexd_break(c, "pool", NULL, &broken, NULL), MUTEXD_OK);
+    assert_int_equal(broken, 1);
+    assert_int_equal(mutexd_get(c, "pool", &s, NULL), MUTEXD_OK);
+    assert_int_equal(s.held, 0);
+    assert_int_equal(s.holder_count, 0);
+    mutexd_state_clear(&s);
+    mutexd_lease_clear(&a);
+    mutexd_lease_clear(&b);
+    mutexd_client_free(c);
+}
+
+static void a_retry_with_the_same_lease_id_must_name_the_same_limit(void **state)
+{
+    (void)state;
+    mutexd_client *c = connect_server();
+    need_semaphores(c);
+    char id[MUTEXD_LEASE_ID_LEN + 1];
+    assert_int_equal(mutexd_new_lease_id(id), MUTEXD_OK);
+    struct mutexd_lease l = {0}, again = {0};
+    struct mutexd_error e = {0};
+    struct mutexd_acquire_options o = {.owner = "w", .lease_id = id, .limit = 3};
+    assert_int_equal(mutexd_acquire(c, "retry", &o, &l, NULL), MUTEXD_OK);
+    assert_int_equal(mutexd_acquire(c, "retry", &o, &again, NULL), MUTEXD_OK);
+    assert_true(again.fencing_token == l.fencing_token);
+    o.limit = 4;
+    assert_int_equal(mutexd_acquire(c, "retry", &o, NULL, &e), MUTEXD_ERR_LIMIT_MISMATCH);
+    assert_int_equal(e.limit, 3);
+    mutexd_error_clear(&e);
+    mutexd_lease_clear(&l);
+    mutexd_lease_clear(&again);
+    mutexd_client_free(c);
+}
+
 int main(int argc, char **argv);
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(acquire_grants_a_lease_with_every_field),
@@ -809,5 +1026,9 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(auth_scopes_and_prefixes_are_enforced),
     cmocka_unit_test(a_dead_server_first_is_passed_over),
     cmocka_unit_test(an_acquire_whose_answer_was_lost_gets_the_same_lease),
+    cmocka_unit_test(semaphore_grants_up_to_its_limit),
+    cmocka_unit_test(shared_leases_hold_together_and_keep_a_writer_out),
+    cmocka_unit_test(break_of_one_lease_leaves_the_others),
+    cmocka_unit_test(a_retry_with_the_same_lease_id_must_name_the_same_limit),
 };
 TEST_MAIN(tests)

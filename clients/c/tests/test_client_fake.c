@@ -2,8 +2,10 @@
  * The library against a canned-answer server (fake_server.c): what it sends (headers, token,
  * body, path encoding), and the answers a real mutexd does not give on demand: 401, 403,
  * 503 with a reason and Retry-After, error codes of requests the library never makes, broken
- * bodies, silence (timeouts), and nobody listening; and a client of several servers moving on
- * from those that do not answer or answer 503.
+ * bodies, silence (timeouts), and nobody listening; a client of several servers moving on
+ * from those that do not answer or answer 503; and the semaphore and shared-lease fields
+ * (limit, shared, holders, limit_mismatch, break of one lease), sent and read exactly, also
+ * from a server that does not have them yet.
  */
 #include "testing.h"
 
@@ -494,6 +496,337 @@ static void renew_attempts_stop_at_the_deadline(void **state)
     fake_stop(s2);
 }
 
+/* ---- Semaphores and shared leases ---------------------------------------------------------- */
+
+static const char sem_lease_json[] =
+    "{\"resource\":\"jobs/encoder\",\"lease_id\":\"6ccb3e43-0489-4885-ac1c-bf894cffbd13\","
+    "\"owner\":\"w\",\"fencing_token\":7,\"ttl_ms\":1000,\"expires_in_ms\":1000,"
+    "\"acquired_at\":\"t\",\"renewed_at\":\"t\",\"metadata\":null,\"limit\":3,\"shared\":false}";
+
+/* limit and shared go in the body only when asked for (a server without semaphores refuses
+ * them), and come back in the lease. */
+static void acquire_sends_limit_and_shared(void **state)
+{
+    (void)state;
+    struct fake_server *f = fake_start("HTTP/1.1 200 OK", "", sem_lease_json, 0);
+    assert_non_null(f);
+    mutexd_client *c = client_for(f, NULL);
+    struct mutexd_lease l = {0};
+    struct mutexd_acquire_options o = {
+        .owner = "w", .lease_id = "6ccb3e43-0489-4885-ac1c-bf894cffbd13", .limit = 3};
+    assert_int_equal(mutexd_acquire(c, "jobs/encoder", &o, &l, NULL), MUTEXD_OK);
+    char *req = fake_last_request(f);
+    assert_non_null(strstr(req, "\r\n\r\n{\"owner\":\"w\","
+                                "\"lease_id\":\"6ccb3e43-0489-4885-ac1c-bf894cffbd13\","
+                                "\"limit\":3}"));
+    free(req);
+    assert_int_equal(l.limit, 3);
+    assert_int_equal(l.shared, 0);
+
+    struct mutexd_acquire_options r = {.owner = "w",
+                                       .lease_id = "6ccb3e43-0489-4885-ac1c-bf894cffbd13",
+                                       .ttl_ms = 2000,
+                                       .shared = 1};
+    assert_int_equal(mutexd_acquire(c, "jobs/encoder", &r, &l, NULL), MUTEXD_OK);
+    req = fake_last_request(f);
+    assert_non_null(strstr(req, "\r\n\r\n{\"owner\":\"w\","
+                                "\"lease_id\":\"6ccb3e43-0489-4885-ac1c-bf894cffbd13\","
+                                "\"ttl_ms\":2000,\"shared\":true}"));
+    free(req);
+
+    /* An explicit limit of 1 is sent; shared with a limit is the server's to refuse. */
+    struct mutexd_acquire_options both = {
+        .owner = "w", .lease_id = "6ccb3e43-0489-4885-ac1c-bf894cffbd13", .limit = 1, .shared = 1};
+    assert_int_equal(mutexd_acquire(c, "jobs/encoder", &both, NULL, NULL), MUTEXD_OK);
+    req = fake_last_request(f);
+    assert_non_null(strstr(req, ",\"limit\":1,\"shared\":true}"));
+    free(req);
+    mutexd_lease_clear(&l);
+    assert_int_equal(l.limit, 0);
+    mutexd_client_free(c);
+    fake_stop(f);
+
+    /* A shared lease's answer, and one from a server without semaphores (no limit, no
+     * shared): an exclusive lease of limit 1. */
+    const char *shared_json = "{\"resource\":\"c\",\"lease_id\":\"6ccb3e43-0489-4885-ac1c-"
+                              "bf894cffbd13\",\"owner\":\"w\",\"fencing_token\":8,\"ttl_ms\":1000,"
+                              "\"expires_in_ms\":999,\"limit\":1,\"shared\":true}";
+    f = fake_start("HTTP/1.1 200 OK", "", shared_json, 0);
+    c = client_for(f, NULL);
+    assert_int_equal(mutexd_acquire(c, "c", &r, &l, NULL), MUTEXD_OK);
+    assert_int_equal(l.limit, 1);
+    assert_int_equal(l.shared, 1);
+    assert_int_equal(mutexd_renew(c, "c", l.lease_id, NULL, &l, NULL), MUTEXD_OK);
+    assert_int_equal(l.shared, 1);
+    mutexd_client_free(c);
+    fake_stop(f);
+    f = fake_start("HTTP/1.1 200 OK", "", lease_json, 0);
+    c = client_for(f, NULL);
+    assert_int_equal(mutexd_acquire(c, "a", NULL, &l, NULL), MUTEXD_OK);
+    assert_int_equal(l.limit, 1);
+    assert_int_equal(l.shared, 0);
+    req = fake_last_request(f);
+    assert_null(strstr(req, "\"limit\""));
+    assert_null(strstr(req, "\"shared\""));
+    free(req);
+    mutexd_lease_clear(&l);
+    mutexd_client_free(c);
+    fake_stop(f);
+}
+
+static void limit_mismatch_carries_the_limit(void **state)
+{
+    (void)state;
+    struct fake_server *f =
+        fake_start("HTTP/1.1 409 Conflict", "", ERR("limit_mismatch", ",\"limit\":3"), 0);
+    mutexd_client *c = client_for(f, NULL);
+    struct mutexd_error e = {0};
+    struct mutexd_lease l = {0};
+    struct mutexd_acquire_options o = {.limit = 4};
+    mutexd_result r = mutexd_acquire(c, "jobs/encoder", &o, &l, &e);
+    assert_int_equal(r, MUTEXD_ERR_LIMIT_MISMATCH);
+    assert_string_equal(mutexd_result_name(r), "limit_mismatch");
+    assert_int_equal(e.status, 409);
+    assert_string_equal(e.code, "limit_mismatch");
+    assert_int_equal(e.limit, 3);
+    assert_int_equal(e.has_holder, 0);
+    assert_false(mutexd_error_is_temporary(r, &e));
+    assert_null(l.resource); /* untouched */
+    mutexd_error_clear(&e);
+    assert_int_equal(e.limit, 0);
+    mutexd_client_free(c);
+    fake_stop(f);
+
+    /* Without the limit it is still the mismatch, with limit 0: not said. */
+    expect_error("HTTP/1.1 409 Conflict", "", ERR("limit_mismatch", ""), MUTEXD_ERR_LIMIT_MISMATCH,
+                 409, "limit_mismatch", NULL);
+    /* A limit that is no limit is not the API. */
+    f = fake_start("HTTP/1.1 409 Conflict", "", ERR("limit_mismatch", ",\"limit\":\"x\""), 0);
+    c = client_for(f, NULL);
+    assert_int_equal(mutexd_acquire(c, "a", &o, NULL, &e), MUTEXD_ERR_API);
+    assert_null(e.code);
+    assert_int_equal(e.limit, 0);
+    mutexd_error_clear(&e);
+    mutexd_client_free(c);
+    fake_stop(f);
+    /* Another 409 code says nothing of a limit. */
+    f = fake_start("HTTP/1.1 409 Conflict", "",
+                   ERR("lease_held", ",\"limit\":3,\"holder\":{\"owner\":\"x\","
+                                     "\"fencing_token\":1,\"expires_in_ms\":2500,\"shared\":true}"),
+                   0);
+    c = client_for(f, NULL);
+    assert_int_equal(mutexd_acquire(c, "a", &o, NULL, &e), MUTEXD_HELD);
+    assert_int_equal(e.limit, 0);
+    assert_int_equal(e.has_holder, 1);
+    assert_int_equal(e.holder.shared, 1);
+    assert_int_equal(e.holder.ttl_ms, -1);
+    mutexd_error_clear(&e);
+    mutexd_client_free(c);
+    fake_stop(f);
+}
+
+#define HOLDER(owner, token, shared)                                                               \
+    "{\"owner\":\"" owner "\",\"fencing_token\":" token ",\"shared\":" shared ",\"ttl_ms\":1000,"  \
+    "\"expires_in_ms\":900,\"acquired_at\":\"t\",\"renewed_at\":\"t\",\"metadata\":null}"
+
+/* One holder a line: clang-format would scatter the macros. */
+/* clang-format off */
+static const char sem_state_json[] =
+    "{\"resource\":\"jobs/encoder\",\"state\":\"held\",\"index\":9,\"limit\":3,"
+    "\"holder\":" HOLDER("a", "4", "false") ","
+    "\"holders\":[" HOLDER("a", "4", "false") ","
+                   HOLDER("b", "18446744073709551615", "false") "],"
+    "\"waiters\":2}";
+
+static const char readers_state_json[] =
+    "{\"resource\":\"cache\",\"state\":\"held\",\"index\":3,\"limit\":1,"
+    "\"holder\":" HOLDER("r1", "1", "true") ","
+    "\"holders\":[" HOLDER("r1", "1", "true") ","
+                   HOLDER("r2", "2", "true") ","
+                   HOLDER("r3", "3", "true") "],"
+    "\"waiters\":1}";
+/* clang-format on */
+
+/* Every holder, oldest first; `holder` stays the first. */
+static void state_lists_every_holder(void **state)
+{
+    (void)state;
+    struct fake_server *f = fake_start("HTTP/1.1 200 OK", "", sem_state_json, 0);
+    mutexd_client *c = client_for(f, NULL);
+    struct mutexd_state s = {0};
+    assert_int_equal(mutexd_get(c, "jobs/encoder", &s, NULL), MUTEXD_OK);
+    assert_int_equal(s.held, 1);
+    assert_int_equal(s.limit, 3);
+    assert_int_equal(s.waiters, 2);
+    assert_int_equal(s.holder_count, 2);
+    assert_string_equal(s.holder.owner, "a");
+    assert_string_equal(s.holders[0].owner, "a");
+    assert_true(s.holders[0].owner != s.holder.owner); /* each owns its strings */
+    assert_string_equal(s.holders[1].owner, "b");
+    assert_true(s.holders[1].fencing_token == UINT64_MAX);
+    assert_int_equal(s.holders[1].ttl_ms, 1000);
+    assert_int_equal(s.holders[1].expires_in_ms, 900);
+    assert_string_equal(s.holders[1].acquired_at, "t");
+    assert_null(s.holders[1].metadata);
+    assert_int_equal(s.holders[1].shared, 0);
+    /* Watching reads the same. */
+    assert_int_equal(mutexd_watch(c, "jobs/encoder", 8, 10, &s, NULL), MUTEXD_OK);
+    assert_int_equal(s.holder_count, 2);
+    mutexd_state_clear(&s);
+    assert_null(s.holders);
+    assert_int_equal(s.holder_count, 0);
+    mutexd_client_free(c);
+    fake_stop(f);
+
+    /* Readers: shared holders. */
+    f = fake_start("HTTP/1.1 200 OK", "", readers_state_json, 0);
+    c = client_for(f, NULL);
+    assert_int_equal(mutexd_get(c, "cache", &s, NULL), MUTEXD_OK);
+    assert_int_equal(s.limit, 1);
+    assert_int_equal(s.holder_count, 3);
+    for (size_t i = 0; i < s.holder_count; i++)
+        assert_int_equal(s.holders[i].shared, 1);
+    assert_int_equal(s.holder.shared, 1);
+    assert_int_equal(s.holders[2].fencing_token, 3);
+    mutexd_state_clear(&s);
+    mutexd_client_free(c);
+    fake_stop(f);
+
+    /* A free resource: no holders, limit 1. */
+    f = fake_start("HTTP/1.1 200 OK", "",
+                   "{\"resource\":\"x\",\"state\":\"free\",\"index\":0,\"limit\":1,"
+                   "\"holder\":null,\"holders\":[],\"waiters\":0}",
+                   0);
+    c = client_for(f, NULL);
+    assert_int_equal(mutexd_get(c, "x", &s, NULL), MUTEXD_OK);
+    assert_int_equal(s.held, 0);
+    assert_int_equal(s.limit, 1);
+    assert_int_equal(s.holder_count, 0);
+    assert_null(s.holders);
+    mutexd_state_clear(&s);
+    mutexd_client_free(c);
+    fake_stop(f);
+
+    /* A server without semaphores (no limit, no holders): its one holder, limit 1. */
+    f = fake_start("HTTP/1.1 200 OK", "",
+                   "{\"resource\":\"x\",\"state\":\"held\",\"index\":4,\"holder\":{\"owner\":\"o\","
+                   "\"fencing_token\":5,\"ttl_ms\":1000,\"expires_in_ms\":800,\"acquired_at\":"
+                   "\"t\",\"renewed_at\":\"u\",\"metadata\":{\"k\":1}},\"waiters\":0}",
+                   0);
+    c = client_for(f, NULL);
+    assert_int_equal(mutexd_get(c, "x", &s, NULL), MUTEXD_OK);
+    assert_int_equal(s.limit, 1);
+    assert_int_equal(s.holder_count, 1);
+    assert_string_equal(s.holders[0].owner, "o");
+    assert_string_equal(s.holders[0].renewed_at, "u");
+    assert_string_equal(s.holders[0].metadata, "{\"k\":1}");
+    assert_int_equal(s.holders[0].fencing_token, 5);
+    assert_int_equal(s.holders[0].shared, 0);
+    mutexd_state_clear(&s);
+    mutexd_client_free(c);
+    fake_stop(f);
+}
+
+/* What the API never answers is a protocol error, and the caller's state is left alone. */
+static void holders_that_are_not_the_api(void **state)
+{
+    (void)state;
+    /* clang-format off */
+    static const char *const bodies[] = {
+        /* held with no holders */
+        "{\"resource\":\"x\",\"state\":\"held\",\"index\":1,\"limit\":1,"
+        "\"holder\":" HOLDER("a", "1", "false") ",\"holders\":[],\"waiters\":0}",
+        /* free with a holder in holders */
+        "{\"resource\":\"x\",\"state\":\"free\",\"index\":1,\"limit\":1,"
+        "\"holder\":null,\"holders\":[" HOLDER("a", "1", "false") "],\"waiters\":0}",
+        /* holders not an array */
+        "{\"resource\":\"x\",\"state\":\"held\",\"index\":1,\"limit\":1,"
+        "\"holder\":" HOLDER("a", "1", "false") ",\"holders\":{},\"waiters\":0}",
+        /* shared not a boolean */
+        "{\"resource\":\"x\",\"state\":\"held\",\"index\":1,\"limit\":1,"
+        "\"holder\":" HOLDER("a", "1", "false") ","
+        "\"holders\":[" HOLDER("a", "1", "1") "],\"waiters\":0}",
+        /* a limit of 0 */
+        "{\"resource\":\"x\",\"state\":\"free\",\"index\":1,\"limit\":0,"
+        "\"holder\":null,\"holders\":[],\"waiters\":0}",
+        /* a holder without a token */
+        "{\"resource\":\"x\",\"state\":\"held\",\"index\":1,\"limit\":2,"
+        "\"holder\":" HOLDER("a", "1", "false") ",\"holders\":[{\"owner\":\"a\"}],"
+        "\"waiters\":0}",
+    };
+    /* clang-format on */
+    for (size_t i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++)
+        expect_error("HTTP/1.1 200 OK", "", bodies[i], MUTEXD_ERR_PROTOCOL, 200, NULL, NULL);
+
+    /* A lease whose shared or limit is of the wrong type. */
+    struct fake_server *f = fake_start(
+        "HTTP/1.1 200 OK", "",
+        "{\"resource\":\"c\",\"lease_id\":\"6ccb3e43-0489-4885-ac1c-bf894cffbd13\",\"owner\":"
+        "\"w\",\"fencing_token\":8,\"ttl_ms\":1000,\"expires_in_ms\":999,\"shared\":\"yes\"}",
+        0);
+    mutexd_client *c = client_for(f, NULL);
+    assert_int_equal(mutexd_acquire(c, "c", NULL, NULL, NULL), MUTEXD_ERR_PROTOCOL);
+    mutexd_client_free(c);
+    fake_stop(f);
+}
+
+/* Every state of a list page has its holders. */
+static void list_pages_carry_holders(void **state)
+{
+    (void)state;
+    char body[4096];
+    snprintf(body, sizeof(body), "{\"resources\":[%s,%s],\"next_cursor\":null}", sem_state_json,
+             sem_state_json);
+    struct fake_server *f = fake_start("HTTP/1.1 200 OK", "", body, 0);
+    mutexd_client *c = client_for(f, NULL);
+    struct mutexd_page p = {0};
+    assert_int_equal(mutexd_list(c, NULL, &p, NULL), MUTEXD_OK);
+    assert_int_equal(p.count, 2);
+    for (size_t i = 0; i < p.count; i++) {
+        assert_int_equal(p.resources[i].limit, 3);
+        assert_int_equal(p.resources[i].holder_count, 2);
+        assert_string_equal(p.resources[i].holders[1].owner, "b");
+    }
+    mutexd_page_clear(&p);
+    mutexd_client_free(c);
+    fake_stop(f);
+}
+
+/* break with a lease id names it in the body; without, the body is as before. */
+static void break_names_one_lease(void **state)
+{
+    (void)state;
+    struct fake_server *f =
+        fake_start("HTTP/1.1 200 OK", "", "{\"resource\":\"a\",\"broken\":false}", 0);
+    mutexd_client *c = client_for(f, NULL);
+    int broken = -1;
+    assert_int_equal(
+        mutexd_break_lease(c, "a", "6ccb3e43-0489-4885-ac1c-bf894cffbd13", NULL, &broken, NULL),
+        MUTEXD_OK);
+    assert_int_equal(broken, 0);
+    char *req = fake_last_request(f);
+    assert_non_null(strstr(req, "POST /v1/resources/a/break HTTP/1.1\r\n"));
+    assert_non_null(strstr(req, "\r\n\r\n{\"lease_id\":\"6ccb3e43-0489-4885-ac1c-bf894cffbd13\"}"));
+    free(req);
+    assert_int_equal(mutexd_break_lease(c, "a", "6ccb3e43-0489-4885-ac1c-bf894cffbd13",
+                                        "stuck \"job\"", NULL, NULL),
+                     MUTEXD_OK);
+    req = fake_last_request(f);
+    assert_non_null(strstr(req, "\r\n\r\n{\"reason\":\"stuck \\\"job\\\"\","
+                                "\"lease_id\":\"6ccb3e43-0489-4885-ac1c-bf894cffbd13\"}"));
+    free(req);
+    assert_int_equal(mutexd_break_lease(c, "a", NULL, "r", NULL, NULL), MUTEXD_OK);
+    req = fake_last_request(f);
+    assert_non_null(strstr(req, "\r\n\r\n{\"reason\":\"r\"}"));
+    free(req);
+    assert_int_equal(mutexd_break(c, "a", "r", NULL, NULL), MUTEXD_OK);
+    req = fake_last_request(f);
+    assert_non_null(strstr(req, "\r\n\r\n{\"reason\":\"r\"}"));
+    free(req);
+    mutexd_client_free(c);
+    fake_stop(f);
+}
+
 int main(int argc, char **argv);
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(requests_carry_token_json_and_encoded_path),
@@ -509,5 +842,11 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(every_server_failing_gives_the_last_error),
     cmocka_unit_test(one_server_is_one_attempt),
     cmocka_unit_test(renew_attempts_stop_at_the_deadline),
+    cmocka_unit_test(acquire_sends_limit_and_shared),
+    cmocka_unit_test(limit_mismatch_carries_the_limit),
+    cmocka_unit_test(state_lists_every_holder),
+    cmocka_unit_test(holders_that_are_not_the_api),
+    cmocka_unit_test(list_pages_carry_holders),
+    cmocka_unit_test(break_names_one_lease),
 };
 TEST_MAIN(tests)

@@ -109,11 +109,22 @@ test_help() {
     m --help
     expect_rc 0 "--help"
     for word in acquire renew release break status list watch run "Exit status:" MUTEXD_URL \
-        MUTEXD_TOKEN --ca-file --json "500ms, 15s, 2m"; do
+        MUTEXD_TOKEN --ca-file --json "500ms, 15s, 2m" "get is the" --limit --shared; do
         expect_out "$word" "--help names $word"
     done
     local cmd
-    for cmd in acquire renew release break status list watch run; do
+    for cmd in acquire run; do
+        m "$cmd" --help
+        expect_out "--limit N" "$cmd --help names --limit"
+        expect_out "--shared" "$cmd --help names --shared"
+    done
+    m run --help
+    expect_out "mutexctl run --limit 3 jobs/encoder -- ./encode.sh" "run --help's example"
+    m break --help
+    expect_out "--lease-id ID" "break --help names --lease-id"
+    m get --help
+    expect_out "holder: *owner=" "get --help shows a holder line"
+    for cmd in acquire renew release break status get list watch run; do
         m "$cmd" --help
         expect_rc 0 "$cmd --help"
         expect_out "^usage: mutexctl $cmd" "$cmd --help"
@@ -168,6 +179,28 @@ test_usage_errors() {
     expect_err "invalid_ttl, field ttl_ms, HTTP 400" "TTL under the server's minimum"
     m acquire r --metadata '[1]'
     expect_rc 2 "metadata that is not an object"
+    # --limit and --shared are checked before anything is sent.
+    local cmd rest
+    for cmd in acquire run; do
+        rest=()
+        [ "$cmd" = run ] && rest=(-- touch "$tmp/ran")
+        m $cmd r --limit 0 "${rest[@]}"
+        expect_rc 2 "$cmd --limit 0"
+        expect_err "limit must be a whole number from 1 to 65536, not '0'" "$cmd --limit 0"
+        m $cmd r --limit 65537 "${rest[@]}"
+        expect_rc 2 "$cmd --limit over 65536"
+        m $cmd r --limit three "${rest[@]}"
+        expect_rc 2 "$cmd --limit three"
+        m $cmd r --shared --limit 2 "${rest[@]}"
+        expect_rc 2 "$cmd --shared --limit 2"
+        expect_err "does not go with --limit 2" "$cmd --shared --limit 2"
+        m $cmd r --shared=yes "${rest[@]}"
+        expect_rc 2 "$cmd --shared with a value"
+        expect_err "takes no value" "$cmd --shared with a value"
+    done
+    [ ! -e "$tmp/ran" ] || fail "a refused run must not start the command"
+    m status r
+    expect_out "^state: *free$" "refused acquires acquire nothing"
 }
 
 test_server_and_transport() {
@@ -312,6 +345,8 @@ test_break() {
 test_status() {
     m status never/used
     expect_rc 0 "status of a free resource"
+    expect_out "^holders: *0$" "a free resource has no holders"
+    expect_no_out "^holder:" "a free resource has no holder lines"
     expect_out "^resource: *never/used$" "status"
     expect_out "^state: *free$" "status free"
     expect_out "^index: *[0-9][0-9]*$" "status index"
@@ -328,6 +363,16 @@ test_status() {
     expect_out "^ttl_ms: *9000$" "status TTL"
     expect_out '^metadata: *{"k":"v"}$' "status metadata"
     expect_no_out "$id" "status never shows the lease id"
+    expect_out "^limit: *1$" "status limit"
+    expect_out "^holders: *1$" "status holders"
+    expect_out "^holder: *owner=me fencing_token=$token exclusive expires_in_ms=[0-9]*$" \
+        "status prints a line per holder"
+    m get held/one
+    expect_rc 0 "get"
+    expect_out "^holder: *owner=me fencing_token=$token exclusive" "get is status"
+    m acquire held/two --owner "two words"
+    m status held/two
+    expect_out '^holder: *owner="two words" fencing_token=' "an owner with blanks is quoted"
     m status held/one --json
     expect_out '^{"resource":"held/one","state":"held","index":[0-9]*,"holder":{"owner":"me",' \
         "status --json"
@@ -474,6 +519,135 @@ test_run_held_and_wait() {
     expect_out "^state: *free$" "run --wait releases"
     m run busy --wait 1s --server http://127.0.0.1:1 -- true
     expect_rc 3 "run with no server"
+}
+
+# ---- Semaphores and shared leases (a server that has them; exit 77, skipped, otherwise) ----
+
+need_semaphores() {
+    m acquire probe/semaphores --limit 1
+    if [ "$rc" -eq 2 ] && grep -q "unknown_field, field limit" "$tmp/err"; then
+        if [ "${MUTEXD_TEST_REQUIRE_SEMAPHORES:-}" = 1 ]; then
+            fail "the server has no semaphores"
+            return 0
+        fi
+        echo "SKIP: the server has no semaphores yet"
+        exit 77
+    fi
+    expect_rc 0 "acquire --limit 1"
+    m release probe/semaphores "$(field lease_id)"
+}
+
+test_semaphore_acquire_get_break() {
+    need_semaphores
+    local ids=() tokens=() i
+    for i in 1 2 3; do
+        m acquire jobs/encoder --limit 3 --owner "enc-$i" --ttl 10s
+        expect_rc 0 "acquire --limit 3 ($i)"
+        expect_out "^limit: *3$" "the lease says its limit"
+        expect_out "^shared: *false$" "a semaphore's lease is not shared"
+        ids+=("$(field lease_id)")
+        tokens+=("$(field fencing_token)")
+    done
+    m acquire jobs/encoder --limit 3 --owner enc-4
+    expect_rc 1 "acquire --limit 3 when three hold it"
+    expect_err "jobs/encoder is held by enc-1 (fencing token ${tokens[0]}," \
+        "held names the holder whose lease ends first"
+    m acquire jobs/encoder --limit 2
+    expect_rc 3 "acquire under another limit"
+    expect_err "under limit 3, not the limit asked for (limit_mismatch" "limit_mismatch says the limit"
+    m acquire jobs/encoder
+    expect_rc 3 "acquire without --limit on a semaphore"
+    m acquire jobs/encoder --limit 2 --json
+    expect_out '"code":"limit_mismatch".*"limit":3' "--json prints the API's error"
+
+    m get jobs/encoder
+    expect_rc 0 "get a semaphore"
+    expect_out "^limit: *3$" "get: the limit"
+    expect_out "^holders: *3$" "get: three holders"
+    [ "$(grep -c '^holder:' "$tmp/out")" -eq 3 ] || fail "get: one line per holder"
+    for i in 0 1 2; do
+        expect_out "^holder: *owner=enc-$((i + 1)) fencing_token=${tokens[$i]} exclusive expires_in_ms=[0-9]*$" \
+            "get: holder $((i + 1)), oldest first"
+        expect_no_out "${ids[$i]}" "get never shows a lease id"
+    done
+    m status jobs/encoder --json
+    expect_out '"holders":\[{"owner":"enc-1"' "status --json has the holders"
+
+    m break jobs/encoder --lease-id "${ids[1]}" --reason "stuck"
+    expect_rc 0 "break --lease-id"
+    expect_out "^broken jobs/encoder$" "break --lease-id"
+    m get jobs/encoder
+    expect_out "^holders: *2$" "one lease broken, two left"
+    expect_no_out "owner=enc-2 " "the broken lease is gone"
+    m renew jobs/encoder "${ids[1]}"
+    expect_rc 1 "renew a broken lease of a semaphore"
+    m renew jobs/encoder "${ids[0]}"
+    expect_rc 0 "the others keep theirs"
+    m break jobs/encoder --lease-id "${ids[1]}"
+    expect_rc 0 "break --lease-id of a lease that holds nothing"
+    expect_out "^jobs/encoder: lease ${ids[1]} was not held$" "break --lease-id, not held"
+    m break jobs/encoder --lease-id "${ids[1]}" --json
+    expect_out '^{"resource":"jobs/encoder","broken":false}$' "break --lease-id --json"
+    m break jobs/encoder
+    expect_out "^broken jobs/encoder$" "break without --lease-id ends them all"
+    m get jobs/encoder
+    expect_out "^state: *free$" "all broken"
+    expect_out "^holders: *0$" "all broken: no holders"
+}
+
+test_semaphore_shared() {
+    need_semaphores
+    m acquire cache --shared --owner reader-1
+    expect_rc 0 "acquire --shared"
+    expect_out "^shared: *true$" "a shared lease says so"
+    local r1
+    r1=$(field lease_id)
+    m acquire cache --shared --owner reader-2
+    expect_rc 0 "a second reader"
+    m acquire cache --owner writer
+    expect_rc 1 "a writer while readers hold it"
+    m get cache
+    expect_out "^holder: *owner=reader-1 fencing_token=[0-9]* shared expires_in_ms=" "get: reader 1"
+    expect_out "^holder: *owner=reader-2 fencing_token=[0-9]* shared expires_in_ms=" "get: reader 2"
+    # A reader runs alongside the others; a writer does not.
+    m run cache --shared -- touch "$tmp/read"
+    expect_rc 0 "run --shared while readers hold it"
+    [ -e "$tmp/read" ] || fail "run --shared runs the command"
+    m run cache -- touch "$tmp/wrote"
+    expect_rc 1 "run (a writer) while readers hold it"
+    [ ! -e "$tmp/wrote" ] || fail "a writer must not run while readers hold it"
+    m break cache --lease-id "$r1"
+    m break cache
+    m run cache -- touch "$tmp/wrote"
+    expect_rc 0 "the writer runs once the readers are gone"
+}
+
+# The worked example of docs/clients.md: at most three encoders at once.
+test_semaphore_run_limit() {
+    need_semaphores
+    local i pids=() running
+    for i in 1 2 3 4 5; do
+        # Each encoder marks itself running with a file of its own while it works, and
+        # writes down how many such files it saw.
+        "$M" run --limit 3 --wait 20s --ttl 2s jobs/encoder -- \
+            sh -c 'touch "$0/on.$$"; ls "$0" | grep -c "^on\." >>"$0/max"; sleep 0.7;
+                   ls "$0" | grep -c "^on\." >>"$0/max"; rm "$0/on.$$";
+                   echo "$MUTEXD_FENCING_TOKEN" >>"$0/done"' "$tmp" \
+            >"$tmp/run-$i.out" 2>&1 &
+        pids+=("$!")
+        bg_pids+=("$!")
+    done
+    for i in "${!pids[@]}"; do
+        wait "${pids[$i]}" || fail "run --limit 3 ($((i + 1))) exited $?: $(cat "$tmp/run-$((i + 1)).out")"
+    done
+    [ "$(wc -l <"$tmp/done")" -eq 5 ] || fail "every encoder ran once"
+    running=$(sort -n "$tmp/max" | tail -n 1)
+    [ "$running" -le 3 ] || fail "at most three encoders at once, saw $running"
+    [ "$running" -ge 2 ] || fail "encoders ran together, saw at most $running"
+    m get jobs/encoder
+    expect_out "^state: *free$" "run --limit releases its place"
+    m run jobs/encoder --limit 2 -- true
+    expect_rc 0 "a free semaphore takes a new limit"
 }
 
 # Several servers (--url, MUTEXD_URL, --server): a dead port before the real server, and a
