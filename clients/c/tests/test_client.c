@@ -4,10 +4,6 @@
  * (--min-ttl-ms 500) and exports MUTEXD_URL; the too_many_waiters case gets a server with
  * --max-waiters 1, the auth_ cases one with the tokens of tests/auth-tokens. The cases of
  * several servers put a dead port, or a fake_server.c that drops the answers, before it.
- *
- * The semaphore and shared-lease cases need a server that has them: against one that refuses
- * `limit` (400 unknown_field) they exit 77, which ctest reports as skipped, unless
- * MUTEXD_TEST_REQUIRE_SEMAPHORES=1 asks them to fail instead.
  */
 #include "testing.h"
 
@@ -789,33 +785,10 @@ static void an_acquire_whose_answer_was_lost_gets_the_same_lease(void **state)
 
 /* ---- Semaphores and shared leases ---------------------------------------------------------- */
 
-/* Exits 77 (skipped) when the server has no semaphores yet, unless they are required. */
-static void need_semaphores(mutexd_client *c)
-{
-    struct mutexd_acquire_options o = {.owner = "probe", .limit = 1};
-    struct mutexd_lease l = {0};
-    struct mutexd_error e = {0};
-    mutexd_result r = mutexd_acquire(c, "probe/semaphores", &o, &l, &e);
-    if (r == MUTEXD_ERR_API && e.status == 400 && e.code != NULL &&
-        strcmp(e.code, "unknown_field") == 0) {
-        const char *require = getenv("MUTEXD_TEST_REQUIRE_SEMAPHORES");
-        if (require != NULL && strcmp(require, "1") == 0)
-            fail_msg("the server has no semaphores (acquire with limit: unknown_field)");
-        printf("SKIP: the server has no semaphores yet (acquire with limit: unknown_field)\n");
-        mutexd_error_clear(&e);
-        mutexd_client_free(c);
-        exit(77);
-    }
-    assert_int_equal(r, MUTEXD_OK);
-    assert_int_equal(mutexd_release(c, "probe/semaphores", l.lease_id, NULL), MUTEXD_OK);
-    mutexd_lease_clear(&l);
-}
-
 static void semaphore_grants_up_to_its_limit(void **state)
 {
     (void)state;
     mutexd_client *c = connect_server();
-    need_semaphores(c);
     struct mutexd_lease l[4] = {{0}};
     struct mutexd_error e = {0};
     struct mutexd_acquire_options o = {.owner = "enc", .ttl_ms = 5000, .limit = 3};
@@ -898,7 +871,6 @@ static void shared_leases_hold_together_and_keep_a_writer_out(void **state)
 {
     (void)state;
     mutexd_client *c = connect_server();
-    need_semaphores(c);
     struct mutexd_lease r1 = {0}, r2 = {0}, w = {0};
     struct mutexd_error e = {0};
     struct mutexd_acquire_options reader = {.owner = "reader", .ttl_ms = 5000, .shared = 1};
@@ -947,7 +919,6 @@ static void break_of_one_lease_leaves_the_others(void **state)
 {
     (void)state;
     mutexd_client *c = connect_server();
-    need_semaphores(c);
     struct mutexd_lease a = {0}, b = {0};
     struct mutexd_acquire_options o = {.owner = "w", .limit = 2};
     assert_int_equal(mutexd_acquire(c, "pool", &o, &a, NULL), MUTEXD_OK);
@@ -981,7 +952,6 @@ static void a_retry_with_the_same_lease_id_must_name_the_same_limit(void **state
 {
     (void)state;
     mutexd_client *c = connect_server();
-    need_semaphores(c);
     char id[MUTEXD_LEASE_ID_LEN + 1];
     assert_int_equal(mutexd_new_lease_id(id), MUTEXD_OK);
     struct mutexd_lease l = {0}, again = {0};

@@ -291,7 +291,7 @@ test_renew() {
     expect_out '^metadata: *{"v":1}$' "renew keeps the metadata"
     m renew r "$id" --metadata '{"v":2}' --json
     expect_rc 0 "renew --json --metadata"
-    expect_out '^{"resource":"r","lease_id":"'"$id"'".*"ttl_ms":4000.*"metadata":{"v":2}}$' \
+    expect_out '^{"resource":"r","lease_id":"'"$id"'".*"ttl_ms":4000.*"metadata":{"v":2},"limit":1,"shared":false}$' \
         "renew --json prints the lease with the new metadata"
     m renew r 00000000-0000-4000-8000-000000000000
     expect_rc 1 "renew someone else's lease"
@@ -374,7 +374,7 @@ test_status() {
     m status held/two
     expect_out '^holder: *owner="two words" fencing_token=' "an owner with blanks is quoted"
     m status held/one --json
-    expect_out '^{"resource":"held/one","state":"held","index":[0-9]*,"holder":{"owner":"me",' \
+    expect_out '^{"resource":"held/one","state":"held","index":[0-9]*,"limit":1,"holder":{"owner":"me",' \
         "status --json"
     expect_no_out "$id" "status --json never shows the lease id"
 }
@@ -521,24 +521,10 @@ test_run_held_and_wait() {
     expect_rc 3 "run with no server"
 }
 
-# ---- Semaphores and shared leases (a server that has them; exit 77, skipped, otherwise) ----
+# ---- Semaphores and shared leases ----
 
-need_semaphores() {
-    m acquire probe/semaphores --limit 1
-    if [ "$rc" -eq 2 ] && grep -q "unknown_field, field limit" "$tmp/err"; then
-        if [ "${MUTEXD_TEST_REQUIRE_SEMAPHORES:-}" = 1 ]; then
-            fail "the server has no semaphores"
-            return 0
-        fi
-        echo "SKIP: the server has no semaphores yet"
-        exit 77
-    fi
-    expect_rc 0 "acquire --limit 1"
-    m release probe/semaphores "$(field lease_id)"
-}
 
 test_semaphore_acquire_get_break() {
-    need_semaphores
     local ids=() tokens=() i
     for i in 1 2 3; do
         m acquire jobs/encoder --limit 3 --owner "enc-$i" --ttl 10s
@@ -596,7 +582,6 @@ test_semaphore_acquire_get_break() {
 }
 
 test_semaphore_shared() {
-    need_semaphores
     m acquire cache --shared --owner reader-1
     expect_rc 0 "acquire --shared"
     expect_out "^shared: *true$" "a shared lease says so"
@@ -624,7 +609,6 @@ test_semaphore_shared() {
 
 # The worked example of docs/clients.md: at most three encoders at once.
 test_semaphore_run_limit() {
-    need_semaphores
     local i pids=() running
     for i in 1 2 3 4 5; do
         # Each encoder marks itself running with a file of its own while it works, and
