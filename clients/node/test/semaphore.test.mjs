@@ -1,6 +1,6 @@
-// Counting semaphores and shared leases (API.md, "Semaphores and shared leases") against a real
-// server: limit and shared on acquire and lock, the holders of a resource, 409 limit_mismatch,
-// and break of one lease by its id.
+// Counting semaphores and shared leases (docs/api.md, "Semaphores and shared leases") against
+// a real server: limit and shared on acquire and lock, the holders of a resource, 409
+// limit_mismatch, and break of one lease by its id.
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
