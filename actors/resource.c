@@ -8,11 +8,27 @@
 #include "actors/resource.h"
 
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/clock.h"
 #include "common/uuid.h"
+
+/* How long leases are held: 100 ms to a day; how long acquires wait: 1 ms to 5 minutes. */
+static const double held_bounds[] = {0.1, 0.5, 1, 5, 15, 30, 60, 300, 900, 3600, 14400, 86400};
+static const double wait_bounds[] = {0.001, 0.01, 0.05, 0.1, 0.5, 1, 5, 15, 60, 300};
+
+void res_domain_init(struct res_domain *d)
+{
+    prom_hist_init(&d->expiry_lateness, prom_latency_bounds, prom_latency_nbounds, 1e9);
+    for (int k = 0; k < RES_NKINDS; k++) {
+        prom_hist_init(&d->held_seconds[k], held_bounds, sizeof held_bounds / sizeof held_bounds[0],
+                       1e3);
+        prom_hist_init(&d->wait_seconds[k], wait_bounds, sizeof wait_bounds / sizeof wait_bounds[0],
+                       1e9);
+    }
+}
 
 /* ---- views and answers ----------------------------------------------------------- */
 
@@ -53,6 +69,17 @@ static void kind_metric(struct mx_buf *b, const char *name, const char *type, co
     }
 }
 
+static void kind_hist(struct mx_buf *b, const char *name, const char *help,
+                      const struct prom_hist *h)
+{
+    prom_header(b, name, "histogram", help);
+    for (int k = 0; k < RES_NKINDS; k++) {
+        char labels[32];
+        snprintf(labels, sizeof labels, "kind=\"%s\"", kind_names[k]);
+        prom_hist_write(b, name, labels, &h[k]);
+    }
+}
+
 void res_domain_metrics(struct res_domain *d, struct mx_buf *b)
 {
     prom_gauge(b, "mutexd_leases_held", "Leases in force.", atomic_load(&d->held));
@@ -76,6 +103,17 @@ void res_domain_metrics(struct res_domain *d, struct mx_buf *b)
                 "How long after its deadline each lease was expired (for a lease that ran out "
                 "while the server was down: after the restart).");
     prom_hist_write(b, "mutexd_expiry_lateness_seconds", "", &d->expiry_lateness);
+    prom_counter(b, "mutexd_renewals_lost_total",
+                 "Renewals that came too late: answered lease_lost (another lease took the "
+                 "place, or the lease was released or broken).",
+                 atomic_load(&d->renewals_lost));
+    kind_hist(b, "mutexd_lease_held_seconds",
+              "How long leases were held, from their grant to their release, break or expiry, "
+              "by kind.",
+              d->held_seconds);
+    kind_hist(b, "mutexd_acquire_wait_seconds",
+              "How long granted acquires waited in the queue (0 when granted at once), by kind.",
+              d->wait_seconds);
     prom_counter(b, "mutexd_conflicts_total", "Acquires answered lease_held at once.",
                  atomic_load(&d->conflicts));
     prom_counter(b, "mutexd_wait_timeouts_total", "Waiters whose wait_ms ran out.",
@@ -240,21 +278,47 @@ struct res_req *res_out_pop(struct res_out *out)
 
 /* ---- changes --------------------------------------------------------------------- */
 
-static void change(struct res *r, struct res_domain *d)
+/* One change of the resource: lease `l` was granted, renewed, released, broken or expired.
+ * It takes the next change index (recorded as an event when the domain keeps them). */
+static void change(struct res *r, struct res_domain *d, enum ev_type type,
+                   const struct store_lease *l, const struct res_now *now)
 {
-    uint64_t next = atomic_fetch_add(&d->last_index, 1) + 1;
-    if (next <= r->row.index) {
-        /* The domain's counter is behind this resource (it starts at the store's
-         * high-water mark, so this takes a restore or a bug): move it past, so the
-         * resource's index never goes backwards. */
-        uint64_t cur = atomic_load(&d->last_index);
-        while (cur <= r->row.index &&
-               !atomic_compare_exchange_weak(&d->last_index, &cur, r->row.index + 1))
-            ;
-        next = r->row.index + 1;
+    uint64_t next;
+    if (d->events) {
+        struct ev_event e = {.at_ms = now->wall_ms,
+                             .type = (uint8_t)type,
+                             .shared = l->shared,
+                             .limit = r->row.limit ? r->row.limit : 1,
+                             .token = l->token,
+                             .owner = l->owner,
+                             .name_len = (uint16_t)r->name_len};
+        if (r->name_len)
+            memcpy(e.name, r->name, r->name_len);
+        next = ev_record(d->events, r->row.index, &e);
+    } else {
+        next = atomic_fetch_add(&d->last_index, 1) + 1;
+        if (next <= r->row.index) {
+            /* The domain's counter is behind this resource (it starts at the store's
+             * high-water mark, so this takes a restore or a bug): move it past, so the
+             * resource's index never goes backwards. */
+            uint64_t cur = atomic_load(&d->last_index);
+            while (cur <= r->row.index &&
+                   !atomic_compare_exchange_weak(&d->last_index, &cur, r->row.index + 1))
+                ;
+            next = r->row.index + 1;
+        }
     }
     r->row.index = next;
     r->changed = true;
+}
+
+/* How long lease `l` was held, when it ends (released, broken or expired). */
+static void observe_held(struct res *r, struct res_domain *d, const struct store_lease *l,
+                         const struct res_now *now)
+{
+    int64_t ms = now->wall_ms - l->acquired_at_ms;
+    prom_hist_observe(&d->held_seconds[res_kind_of(r->row.limit, l->shared)],
+                      ms > 0 ? (uint64_t)ms : 0);
 }
 
 static int find_lease(const struct res *r, const uint8_t id[16])
@@ -461,10 +525,13 @@ static void grant(struct res *r, struct res_domain *d, struct res_req *q, const 
     set_deadline(r, i, q->ttl_ms, now);
     set_held(r, d, i, true);
     take_places(r, d, r->row.limit == 1 && !q->shared);
-    change(r, d);
+    i = (uint32_t)find_lease(r, id);
+    change(r, d, EV_GRANTED, &r->row.leases[i], now);
+    prom_hist_observe(&d->wait_seconds[res_kind_of(r->row.limit, q->shared)],
+                      q->_queued_ns && now->mono_ns > q->_queued_ns ? now->mono_ns - q->_queued_ns
+                                                                    : 0);
     atomic_fetch_add(&d->grants, 1);
     atomic_fetch_add(&d->grants_kind[res_kind_of(r->row.limit, q->shared)], 1);
-    i = (uint32_t)find_lease(r, id);
     answer_lease(r, i, now, out, q);
 }
 
@@ -482,7 +549,7 @@ static void extend(struct res *r, struct res_domain *d, uint32_t i, struct res_r
         mx_str_unref(l->metadata);
         l->metadata = mx_str_ref(q->metadata);
     }
-    change(r, d);
+    change(r, d, EV_RENEWED, l, now);
     answer_lease(r, i, now, out, q);
 }
 
@@ -599,6 +666,7 @@ static void acquire(struct res *r, struct res_domain *d, struct res_req *q,
         answer(out, q, RES_ERR_TOO_MANY);
     } else {
         q->_deadline_ns = now->mono_ns + q->wait_ms * MX_NS_PER_MS;
+        q->_queued_ns = now->mono_ns;
         q->_watcher = false;
         q->status = RES_PENDING;
         q->_next = NULL;
@@ -619,6 +687,7 @@ static void renew(struct res *r, struct res_domain *d, struct res_req *q, const 
 {
     int i = q->has_lease_id ? find_lease(r, q->lease_id) : -1;
     if (i < 0) {
+        atomic_fetch_add(&d->renewals_lost, 1); /* too late: another took its place */
         answer(out, q, RES_ERR_LOST);
         return;
     }
@@ -634,33 +703,39 @@ static void release(struct res *r, struct res_domain *d, struct res_req *q,
         answer(out, q, RES_ERR_LOST);
         return;
     }
+    if (r->row.leases[i].held)
+        observe_held(r, d, &r->row.leases[i], now);
+    change(r, d, EV_RELEASED, &r->row.leases[i], now);
     forget_lease(r, d, (uint32_t)i);
-    change(r, d);
     atomic_fetch_add(&d->releases, 1);
     answer_state(r, now, out, q, RES_OK_RELEASED);
     grant_next(r, d, now, out);
+}
+
+/* Ends lease i by a break (an event each, held or remembered). */
+static void break_one(struct res *r, struct res_domain *d, uint32_t i, const struct res_now *now)
+{
+    if (r->row.leases[i].held)
+        observe_held(r, d, &r->row.leases[i], now);
+    change(r, d, EV_BROKEN, &r->row.leases[i], now);
+    forget_lease(r, d, i);
 }
 
 static void break_lease(struct res *r, struct res_domain *d, struct res_req *q,
                         const struct res_now *now, struct res_out *out)
 {
     uint32_t broken = 0;
-    bool any = false;
     if (q->has_lease_id) {
         int i = find_lease(r, q->lease_id);
         if (i >= 0) {
             broken = r->row.leases[i].held;
-            forget_lease(r, d, (uint32_t)i);
-            any = true;
+            break_one(r, d, (uint32_t)i, now);
         }
     } else {
         broken = r->nheld;
-        any = r->row.nleases > 0;
         while (r->row.nleases)
-            forget_lease(r, d, 0);
+            break_one(r, d, 0, now);
     }
-    if (any)
-        change(r, d);
     atomic_fetch_add(&d->breaks, broken);
     answer_state(r, now, out, q, RES_OK_BROKEN);
     q->view.broken = broken > 0;
@@ -806,7 +881,6 @@ struct store_rec *res_take_rec(struct res *r, const char *name, size_t len)
 void res_tick(struct res *r, struct res_domain *d, const struct res_now *now, struct res_out *out)
 {
     uint64_t index = r->row.index;
-    bool expired = false;
     for (uint32_t i = 0; i < r->row.nleases; i++) {
         if (!r->row.leases[i].held || r->slot[i].deadline_ns > now->mono_ns)
             continue;
@@ -814,10 +888,9 @@ void res_tick(struct res *r, struct res_domain *d, const struct res_now *now, st
         r->slot[i].dirty = true;
         atomic_fetch_add(&d->expiries, 1);
         prom_hist_observe(&d->expiry_lateness, now->mono_ns - r->slot[i].deadline_ns);
-        expired = true;
+        observe_held(r, d, &r->row.leases[i], now);
+        change(r, d, EV_EXPIRED, &r->row.leases[i], now);
     }
-    if (expired)
-        change(r, d);
     grant_next(r, d, now, out);
     bool timed_out = false;
     for (struct res_req *q = r->waiters, *next; q; q = next) {

@@ -28,6 +28,7 @@
 #include <stdint.h>
 
 #include "common/prom.h"
+#include "actors/events.h"
 #include "common/str.h"
 #include "persistence/store.h"
 
@@ -59,6 +60,13 @@ struct res_domain {
     _Atomic uint64_t grants, renewals, releases, breaks, expiries, conflicts, timeouts;
     _Atomic int64_t held_kind[RES_NKINDS], waiters_kind[RES_NKINDS];
     _Atomic uint64_t grants_kind[RES_NKINDS];
+    _Atomic uint64_t renewals_lost;            /* renewals answered lease_lost */
+    struct prom_hist held_seconds[RES_NKINDS]; /* how long leases were held */
+    struct prom_hist wait_seconds[RES_NKINDS]; /* how long granted acquires waited */
+    /* The change index and the recent events (NULL: the index is last_index alone, as in
+     * the unit tests). When set, it takes every index (ev_record) and last_index is its
+     * counter. */
+    struct ev_log *events;
     /* How late each lease was expired, in ns past its deadline (for a lease that ran out
      * while the server was down: past its loading). prom_hist_init() it before use. */
     struct prom_hist expiry_lateness;
@@ -134,8 +142,12 @@ struct res_req {
     /* private */
     struct res_req *_next, *_prev;
     uint64_t _deadline_ns;
+    uint64_t _queued_ns; /* mono: when it joined the queue (0: never waited) */
     bool _watcher;
 };
+
+/* Sets up the domain's histograms (the rest of a zeroed domain is ready). */
+void res_domain_init(struct res_domain *d);
 
 /* Appends the domain's lease metrics (Prometheus text) to `b`. Any thread. */
 void res_domain_metrics(struct res_domain *d, struct mx_buf *b);
@@ -155,6 +167,8 @@ struct res_slot {
 };
 
 struct res {
+    const char *name; /* the resource's name, for its events (the caller's; may be NULL) */
+    size_t name_len;
     struct store_row row;  /* the durable shape: index, limit, leases in grant order */
     struct res_slot *slot; /* one per lease of the row */
     uint32_t cap;          /* room in row.leases and slot */

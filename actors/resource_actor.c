@@ -165,6 +165,7 @@ static void ra_activate(struct rt_actor *self, void *state)
     (void)self;
     struct ra_state *st = state;
     res_init(&st->res, 0);
+    st->res.name = rt_name(self, &st->res.name_len); /* stable while the actor lives */
     rt_timer_init(&st->timer, MSG_TIMER);
     st->alarm_at = 0; /* unknown (a rested lease has one): the first turn sets or cancels it */
 }

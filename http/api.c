@@ -25,7 +25,8 @@ static const char *const route_names[ROUTE_COUNT] = {
     [ROUTE_NONE] = "other",      [ROUTE_ACQUIRE] = "acquire", [ROUTE_RENEW] = "renew",
     [ROUTE_RELEASE] = "release", [ROUTE_BREAK] = "break",     [ROUTE_GET] = "get",
     [ROUTE_LIST] = "list",       [ROUTE_HEALTHZ] = "healthz", [ROUTE_READYZ] = "readyz",
-    [ROUTE_METRICS] = "metrics", [ROUTE_SERVERS] = "servers",
+    [ROUTE_METRICS] = "metrics", [ROUTE_SERVERS] = "servers", [ROUTE_EVENTS] = "events",
+    [ROUTE_WHOAMI] = "whoami",
 };
 
 const char *api_route_name(enum api_route r)
@@ -130,10 +131,11 @@ bool api_route(const char *method, const char *path, enum api_route *route, cons
         *route = path[1] == 'h' ? ROUTE_HEALTHZ : path[1] == 'r' ? ROUTE_READYZ : ROUTE_METRICS;
         return true;
     }
-    if (strcmp(path, "/v1/servers") == 0) {
+    if (strcmp(path, "/v1/servers") == 0 || strcmp(path, "/v1/events") == 0 ||
+        strcmp(path, "/v1/whoami") == 0) {
         if (!is_get(method))
             return not_allowed(e, "GET, HEAD");
-        *route = ROUTE_SERVERS;
+        *route = path[4] == 's' ? ROUTE_SERVERS : path[4] == 'e' ? ROUTE_EVENTS : ROUTE_WHOAMI;
         return true;
     }
     if (strncmp(path, prefix, plen) != 0 || (path[plen] != '\0' && path[plen] != '/'))
@@ -587,7 +589,16 @@ bool api_query_param(enum api_route route, struct api_query *q, const char *key,
     /* Values are parsed aside and stored only when valid: a refused parameter leaves the
      * query as it was. */
     uint64_t v;
-    if (route == ROUTE_GET && strcmp(key, "index") == 0) {
+    bool watch = route == ROUTE_GET || route == ROUTE_LIST;
+    if (route == ROUTE_EVENTS && strcmp(key, "after") == 0) {
+        if (!parse_u64(value, &v))
+            return api_fail(e, 400, "invalid_field", "after",
+                            "after must be a whole number, as returned in next");
+        q->index = v;
+        q->has_index = true;
+        return true;
+    }
+    if (watch && strcmp(key, "index") == 0) {
         if (!parse_u64(value, &v))
             return api_fail(e, 400, "invalid_field", "index",
                             "index must be a whole number, as returned by GET");
@@ -595,7 +606,7 @@ bool api_query_param(enum api_route route, struct api_query *q, const char *key,
         q->has_index = true;
         return true;
     }
-    if (route == ROUTE_GET && strcmp(key, "wait_ms") == 0) {
+    if ((watch || route == ROUTE_EVENTS) && strcmp(key, "wait_ms") == 0) {
         if (!parse_u64(value, &v) || v > lim->max_wait_ms)
             return api_fail(e, 400, "invalid_wait", "wait_ms",
                             "wait_ms must be a whole number of milliseconds from 0 to %" PRIu64,
@@ -604,7 +615,7 @@ bool api_query_param(enum api_route route, struct api_query *q, const char *key,
         q->has_wait = true;
         return true;
     }
-    if (route == ROUTE_LIST && strcmp(key, "prefix") == 0) {
+    if ((route == ROUTE_LIST || route == ROUTE_EVENTS) && strcmp(key, "prefix") == 0) {
         if (!value || strlen(value) > MX_NAME_MAX)
             return api_fail(e, 400, "invalid_field", "prefix", "prefix must be at most %d bytes",
                             MX_NAME_MAX);
@@ -618,7 +629,7 @@ bool api_query_param(enum api_route route, struct api_query *q, const char *key,
         q->cursor = value;
         return true;
     }
-    if (route == ROUTE_LIST && strcmp(key, "limit") == 0) {
+    if ((route == ROUTE_LIST || route == ROUTE_EVENTS) && strcmp(key, "limit") == 0) {
         if (!parse_u64(value, &v) || v < 1 || v > API_MAX_LIMIT)
             return api_fail(e, 400, "invalid_field", "limit",
                             "limit must be a whole number from 1 to %d", API_MAX_LIMIT);
@@ -631,6 +642,13 @@ bool api_query_param(enum api_route route, struct api_query *q, const char *key,
     return false;
 }
 
+uint64_t api_query_wait(const struct api_query *q, const struct res_limits *lim)
+{
+    /* With an index and no wait_ms, a watch waits as long as it may (as Consul's blocking
+     * queries do); without an index there is nothing to wait for. */
+    return q->has_index ? (q->has_wait ? q->wait_ms : lim->max_wait_ms) : 0;
+}
+
 void api_query_finish(enum api_route route, const struct api_query *q, const struct res_limits *lim,
                       struct res_req *rq)
 {
@@ -638,7 +656,5 @@ void api_query_finish(enum api_route route, const struct api_query *q, const str
     rq->op = RES_GET;
     rq->has_index = q->has_index;
     rq->index = q->index;
-    /* With an index and no wait_ms, a watch waits as long as it may (as Consul's blocking
-     * queries do); without an index there is nothing to wait for. */
-    rq->wait_ms = q->has_index ? (q->has_wait ? q->wait_ms : lim->max_wait_ms) : 0;
+    rq->wait_ms = api_query_wait(q, lim);
 }

@@ -32,6 +32,8 @@ enum api_route {
     ROUTE_READYZ,
     ROUTE_METRICS,
     ROUTE_SERVERS, /* GET /v1/servers: the server group, answered by every server itself */
+    ROUTE_EVENTS,  /* GET /v1/events: the recent changes */
+    ROUTE_WHOAMI,  /* GET /v1/whoami: the token's name and scopes, answered by every server */
     ROUTE_COUNT
 };
 
@@ -82,10 +84,10 @@ bool api_decode_body(enum api_route route, const char *body, size_t len,
 
 /* Query parameters, one at a time; then api_query_finish(). */
 struct api_query {
-    /* resource GET */
+    /* resource GET, list watch, events (index: `after` for events) */
     bool has_index, has_wait;
     uint64_t index, wait_ms;
-    /* list */
+    /* list, events */
     const char *prefix, *cursor;
     bool has_limit;
     uint64_t limit;
@@ -93,6 +95,9 @@ struct api_query {
 
 bool api_query_param(enum api_route route, struct api_query *q, const char *key, const char *value,
                      const struct res_limits *lim, struct api_error *e);
+/* How long a watch waits: wait_ms, or without it --max-wait-ms when an index is given. An
+ * events request waits only when asked (the caller checks has_wait). */
+uint64_t api_query_wait(const struct api_query *q, const struct res_limits *lim);
 /* Applies defaults and fills `rq` for a GET. */
 void api_query_finish(enum api_route route, const struct api_query *q, const struct res_limits *lim,
                       struct res_req *rq);

@@ -281,6 +281,7 @@ int auth_check(struct auth *a, const char *authorization, unsigned scope, struct
         if ((has & AUTH_READ) && match->prefix[0] == '\0')
             has |= AUTH_METRICS;
         rc = (has & scope) == scope ? 0 : 403;
+        grant->scopes = match->scopes;
         snprintf(grant->name, sizeof grant->name, "%s", match->name);
         snprintf(grant->prefix, sizeof grant->prefix, "%s", match->prefix);
     }

@@ -48,6 +48,7 @@ void auth_free(struct auth *a);
 
 struct auth_grant {
     char name[64];                /* the token's name in the file, for logs */
+    unsigned scopes;              /* its scopes in the file (enum auth_scope bits) */
     char prefix[MX_NAME_MAX + 1]; /* "" when not limited */
 };
 

@@ -4,6 +4,8 @@
  */
 #include "http/render.h"
 
+#include "http/auth.h"
+
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -195,9 +197,11 @@ void render_answer(const char *name, size_t len, const struct res_req *rq, struc
     out->body = mx_json_print(o);
 }
 
-void render_list(const struct ra_list *l, const char *next_cursor, struct render *out)
+void render_list(const struct ra_list *l, const char *next_cursor, uint64_t index,
+                 struct render *out)
 {
     cJSON *o = cJSON_CreateObject();
+    mx_json_add_u64(o, "index", index);
     cJSON *arr = cJSON_AddArrayToObject(o, "resources");
     for (size_t i = 0; i < l->n; i++) {
         const struct ra_list_item *it = &l->items[i];
@@ -239,4 +243,52 @@ void render_status(int status, const char *word, const char *reason, const char 
         out->body[n + d + 1] = '\0';
     }
     cJSON_free(text);
+}
+
+void render_events(const struct ev_event *ev, size_t n, uint64_t next, bool truncated,
+                   struct render *out)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON *arr = cJSON_AddArrayToObject(o, "events");
+    for (size_t i = 0; i < n; i++) {
+        const struct ev_event *e = &ev[i];
+        cJSON *j = cJSON_CreateObject();
+        mx_json_add_u64(j, "index", e->index);
+        add_time(j, "at", e->at_ms);
+        mx_json_add_name(j, "resource", e->name, e->name_len);
+        cJSON_AddStringToObject(j, "type", ev_type_name((enum ev_type)e->type));
+        cJSON_AddStringToObject(j, "owner", e->owner ? e->owner->s : "");
+        mx_json_add_u64(j, "fencing_token", e->token);
+        cJSON_AddBoolToObject(j, "shared", e->shared);
+        mx_json_add_u64(j, "limit", e->limit ? e->limit : 1);
+        cJSON_AddItemToArray(arr, j);
+    }
+    mx_json_add_u64(o, "next", next);
+    cJSON_AddBoolToObject(o, "truncated", truncated);
+    out->status = 200;
+    out->retry_after_s = 0;
+    out->body = mx_json_print(o);
+}
+
+void render_whoami(const char *name, unsigned scopes, struct render *out)
+{
+    static const struct {
+        unsigned bit;
+        const char *word;
+    } all[] = {{AUTH_READ, "read"},
+               {AUTH_WRITE, "write"},
+               {AUTH_ADMIN, "admin"},
+               {AUTH_METRICS, "metrics"}};
+    cJSON *o = cJSON_CreateObject();
+    if (name)
+        cJSON_AddStringToObject(o, "name", name);
+    else
+        cJSON_AddNullToObject(o, "name");
+    cJSON *arr = cJSON_AddArrayToObject(o, "scopes");
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (scopes & all[i].bit)
+            cJSON_AddItemToArray(arr, cJSON_CreateString(all[i].word));
+    out->status = 200;
+    out->retry_after_s = 0;
+    out->body = mx_json_print(o);
 }

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "actors/resource.h"
+#include "actors/events.h"
 #include "actors/resource_actor.h"
 #include "http/api.h"
 
@@ -30,7 +31,15 @@ void render_unavailable(const char *reason, uint32_t retry_after_s, struct rende
 void render_unavailable_message(const char *reason, const char *message, uint32_t retry_after_s,
                                 struct render *out);
 /* The list of held resources; `next_cursor` NULL for the last page. */
-void render_list(const struct ra_list *l, const char *next_cursor, struct render *out);
+/* A page of the list; `index`: the change index when it was read. */
+void render_list(const struct ra_list *l, const char *next_cursor, uint64_t index,
+                 struct render *out);
+/* GET /v1/events: `n` events (never a lease id), `next`, `truncated`. */
+void render_events(const struct ev_event *ev, size_t n, uint64_t next, bool truncated,
+                   struct render *out);
+/* GET /v1/whoami: the token's name (NULL: authorization off) and its scopes (enum
+ * auth_scope bits). */
+void render_whoami(const char *name, unsigned scopes, struct render *out);
 /* {"status": "...", "reason": "...", <details>} for /healthz and /readyz (reason may be
  * NULL; details: NULL or JSON object members, as `"k":v,...`). */
 void render_status(int status, const char *word, const char *reason, const char *details,

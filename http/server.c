@@ -125,6 +125,14 @@ struct hreq {
     size_t body_len, body_cap;
     char small[512];
     struct ra_list *list;
+    uint64_t list_index;    /* the change index when the list was read */
+    struct api_query query; /* a GET's query (its strings are the connection's) */
+    /* A list watch or an events request held until a change (actors/events.h): `evw` is
+     * the log's from ev_wait_add() until its `done` or ev_wait_cancel(); `ev_held` is set
+     * before ev_wait_add() and cleared by the handler once resumed; `ev_gone` by the
+     * hang-up watcher when it took the wait back. */
+    struct ev_wait evw;
+    bool ev_held, ev_gone;
     char name[MX_NAME_MAX + 1];
     size_t name_len;
     char rid[72];
@@ -295,10 +303,16 @@ static void on_hangup(void *ctx, uint64_t id, void *arg)
     struct http *h = ctx;
     struct hreq *q = arg;
     /* q->watched stays: unwatching an id the watcher dropped already is harmless. */
-    if (q->forwarding)
+    if (q->forwarding) {
         fwd_cancel(h->fwd, &q->fwd); /* the transfer is closed: the active drops its waiter */
-    else
+    } else if (q->ev_held) {
+        if (ev_wait_cancel(h->cfg.events, &q->evw)) {
+            q->ev_gone = true;
+            MHD_resume_connection(q->conn);
+        }
+    } else {
         ra_send_drop(h->cfg.rt, q->name, q->name_len, id);
+    }
 }
 
 /* The forwarder's thread: the answer (or the refusal) is in q->fwd. */
@@ -308,6 +322,19 @@ static void on_forwarded(struct fwd_req *r)
     if (q->watched) {
         /* Before the connection may close; it also waits out an on_hangup() under way,
          * which may still be cancelling this request. */
+        hangup_unwatch(q->h->hangup, q->id);
+        q->watched = false;
+    }
+    MHD_resume_connection(q->conn);
+}
+
+/* The log's timer thread, or a changing thread: a change under the prefix, or the
+ * deadline. */
+static void on_ev_done(struct ev_wait *w, bool changed)
+{
+    (void)changed; /* either way the answer is read afresh */
+    struct hreq *q = container_of(w, struct hreq, evw);
+    if (q->watched) {
         hangup_unwatch(q->h->hangup, q->id);
         q->watched = false;
     }
@@ -359,11 +386,27 @@ static enum MHD_Result answer_forwarded(struct hreq *q)
     return MHD_NO;
 }
 
+static enum MHD_Result start_list(struct hreq *q);
+static enum MHD_Result answer_events(struct hreq *q);
+
 static enum MHD_Result answer_resumed(struct hreq *q)
 {
     uncount(q);
     if (q->forwarding)
         return answer_forwarded(q);
+    if (q->ev_held) {
+        q->ev_held = false;
+        if (q->ev_gone) {
+            q->status = 499; /* nobody to answer: close */
+            q->phase = PH_DONE;
+            return MHD_NO;
+        }
+        if (atomic_load(&q->h->draining)) {
+            q->close = true;
+            return send_unavailable(q, "shutting down");
+        }
+        return q->route == ROUTE_EVENTS ? answer_events(q) : start_list(q);
+    }
     struct render rd;
     if (q->list) {
         struct ra_list *l = q->list;
@@ -373,7 +416,7 @@ static enum MHD_Result answer_resumed(struct hreq *q)
         if (failed)
             return send_unavailable(q, l->store_error ? "the store could not be read"
                                                       : "a resource could not be read");
-        render_list(l, l->full && l->n ? l->items[l->n - 1].name : NULL, &rd);
+        render_list(l, l->full && l->n ? l->items[l->n - 1].name : NULL, q->list_index, &rd);
         return send_render(q, &rd, NULL);
     }
     if (q->ra.rq.status == RES_GONE) {
@@ -463,52 +506,82 @@ static enum MHD_Result serve_request(struct hreq *q)
     }
 
     struct query_ctx qc = {.q = q, .ok = true};
-    if (q->route == ROUTE_GET || q->route == ROUTE_LIST || q->route == ROUTE_SERVERS) {
+    bool get = q->route == ROUTE_GET || q->route == ROUTE_LIST || q->route == ROUTE_SERVERS ||
+               q->route == ROUTE_EVENTS || q->route == ROUTE_WHOAMI;
+    if (get) {
         MHD_get_connection_values(q->conn, MHD_GET_ARGUMENT_KIND, query_param, &qc);
         if (!qc.ok)
             return send_error(q, &q->err);
+        q->query = qc.query;
     } else if (!api_decode_body(q->route, q->body, q->body_len, h->cfg.lim, &q->ra.rq, q->reason,
                                 sizeof q->reason, &q->err)) {
         return send_error(q, &q->err);
     }
     if (q->route == ROUTE_SERVERS)
         return serve_servers(q); /* every role answers it itself */
+    if (q->route == ROUTE_WHOAMI) {
+        struct render rd; /* every role answers it itself */
+        render_whoami(h->cfg.auth ? q->grant.name : NULL,
+                      h->cfg.auth ? q->grant.scopes
+                                  : AUTH_READ | AUTH_WRITE | AUTH_ADMIN | AUTH_METRICS,
+                      &rd);
+        return send_render(q, &rd, NULL);
+    }
     if (q->route == ROUTE_GET)
         api_query_finish(q->route, &qc.query, h->cfg.lim, &q->ra.rq);
 
-    if (q->route == ROUTE_LIST) {
+    if (q->route == ROUTE_LIST || q->route == ROUTE_EVENTS) {
         const char *prefix = qc.query.prefix ? qc.query.prefix : "";
         if (h->cfg.auth && !auth_prefix_allows(&q->grant, prefix, strlen(prefix))) {
             api_fail(&q->err, 403, "forbidden", NULL,
-                     "the token '%s' is limited to resources under '%s': list with that prefix",
-                     q->grant.name, q->grant.prefix);
+                     "the token '%s' is limited to resources under '%s': %s with that prefix",
+                     q->grant.name, q->grant.prefix,
+                     q->route == ROUTE_LIST ? "list" : "read the events");
             return send_error(q, &q->err);
         }
     }
+    uint64_t held_ms = 0; /* how long a list watch or an events request may be held */
+    if (q->route == ROUTE_LIST)
+        held_ms = api_query_wait(&qc.query, h->cfg.lim);
+    else if (q->route == ROUTE_EVENTS && qc.query.has_wait)
+        held_ms = qc.query.wait_ms;
     /* Every check of this server passed: a standby hands it on, a fenced server refuses. */
     enum http_role role = q->here ? HTTP_ROLE_SERVE : fwd_role(h->fwd);
     if (role == HTTP_ROLE_FENCED)
         return send_group_unavailable(q, FWD_FENCED);
     if (role != HTTP_ROLE_SERVE)
-        return forward(q, q->ra.rq.wait_ms);
+        return forward(q, q->ra.rq.wait_ms > held_ms ? q->ra.rq.wait_ms : held_ms);
     uint64_t until = atomic_load_explicit(&h->serve_until_ns, memory_order_relaxed);
     if (until && mx_mono_ns() > until)
         return send_group_unavailable(q, HTTP_UNCONFIRMED);
 
-    if (q->route == ROUTE_LIST) {
-        int limit = qc.query.has_limit ? (int)qc.query.limit : API_DEFAULT_LIMIT;
+    if ((q->route == ROUTE_LIST || q->route == ROUTE_EVENTS) && held_ms > 0 && h->cfg.events) {
+        /* Held until a change under the prefix after the index given, or held_ms. */
+        const char *prefix = qc.query.prefix ? qc.query.prefix : "";
+        q->evw = (struct ev_wait){.prefix_len = strlen(prefix),
+                                  .after = qc.query.index,
+                                  .deadline_ns = mx_mono_ns() + held_ms * MX_NS_PER_MS,
+                                  .done = on_ev_done};
+        memcpy(q->evw.prefix, prefix, q->evw.prefix_len);
         q->phase = PH_WAIT;
+        q->ev_held = true;
         suspend(q);
-        q->list = ra_list_start(h->cfg.rt, h->cfg.store, qc.query.prefix, qc.query.cursor, limit,
-                                on_list_done, q);
-        if (!q->list) {
-            /* Not started: answer out of memory through the resumed path. */
-            q->ra.rq.status = RES_ERR_UNAVAILABLE;
-            q->ra.rq.reason = "out of memory";
+        if (hangup_watch(h->hangup, q->fd, q->id, q) == 0)
+            q->watched = true;
+        if (!ev_wait_add(h->cfg.events, &q->evw)) {
+            /* A change is known already: answer now, through the resumed path. */
+            if (q->watched) {
+                hangup_unwatch(h->hangup, q->id);
+                q->watched = false;
+            }
             MHD_resume_connection(q->conn);
         }
         return MHD_YES;
     }
+    if (q->route == ROUTE_LIST)
+        return start_list(q);
+    if (q->route == ROUTE_EVENTS)
+        return answer_events(q);
     if (q->route == ROUTE_BREAK) {
         char reason[2 * API_MAX_REASON + 8]; /* the client's text, escaped: one log line */
         mx_info("break requested", "resource=%s reason=%s request_id=%s", q->name,
@@ -549,6 +622,48 @@ static enum MHD_Result serve_request(struct hreq *q)
     if (answer_suspended(&q->answer))
         MHD_resume_connection(q->conn); /* answered while suspending */
     return MHD_YES;
+}
+
+/* Reads a page of the list through the actors (the connection is suspended meanwhile). */
+static enum MHD_Result start_list(struct hreq *q)
+{
+    struct http *h = q->h;
+    int limit = q->query.has_limit ? (int)q->query.limit : API_DEFAULT_LIMIT;
+    q->list_index = h->cfg.events ? ev_last_index(h->cfg.events) : 0;
+    q->phase = PH_WAIT;
+    suspend(q);
+    q->list = ra_list_start(h->cfg.rt, h->cfg.store, q->query.prefix, q->query.cursor, limit,
+                            on_list_done, q);
+    if (!q->list) {
+        /* Not started: answer out of memory through the resumed path. */
+        q->ra.rq.status = RES_ERR_UNAVAILABLE;
+        q->ra.rq.reason = "out of memory";
+        MHD_resume_connection(q->conn);
+    }
+    return MHD_YES;
+}
+
+/* GET /v1/events, read now. */
+static enum MHD_Result answer_events(struct hreq *q)
+{
+    struct http *h = q->h;
+    size_t limit = q->query.has_limit ? (size_t)q->query.limit : API_DEFAULT_LIMIT;
+    const char *prefix = q->query.prefix ? q->query.prefix : "";
+    if (!h->cfg.events)
+        return send_unavailable(q, "events are not kept by this server");
+    struct ev_event *ev = calloc(limit, sizeof *ev);
+    if (!ev)
+        return send_unavailable(q, "out of memory");
+    uint64_t next = 0;
+    bool truncated = false;
+    size_t n = ev_read(h->cfg.events, q->query.index, prefix, strlen(prefix), ev, limit, &next,
+                       &truncated);
+    struct render rd;
+    render_events(ev, n, next, truncated, &rd);
+    for (size_t i = 0; i < n; i++)
+        ev_event_clear(&ev[i]);
+    free(ev);
+    return send_render(q, &rd, NULL);
 }
 
 /* GET /v1/servers: the group as the callback renders it. */
@@ -690,6 +805,7 @@ static unsigned route_scope(enum api_route r)
     case ROUTE_GET:
     case ROUTE_LIST:
     case ROUTE_SERVERS:
+    case ROUTE_EVENTS:
         return AUTH_READ;
     case ROUTE_METRICS:
         return AUTH_METRICS;
@@ -704,8 +820,8 @@ static void authorize(struct hreq *q)
 {
     struct http *h = q->h;
     unsigned scope = route_scope(q->route);
-    if (!h->cfg.auth || !scope)
-        return;
+    if (!h->cfg.auth || (!scope && q->route != ROUTE_WHOAMI))
+        return; /* whoami: any valid token, no scope */
     const char *hdr = MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, "Authorization");
     int rc = auth_check(h->cfg.auth, hdr, scope, &q->grant);
     if (rc == 401) {
@@ -1142,6 +1258,8 @@ void http_quiesce(struct http *h)
     /* Every request forwarded or held is answered 503 now: the active's waiters are dropped
      * as their transfers close, and nothing here waits for a server elsewhere. */
     fwd_stop(h->fwd);
+    if (h->cfg.events)
+        ev_flush(h->cfg.events); /* list watches and events requests: answered 503 */
     /* No MHD_quiesce_daemon(): it takes the listen socket out of the pool threads' epoll
      * sets from this thread, racing with those threads' own handling of it. Connections
      * still arrive until http_stop(); dispatch() answers them 503 with Connection: close. */

@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "actors/events.h"
 #include "actors/resource.h"
 #include "actors/runtime.h"
 #include "http/auth.h"
@@ -38,7 +39,8 @@ struct http_config {
     const char *allowed_hosts;   /* NULL: Host checked on a loopback listener only */
     struct rt *rt;
     struct store *store;
-    struct auth *auth; /* NULL: no authorization */
+    struct ev_log *events; /* the change index, the recent events and the waits for them */
+    struct auth *auth;     /* NULL: no authorization */
     const struct res_limits *lim;
     /* /readyz: true when ready, else false with a reason; may add JSON members to the
      * answer in `details` (as `"k":v,...`). Any thread. */

@@ -119,10 +119,12 @@ int start_core(struct server *s, char *err, size_t errlen, const char **failed)
         return -1;
     }
 
-    prom_hist_init(&s->domain.expiry_lateness, prom_latency_bounds, prom_latency_nbounds, 1e9);
+    res_domain_init(&s->domain);
+    if (s->domain.events)
+        ev_reset(s->domain.events); /* events start afresh with the state read now */
     atomic_init(&s->domain.last_token, store_token_hwm(s->store));
     uint64_t idx = store_index_hwm(s->store), floor = store_index_floor(s->store);
-    atomic_init(&s->domain.last_index, idx > floor ? idx : floor);
+    atomic_store(&s->domain.last_index, idx > floor ? idx : floor);
     s->actx = (struct ra_ctx){.domain = &s->domain, .store = s->store};
     if ((rc = open_mirror(s, err, errlen)) != 0) {
         *failed = "cannot start the blob mirror";

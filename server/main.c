@@ -74,7 +74,8 @@ static long server_parked(void *ctx)
 {
     struct server *s = ctx;
     return (long)(atomic_load_explicit(&s->domain.waiters, memory_order_relaxed) +
-                  atomic_load_explicit(&s->domain.watchers, memory_order_relaxed));
+                  atomic_load_explicit(&s->domain.watchers, memory_order_relaxed) +
+                  (s->domain.events ? ev_waiting(s->domain.events) : 0));
 }
 
 static void server_metrics(void *ctx, struct mx_buf *b)
@@ -193,6 +194,13 @@ int main(int argc, char **argv)
         .max_waiters = (uint32_t)s.opt.max_waiters,
         .max_holders = (uint32_t)s.opt.max_holders,
     };
+    /* The change index and the recent events, for the process's life: a new start of the
+     * core (a takeover) forgets the events, not the log. */
+    if (ev_open(&s.domain.events, (uint32_t)s.opt.event_history, &s.domain.last_index) != 0) {
+        failed = "cannot start the event log";
+        snprintf(err, sizeof err, "out of memory or threads");
+        goto fail;
+    }
     if (s.opt.ha ? group_open(&s, err, sizeof err, &failed) != 0
                  : start_core(&s, err, sizeof err, &failed) != 0)
         goto fail;
@@ -210,6 +218,7 @@ int main(int argc, char **argv)
         .allowed_hosts = s.opt.allowed_hosts,
         .rt = s.rt,
         .store = s.store,
+        .events = s.domain.events,
         .lim = &s.domain.lim,
         .ready = server_ready,
         .metrics = server_metrics,
@@ -268,6 +277,7 @@ int main(int argc, char **argv)
     close_core(&s);
     http_stop(s.http);
     group_close(&s);
+    ev_close(s.domain.events);
     auth_free(s.auth);
     if (fenced) {
         execv("/proc/self/exe", s.argv);
@@ -283,6 +293,7 @@ fail:;
     fprintf(stderr, "mutexd: %s\n", err);
     close_core(&s);
     group_close(&s);
+    ev_close(s.domain.events);
     auth_free(s.auth);
     return 1;
 }

@@ -58,6 +58,8 @@ static const struct def defs[] = {
      "acquire requests queued on one resource at most (and watchers at most)"},
     {"max-holders", "MUTEXD_MAX_HOLDERS", "N", T_U64, OFF(max_holders), "1024", 1, 65536,
      "leases holding one resource at once at most (a semaphore's limit, shared leases)"},
+    {"event-history", "MUTEXD_EVENT_HISTORY", "N", T_U64, OFF(event_history), "10000", 0, 100000,
+     "recent changes kept in memory for GET /v1/events (0: none)"},
     {"max-connections", "MUTEXD_MAX_CONNECTIONS", "N", T_U64, OFF(max_connections), "10000", 16,
      1000000, "open HTTP connections at most"},
     {"idle-timeout-ms", "MUTEXD_IDLE_TIMEOUT_MS", "MS", T_U64, OFF(idle_timeout_ms), "60000", 1000,

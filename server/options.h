@@ -18,7 +18,7 @@ struct options {
     const char *data_dir;
     uint64_t threads;
     uint64_t http_threads; /* computed: --threads when given, else one fewer than the cores */
-    uint64_t min_ttl_ms, max_ttl_ms, max_wait_ms, max_waiters, max_holders;
+    uint64_t min_ttl_ms, max_ttl_ms, max_wait_ms, max_waiters, max_holders, event_history;
     uint64_t max_connections, max_actors, idle_timeout_ms;
     const char *tls_cert, *tls_key;
     const char *tls_priorities;                  /* a GnuTLS priority string */

@@ -1,0 +1,312 @@
+/*
+ * The change index, the ring of recent events, and the waits (see events.h).
+ *
+ * One mutex guards the ring, the list of waits and the taking of an index. A change
+ * collects the waits it completes into a private list under the lock and calls them after
+ * it; the timer thread does the same for the waits whose deadline passed.
+ */
+#include "actors/events.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+
+struct ev_log {
+    pthread_mutex_t lock;
+    pthread_cond_t wake; /* the timer thread: a nearer deadline, or closing */
+    pthread_t timer;
+    bool timer_started, closing;
+    _Atomic uint64_t *counter;
+    struct ev_event *ring; /* capacity slots; the oldest at `head` */
+    uint32_t capacity, head, count;
+    uint64_t first_kept; /* the index of the oldest event kept (0: none ever kept) */
+    struct ev_wait *waits;
+    _Atomic size_t nwaits;
+};
+
+const char *ev_type_name(enum ev_type t)
+{
+    switch (t) {
+    case EV_GRANTED:
+        return "granted";
+    case EV_RENEWED:
+        return "renewed";
+    case EV_RELEASED:
+        return "released";
+    case EV_EXPIRED:
+        return "expired";
+    case EV_BROKEN:
+        return "broken";
+    }
+    return "changed";
+}
+
+void ev_event_clear(struct ev_event *e)
+{
+    mx_str_unref(e->owner);
+    e->owner = NULL;
+}
+
+static void unlink_wait(struct ev_log *log, struct ev_wait *w)
+{
+    if (w->_prev)
+        w->_prev->_next = w->_next;
+    else
+        log->waits = w->_next;
+    if (w->_next)
+        w->_next->_prev = w->_prev;
+    w->_next = w->_prev = NULL;
+    w->_queued = false;
+    atomic_fetch_sub(&log->nwaits, 1);
+}
+
+/* Calls each wait of a private list (linked through _next) without the lock. */
+static void complete(struct ev_wait *list, bool changed)
+{
+    while (list) {
+        struct ev_wait *w = list;
+        list = w->_next;
+        w->_next = NULL;
+        w->done(w, changed);
+    }
+}
+
+static void *timer_main(void *arg)
+{
+    struct ev_log *log = arg;
+    pthread_mutex_lock(&log->lock);
+    while (!log->closing) {
+        uint64_t now = mx_mono_ns(), next = UINT64_MAX;
+        struct ev_wait *due = NULL;
+        for (struct ev_wait *w = log->waits, *n; w; w = n) {
+            n = w->_next;
+            if (w->deadline_ns <= now) {
+                unlink_wait(log, w);
+                w->_next = due;
+                due = w;
+            } else if (w->deadline_ns < next) {
+                next = w->deadline_ns;
+            }
+        }
+        if (due) {
+            pthread_mutex_unlock(&log->lock);
+            complete(due, false);
+            pthread_mutex_lock(&log->lock);
+            continue;
+        }
+        if (next == UINT64_MAX)
+            pthread_cond_wait(&log->wake, &log->lock);
+        else
+            mx_cond_wait_until(&log->wake, &log->lock, next);
+    }
+    pthread_mutex_unlock(&log->lock);
+    return NULL;
+}
+
+int ev_open(struct ev_log **out, uint32_t capacity, _Atomic uint64_t *counter)
+{
+    struct ev_log *log = calloc(1, sizeof *log);
+    if (!log)
+        return -1;
+    log->counter = counter;
+    log->capacity = capacity;
+    if (capacity && !(log->ring = calloc(capacity, sizeof *log->ring))) {
+        free(log);
+        return -1;
+    }
+    pthread_mutex_init(&log->lock, NULL);
+    mx_cond_init_mono(&log->wake);
+    if (pthread_create(&log->timer, NULL, timer_main, log) != 0) {
+        ev_close(log);
+        return -1;
+    }
+    log->timer_started = true;
+    *out = log;
+    return 0;
+}
+
+/* Takes every wait off the list (lock held): a private list to complete. */
+static struct ev_wait *take_all(struct ev_log *log)
+{
+    struct ev_wait *all = NULL;
+    while (log->waits) {
+        struct ev_wait *w = log->waits;
+        unlink_wait(log, w);
+        w->_next = all;
+        all = w;
+    }
+    return all;
+}
+
+void ev_flush(struct ev_log *log)
+{
+    pthread_mutex_lock(&log->lock);
+    struct ev_wait *all = take_all(log);
+    pthread_mutex_unlock(&log->lock);
+    complete(all, false);
+}
+
+void ev_reset(struct ev_log *log)
+{
+    pthread_mutex_lock(&log->lock);
+    for (uint32_t i = 0; i < log->count; i++)
+        ev_event_clear(&log->ring[(log->head + i) % log->capacity]);
+    log->head = log->count = 0;
+    log->first_kept = 0;
+    pthread_mutex_unlock(&log->lock);
+}
+
+void ev_close(struct ev_log *log)
+{
+    if (!log)
+        return;
+    pthread_mutex_lock(&log->lock);
+    log->closing = true;
+    struct ev_wait *all = take_all(log);
+    pthread_cond_signal(&log->wake);
+    pthread_mutex_unlock(&log->lock);
+    complete(all, false);
+    if (log->timer_started)
+        pthread_join(log->timer, NULL);
+    for (uint32_t i = 0; i < log->count; i++)
+        ev_event_clear(&log->ring[(log->head + i) % log->capacity]);
+    free(log->ring);
+    pthread_cond_destroy(&log->wake);
+    pthread_mutex_destroy(&log->lock);
+    free(log);
+}
+
+static bool under(const char *name, size_t len, const char *prefix, size_t prefix_len)
+{
+    return len >= prefix_len && memcmp(name, prefix, prefix_len) == 0;
+}
+
+uint64_t ev_record(struct ev_log *log, uint64_t floor, const struct ev_event *e)
+{
+    pthread_mutex_lock(&log->lock);
+    uint64_t index = atomic_load(log->counter) + 1;
+    if (index <= floor)
+        index = floor + 1; /* the counter is behind this resource (a restore): move past */
+    atomic_store(log->counter, index);
+    if (log->capacity) {
+        struct ev_event *slot;
+        if (log->count == log->capacity) {
+            slot = &log->ring[log->head];
+            ev_event_clear(slot);
+            log->head = (log->head + 1) % log->capacity;
+            log->count--;
+        } else {
+            slot = &log->ring[(log->head + log->count) % log->capacity];
+        }
+        *slot = *e;
+        slot->index = index;
+        mx_str_ref(slot->owner);
+        log->count++;
+        log->first_kept = log->ring[log->head].index;
+    }
+    struct ev_wait *woken = NULL;
+    for (struct ev_wait *w = log->waits, *n; w; w = n) {
+        n = w->_next;
+        if (w->after < index && under(e->name, e->name_len, w->prefix, w->prefix_len)) {
+            unlink_wait(log, w);
+            w->_next = woken;
+            woken = w;
+        }
+    }
+    pthread_mutex_unlock(&log->lock);
+    complete(woken, true);
+    return index;
+}
+
+uint64_t ev_last_index(struct ev_log *log)
+{
+    return atomic_load(log->counter);
+}
+
+/* Whether every event after `after` is in the ring (lock held). */
+static bool kept_after(const struct ev_log *log, uint64_t after)
+{
+    uint64_t last = atomic_load(log->counter);
+    if (after >= last)
+        return true; /* nothing after it yet */
+    if (!log->count)
+        return false;
+    return after + 1 >= log->first_kept;
+}
+
+size_t ev_read(struct ev_log *log, uint64_t after, const char *prefix, size_t prefix_len,
+               struct ev_event *out, size_t limit, uint64_t *next, bool *truncated)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&log->lock);
+    *truncated = !kept_after(log, after);
+    *next = after;
+    for (uint32_t i = 0; i < log->count && n < limit; i++) {
+        const struct ev_event *e = &log->ring[(log->head + i) % log->capacity];
+        if (e->index <= after)
+            continue;
+        *next = e->index;
+        if (!under(e->name, e->name_len, prefix, prefix_len))
+            continue;
+        out[n] = *e;
+        mx_str_ref(out[n].owner);
+        n++;
+    }
+    /* Nothing more under the prefix in what is kept: skip ahead to the last index taken,
+     * so that the next read does not look at the same events again. */
+    if (n < limit) {
+        uint64_t last = atomic_load(log->counter);
+        if (last > *next)
+            *next = last;
+    }
+    pthread_mutex_unlock(&log->lock);
+    return n;
+}
+
+bool ev_wait_add(struct ev_log *log, struct ev_wait *w)
+{
+    pthread_mutex_lock(&log->lock);
+    bool queue = true;
+    if (!kept_after(log, w->after)) {
+        queue = false; /* what happened after it is not known: answer at once */
+    } else {
+        for (uint32_t i = 0; i < log->count; i++) {
+            const struct ev_event *e = &log->ring[(log->head + i) % log->capacity];
+            if (e->index > w->after && under(e->name, e->name_len, w->prefix, w->prefix_len)) {
+                queue = false;
+                break;
+            }
+        }
+    }
+    if (queue && !log->closing) {
+        w->_prev = NULL;
+        w->_next = log->waits;
+        if (log->waits)
+            log->waits->_prev = w;
+        log->waits = w;
+        w->_queued = true;
+        atomic_fetch_add(&log->nwaits, 1);
+        pthread_cond_signal(&log->wake); /* its deadline may be the nearest */
+    } else {
+        queue = false;
+    }
+    pthread_mutex_unlock(&log->lock);
+    return queue;
+}
+
+bool ev_wait_cancel(struct ev_log *log, struct ev_wait *w)
+{
+    pthread_mutex_lock(&log->lock);
+    bool taken = w->_queued;
+    if (taken)
+        unlink_wait(log, w);
+    pthread_mutex_unlock(&log->lock);
+    return taken;
+}
+
+size_t ev_waiting(struct ev_log *log)
+{
+    return atomic_load(&log->nwaits);
+}

@@ -1,0 +1,103 @@
+/*
+ * The server-wide change index, the recent events, and the requests waiting for a change.
+ *
+ * Every change of every resource (a grant, a renewal, a release, an expiry, a break of one
+ * lease) takes the next change index here, under one lock, and is recorded at once as an
+ * event in a ring of the last `capacity` events (none when 0): so the ring is in index
+ * order, and a reader that saw index N has seen every event up to N. Events live in memory
+ * only; the index itself is durable (the store keeps each resource's, and its high-water
+ * mark).
+ *
+ * Waits: a list watch or an event request that waits registers a struct ev_wait for a name
+ * prefix and an index; the first change after that index to a resource under the prefix
+ * completes it (on the thread that made the change, after the lock is released), and so
+ * does its deadline (on the log's own timer thread). A wait completes exactly once, unless
+ * ev_wait_cancel() took it back first.
+ *
+ * Threads: every function may be called from any thread, but ev_close().
+ */
+#ifndef MX_EVENTS_H
+#define MX_EVENTS_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/names.h"
+#include "common/str.h"
+
+enum ev_type { EV_GRANTED = 1, EV_RENEWED, EV_RELEASED, EV_EXPIRED, EV_BROKEN };
+
+const char *ev_type_name(enum ev_type t);
+
+struct ev_event {
+    uint64_t index;
+    int64_t at_ms; /* wall clock */
+    uint8_t type;  /* enum ev_type */
+    bool shared;
+    uint32_t limit;
+    uint64_t token;
+    struct mx_str *owner; /* a reference */
+    uint16_t name_len;
+    char name[MX_NAME_MAX + 1];
+};
+
+struct ev_log;
+
+/* `capacity`: events kept (0: none, but the index and the waits work the same). `counter`:
+ * the change index, shared with whoever else reads it (the resources' domain). */
+int ev_open(struct ev_log **out, uint32_t capacity, _Atomic uint64_t *counter);
+/* Completes every wait (changed false) and frees the log. */
+void ev_close(struct ev_log *log);
+
+/* Takes the next change index (at least `floor` + 1: a resource's own index never goes
+ * back) and records the event, whose fields but `index` the caller filled. Returns the
+ * index. */
+uint64_t ev_record(struct ev_log *log, uint64_t floor, const struct ev_event *e);
+
+/* The last change index taken. */
+uint64_t ev_last_index(struct ev_log *log);
+
+/*
+ * Reads the events after index `after` whose resource starts with `prefix`, oldest first,
+ * at most `limit`, into `out` (references the caller drops with ev_event_clear()). *next:
+ * the index to read after next time (the last event returned, or the last one looked at).
+ * *truncated: events after `after` were dropped from the ring already (or never kept).
+ * Returns how many were read.
+ */
+size_t ev_read(struct ev_log *log, uint64_t after, const char *prefix, size_t prefix_len,
+               struct ev_event *out, size_t limit, uint64_t *next, bool *truncated);
+void ev_event_clear(struct ev_event *e);
+
+struct ev_wait {
+    /* in */
+    char prefix[MX_NAME_MAX + 1];
+    size_t prefix_len;
+    uint64_t after;       /* completes at the first change under the prefix after this */
+    uint64_t deadline_ns; /* mono */
+    /* Called once, on the changing thread or the log's timer thread, without the log's
+     * lock: `changed` false when the deadline passed (or the log closed). */
+    void (*done)(struct ev_wait *w, bool changed);
+    /* private */
+    struct ev_wait *_next, *_prev;
+    bool _queued;
+};
+
+/* Queues `w`, unless a change under its prefix after w->after is known already (or may
+ * have been dropped from the ring): then returns false and `w` is not queued (the caller
+ * answers at once). */
+bool ev_wait_add(struct ev_log *log, struct ev_wait *w);
+/* Takes `w` back if it is still queued: true, and `done` will not be called; false when it
+ * completed or is completing (its `done` runs or ran). */
+bool ev_wait_cancel(struct ev_log *log, struct ev_wait *w);
+
+/* Completes every wait now (changed false): at shutdown, once no new one is added. */
+void ev_flush(struct ev_log *log);
+/* Forgets every event kept (the index goes on): a new start of the server's state. */
+void ev_reset(struct ev_log *log);
+
+/* Requests waiting now. */
+size_t ev_waiting(struct ev_log *log);
+
+#endif
