@@ -54,6 +54,8 @@ static void routing(void **st)
     route_ok("GET", "/readyz", ROUTE_READYZ, NULL);
     route_ok("GET", "/metrics", ROUTE_METRICS, NULL);
     route_ok("GET", "/v1/servers", ROUTE_SERVERS, NULL);
+    route_ok("GET", "/v1/events", ROUTE_EVENTS, NULL);
+    route_ok("GET", "/v1/whoami", ROUTE_WHOAMI, NULL);
     route_ok("HEAD", "/v1/servers", ROUTE_SERVERS, NULL);
     route_err("POST", "/v1/servers", 405, "method_not_allowed");
     route_err("GET", "/v1/servers/a", 404, "not_found");
@@ -401,7 +403,18 @@ static void query_params(void **st)
     assert_false(api_query_param(ROUTE_LIST, &q, "limit", "0", &LIM, &e));
     assert_false(api_query_param(ROUTE_LIST, &q, "limit", "1001", &LIM, &e));
     assert_string_equal(e.field, "limit");
-    assert_false(api_query_param(ROUTE_LIST, &q, "index", "1", &LIM, &e));
+    /* A list watch; events take after, prefix, limit and wait_ms, and nothing else. */
+    assert_true(api_query_param(ROUTE_LIST, &q, "index", "1", &LIM, &e));
+    assert_true(api_query_param(ROUTE_LIST, &q, "wait_ms", "500", &LIM, &e));
+    memset(&q, 0, sizeof q);
+    assert_true(api_query_param(ROUTE_EVENTS, &q, "after", "7", &LIM, &e));
+    assert_true(q.has_index && q.index == 7);
+    assert_true(api_query_param(ROUTE_EVENTS, &q, "prefix", "jobs/", &LIM, &e));
+    assert_true(api_query_param(ROUTE_EVENTS, &q, "wait_ms", "500", &LIM, &e));
+    assert_false(api_query_param(ROUTE_EVENTS, &q, "after", "x", &LIM, &e));
+    assert_string_equal(e.field, "after");
+    assert_false(api_query_param(ROUTE_EVENTS, &q, "index", "1", &LIM, &e));
+    assert_false(api_query_param(ROUTE_EVENTS, &q, "cursor", "a", &LIM, &e));
 }
 
 static void utf8(void **st)

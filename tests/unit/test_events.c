@@ -1,0 +1,216 @@
+/* The change index, the ring of recent events and the waits (actors/events.c). */
+#include "testutil.h"
+
+#include <pthread.h>
+#include <string.h>
+#include <time.h>
+
+#include "actors/events.h"
+#include "common/clock.h"
+
+static _Atomic uint64_t counter;
+
+static uint64_t record(struct ev_log *log, const char *name, enum ev_type type, uint64_t floor)
+{
+    struct ev_event e = {
+        .type = (uint8_t)type, .token = 7, .limit = 1, .name_len = (uint16_t)strlen(name)};
+    memcpy(e.name, name, e.name_len);
+    e.owner = mx_str_new("o", 1);
+    uint64_t i = ev_record(log, floor, &e);
+    mx_str_unref(e.owner);
+    return i;
+}
+
+static void indexes_increase_and_the_ring_keeps_the_last(void **st)
+{
+    (void)st;
+    struct ev_log *log;
+    atomic_store(&counter, 100);
+    assert_int_equal(ev_open(&log, 3, &counter), 0);
+    assert_int_equal(record(log, "a/1", EV_GRANTED, 0), 101);
+    assert_int_equal(record(log, "b/1", EV_RENEWED, 0), 102);
+    assert_int_equal(record(log, "a/2", EV_RELEASED, 500), 501); /* never behind a resource */
+    assert_int_equal(atomic_load(&counter), 501);
+    assert_int_equal(ev_last_index(log), 501);
+
+    struct ev_event ev[8];
+    uint64_t next;
+    bool truncated;
+    /* From before the first event kept: those dropped are said to be. */
+    size_t n = ev_read(log, 0, "", 0, ev, 8, &next, &truncated);
+    assert_int_equal(n, 3);
+    assert_true(truncated);
+    assert_int_equal(ev[0].index, 101);
+    assert_string_equal(ev[2].name, "a/2");
+    assert_int_equal(next, 501);
+    for (size_t i = 0; i < n; i++)
+        ev_event_clear(&ev[i]);
+    n = ev_read(log, 100, "a/", 2, ev, 8, &next, &truncated);
+    assert_int_equal(n, 2);
+    assert_false(truncated);
+    assert_int_equal(ev[1].type, EV_RELEASED);
+    for (size_t i = 0; i < n; i++)
+        ev_event_clear(&ev[i]);
+    /* The ring wraps: the oldest go, and an `after` before them is truncated. */
+    record(log, "c", EV_EXPIRED, 0);
+    record(log, "c", EV_BROKEN, 0);
+    n = ev_read(log, 101, "", 0, ev, 8, &next, &truncated);
+    assert_true(truncated);
+    assert_int_equal(n, 3);
+    assert_int_equal(ev[0].index, 501);
+    for (size_t i = 0; i < n; i++)
+        ev_event_clear(&ev[i]);
+    /* A limit: `next` is the last one returned, so the rest comes next time. */
+    n = ev_read(log, 500, "", 0, ev, 1, &next, &truncated);
+    assert_int_equal(n, 1);
+    assert_int_equal(next, 501);
+    ev_event_clear(&ev[0]);
+    /* Nothing after the last: empty, not truncated. */
+    n = ev_read(log, ev_last_index(log), "", 0, ev, 8, &next, &truncated);
+    assert_int_equal(n, 0);
+    assert_false(truncated);
+    assert_int_equal(next, ev_last_index(log));
+    /* A new start forgets the events, not the index. */
+    ev_reset(log);
+    n = ev_read(log, 501, "", 0, ev, 8, &next, &truncated);
+    assert_int_equal(n, 0);
+    assert_true(truncated);
+    assert_int_equal(record(log, "d", EV_GRANTED, 0), 504);
+    ev_close(log);
+}
+
+struct waited {
+    struct ev_wait w;
+    _Atomic int calls;
+    _Atomic bool changed;
+};
+
+static void on_done(struct ev_wait *w, bool changed)
+{
+    struct waited *x = (struct waited *)w;
+    atomic_store(&x->changed, changed);
+    atomic_fetch_add(&x->calls, 1);
+}
+
+static void prepare(struct waited *x, const char *prefix, uint64_t after, uint64_t ms)
+{
+    memset(x, 0, sizeof *x);
+    x->w.prefix_len = strlen(prefix);
+    memcpy(x->w.prefix, prefix, x->w.prefix_len);
+    x->w.after = after;
+    x->w.deadline_ns = mx_mono_ns() + ms * MX_NS_PER_MS;
+    x->w.done = on_done;
+}
+
+static void a_wait_ends_at_a_change_under_its_prefix_or_its_deadline(void **st)
+{
+    (void)st;
+    struct ev_log *log;
+    atomic_store(&counter, 0);
+    assert_int_equal(ev_open(&log, 16, &counter), 0);
+    record(log, "jobs/a", EV_GRANTED, 0); /* 1 */
+    struct waited a, b, c;
+    /* A change after its index is known: not queued, answered at once. */
+    prepare(&a, "jobs/", 0, 60000);
+    assert_false(ev_wait_add(log, &a.w));
+    /* Held: a change elsewhere does not end it; one under the prefix does, once. */
+    prepare(&a, "jobs/", 1, 60000);
+    prepare(&b, "other/", 1, 60000);
+    assert_true(ev_wait_add(log, &a.w));
+    assert_true(ev_wait_add(log, &b.w));
+    assert_int_equal(ev_waiting(log), 2);
+    record(log, "mail/x", EV_GRANTED, 0);
+    assert_int_equal(atomic_load(&a.calls), 0);
+    record(log, "jobs/b", EV_GRANTED, 0);
+    assert_int_equal(atomic_load(&a.calls), 1);
+    assert_true(atomic_load(&a.changed));
+    record(log, "jobs/c", EV_GRANTED, 0);
+    assert_int_equal(atomic_load(&a.calls), 1);
+    /* Taken back: never called; a second take-back finds nothing. */
+    assert_true(ev_wait_cancel(log, &b.w));
+    assert_false(ev_wait_cancel(log, &b.w));
+    assert_false(ev_wait_cancel(log, &a.w)); /* completed already */
+    /* The deadline, on the log's own thread. */
+    prepare(&c, "x/", ev_last_index(log), 50);
+    assert_true(ev_wait_add(log, &c.w));
+    for (int i = 0; i < 200 && !atomic_load(&c.calls); i++) {
+        struct timespec ts = {0, 5 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    assert_int_equal(atomic_load(&c.calls), 1);
+    assert_false(atomic_load(&c.changed));
+    assert_int_equal(atomic_load(&b.calls), 0);
+    /* Flushed at shutdown. */
+    prepare(&c, "x/", ev_last_index(log), 60000);
+    assert_true(ev_wait_add(log, &c.w));
+    ev_flush(log);
+    assert_int_equal(atomic_load(&c.calls), 1);
+    assert_int_equal(ev_waiting(log), 0);
+    ev_close(log);
+}
+
+static void without_history_a_wait_from_the_past_ends_at_once(void **st)
+{
+    (void)st;
+    struct ev_log *log;
+    atomic_store(&counter, 0);
+    assert_int_equal(ev_open(&log, 0, &counter), 0);
+    record(log, "a", EV_GRANTED, 0);
+    record(log, "b", EV_GRANTED, 0);
+    struct waited a;
+    prepare(&a, "zzz", 1, 60000);
+    assert_false(ev_wait_add(log, &a.w)); /* what happened after 1 is not known */
+    prepare(&a, "a", 2, 60000);
+    assert_true(ev_wait_add(log, &a.w)); /* nothing after 2 yet */
+    record(log, "a", EV_RENEWED, 0);
+    assert_int_equal(atomic_load(&a.calls), 1);
+    struct ev_event ev[2];
+    uint64_t next;
+    bool truncated;
+    assert_int_equal(ev_read(log, 0, "", 0, ev, 2, &next, &truncated), 0);
+    assert_true(truncated);
+    assert_int_equal(next, 3);
+    ev_close(log);
+}
+
+static struct ev_log *race_log;
+
+static void *recorder(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < 20000; i++)
+        record(race_log, "r", EV_RENEWED, 0);
+    return NULL;
+}
+
+static void concurrent_changes_are_kept_in_index_order(void **st)
+{
+    (void)st;
+    atomic_store(&counter, 0);
+    assert_int_equal(ev_open(&race_log, 1000, &counter), 0);
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++)
+        pthread_create(&t[i], NULL, recorder, NULL);
+    for (int i = 0; i < 4; i++)
+        pthread_join(t[i], NULL);
+    assert_int_equal(ev_last_index(race_log), 80000);
+    struct ev_event *ev = calloc(1000, sizeof *ev);
+    uint64_t next;
+    bool truncated;
+    size_t n = ev_read(race_log, 79000, "", 0, ev, 1000, &next, &truncated);
+    assert_int_equal(n, 1000);
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(ev[i].index, 79001 + i);
+        ev_event_clear(&ev[i]);
+    }
+    free(ev);
+    ev_close(race_log);
+}
+
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(indexes_increase_and_the_ring_keeps_the_last),
+    cmocka_unit_test(a_wait_ends_at_a_change_under_its_prefix_or_its_deadline),
+    cmocka_unit_test(without_history_a_wait_from_the_past_ends_at_once),
+    cmocka_unit_test(concurrent_changes_are_kept_in_index_order),
+};
+MX_TEST_MAIN(tests)
