@@ -468,8 +468,7 @@ int store_list_held(struct store *s, const char *prefix, const char *after, int 
 }
 
 int store_each_held(struct store *s,
-                    void (*fn)(void *arg, const char *name, size_t len,
-                               const struct store_held *h),
+                    void (*fn)(void *arg, const char *name, size_t len, const struct store_held *h),
                     void *arg)
 {
     struct reader *r = reader_get(s);
@@ -486,8 +485,7 @@ int store_each_held(struct store *s,
                                .limit = (uint32_t)sqlite3_column_int64(st, 2),
                                .nheld = (uint32_t)sqlite3_column_int64(st, 3),
                                .nshared = (uint32_t)sqlite3_column_int64(st, 4)};
-        fn(arg, (const char *)sqlite3_column_text(st, 0), (size_t)sqlite3_column_bytes(st, 0),
-           &h);
+        fn(arg, (const char *)sqlite3_column_text(st, 0), (size_t)sqlite3_column_bytes(st, 0), &h);
     }
     int status = rc == SQLITE_DONE ? STORE_OK : STORE_EIO;
     if (status != STORE_OK)
