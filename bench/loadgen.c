@@ -18,6 +18,10 @@
  *   mutexd  POST /v1/resources/{key}/acquire|renew|release; waiting = "wait_ms".
  *   redis   SET key token NX PX ttl; release and renew are compare-and-delete and
  *           compare-and-PEXPIRE scripts run with EVALSHA (loaded with SCRIPT LOAD at start).
+ *           With --limit (a counting semaphore), the key is a sorted set of holders scored by
+ *           their deadline, and acquire, renew and release are scripts: drop the holders
+ *           whose deadline passed, add one if fewer than the limit remain; update one's
+ *           deadline if it is still there; remove one.
  *           Redis has no queue of waiters: a contender that finds the key held sleeps
  *           --spin-ms (default 1 ms) and tries again, as Redis lock clients do.
  *   etcd    v3 JSON gateway: /v3/lease/grant, /v3/lock/lock (blocks: FIFO waiting),
@@ -62,11 +66,12 @@
 /* ---------------------------------------------------------------- options */
 
 enum target { T_MUTEXD, T_REDIS, T_ETCD };
-enum scenario { S_DISTINCT, S_RENEW, S_HOTKEY, S_MIXED, S_PING, S_FILL };
+enum scenario { S_DISTINCT, S_RENEW, S_HOTKEY, S_MIXED, S_PING, S_FILL, S_HOLD };
 
 static const char *const target_names[] = {"mutexd", "redis", "etcd"};
-static const char *const scenario_names[] = {"distinct", "renew", "hotkey",
-                                             "mixed",    "ping",  "fill"};
+static const char *const scenario_names[] = {"distinct", "renew", "hotkey", "mixed",
+                                             "ping",     "fill",  "hold"};
+#define NSCENARIOS ((int)(sizeof scenario_names / sizeof scenario_names[0]))
 
 struct opts {
     enum target target;
@@ -81,13 +86,15 @@ struct opts {
     bool holders_set;
     bool json;
     bool fresh_keys; /* own keys: a never-used name every cycle */
+    unsigned limit;  /* > 0: every own-key connection shares one semaphore of this limit */
+    bool shared;     /* every own-key connection takes a shared lease of one key */
     char prefix[32];
 };
 
 static void usage(FILE *f)
 {
     fputs("usage: loadgen --target mutexd|redis|etcd --scenario "
-          "distinct|renew|hotkey|mixed|ping|fill "
+          "distinct|renew|hotkey|mixed|ping|fill|hold "
           "[OPTION]...\n"
           "\n"
           "Closed-loop load on N keep-alive connections against one lease server on loopback.\n"
@@ -107,6 +114,10 @@ static void usage(FILE *f)
           "                      fill:     acquire a never-used key and keep the lease (no\n"
           "                                release): fills the server with held leases, up\n"
           "                                to --max-requests of them\n"
+          "                      hold:     every connection holds a lease and renews it at\n"
+          "                                a third of the TTL (--renews times, then release):\n"
+          "                                background holders, with --limit or --shared many\n"
+          "                                of them on one resource\n"
           "  --host ADDR         loopback address only (127.0.0.0/8, ::1, localhost);\n"
           "                      default 127.0.0.1\n"
           "  --port N            default 8080 (mutexd), 6379 (redis), 2379 (etcd)\n"
@@ -118,6 +129,11 @@ static void usage(FILE *f)
           "  --renews N          renewals per cycle (renew, mixed holders), default 3\n"
           "  --hold-ms MS        hotkey/mixed contenders: how long a lease is held, default 0\n"
           "  --wait-ms MS        mutexd wait_ms of a contended acquire, default 5000; 0: spin\n"
+          "  --limit N           own-key connections (distinct, renew, hold) share one key,\n"
+          "                      a counting semaphore of limit N (mutexd \"limit\", Redis a\n"
+          "                      sorted set driven by Lua scripts)\n"
+          "  --shared            own-key connections share one key with shared leases\n"
+          "                      (mutexd only)\n"
           "                      as Redis clients do (etcd: how long the client gives a lock\n"
           "                      before it times out)\n"
           "  --spin-ms MS        sleep before retrying a held key (redis; mutexd with\n"
@@ -213,6 +229,12 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         } else if (strcmp(a, "--fresh-keys") == 0) {
             o->fresh_keys = true;
             takes = false;
+        } else if (strcmp(a, "--shared") == 0) {
+            o->shared = true;
+            takes = false;
+        } else if (strcmp(a, "--limit") == 0) {
+            ok = parse_uint(v, 65536, &n) && n > 0;
+            o->limit = (unsigned)n;
         } else if (strcmp(a, "--target") == 0) {
             ok = false;
             for (int t = 0; v && t < 3; t++)
@@ -222,7 +244,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
                 }
         } else if (strcmp(a, "--scenario") == 0) {
             ok = false;
-            for (int s = 0; v && s < 6; s++)
+            for (int s = 0; v && s < NSCENARIOS; s++)
                 if (strcmp(v, scenario_names[s]) == 0) {
                     o->scenario = (enum scenario)s;
                     ok = have_scenario = true;
@@ -293,6 +315,14 @@ static int parse_opts(int argc, char **argv, struct opts *o)
     }
     if (o->scenario == S_FILL)
         o->fresh_keys = true;
+    if ((o->limit || o->shared) &&
+        (o->fresh_keys || o->scenario == S_FILL || (o->limit && o->shared) ||
+         (o->shared && o->target != T_MUTEXD) || (o->limit && o->target == T_ETCD))) {
+        fprintf(stderr, "loadgen: --limit or --shared (not both) with distinct, renew, hold "
+                        "and without --fresh-keys; --shared for mutexd, --limit for mutexd "
+                        "and redis\n");
+        return 2;
+    }
     if (!o->port)
         o->port = o->target == T_MUTEXD ? 8080 : o->target == T_REDIS ? 6379 : 2379;
     if (o->scenario == S_MIXED) {
@@ -375,6 +405,7 @@ struct lg {
     char host_hdr[96];
     char run_id[48];
     char sha_release[48], sha_renew[48]; /* Redis scripts */
+    char sha_sem_acquire[48], sha_sem_renew[48], sha_sem_release[48];
     int ep;
     struct conn *conns;
     struct conn **heap;
@@ -439,12 +470,17 @@ static int write_request(struct lg *g, struct conn *c, enum op op)
     case T_MUTEXD: {
         static const char *const action[] = {"", "acquire", "renew", "release", ""};
         if (op == OP_ACQUIRE) {
+            char kind[32] = "";
+            if (o->limit && c->role != R_CONTENDER)
+                snprintf(kind, sizeof kind, ",\"limit\":%u", o->limit);
+            else if (o->shared && c->role != R_CONTENDER)
+                snprintf(kind, sizeof kind, ",\"shared\":true");
             if (waits(c))
                 snprintf(body, sizeof body, "{\"owner\":\"%s-%u\",\"ttl_ms\":%u,\"wait_ms\":%u}",
                          g->run_id, c->id, o->ttl_ms, o->wait_ms);
             else
-                snprintf(body, sizeof body, "{\"owner\":\"%s-%u\",\"ttl_ms\":%u}", g->run_id, c->id,
-                         o->ttl_ms);
+                snprintf(body, sizeof body, "{\"owner\":\"%s-%u\",\"ttl_ms\":%u%s}", g->run_id,
+                         c->id, o->ttl_ms, kind);
         } else {
             snprintf(body, sizeof body, "{\"lease_id\":\"%s\"}", c->lease);
         }
@@ -475,8 +511,28 @@ static int write_request(struct lg *g, struct conn *c, enum op op)
         }
     }
     case T_REDIS: {
-        char ttl[24];
+        char ttl[24], limit[24];
         snprintf(ttl, sizeof ttl, "%u", o->ttl_ms);
+        snprintf(limit, sizeof limit, "%u", o->limit);
+        if (o->limit && c->role != R_CONTENDER) {
+            switch (op) {
+            case OP_ACQUIRE: {
+                const char *argv[] = {"EVALSHA", g->sha_sem_acquire, "1", c->key, c->lease, ttl,
+                                      limit};
+                return wire_resp_cmd(c->out, sizeof c->out, 7, argv);
+            }
+            case OP_RENEW: {
+                const char *argv[] = {"EVALSHA", g->sha_sem_renew, "1", c->key, c->lease, ttl};
+                return wire_resp_cmd(c->out, sizeof c->out, 6, argv);
+            }
+            case OP_RELEASE: {
+                const char *argv[] = {"EVALSHA", g->sha_sem_release, "1", c->key, c->lease};
+                return wire_resp_cmd(c->out, sizeof c->out, 5, argv);
+            }
+            default:
+                return -1;
+            }
+        }
         switch (op) {
         case OP_ACQUIRE: {
             const char *argv[] = {"SET", c->key, c->lease, "NX", "PX", ttl};
@@ -514,6 +570,8 @@ static long read_answer(struct lg *g, struct conn *c, enum outcome *out, bool *c
             *out = OUT_FAIL;
         else if (c->op == OP_PING)
             *out = r.type == '+' ? OUT_OK : OUT_FAIL;
+        else if (c->op == OP_ACQUIRE && g->o.limit)
+            *out = r.type != ':' ? OUT_FAIL : r.integer == 1 ? OUT_OK : OUT_BUSY;
         else if (c->op == OP_ACQUIRE)
             *out = r.type == '+' ? OUT_OK : r.nil ? OUT_BUSY : OUT_FAIL;
         else
@@ -756,7 +814,10 @@ static void set_key(struct lg *g, struct conn *c)
     switch (c->role) {
     case R_OWN_KEY:
     case R_HOLDER:
-        snprintf(c->key, sizeof c->key, "%s/k%u.%u", g->run_id, c->id, c->gen);
+        if (g->o.limit || g->o.shared)
+            snprintf(c->key, sizeof c->key, "%s/sem", g->run_id); /* one key for all */
+        else
+            snprintf(c->key, sizeof c->key, "%s/k%u.%u", g->run_id, c->id, c->gen);
         break;
     case R_CONTENDER:
         if (g->o.scenario == S_HOTKEY)
@@ -1074,7 +1135,7 @@ static int redis_load(struct lg *g, const char *script, char *sha, size_t cap)
         return -1;
     struct timeval tv = {.tv_sec = 5};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    char out[512], in[256];
+    char out[1024], in[256];
     const char *argv[] = {"SCRIPT", "LOAD", script};
     int n = wire_resp_cmd(out, sizeof out, 3, argv);
     if (connect(fd, (struct sockaddr *)&g->addr, g->addr_len) != 0 || n < 0 ||
@@ -1306,8 +1367,37 @@ static int resolve(struct lg *g)
     return 0;
 }
 
+/* The counting semaphore as Redis users write it: a sorted set of holder tokens scored by
+ * their deadline on the server's clock (TIME; scripts replicate their effects). */
+static int redis_sem_scripts(struct lg *g)
+{
+    if (redis_load(g,
+                   "local t=redis.call('time') local now=t[1]*1000+math.floor(t[2]/1000) "
+                   "redis.call('zremrangebyscore',KEYS[1],'-inf',now) "
+                   "if redis.call('zcard',KEYS[1])<tonumber(ARGV[3]) then "
+                   "redis.call('zadd',KEYS[1],now+tonumber(ARGV[2]),ARGV[1]) "
+                   "redis.call('pexpire',KEYS[1],ARGV[2]) return 1 end return 0",
+                   g->sha_sem_acquire, sizeof g->sha_sem_acquire) != 0 ||
+        redis_load(g,
+                   "local t=redis.call('time') local now=t[1]*1000+math.floor(t[2]/1000) "
+                   "local s=redis.call('zscore',KEYS[1],ARGV[1]) "
+                   "if s and tonumber(s)>now then "
+                   "redis.call('zadd',KEYS[1],now+tonumber(ARGV[2]),ARGV[1]) "
+                   "if redis.call('pttl',KEYS[1])<tonumber(ARGV[2]) then "
+                   "redis.call('pexpire',KEYS[1],ARGV[2]) end return 1 end return 0",
+                   g->sha_sem_renew, sizeof g->sha_sem_renew) != 0 ||
+        redis_load(g, "return redis.call('zrem',KEYS[1],ARGV[1])", g->sha_sem_release,
+                   sizeof g->sha_sem_release) != 0) {
+        fprintf(stderr, "loadgen: could not load the Redis semaphore scripts\n");
+        return -1;
+    }
+    return 0;
+}
+
 static int redis_scripts(struct lg *g)
 {
+    if (g->o.limit && redis_sem_scripts(g) != 0)
+        return -1;
     if (redis_load(g,
                    "if redis.call('get',KEYS[1])==ARGV[1] then "
                    "return redis.call('del',KEYS[1]) else return 0 end",
@@ -1369,6 +1459,8 @@ int main(int argc, char **argv)
             c->role = R_CONTENDER;
         else if (o->scenario == S_MIXED)
             c->role = i < o->holders ? R_HOLDER : R_CONTENDER;
+        else if (o->scenario == S_HOLD)
+            c->role = R_HOLDER;
         else
             c->role = R_OWN_KEY;
     }
