@@ -256,3 +256,26 @@ def test_a_standby_forwards_list_watches_and_events():
     finally:
         b.stop()
         a.stop()
+
+
+def test_metrics_of_hold_and_wait_times_and_late_renewals(server, client):
+    import re
+
+    def count(m, name, kind):
+        return int(re.search(r'^%s_count\{kind="%s"\} (\d+)$' % (name, kind), m, re.M).group(1))
+    a = client.acquire("mt/x", owner="a", ttl_ms=60000).json
+    t, box = in_background(lambda: server.client().acquire("mt/x", owner="b", wait_ms=10000))
+    time.sleep(0.4)
+    client.release("mt/x", a["lease_id"])
+    t.join(5)
+    assert box["answer"].status == 200
+    m = client.request("GET", "/metrics").body
+    assert count(m, "mutexd_lease_held_seconds", "exclusive") == 1
+    assert count(m, "mutexd_acquire_wait_seconds", "exclusive") == 2
+    # The waiter waited at least 0.3 s: above the 0.1 s bucket.
+    le = re.search(r'^mutexd_acquire_wait_seconds_bucket\{kind="exclusive",le="0.1"\} (\d+)$', m,
+                   re.M)
+    assert le and int(le.group(1)) == 1, m
+    assert client.renew("mt/x", a["lease_id"]).status == 409
+    m = client.request("GET", "/metrics").body
+    assert re.search(r"^mutexd_renewals_lost_total 1$", m, re.M)
