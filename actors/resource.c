@@ -302,7 +302,8 @@ static void note_deleted(struct res *r, const uint8_t id[16])
         uint32_t cap = r->delcap ? r->delcap * 2 : 4;
         uint8_t(*del)[16] = realloc(r->del, cap * sizeof *del);
         if (!del) {
-            /* Without room to say which, the record will rewrite the whole row. */
+            /* Without room to say which, the turn cannot be written: res_take_rec() fails
+             * and the actor reads the store again. */
             r->ndel = UINT32_MAX;
             return;
         }
@@ -516,16 +517,35 @@ static void unlink_watcher(struct res *r, struct res_domain *d, struct res_req *
     atomic_fetch_sub(&d->watchers, 1);
 }
 
+/* An acquire with the id of a lease the resource has (held, or expired with nothing granted
+ * in its place): the same lease back, if it asks for the same kind. */
+static void acquire_own(struct res *r, struct res_domain *d, uint32_t i, struct res_req *q,
+                        const struct res_now *now, struct res_out *out)
+{
+    if (req_limit(q) != r->row.limit)
+        answer_limit(r, out, q);
+    else if (q->shared != r->row.leases[i].shared)
+        answer(out, q, RES_ERR_SHARED);
+    else
+        extend(r, d, i, q, q->ttl_ms, now, out);
+}
+
 /* Grants waiters in order while the first fits; one whose limit is not the one in force
- * when its turn comes is answered limit_mismatch; one whose client has gone is dropped. */
+ * when its turn comes is answered limit_mismatch; one whose client has gone is dropped;
+ * one that proposed the id of a lease granted while it waited (the same request sent
+ * twice) gets that lease back. */
 static void grant_next(struct res *r, struct res_domain *d, const struct res_now *now,
                        struct res_out *out)
 {
     while (r->waiters) {
         struct res_req *q = r->waiters;
+        int own = q->has_lease_id ? find_lease(r, q->lease_id) : -1;
         if (q->alive && !q->alive(q)) {
             unlink_waiter(r, d, q);
             answer(out, q, RES_GONE); /* never granted */
+        } else if (own >= 0) {
+            unlink_waiter(r, d, q);
+            acquire_own(r, d, (uint32_t)own, q, now, out);
         } else if (r->nheld && req_limit(q) != r->row.limit) {
             unlink_waiter(r, d, q);
             answer_limit(r, out, q);
@@ -563,14 +583,7 @@ static void acquire(struct res *r, struct res_domain *d, struct res_req *q,
     }
     int i = q->has_lease_id ? find_lease(r, q->lease_id) : -1;
     if (i >= 0) {
-        /* A retry with its own lease id (held, or expired with nothing granted in its
-         * place): the same lease back, if it asks for the same kind. */
-        if (req_limit(q) != r->row.limit)
-            answer_limit(r, out, q);
-        else if (q->shared != r->row.leases[i].shared)
-            answer(out, q, RES_ERR_SHARED);
-        else
-            extend(r, d, (uint32_t)i, q, q->ttl_ms, now, out);
+        acquire_own(r, d, (uint32_t)i, q, now, out); /* a retry */
         return;
     }
     if (r->nheld && req_limit(q) != r->row.limit) {
@@ -764,18 +777,13 @@ void res_free(struct res *r)
 
 struct store_rec *res_take_rec(struct res *r, const char *name, size_t len)
 {
-    if (r->row.nleases == 0 || r->ndel == UINT32_MAX) {
-        /* Nothing left (the row goes), or the ids forgotten are not known: the whole row
-         * replaces what the store has. */
-        struct store_rec *rec = r->row.nleases == 0
-                                    ? store_rec_new(name, len, r->row.index, r->row.limit, 0, 0)
-                                    : store_rec_from_row(name, len, &r->row);
+    if (r->ndel == UINT32_MAX)
+        return NULL; /* which leases were forgotten is not known: as out of memory */
+    if (r->row.nleases == 0) {
+        struct store_rec *rec = store_rec_new(name, len, r->row.index, r->row.limit, 0, 0);
         if (!rec)
             return NULL;
-        if (r->row.nleases == 0)
-            rec->drop = true;
-        else if (r->ndel == UINT32_MAX)
-            rec->drop = false;
+        rec->drop = true; /* nothing left: the row goes */
         res_forget_changes(r);
         return rec;
     }

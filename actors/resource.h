@@ -179,8 +179,9 @@ uint64_t res_deadline_ns(int64_t deadline_ms, const struct res_now *now);
 /* Releases the memory; waiters and watchers must have been answered (res_cancel_all). The
  * leases held stay counted in res_domain.held: they are still in force in the store. */
 void res_free(struct res *r);
-/* What changed since the last call, as a store record for resource `name` (NULL when out
- * of memory: the changes stay to be taken), and clears `changed`. */
+/* What changed since the last call, as a store record for resource `name`, and clears
+ * `changed`. NULL when out of memory: the turn cannot be written, and the caller must read
+ * the resource from the store again. */
 struct store_rec *res_take_rec(struct res *r, const char *name, size_t len);
 /* Adds `sign` (1 or -1) times the leases r holds to the domain's counts of held leases. */
 void res_count_held(const struct res *r, struct res_domain *d, int sign);

@@ -31,9 +31,13 @@ export interface Lease {
   /** Informative (RFC 3339 UTC); null or a time for a lease never extended. */
   renewedAt: string | null;
   metadata: Metadata | null;
+  /** How many leases may hold the resource at once; more than 1: a counting semaphore. */
+  limit: number;
+  /** Whether this is a shared lease (a reader). */
+  shared: boolean;
 }
 
-/** The current lease of a resource as get(), watch() and list() show it (no lease id). */
+/** A lease holding a resource as get(), watch() and list() show it (no lease id). */
 export interface Holder {
   owner: string;
   fencingToken: bigint;
@@ -42,9 +46,11 @@ export interface Holder {
   acquiredAt: string;
   renewedAt: string | null;
   metadata: Metadata | null;
+  /** Whether it is a shared lease (a reader). */
+  shared: boolean;
 }
 
-/** The holder named by a 409 lease_held. */
+/** The holder named by a 409 lease_held (of several, the one whose lease ends first). */
 export interface HolderInfo {
   owner: string;
   fencingToken: bigint;
@@ -56,9 +62,14 @@ export interface ResourceState {
   state: 'held' | 'free';
   /** Increases on every change of the resource; pass it to watch(). */
   index: number;
+  /** The first of `holders`, or null. */
   holder: Holder | null;
   /** How many acquire requests are queued. */
   waiters: number;
+  /** The limit in force: 1 for a free resource or an exclusive lease. */
+  limit: number;
+  /** Every lease holding the resource, oldest grant first. */
+  holders: Holder[];
 }
 
 export interface ResourcePage {
@@ -107,6 +118,13 @@ export interface AcquireOptions extends CallOptions {
   /** Propose the lease id; default a new random UUID. Repeat it to retry idempotently. */
   leaseId?: string;
   metadata?: Metadata;
+  /** How many leases may hold the resource at once (1 to the server's --max-holders); more
+   * than 1 makes it a counting semaphore. Not sent when absent, which the server reads as 1;
+   * another limit than the one in force rejects with LimitMismatchError. */
+  limit?: number;
+  /** A shared lease (a reader): shared leases hold the resource together while no exclusive
+   * one does. Only with a `limit` of 1 (or none). */
+  shared?: boolean;
 }
 
 export interface RenewOptions extends CallOptions {
@@ -121,6 +139,8 @@ export interface RenewOptions extends CallOptions {
 
 export interface BreakOptions extends CallOptions {
   reason?: string;
+  /** End only this lease (else every lease of the resource). */
+  leaseId?: string;
 }
 
 export interface WatchOptions extends CallOptions {
@@ -145,6 +165,10 @@ export interface LockOptions extends CallOptions {
   owner?: string;
   metadata?: Metadata;
   leaseId?: string;
+  /** As AcquireOptions.limit: a place of a counting semaphore. */
+  limit?: number;
+  /** As AcquireOptions.shared: a shared lease (a reader). */
+  shared?: boolean;
   /** Called once, the moment the lease is lost. */
   onLost?: (error: LostReason, lock: Lock) => void | Promise<void>;
 }
@@ -210,6 +234,10 @@ export declare class Lock {
   readonly owner: string;
   readonly fencingToken: bigint;
   readonly ttlMs: number;
+  /** How many leases may hold the resource at once (more than 1: a counting semaphore). */
+  readonly limit: number;
+  /** Whether this is a shared lease (a reader). */
+  readonly shared: boolean;
   /** The last acquire or renewal answer. */
   readonly lease: Lease;
   /** True once lost (lease_lost, or the deadline passed without a renewal); compares the
@@ -249,6 +277,7 @@ export type ErrorCode =
   | 'method_not_allowed'
   | 'lease_held'
   | 'lease_lost'
+  | 'limit_mismatch'
   | 'body_too_large'
   | 'unsupported_media_type'
   | 'too_many_waiters'
@@ -267,7 +296,8 @@ export type ErrorCode =
 // │   │   TooManyWaitersError, UnavailableError, ServerError
 // │   └── ConflictError
 // │       ├── LeaseHeldError
-// │       └── LeaseLostError
+// │       ├── LeaseLostError
+// │       └── LimitMismatchError
 // └── LeaseExpiredError
 
 /** The base class of every error of this client. */
@@ -327,7 +357,7 @@ export declare class MethodNotAllowedError extends APIError {
   /** The Allow header. */
   allow: string | undefined;
 }
-/** 409: base of LeaseHeldError and LeaseLostError. */
+/** 409: base of LeaseHeldError, LeaseLostError and LimitMismatchError. */
 export declare class ConflictError extends APIError {}
 /** 409 lease_held. */
 export declare class LeaseHeldError extends ConflictError {
@@ -335,6 +365,11 @@ export declare class LeaseHeldError extends ConflictError {
 }
 /** 409 lease_lost. */
 export declare class LeaseLostError extends ConflictError {}
+/** 409 limit_mismatch: the acquire named another limit than the one in force. */
+export declare class LimitMismatchError extends ConflictError {
+  /** The limit in force. */
+  limit: number | undefined;
+}
 /** 413 body_too_large. */
 export declare class BodyTooLargeError extends APIError {}
 /** 415 unsupported_media_type. */

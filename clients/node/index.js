@@ -1,4 +1,5 @@
-// mutexd client for Node.js: timed, exclusive leases on named resources over HTTP/JSON.
+// mutexd client for Node.js: timed leases on named resources over HTTP/JSON (exclusive,
+// shared, or a counting semaphore's).
 
 export { Client, defaultOwner } from './src/client.js';
 export { Lock } from './src/lock.js';
@@ -16,6 +17,7 @@ export {
   ConflictError,
   LeaseHeldError,
   LeaseLostError,
+  LimitMismatchError,
   BodyTooLargeError,
   UnsupportedMediaTypeError,
   TooManyWaitersError,

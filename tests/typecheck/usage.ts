@@ -7,12 +7,14 @@ import {
   LeaseHeldError,
   LeaseLostError,
   LeaseExpiredError,
+  LimitMismatchError,
   APIError,
   TransportError,
   MutexdError,
   MutexdTransportError,
   isRetryable,
   ResourceState,
+  Holder,
 } from '../../clients/node/index.js';
 
 async function main(): Promise<void> {
@@ -78,6 +80,27 @@ async function main(): Promise<void> {
   });
   void reason;
   void result;
+  // Semaphores and shared leases, as docs/clients.md uses them.
+  try {
+    const slot: Lock = await client.lock('encoders', { limit: 3, waitMs: 60000 });
+    const places: number = slot.limit;
+    await slot.release();
+    void places;
+  } catch (err) {
+    if (err instanceof LimitMismatchError) {
+      const inForce: number | undefined = err.limit;
+      void inForce;
+    }
+  }
+  const reader: Lease = await client.acquire('cache/prices', { shared: true, waitMs: 5000 });
+  const isShared: boolean = reader.shared;
+  void isShared;
+  const now: ResourceState = await client.get('cache/prices');
+  const holders: Holder[] = now.holders;
+  const readers = holders.filter((h) => h.shared).length;
+  void readers;
+  void now.limit;
+  await client.breakLease('cache/prices', { leaseId: reader.leaseId, reason: 'stuck reader' });
   client.close();
 }
 

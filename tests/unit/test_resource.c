@@ -963,6 +963,32 @@ static void one_renewal_of_a_thousand_holders_writes_one_lease(void **st)
     res_free(&r);
 }
 
+static void the_same_acquire_queued_twice_gets_one_lease(void **st)
+{
+    (void)st;
+    setup_domain();
+    struct res r;
+    res_init(&r, 0);
+    struct res_req *h = grant(&r, "h", 10000);
+    uint8_t id[16];
+    memset(id, 0x3c, sizeof id);
+    struct res_req *w1 = with_id(acquire_req("w", 10000, 60000), id);
+    struct res_req *w2 = with_id(acquire_req("w", 10000, 60000), id);
+    handle(&r, w1);
+    handle(&r, w2);
+    expect_none();
+    struct res_req *rel = with_id(req(RES_RELEASE), h->view.lease_id);
+    handle(&r, rel);
+    expect(rel, RES_OK_RELEASED);
+    expect(w1, RES_OK_LEASE);
+    expect(w2, RES_OK_LEASE); /* its own lease back, not a second grant */
+    assert_int_equal(w2->view.token, w1->view.token);
+    assert_int_equal(r.nheld, 1);
+    struct res_req *all[] = {h, w1, w2, rel};
+    done_all(all, sizeof all / sizeof all[0]);
+    res_free(&r);
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(no_token_above_the_reserved_ceiling),
     cmocka_unit_test(restore_grace_refuses_grants_and_renewals),
@@ -988,5 +1014,6 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(readers_share_and_a_queued_writer_is_not_overtaken),
     cmocka_unit_test(a_retry_must_name_the_same_kind),
     cmocka_unit_test(one_renewal_of_a_thousand_holders_writes_one_lease),
+    cmocka_unit_test(the_same_acquire_queued_twice_gets_one_lease),
 };
 MX_TEST_MAIN(tests)

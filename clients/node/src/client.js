@@ -238,15 +238,21 @@ export class Client {
   /**
    * Acquire a lease. Without `leaseId` the client proposes a new random one, so that repeating
    * a call whose answer was lost (with the same `leaseId`) gets the same lease back.
+   * `limit` (1 to the server's --max-holders; more than 1 makes the resource a counting
+   * semaphore) and `shared` (a shared lease, a reader) are sent only when given: the server
+   * reads their absence as 1 and false.
    * Rejects with LeaseHeldError when another lease holds the resource (at once, or when
-   * `waitMs` runs out).
+   * `waitMs` runs out), and with LimitMismatchError when the resource is held under another
+   * limit.
    */
   async acquire(resource, options = {}) {
-    const { owner = this.#owner, ttlMs, waitMs, metadata, signal, timeoutMs } = options;
+    const { owner = this.#owner, ttlMs, waitMs, metadata, limit, shared, signal, timeoutMs } = options;
     if (signal?.aborted) throw signal.reason;
+    if (limit !== undefined && !Number.isSafeInteger(limit)) throw new TypeError('limit must be an integer');
+    if (shared !== undefined && typeof shared !== 'boolean') throw new TypeError('shared must be a boolean');
     const leaseId = options.leaseId ?? randomUUID();
     const path = `${resourcePath(resource)}/acquire`;
-    const json = defined({ owner, ttl_ms: ttlMs, lease_id: leaseId, wait_ms: waitMs, metadata });
+    const json = defined({ owner, ttl_ms: ttlMs, lease_id: leaseId, wait_ms: waitMs, metadata, limit, shared });
     try {
       return toLease(await this.#call('POST', path, { json, signal, timeoutMs, waitMs }));
     } catch (err) {
@@ -286,11 +292,15 @@ export class Client {
     return { resource: body.resource, released: body.released === true };
   }
 
-  /** End the current lease of a resource whoever holds it (an operator's tool). */
+  /**
+   * End the leases of a resource whoever holds them (an operator's tool): every one, or only
+   * the one whose id is `leaseId`. `broken` is false when there was none (or `leaseId` holds
+   * nothing).
+   */
   async breakLease(resource, options = {}) {
-    const { reason, signal, timeoutMs } = options;
+    const { reason, leaseId, signal, timeoutMs } = options;
     const body = await this.#call('POST', `${resourcePath(resource)}/break`, {
-      json: defined({ reason }),
+      json: defined({ reason, lease_id: leaseId }),
       signal,
       timeoutMs,
     });
@@ -329,13 +339,14 @@ export class Client {
   }
 
   /**
-   * Acquire a lease and keep it alive in the background until release() or loss.
+   * Acquire a lease and keep it alive in the background until release() or loss. Takes
+   * acquire()'s options, `limit` and `shared` included, and `onLost`.
    * @returns {Promise<Lock>}
    */
   async lock(resource, options = {}) {
-    const { ttlMs, waitMs, owner, metadata, onLost, leaseId, signal, timeoutMs } = options;
+    const { ttlMs, waitMs, owner, metadata, limit, shared, onLost, leaseId, signal, timeoutMs } = options;
     const sentAt = performance.now();
-    const lease = await this.acquire(resource, { owner, ttlMs, waitMs, leaseId, metadata, signal, timeoutMs });
+    const lease = await this.acquire(resource, { owner, ttlMs, waitMs, leaseId, metadata, limit, shared, signal, timeoutMs });
     const receivedAt = performance.now();
     return new Lock(this, lease, { sentAt, receivedAt, onLost });
   }

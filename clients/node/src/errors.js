@@ -84,20 +84,39 @@ export class MethodNotAllowedError extends APIError {
   }
 }
 
-/** 409: base of LeaseHeldError and LeaseLostError (and of a 409 code this client does not know). */
+/**
+ * 409: base of LeaseHeldError, LeaseLostError and LimitMismatchError (and of a 409 code this
+ * client does not know).
+ */
 export class ConflictError extends APIError {}
 
 /** 409 lease_held: another lease holds the resource (at once, or when the wait ran out). */
 export class LeaseHeldError extends ConflictError {
   constructor(status, error, headers) {
     super(status, error, headers);
-    /** Who holds it: owner, fencingToken (bigint), expiresInMs; null if the server did not say. */
+    /**
+     * Who holds it: owner, fencingToken (bigint), expiresInMs; of several holders (a semaphore,
+     * shared leases) the one whose lease ends first; null if the server did not say.
+     */
     this.holder = toHolderInfo(error.holder);
   }
 }
 
 /** 409 lease_lost: the lease is no longer the resource's. Stop the work it guarded. */
 export class LeaseLostError extends ConflictError {}
+
+/**
+ * 409 limit_mismatch: the acquire named another `limit` than the one in force on the resource
+ * (an acquire without `limit` names 1), at once or when its turn in the queue came; or it was
+ * retried with its own lease id and another `limit`.
+ */
+export class LimitMismatchError extends ConflictError {
+  constructor(status, error, headers) {
+    super(status, error, headers);
+    /** The limit in force; undefined if the server did not say. */
+    this.limit = Number.isSafeInteger(error.limit) ? error.limit : undefined;
+  }
+}
 
 /** 413 body_too_large: the request body is over 65536 bytes. */
 export class BodyTooLargeError extends APIError {}
@@ -138,6 +157,7 @@ const BY_CODE = {
   method_not_allowed: MethodNotAllowedError,
   lease_held: LeaseHeldError,
   lease_lost: LeaseLostError,
+  limit_mismatch: LimitMismatchError,
   body_too_large: BodyTooLargeError,
   unsupported_media_type: UnsupportedMediaTypeError,
   too_many_waiters: TooManyWaitersError,

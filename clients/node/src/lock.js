@@ -102,6 +102,16 @@ export class Lock {
     return this.#lease.ttlMs;
   }
 
+  /** How many leases may hold the resource at once (more than 1: a counting semaphore). */
+  get limit() {
+    return this.#lease.limit;
+  }
+
+  /** Whether this is a shared lease (a reader). */
+  get shared() {
+    return this.#lease.shared;
+  }
+
   /** The lease as the last successful acquire or renewal answered it. */
   get lease() {
     return this.#lease;

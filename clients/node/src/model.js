@@ -23,12 +23,19 @@ function inexact(v) {
 function hasInexactToken(v) {
   if (v === null || typeof v !== 'object' || Array.isArray(v)) return false;
   if (inexact(v.fencing_token)) return true;
-  if (v.holder && inexact(v.holder.fencing_token)) return true;
   if (v.error && v.error.holder && inexact(v.error.holder.fencing_token)) return true;
+  if (stateHasInexactToken(v)) return true;
   if (Array.isArray(v.resources)) {
-    for (const r of v.resources) if (r && r.holder && inexact(r.holder.fencing_token)) return true;
+    for (const r of v.resources) if (stateHasInexactToken(r)) return true;
   }
   return false;
+}
+
+// A resource's state: its holder, and every one of its holders.
+function stateHasInexactToken(r) {
+  if (r === null || typeof r !== 'object') return false;
+  if (r.holder && inexact(r.holder.fencing_token)) return true;
+  return Array.isArray(r.holders) && r.holders.some((h) => h && inexact(h.fencing_token));
 }
 
 const NUMBER = /-?(?:0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)?/y;
@@ -136,10 +143,13 @@ export function toLease(j) {
     acquiredAt: j.acquired_at,
     renewedAt: j.renewed_at ?? null,
     metadata: j.metadata ?? null,
+    // A server without semaphores and shared leases sends neither: its leases are these.
+    limit: j.limit ?? 1,
+    shared: j.shared === true,
   };
 }
 
-/** The holder of a resource, as GET and the list show it. */
+/** A holder of a resource, as GET and the list show it. */
 export function toHolder(j) {
   if (j === null || typeof j !== 'object') return null;
   return {
@@ -150,6 +160,7 @@ export function toHolder(j) {
     acquiredAt: j.acquired_at,
     renewedAt: j.renewed_at ?? null,
     metadata: j.metadata ?? null,
+    shared: j.shared === true,
   };
 }
 
@@ -161,12 +172,16 @@ export function toHolderInfo(j) {
 
 /** The state of one resource (GET, watch, and each entry of the list). */
 export function toState(j) {
+  const holder = toHolder(j.holder);
   return {
     resource: j.resource,
     state: j.state,
     index: j.index,
-    holder: toHolder(j.holder),
+    holder,
     waiters: j.waiters,
+    limit: j.limit ?? 1,
+    // Oldest grant first. A server without semaphores sends only `holder`.
+    holders: Array.isArray(j.holders) ? j.holders.map(toHolder).filter((h) => h !== null) : holder ? [holder] : [],
   };
 }
 

@@ -51,6 +51,8 @@ export async function startServer({ args = [], dataDir, scheme = 'http', env } =
     function fail(err) {
       clearTimeout(timer);
       proc.kill('SIGKILL');
+      // A server that never started leaves no data to look at: its own directory goes.
+      if (ownDir) exited.then(() => rmSync(dir, { recursive: true, force: true }));
       reject(new Error(`${err.message}\n${log.join('\n')}`));
     }
     proc.on('error', fail);

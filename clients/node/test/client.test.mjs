@@ -134,7 +134,7 @@ test('get: a name never used is free; a held one shows its holder and never the 
   const name = uniqueName('get');
   const free = await client.get(name);
   assert.ok(Number.isInteger(free.index) && free.index >= 0);
-  assert.deepEqual(free, { resource: name, state: 'free', index: free.index, holder: null, waiters: 0 });
+  assert.deepEqual(free, { resource: name, state: 'free', index: free.index, holder: null, waiters: 0, limit: 1, holders: [] });
   const lease = await client.acquire(name, { owner: 'reader', ttlMs: 3000, metadata: { a: [1, 2] } });
   const held = await client.get(name);
   assert.equal(held.state, 'held');
@@ -145,6 +145,7 @@ test('get: a name never used is free; a held one shows its holder and never the 
   assert.ok(held.holder.expiresInMs <= 3000);
   assert.deepEqual(held.holder.metadata, { a: [1, 2] });
   assert.equal(held.waiters, 0);
+  assert.deepEqual(held.holders, [held.holder]);
   assert.ok(!JSON.stringify(held, (k, v) => (typeof v === 'bigint' ? String(v) : v)).includes(lease.leaseId));
   await client.release(lease);
 });

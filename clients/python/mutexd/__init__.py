@@ -1,5 +1,6 @@
-"""Python client of mutexd, a lease server: timed, exclusive leases on named resources
-over HTTP/JSON, for leader election and for guarding shared resources.
+"""Python client of mutexd, a lease server: timed leases on named resources over
+HTTP/JSON (exclusive, shared, or a counting semaphore's), for leader election and for
+guarding shared resources.
 
     import mutexd
 

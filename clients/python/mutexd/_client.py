@@ -276,6 +276,9 @@ class Client:
         wait: Duration = 0,
         lease_id: Optional[str] = None,
         metadata: Optional[Mapping[str, Any]] = None,
+        *,
+        limit: Optional[int] = None,
+        shared: bool = False,
     ) -> Lease:
         """Acquires a lease on ``resource``.
 
@@ -290,14 +293,26 @@ class Client:
                 lost answer sends the same id, and so gets the same lease.
             metadata: a JSON object stored with the lease (at most 4096 bytes
                 serialized), for example the leader's address.
+            limit: how many leases may hold the resource at once (1 to the server's
+                ``--max-holders``); more than 1 makes it a counting semaphore, each
+                holder with a lease of its own. ``None`` (the default) sends none, which
+                the server reads as 1. The limit belongs to the resource while it has
+                holders: naming another one then raises :class:`LimitMismatch`.
+            shared: a shared lease (a reader): shared leases hold the resource together
+                while no exclusive lease (the default, a writer) holds it. Only with a
+                ``limit`` of 1 (or none).
 
         Returns: the :class:`Lease`.
 
         Raises:
             LeaseHeld: another lease holds the resource (``holder`` says who,
-                ``retry_after`` when it expires), at once or when ``wait`` ran out.
+                ``retry_after`` when it expires), at once or when ``wait`` ran out; for a
+                semaphore, every place is taken.
+            LimitMismatch: the resource is held under another ``limit`` (``limit``
+                says which).
             TooManyWaiters: the queue of waiters is full.
-            InvalidRequest: a bad name, TTL, wait, owner, lease id or metadata.
+            InvalidRequest: a bad name, TTL, wait, owner, lease id, metadata or limit,
+                or ``shared`` with a ``limit`` other than 1.
         """
         body: dict[str, Any] = {
             "owner": default_owner() if owner is None else owner,
@@ -310,6 +325,16 @@ class Client:
             body["wait_ms"] = wait_ms
         if metadata is not None:
             body["metadata"] = dict(metadata)
+        # Sent only when asked for: a server without semaphores rejects unknown fields, and
+        # without them the request means what it always meant.
+        if limit is not None:
+            if isinstance(limit, bool) or not isinstance(limit, int):
+                raise TypeError("limit must be an int, not %r" % (limit,))
+            body["limit"] = limit
+        if not isinstance(shared, bool):
+            raise TypeError("shared must be a bool, not %r" % (shared,))
+        if shared:
+            body["shared"] = True
         sent = time.monotonic()
         resp = self._post(resource, "acquire", body, self.timeout + wait_ms / 1000.0)
         # The lease's time runs from the grant: at the latest when the request was sent,
@@ -369,15 +394,21 @@ class Client:
         resource, lid = _lease_ref(lease, lease_id)
         self._post(resource, "release", {"lease_id": lid}, timeout)
 
-    def break_lease(self, resource: str, reason: Optional[str] = None) -> bool:
-        """Ends the resource's current lease, whoever holds it (an operator's tool). The
-        next waiter is granted. Needs the ``admin`` scope when authorization is on.
+    def break_lease(
+        self, resource: str, reason: Optional[str] = None, *, lease_id: Optional[str] = None
+    ) -> bool:
+        """Ends the resource's leases, whoever holds them (an operator's tool): every one,
+        or only the one whose id is ``lease_id``. The next waiters are granted as they
+        fit. Needs the ``admin`` scope when authorization is on.
 
-        Returns: True when a lease was ended, False when there was none.
+        Returns: True when a lease was ended, False when there was none (or ``lease_id``
+        holds nothing).
         """
         body: dict[str, Any] = {}
         if reason is not None:
             body["reason"] = reason
+        if lease_id is not None:
+            body["lease_id"] = lease_id
         resp = self._post(resource, "break", body)
         return bool(resp.body.get("broken"))
 
@@ -457,11 +488,16 @@ class Client:
         wait: Duration = 30.0,
         owner: Optional[str] = None,
         metadata: Optional[Mapping[str, Any]] = None,
+        *,
+        limit: Optional[int] = None,
+        shared: bool = False,
     ) -> Lock:
         """A context manager that holds a lease on ``resource`` while its body runs.
 
         On entry it acquires the lease, waiting up to ``wait`` seconds in the queue
         (raises :class:`LeaseHeld` if that runs out), and returns a :class:`HeldLease`.
+        ``limit`` and ``shared`` are :meth:`acquire`'s: ``lock(name, limit=3)`` takes one
+        of three places of a semaphore, ``lock(name, shared=True)`` a shared lease.
         A background thread renews the lease every third of ``ttl``. The ``lost`` event of
         the :class:`HeldLease` is set the moment a renewal is answered ``lease_lost``, or
         when renewals keep failing (transient errors are retried) until the lease's
@@ -472,7 +508,10 @@ class Client:
         failure is logged (logger ``mutexd``) and never raised, so it cannot hide an
         exception of the body.
         """
-        return Lock(self, resource, ttl=ttl, wait=wait, owner=owner, metadata=metadata)
+        return Lock(
+            self, resource, ttl=ttl, wait=wait, owner=owner, metadata=metadata,
+            limit=limit, shared=shared,
+        )
 
     def run_when_leader(
         self,

@@ -35,6 +35,7 @@ __all__ = [
     "Conflict",
     "LeaseHeld",
     "LeaseLost",
+    "LimitMismatch",
     "BodyTooLarge",
     "UnsupportedMediaType",
     "TooManyWaiters",
@@ -170,7 +171,7 @@ class MethodNotAllowed(APIError):
 
 
 class Conflict(APIError):
-    """409: base of :class:`LeaseHeld` and :class:`LeaseLost`."""
+    """409: base of :class:`LeaseHeld`, :class:`LeaseLost` and :class:`LimitMismatch`."""
 
 
 class LeaseHeld(Conflict):
@@ -179,7 +180,8 @@ class LeaseHeld(Conflict):
 
     Attributes:
         holder: who holds it (:class:`LeaseHolder`: ``owner``, ``fencing_token``,
-            ``expires_in``), or ``None`` if the server did not say.
+            ``expires_in``), or ``None`` if the server did not say; of several holders (a
+            semaphore, shared leases), the one whose lease ends first.
         retry_after: the holder's remaining time in whole seconds, rounded up (the
             ``Retry-After`` header).
     """
@@ -195,6 +197,23 @@ class LeaseHeld(Conflict):
 class LeaseLost(Conflict):
     """409 ``lease_lost``: the lease is no longer the resource's (released, broken, or
     another lease was granted after it expired). Stop the work it guarded."""
+
+
+class LimitMismatch(Conflict):
+    """409 ``limit_mismatch``: the acquire named another ``limit`` than the one in force on
+    the resource (an acquire without ``limit`` names 1), at once or when its turn in the
+    queue came; or it was retried with its own ``lease_id`` and another ``limit``.
+
+    Attributes:
+        limit: the semaphore's limit in force, or ``None`` if the server did not say.
+    """
+
+    @property
+    def limit(self) -> Optional[int]:
+        value = self.details.get("limit")
+        if isinstance(value, bool) or not isinstance(value, int):
+            return None
+        return value
 
 
 class BodyTooLarge(APIError):
@@ -238,6 +257,7 @@ _BY_CODE: dict[str, type[APIError]] = {
     "method_not_allowed": MethodNotAllowed,
     "lease_held": LeaseHeld,
     "lease_lost": LeaseLost,
+    "limit_mismatch": LimitMismatch,
     "body_too_large": BodyTooLarge,
     "unsupported_media_type": UnsupportedMediaType,
     "too_many_waiters": TooManyWaiters,

@@ -61,8 +61,8 @@ class HeldLease:
     """A lease that a background thread keeps renewing until :meth:`release`.
 
     It has the fields of :class:`Lease` (``resource``, ``lease_id``, ``owner``,
-    ``fencing_token``, ``ttl``, ``acquired_at``, ``renewed_at``, ``metadata``), as of the
-    last successful renewal, and:
+    ``fencing_token``, ``ttl``, ``acquired_at``, ``renewed_at``, ``metadata``, ``limit``,
+    ``shared``), as of the last successful renewal, and:
 
     - ``lost``: a ``threading.Event``, set the moment a renewal is answered
       ``lease_lost`` (the lease was broken, or another lease was granted), or when the
@@ -142,6 +142,16 @@ class HeldLease:
     @property
     def metadata(self) -> Optional[dict[str, Any]]:
         return self.lease.metadata
+
+    @property
+    def limit(self) -> int:
+        """How many leases may hold the resource at once (more than 1: a semaphore)."""
+        return self._lease.limit
+
+    @property
+    def shared(self) -> bool:
+        """Whether this is a shared lease (a reader)."""
+        return self._lease.shared
 
     @property
     def deadline(self) -> float:
@@ -347,6 +357,8 @@ class Lock:
         wait: Duration = 30.0,
         owner: Optional[str] = None,
         metadata: Optional[Mapping[str, Any]] = None,
+        limit: Optional[int] = None,
+        shared: bool = False,
     ) -> None:
         self._client = client
         self.resource = resource
@@ -354,6 +366,8 @@ class Lock:
         self.wait = wait
         self.owner = owner
         self.metadata = metadata
+        self.limit = limit
+        self.shared = shared
         self.held: Optional[HeldLease] = None
 
     def __enter__(self) -> HeldLease:
@@ -363,7 +377,8 @@ class Lock:
         try:
             lease = self._client.acquire(
                 self.resource, owner=self.owner, ttl=self.ttl, wait=self.wait,
-                lease_id=lease_id, metadata=self.metadata,
+                lease_id=lease_id, metadata=self.metadata, limit=self.limit,
+                shared=self.shared,
             )
         except TransportError:
             # The grant may have happened without its answer reaching us: give it back.

@@ -28,6 +28,9 @@ class LeaseOps(Protocol):
         wait: Duration = 0,
         lease_id: Optional[str] = None,
         metadata: Optional[Mapping[str, Any]] = None,
+        *,
+        limit: Optional[int] = None,
+        shared: bool = False,
     ) -> Lease: ...
 
     def renew(

@@ -62,6 +62,19 @@ def _metadata(value: Any) -> Optional[dict[str, Any]]:
     return value if isinstance(value, dict) else None
 
 
+def _limit(data: Mapping[str, Any]) -> int:
+    """The answer's ``limit``; 1 when absent (a server without semaphores)."""
+    return _int(data, "limit") if "limit" in data else 1
+
+
+def _shared(data: Mapping[str, Any]) -> bool:
+    """The answer's ``shared``; false when absent (a server without shared leases)."""
+    value = data.get("shared", False)
+    if not isinstance(value, bool):
+        raise ValueError("the answer's 'shared' is not a boolean: %r" % (value,))
+    return value
+
+
 @dataclass(frozen=True)
 class Lease:
     """A granted lease, as ``acquire`` and ``renew`` answer it.
@@ -74,6 +87,9 @@ class Lease:
     clock, when the lease ends unless renewed: ``expires_in`` counted from when the request
     was sent (so never later than the server's own deadline), or from when the answer
     arrived for an acquire that waited in the queue.
+
+    ``limit`` is how many leases may hold the resource at once (more than 1: a counting
+    semaphore), ``shared`` whether this lease is a shared one (a reader).
     """
 
     resource: str
@@ -86,6 +102,8 @@ class Lease:
     renewed_at: Optional[_dt.datetime]
     metadata: Optional[dict[str, Any]]
     deadline: float = field(compare=False)
+    limit: int = 1
+    shared: bool = False
 
     @property
     def ttl(self) -> float:
@@ -113,6 +131,8 @@ class Lease:
             renewed_at=_time(data.get("renewed_at")),
             metadata=_metadata(data.get("metadata")),
             deadline=base + expires_in_ms / 1000.0,
+            limit=_limit(data),
+            shared=_shared(data),
         )
 
 
@@ -140,8 +160,8 @@ class LeaseHolder:
 
 @dataclass(frozen=True)
 class Holder:
-    """The current lease of a resource as ``get``, ``watch`` and ``list`` show it (never
-    with its ``lease_id``)."""
+    """A lease holding a resource as ``get``, ``watch`` and ``list`` show it (never with
+    its ``lease_id``); ``shared`` says whether it is a shared lease (a reader)."""
 
     owner: str
     fencing_token: int
@@ -150,6 +170,7 @@ class Holder:
     acquired_at: Optional[_dt.datetime]
     renewed_at: Optional[_dt.datetime]
     metadata: Optional[dict[str, Any]]
+    shared: bool = False
 
     @property
     def ttl(self) -> float:
@@ -169,6 +190,7 @@ class Holder:
             acquired_at=_time(data.get("acquired_at")),
             renewed_at=_time(data.get("renewed_at")),
             metadata=_metadata(data.get("metadata")),
+            shared=_shared(data),
         )
 
 
@@ -178,6 +200,10 @@ class ResourceState:
 
     ``index`` increases on every change of the resource (grant, renew, release, break,
     expiry); pass it to :meth:`Client.watch` to wait for the next change.
+
+    ``holders`` is every lease holding the resource, oldest grant first (several for a
+    semaphore or shared leases); ``holder`` is the first of them, or ``None``. ``limit``
+    is the semaphore's limit in force (1 for a free resource or an exclusive lease).
     """
 
     resource: str
@@ -185,6 +211,8 @@ class ResourceState:
     index: int
     holder: Optional[Holder]
     waiters: int
+    limit: int = 1
+    holders: list[Holder] = field(default_factory=list)
 
     @property
     def held(self) -> bool:
@@ -193,13 +221,24 @@ class ResourceState:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "ResourceState":
-        holder = data.get("holder")
+        raw = data.get("holder")
+        holder = Holder.from_json(raw) if isinstance(raw, dict) else None
+        raw_holders = data.get("holders")
+        if raw_holders is None:  # a server without semaphores: the one holder, if any
+            holders = [holder] if holder is not None else []
+        elif isinstance(raw_holders, list) and all(isinstance(h, dict) for h in raw_holders):
+            holders = [Holder.from_json(h) for h in raw_holders]
+        else:
+            raise ValueError("the answer's 'holders' is not a list of objects: %r"
+                             % (raw_holders,))
         return cls(
             resource=str(data.get("resource", "")),
             state=str(data.get("state", "")),
             index=_int(data, "index"),
-            holder=Holder.from_json(holder) if isinstance(holder, dict) else None,
+            holder=holder,
             waiters=int(data.get("waiters") or 0),
+            limit=_limit(data),
+            holders=holders,
         )
 
 

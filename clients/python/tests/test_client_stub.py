@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -181,3 +182,122 @@ def test_names_and_queries_are_encoded(stub):
     assert stub.requests[0][1] == "/v1/resources?prefix=jobs/a+b&limit=5"
     assert stub.requests[1][1] == "/v1/resources?cursor=x%26y"
     assert stub.requests[2][1] == "/v1/resources/a%3Fb%23c"
+
+
+# -- semaphores and shared leases: what is sent, and how the answers are read ----------
+
+
+HOLDER = {"owner": "o1", "fencing_token": 7, "shared": True, "ttl_ms": 5000,
+          "expires_in_ms": 4000, "acquired_at": "2026-01-15T09:30:00.000Z",
+          "renewed_at": None, "metadata": {"n": 1}}
+
+
+def test_limit_and_shared_are_sent_only_when_given(stub):
+    stub.script = [(200, {}, LEASE)] * 3 + [(200, {}, dict(LEASE, limit=3)), (200, {}, {})]
+    with mutexd.Client(stub.url) as c:
+        c.acquire("r")
+        c.acquire("r", limit=3)
+        c.acquire("r", shared=True, limit=1)
+        with c.lock("r", limit=3) as held:
+            assert (held.limit, held.shared) == (3, False)
+    bodies = [json.loads(r[3]) for r in stub.requests]
+    # Without them the request is the one a server without semaphores takes.
+    assert "limit" not in bodies[0] and "shared" not in bodies[0]
+    assert bodies[1]["limit"] == 3 and "shared" not in bodies[1]
+    assert bodies[2]["shared"] is True and bodies[2]["limit"] == 1
+    assert bodies[3]["limit"] == 3 and "shared" not in bodies[3]
+    assert stub.requests[4][1] == "/v1/resources/r/release"
+
+
+def test_limit_and_shared_of_the_wrong_type_are_refused_before_sending(stub):
+    with mutexd.Client(stub.url) as c:
+        for kw in ({"limit": "3"}, {"limit": True}, {"limit": 2.0}, {"shared": "yes"},
+                   {"shared": 1}):
+            with pytest.raises(TypeError):
+                c.acquire("r", **kw)
+    assert stub.requests == []
+
+
+def test_a_lease_reads_limit_and_shared(stub):
+    stub.script = [(200, {}, dict(LEASE, limit=1, shared=True)), (200, {}, dict(LEASE, limit=4)),
+                   (200, {}, LEASE), (200, {}, dict(LEASE, shared="yes"))]
+    with mutexd.Client(stub.url) as c:
+        reader = c.acquire("r", shared=True)
+        assert (reader.limit, reader.shared) == (1, True)
+        renewed = c.renew(reader)
+        assert (renewed.limit, renewed.shared) == (4, False)
+        # A server without semaphores sends neither: its leases are exclusive, limit 1.
+        old = c.acquire("r")
+        assert (old.limit, old.shared) == (1, False)
+        with pytest.raises(mutexd.ProtocolError):
+            c.acquire("r")
+
+
+def test_a_state_reads_limit_and_every_holder(stub):
+    second = dict(HOLDER, owner="o2", fencing_token=2 ** 64 - 2, shared=False, metadata=None)
+    state = {"resource": "r", "state": "held", "index": 9, "limit": 3,
+             "holder": HOLDER, "holders": [HOLDER, second], "waiters": 1}
+    stub.script = [(200, {}, state), (200, {}, {"resources": [state], "next_cursor": None})]
+    with mutexd.Client(stub.url) as c:
+        got = c.get("r")
+        page = c.list_page()
+    assert page.resources == [got]
+    assert got.limit == 3 and got.held and got.waiters == 1
+    assert [h.owner for h in got.holders] == ["o1", "o2"]
+    assert all(isinstance(h, mutexd.Holder) for h in got.holders)
+    assert [h.shared for h in got.holders] == [True, False]
+    assert got.holders[1].fencing_token == 2 ** 64 - 2
+    assert got.holders[0].metadata == {"n": 1} and got.holders[0].expires_in == 4
+    assert got.holder == got.holders[0]
+
+
+def test_a_state_from_a_server_without_semaphores(stub):
+    old_holder = {k: v for k, v in HOLDER.items() if k != "shared"}
+    stub.script = [
+        (200, {}, {"resource": "r", "state": "held", "index": 3, "holder": old_holder,
+                   "waiters": 0}),
+        (200, {}, {"resource": "r", "state": "free", "index": 4, "holder": None, "waiters": 0}),
+    ]
+    with mutexd.Client(stub.url) as c:
+        held = c.get("r")
+        free = c.get("r")
+    assert held.limit == 1 and held.holders == [held.holder] and not held.holders[0].shared
+    assert free == mutexd.ResourceState("r", "free", 4, None, 0, 1, [])
+
+
+def test_malformed_holders_are_a_protocol_error(stub):
+    malformed = [{"owner": "o"}, [1], ["x"], [dict(HOLDER, shared="no")]]
+    stub.script = [(200, {}, {"resource": "r", "state": "held", "index": 3, "limit": 1,
+                              "holder": None, "holders": h, "waiters": 0}) for h in malformed]
+    with mutexd.Client(stub.url) as c:
+        for _ in malformed:
+            with pytest.raises(mutexd.ProtocolError):
+                c.get("r")
+
+
+def test_limit_mismatch_carries_the_limit_in_force(stub):
+    stub.script = [(409, {"X-Request-Id": "q"}, _error("limit_mismatch", "held under 3", limit=3)),
+                   (409, {}, _error("limit_mismatch"))]
+    with mutexd.Client(stub.url) as c:
+        with pytest.raises(mutexd.LimitMismatch) as info:
+            c.acquire("r", limit=2)
+        with pytest.raises(mutexd.LimitMismatch) as info2:
+            c.acquire("r")
+    err = info.value
+    assert isinstance(err, mutexd.Conflict) and not isinstance(err, mutexd.LeaseHeld)
+    assert (err.status, err.code, err.limit, err.request_id) == (409, "limit_mismatch", 3, "q")
+    assert not mutexd.is_retryable(err)
+    copy = pickle.loads(pickle.dumps(err))
+    assert type(copy) is mutexd.LimitMismatch and copy.limit == 3
+    assert info2.value.limit is None  # the server did not say
+
+
+def test_break_sends_the_lease_id_only_when_given(stub):
+    stub.script = [(200, {}, {"resource": "r", "broken": True}),
+                   (200, {}, {"resource": "r", "broken": False})]
+    lease_id = "3f2c8a4e-9b1d-4c6e-8f7a-2d5b1e0c9a47"
+    with mutexd.Client(stub.url) as c:
+        assert c.break_lease("r", lease_id=lease_id) is True
+        assert c.break_lease("r", "stuck") is False
+    assert json.loads(stub.requests[0][3]) == {"lease_id": lease_id}
+    assert json.loads(stub.requests[1][3]) == {"reason": "stuck"}
