@@ -752,6 +752,7 @@ static void read_headers(struct hreq *q, const char *method, const char *version
 {
     memset(ah, 0, sizeof *ah);
     ah->http10 = strcmp(version, MHD_HTTP_VERSION_1_0) == 0;
+    ah->https = q->h->cfg.tls_cert_file && q->h->cfg.tls_key_file;
     ah->origin = MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, "Origin");
     ah->host = MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, "Host");
     ah->content_length = MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, "Content-Length");
