@@ -32,6 +32,7 @@ enum api_route {
     ROUTE_READYZ,
     ROUTE_METRICS,
     ROUTE_SERVERS, /* GET /v1/servers: the server group, answered by every server itself */
+    ROUTE_UI,      /* GET /ui and /ui/...: the dashboard's files (http/ui.h) */
     ROUTE_COUNT
 };
 

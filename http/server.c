@@ -53,6 +53,7 @@
 #include "http/listener.h"
 #include "http/render.h"
 #include "http/stats.h"
+#include "http/ui.h"
 #include "persistence/store.h"
 
 enum phase { PH_HEADERS, PH_BODY, PH_WAIT, PH_DONE };
@@ -108,9 +109,13 @@ struct hreq {
     bool too_large; /* the body went over the limit: 413 at its end */
     bool counted;   /* counted in h->suspended until its answer is handled */
     bool oom;
-    bool bad_path;        /* a control character in the path, seen before it was decoded */
-    bool v1;              /* the path is under /v1: Mutexd-Served-By */
-    bool forwarding;      /* handed to the forwarder: `fwd` holds its answer */
+    bool bad_path; /* a control character in the path, seen before it was decoded */
+    bool v1;       /* the path is under /v1: Mutexd-Served-By */
+    bool ui;       /* the path is the dashboard's: its security headers (http/ui.h) */
+    const struct ui_asset *asset; /* the dashboard's file asked for, or NULL */
+    bool ui_not_modified;         /* If-None-Match names the file's ETag: 304 */
+    bool ui_redirect;             /* GET /ui: sent to /ui/ */
+    bool forwarding;              /* handed to the forwarder: `fwd` holds its answer */
     bool here;            /* serve here whatever the role (held, then the role became serve) */
     struct answer answer; /* a lease request's answer against its connection's suspension */
     char *target;         /* path and query as received, when the server is in a group */
@@ -132,6 +137,20 @@ struct hreq {
 };
 
 /* ---- responses ------------------------------------------------------------------- */
+
+/* Queues `r` (the caller destroys its reference) with `status`; every answer under /ui/, an
+ * error too, carries the dashboard's security headers. */
+static enum MHD_Result queue(struct hreq *q, int status, struct MHD_Response *r)
+{
+    if (q->ui)
+        for (const struct ui_header *u = ui_security_headers; u->name; u++)
+            MHD_add_response_header(r, u->name, u->value);
+    q->status = status;
+    q->phase = PH_DONE;
+    enum MHD_Result rc = MHD_queue_response(q->conn, (unsigned)status, r);
+    MHD_destroy_response(r);
+    return rc;
+}
 
 /* Queues `body` (taken; NULL means out of memory) with the contract's headers. */
 static enum MHD_Result send_body(struct hreq *q, int status, char *body, const char *type,
@@ -183,11 +202,7 @@ static enum MHD_Result send_body(struct hreq *q, int status, char *body, const c
         MHD_add_response_header(r, "Mutexd-Served-By", q->h->cfg.served_by);
     if (q->close)
         MHD_add_response_header(r, "Connection", "close");
-    q->status = status;
-    q->phase = PH_DONE;
-    enum MHD_Result rc = MHD_queue_response(q->conn, (unsigned)status, r);
-    MHD_destroy_response(r);
-    return rc;
+    return queue(q, status, r);
 }
 
 static enum MHD_Result send_render(struct hreq *q, const struct render *rd, const char *allow)
@@ -404,6 +419,7 @@ static enum MHD_Result query_param(void *cls, enum MHD_ValueKind kind, const cha
 
 static enum MHD_Result serve_metrics(struct hreq *q);
 static enum MHD_Result serve_servers(struct hreq *q);
+static enum MHD_Result serve_ui(struct hreq *q);
 static enum MHD_Result forward(struct hreq *q, uint64_t wait_ms);
 
 /* Answers a complete request: at once, or by handing it to the actors (the connection is
@@ -458,6 +474,8 @@ static enum MHD_Result serve_request(struct hreq *q)
     }
     case ROUTE_METRICS:
         return serve_metrics(q);
+    case ROUTE_UI:
+        return serve_ui(q);
     default:
         break;
     }
@@ -549,6 +567,38 @@ static enum MHD_Result serve_request(struct hreq *q)
     if (answer_suspended(&q->answer))
         MHD_resume_connection(q->conn); /* answered while suspending */
     return MHD_YES;
+}
+
+/* GET /ui/...: a file of the dashboard, from the binary (no copy: the table is constant);
+ * /ui itself is sent to /ui/, where the page's relative links resolve. */
+static enum MHD_Result serve_ui(struct hreq *q)
+{
+    const struct ui_asset *a = q->asset;
+    bool redirect = q->ui_redirect;
+    if (!q->h->cfg.ui || (!a && !redirect)) {
+        api_fail(&q->err, 404, "not_found", NULL,
+                 q->h->cfg.ui ? "no such file of the dashboard"
+                              : "the dashboard is turned off (--ui off)");
+        return send_error(q, &q->err);
+    }
+    int status = redirect ? 301 : q->ui_not_modified ? 304 : 200;
+    size_t len = status == 200 ? a->len : 0;
+    struct MHD_Response *r = MHD_create_response_from_buffer(
+        len, len ? (void *)a->data : (void *)"", MHD_RESPMEM_PERSISTENT);
+    if (!r)
+        return MHD_NO;
+    MHD_add_response_header(r, "X-Request-Id", q->rid);
+    if (redirect) {
+        MHD_add_response_header(r, "Location", "/ui/");
+        MHD_add_response_header(r, "Cache-Control", "no-store");
+    } else {
+        if (status == 200)
+            MHD_add_response_header(r, "Content-Type", a->type);
+        MHD_add_response_header(r, "ETag", a->etag);
+        /* Kept, but asked about again each time: a new binary serves new files at once. */
+        MHD_add_response_header(r, "Cache-Control", "no-cache");
+    }
+    return queue(q, status, r);
 }
 
 /* GET /v1/servers: the group as the callback renders it. */
@@ -646,6 +696,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
     q->fd = -1;
     q->bad_path = !api_path_clean(uri); /* libmicrohttpd decodes it in place after this */
     q->v1 = strncmp(uri, "/v1", 3) == 0 && (uri[3] == '/' || uri[3] == '?' || uri[3] == '\0');
+    q->ui = strncmp(uri, "/ui", 3) == 0 && (uri[3] == '/' || uri[3] == '?' || uri[3] == '\0');
     if (q->v1 && atomic_load(&h->grouped)) {
         q->target = strdup(uri); /* NULL (out of memory): answered 503 if it is forwarded */
     }
@@ -800,6 +851,13 @@ static enum MHD_Result on_headers(struct hreq *q, const char *url, const char *m
         if (name) {
             memcpy(q->name, name, q->name_len);
             q->name[q->name_len] = '\0';
+        }
+        if (q->route == ROUTE_UI) {
+            q->ui_redirect = strcmp(url, "/ui") == 0;
+            q->asset = ui_find(url);
+            const char *inm =
+                MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, "If-None-Match");
+            q->ui_not_modified = inm && q->asset && ui_etag_matches(inm, q->asset->etag);
         }
         if (!admit_origin_host(&ah, h->cfg.allowed_origins, h->cfg.allowed_hosts, h->check_host,
                                &q->err))
