@@ -859,7 +859,12 @@ static enum MHD_Result on_headers(struct hreq *q, const char *url, const char *m
                 MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, "If-None-Match");
             q->ui_not_modified = inm && q->asset && ui_etag_matches(inm, q->asset->etag);
         }
-        if (!admit_origin_host(&ah, h->cfg.allowed_origins, h->cfg.allowed_hosts, h->check_host,
+        /* The dashboard's files are public and change nothing, and a browser may send an
+         * Origin for a module script of the page itself: only their Host is checked. */
+        struct admit_headers oh = ah;
+        if (q->route == ROUTE_UI)
+            oh.origin = NULL;
+        if (!admit_origin_host(&oh, h->cfg.allowed_origins, h->cfg.allowed_hosts, h->check_host,
                                &q->err))
             q->failed = true;
         else

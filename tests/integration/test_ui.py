@@ -158,6 +158,13 @@ def test_own_origin_is_served_and_a_foreign_one_refused(server):
                     "http://localhost:%d" % server.port, "null", "http://evil.example"):
         r = c.post("ui/origin", "acquire", {"owner": "page"}, headers={"Origin": foreign})
         assert r.status == 403 and r.code == "forbidden", (foreign, r)
+    # The page's files are public: an Origin (a module script's) does not matter there, but
+    # the Host check against DNS rebinding still does.
+    r = c.request("GET", "/ui/app.js", headers={"Origin": "http://evil.example"})
+    assert r.status == 200
+    r = c.request("GET", "/ui/app.js", headers={"Host": "rebind.example:%d" % server.port})
+    assert r.status == 403
+    assert_secured(r)
     # The other defences stay: a form's text/plain POST from the page itself is still 415.
     r = c.request("POST", "/v1/resources/ui/origin/acquire", body='{"owner":"x"}',
                   headers={"Origin": own, "Content-Type": "text/plain"})
