@@ -19,6 +19,8 @@ COPY actors actors
 COPY persistence persistence
 COPY blob blob
 COPY http http
+COPY cmake cmake
+COPY ui ui
 COPY server server
 COPY bench bench
 COPY clients clients

@@ -157,13 +157,43 @@ bool admit_is_loopback_host(const char *host, size_t len)
     return inet_pton(AF_INET, buf, &a4) == 1 && (ntohl(a4.s_addr) >> 24) == 127;
 }
 
+/* `n` bytes of host[:port] without a default port (":80" for http, ":443" for https). */
+static size_t without_default_port(const char *s, size_t n, bool https)
+{
+    const char *port = https ? ":443" : ":80";
+    size_t pn = strlen(port);
+    if (n > pn && strncmp(s + n - pn, port, pn) == 0)
+        return n - pn;
+    return n;
+}
+
+bool admit_same_origin(const struct admit_headers *h, const char *allowed_hosts)
+{
+    const char *host;
+    size_t len;
+    if (!h->origin || !h->host || !admit_host_of(h->host, &host, &len))
+        return false;
+    if (!admit_is_loopback_host(host, len) && !admit_list_has(allowed_hosts, host, len) &&
+        !admit_list_has(allowed_hosts, "*", 1))
+        return false;
+    const char *scheme = h->https ? "https://" : "http://";
+    size_t sn = strlen(scheme);
+    if (strncasecmp(h->origin, scheme, sn) != 0)
+        return false;
+    const char *o = h->origin + sn;
+    size_t on = without_default_port(o, strlen(o), h->https);
+    size_t hn = without_default_port(h->host, strlen(h->host), h->https);
+    return on == hn && strncasecmp(o, h->host, on) == 0;
+}
+
 bool admit_origin_host(const struct admit_headers *h, const char *allowed_origins,
                        const char *allowed_hosts, bool check_host, struct api_error *e)
 {
-    if (h->origin && !admit_list_has(allowed_origins, h->origin, strlen(h->origin)))
+    if (h->origin && !admit_list_has(allowed_origins, h->origin, strlen(h->origin)) &&
+        !admit_same_origin(h, allowed_hosts))
         return api_fail(e, 403, "forbidden", NULL,
                         "requests from web pages are refused: the request has an Origin "
-                        "header that is not in --allowed-origins");
+                        "header that is not in --allowed-origins, nor this server's own");
     const char *host;
     size_t len;
     if (!check_host || !h->host) /* no Host: HTTP/1.0, which no browser sends */

@@ -17,6 +17,7 @@
  * NULL; the counts are of every header line of that name. */
 struct admit_headers {
     bool http10; /* HTTP/1.0 (libmicrohttpd answers versions other than 1.x itself) */
+    bool https;  /* the request came over TLS: its own origin is https://Host */
     const char *origin, *host, *content_length, *transfer_encoding, *content_type;
     unsigned n_content_length, n_transfer_encoding, n_host, n_authorization;
     /* The first header with a NUL byte in its value or folded onto a second line (see
@@ -61,12 +62,20 @@ bool admit_framing(const struct admit_headers *h, struct api_error *e);
 
 /* What a web browser sends on behalf of a page the user happened to open is refused: a
  * request with an Origin header (browsers add it to every cross-origin request and to
- * every POST) unless `allowed_origins` lists it, and, when `check_host`, a Host that is
- * neither loopback nor in `allowed_hosts`: a page on a name its owner points at 127.0.0.1
- * (DNS rebinding) is then its own origin and sends no Origin on a GET. The lists are
- * comma-separated, or NULL. False with `e` filled (403). */
+ * every POST) unless `allowed_origins` lists it or it is the request's own origin (see
+ * admit_same_origin: the dashboard at /ui/ calling its server), and, when `check_host`, a
+ * Host that is neither loopback nor in `allowed_hosts`: a page on a name its owner points
+ * at 127.0.0.1 (DNS rebinding) is then its own origin and sends no Origin on a GET. The
+ * lists are comma-separated, or NULL. False with `e` filled (403). */
 bool admit_origin_host(const struct admit_headers *h, const char *allowed_origins,
                        const char *allowed_hosts, bool check_host, struct api_error *e);
+
+/* Whether the Origin is the request's own: the same scheme (https when it came over TLS),
+ * host and port as its Host header (a default port, 80 or 443, written or not), compared
+ * without regard to case. Only for a Host the server knows: loopback, or named by
+ * `allowed_hosts` (or `*` there). Elsewhere a page on a name that an attacker points at
+ * this server (DNS rebinding) would be its own origin too. */
+bool admit_same_origin(const struct admit_headers *h, const char *allowed_hosts);
 
 /* Whether a request has a body, and whether it may be read: over API_MAX_BODY by its
  * Content-Length (413), or, for a route that takes a JSON body (`json_route`), a body

@@ -20,13 +20,14 @@
 #include "common/hex.h"
 #include "common/json_span.h"
 #include "common/uuid.h"
+#include "http/ui.h"
 
 static const char *const route_names[ROUTE_COUNT] = {
     [ROUTE_NONE] = "other",      [ROUTE_ACQUIRE] = "acquire", [ROUTE_RENEW] = "renew",
     [ROUTE_RELEASE] = "release", [ROUTE_BREAK] = "break",     [ROUTE_GET] = "get",
     [ROUTE_LIST] = "list",       [ROUTE_HEALTHZ] = "healthz", [ROUTE_READYZ] = "readyz",
     [ROUTE_METRICS] = "metrics", [ROUTE_SERVERS] = "servers", [ROUTE_EVENTS] = "events",
-    [ROUTE_WHOAMI] = "whoami",
+    [ROUTE_WHOAMI] = "whoami",   [ROUTE_UI] = "ui",
 };
 
 const char *api_route_name(enum api_route r)
@@ -129,6 +130,12 @@ bool api_route(const char *method, const char *path, enum api_route *route, cons
         if (!is_get(method))
             return not_allowed(e, "GET, HEAD");
         *route = path[1] == 'h' ? ROUTE_HEALTHZ : path[1] == 'r' ? ROUTE_READYZ : ROUTE_METRICS;
+        return true;
+    }
+    if (ui_is_path(path)) {
+        if (!is_get(method))
+            return not_allowed(e, "GET, HEAD");
+        *route = ROUTE_UI; /* which file, if any: http/ui.h */
         return true;
     }
     if (strcmp(path, "/v1/servers") == 0 || strcmp(path, "/v1/events") == 0 ||

@@ -34,6 +34,7 @@ enum api_route {
     ROUTE_SERVERS, /* GET /v1/servers: the server group, answered by every server itself */
     ROUTE_EVENTS,  /* GET /v1/events: the recent changes */
     ROUTE_WHOAMI,  /* GET /v1/whoami: the token's name and scopes, answered by every server */
+    ROUTE_UI,      /* GET /ui and /ui/...: the dashboard's files (http/ui.h) */
     ROUTE_COUNT
 };
 

@@ -53,6 +53,7 @@
 #include "http/listener.h"
 #include "http/render.h"
 #include "http/stats.h"
+#include "http/ui.h"
 #include "persistence/store.h"
 
 enum phase { PH_HEADERS, PH_BODY, PH_WAIT, PH_DONE };
@@ -108,9 +109,13 @@ struct hreq {
     bool too_large; /* the body went over the limit: 413 at its end */
     bool counted;   /* counted in h->suspended until its answer is handled */
     bool oom;
-    bool bad_path;        /* a control character in the path, seen before it was decoded */
-    bool v1;              /* the path is under /v1: Mutexd-Served-By */
-    bool forwarding;      /* handed to the forwarder: `fwd` holds its answer */
+    bool bad_path; /* a control character in the path, seen before it was decoded */
+    bool v1;       /* the path is under /v1: Mutexd-Served-By */
+    bool ui;       /* the path is the dashboard's: its security headers (http/ui.h) */
+    const struct ui_asset *asset; /* the dashboard's file asked for, or NULL */
+    bool ui_not_modified;         /* If-None-Match names the file's ETag: 304 */
+    bool ui_redirect;             /* GET /ui: sent to /ui/ */
+    bool forwarding;              /* handed to the forwarder: `fwd` holds its answer */
     bool here;            /* serve here whatever the role (held, then the role became serve) */
     struct answer answer; /* a lease request's answer against its connection's suspension */
     char *target;         /* path and query as received, when the server is in a group */
@@ -140,6 +145,20 @@ struct hreq {
 };
 
 /* ---- responses ------------------------------------------------------------------- */
+
+/* Queues `r` (the caller destroys its reference) with `status`; every answer under /ui/, an
+ * error too, carries the dashboard's security headers. */
+static enum MHD_Result queue(struct hreq *q, int status, struct MHD_Response *r)
+{
+    if (q->ui)
+        for (const struct ui_header *u = ui_security_headers; u->name; u++)
+            MHD_add_response_header(r, u->name, u->value);
+    q->status = status;
+    q->phase = PH_DONE;
+    enum MHD_Result rc = MHD_queue_response(q->conn, (unsigned)status, r);
+    MHD_destroy_response(r);
+    return rc;
+}
 
 /* Queues `body` (taken; NULL means out of memory) with the contract's headers. */
 static enum MHD_Result send_body(struct hreq *q, int status, char *body, const char *type,
@@ -191,11 +210,7 @@ static enum MHD_Result send_body(struct hreq *q, int status, char *body, const c
         MHD_add_response_header(r, "Mutexd-Served-By", q->h->cfg.served_by);
     if (q->close)
         MHD_add_response_header(r, "Connection", "close");
-    q->status = status;
-    q->phase = PH_DONE;
-    enum MHD_Result rc = MHD_queue_response(q->conn, (unsigned)status, r);
-    MHD_destroy_response(r);
-    return rc;
+    return queue(q, status, r);
 }
 
 static enum MHD_Result send_render(struct hreq *q, const struct render *rd, const char *allow)
@@ -447,6 +462,7 @@ static enum MHD_Result query_param(void *cls, enum MHD_ValueKind kind, const cha
 
 static enum MHD_Result serve_metrics(struct hreq *q);
 static enum MHD_Result serve_servers(struct hreq *q);
+static enum MHD_Result serve_ui(struct hreq *q);
 static enum MHD_Result forward(struct hreq *q, uint64_t wait_ms);
 
 /* Answers a complete request: at once, or by handing it to the actors (the connection is
@@ -501,6 +517,8 @@ static enum MHD_Result serve_request(struct hreq *q)
     }
     case ROUTE_METRICS:
         return serve_metrics(q);
+    case ROUTE_UI:
+        return serve_ui(q);
     default:
         break;
     }
@@ -666,6 +684,38 @@ static enum MHD_Result answer_events(struct hreq *q)
     return send_render(q, &rd, NULL);
 }
 
+/* GET /ui/...: a file of the dashboard, from the binary (no copy: the table is constant);
+ * /ui itself is sent to /ui/, where the page's relative links resolve. */
+static enum MHD_Result serve_ui(struct hreq *q)
+{
+    const struct ui_asset *a = q->asset;
+    bool redirect = q->ui_redirect;
+    if (!q->h->cfg.ui || (!a && !redirect)) {
+        api_fail(&q->err, 404, "not_found", NULL,
+                 q->h->cfg.ui ? "no such file of the dashboard"
+                              : "the dashboard is turned off (--ui off)");
+        return send_error(q, &q->err);
+    }
+    int status = redirect ? 301 : q->ui_not_modified ? 304 : 200;
+    size_t len = status == 200 ? a->len : 0;
+    struct MHD_Response *r = MHD_create_response_from_buffer(
+        len, len ? (void *)a->data : (void *)"", MHD_RESPMEM_PERSISTENT);
+    if (!r)
+        return MHD_NO;
+    MHD_add_response_header(r, "X-Request-Id", q->rid);
+    if (redirect) {
+        MHD_add_response_header(r, "Location", "/ui/");
+        MHD_add_response_header(r, "Cache-Control", "no-store");
+    } else {
+        if (status == 200)
+            MHD_add_response_header(r, "Content-Type", a->type);
+        MHD_add_response_header(r, "ETag", a->etag);
+        /* Kept, but asked about again each time: a new binary serves new files at once. */
+        MHD_add_response_header(r, "Cache-Control", "no-cache");
+    }
+    return queue(q, status, r);
+}
+
 /* GET /v1/servers: the group as the callback renders it. */
 static enum MHD_Result serve_servers(struct hreq *q)
 {
@@ -761,6 +811,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
     q->fd = -1;
     q->bad_path = !api_path_clean(uri); /* libmicrohttpd decodes it in place after this */
     q->v1 = strncmp(uri, "/v1", 3) == 0 && (uri[3] == '/' || uri[3] == '?' || uri[3] == '\0');
+    q->ui = strncmp(uri, "/ui", 3) == 0 && (uri[3] == '/' || uri[3] == '?' || uri[3] == '\0');
     if (q->v1 && atomic_load(&h->grouped)) {
         q->target = strdup(uri); /* NULL (out of memory): answered 503 if it is forwarded */
     }
@@ -868,6 +919,7 @@ static void read_headers(struct hreq *q, const char *method, const char *version
 {
     memset(ah, 0, sizeof *ah);
     ah->http10 = strcmp(version, MHD_HTTP_VERSION_1_0) == 0;
+    ah->https = q->h->cfg.tls_cert_file && q->h->cfg.tls_key_file;
     ah->origin = MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, "Origin");
     ah->host = MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, "Host");
     ah->content_length = MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, "Content-Length");
@@ -916,7 +968,19 @@ static enum MHD_Result on_headers(struct hreq *q, const char *url, const char *m
             memcpy(q->name, name, q->name_len);
             q->name[q->name_len] = '\0';
         }
-        if (!admit_origin_host(&ah, h->cfg.allowed_origins, h->cfg.allowed_hosts, h->check_host,
+        if (q->route == ROUTE_UI) {
+            q->ui_redirect = strcmp(url, "/ui") == 0;
+            q->asset = ui_find(url);
+            const char *inm =
+                MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, "If-None-Match");
+            q->ui_not_modified = inm && q->asset && ui_etag_matches(inm, q->asset->etag);
+        }
+        /* The dashboard's files are public and change nothing, and a browser may send an
+         * Origin for a module script of the page itself: only their Host is checked. */
+        struct admit_headers oh = ah;
+        if (q->route == ROUTE_UI)
+            oh.origin = NULL;
+        if (!admit_origin_host(&oh, h->cfg.allowed_origins, h->cfg.allowed_hosts, h->check_host,
                                &q->err))
             q->failed = true;
         else

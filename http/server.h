@@ -37,6 +37,7 @@ struct http_config {
     /* Request admission (see admit() in server.c): comma-separated lists, or NULL. */
     const char *allowed_origins; /* a request with another Origin is refused */
     const char *allowed_hosts;   /* NULL: Host checked on a loopback listener only */
+    bool ui;                     /* serve the dashboard under /ui/ (http/ui.h); false: 404 there */
     struct rt *rt;
     struct store *store;
     struct ev_log *events; /* the change index, the recent events and the waits for them */

@@ -216,6 +216,7 @@ int main(int argc, char **argv)
         .tls_priorities = s.opt.tls_priorities,
         .allowed_origins = s.opt.allowed_origins,
         .allowed_hosts = s.opt.allowed_hosts,
+        .ui = s.opt.ui,
         .rt = s.rt,
         .store = s.store,
         .events = s.domain.events,

@@ -26,8 +26,9 @@
 #include "persistence/mirror.h"
 
 /* T_ADDR: HOST:PORT; T_FILE: a file that must be readable now; T_URL: http(s)://HOST:PORT;
- * T_BOOL: a flag without a value, its variable 1 or 0. */
-enum type { T_STR, T_U64, T_LEVEL, T_ADDR, T_FILE, T_URL, T_BOOL };
+ * T_BOOL: a flag without a value, its variable 1 or 0; T_ONOFF: on or off, flag and
+ * variable alike. */
+enum type { T_STR, T_U64, T_LEVEL, T_ADDR, T_FILE, T_URL, T_BOOL, T_ONOFF };
 
 struct def {
     const char *flag, *env, *metavar;
@@ -82,6 +83,9 @@ static const struct def defs[] = {
     {"allowed-hosts", "MUTEXD_ALLOWED_HOSTS", "LIST", T_STR, OFF(allowed_hosts), NULL, 0, 0,
      "comma-separated host names the Host header may carry besides loopback ones, or *: "
      "any (default: on a loopback listener only loopback names; elsewhere unchecked)"},
+    {"ui", "MUTEXD_UI", "on|off", T_ONOFF, OFF(ui), "on", 0, 0,
+     "serve the dashboard, a web page of the resources, holders and events, at /ui/ "
+     "(off: 404 there)"},
     {"blob-connection-string", "MUTEXD_BLOB_CONNECTION_STRING", "S", T_STR,
      OFF(blob_connection_string), NULL, 0, 0,
      "Azure Storage connection string of the blob mirror (else AZURE_STORAGE_CONNECTION_STRING; "
@@ -247,6 +251,13 @@ static int set_value(struct options *o, const struct def *d, const char *value, 
             return -1;
         }
         *(bool *)field = value[0] == '1';
+        return 0;
+    case T_ONOFF:
+        if (strcmp(value, "on") != 0 && strcmp(value, "off") != 0) {
+            fprintf(stderr, "mutexd: %s: --%s must be on or off, not '%s'\n", from, d->flag, value);
+            return -1;
+        }
+        *(bool *)field = value[1] == 'n';
         return 0;
     case T_LEVEL: {
         int lvl = mx_log_parse_level(value);

@@ -24,6 +24,7 @@ struct options {
     const char *tls_priorities;                  /* a GnuTLS priority string */
     const char *allowed_origins, *allowed_hosts; /* comma-separated lists, or NULL */
     const char *auth_tokens;
+    bool ui; /* --ui: serve the dashboard at /ui/ */
     const char *blob_connection_string, *blob_container, *mirror;
     int mirror_mode; /* enum mirror_mode, decided from --mirror and the connection string */
     uint64_t restore_grace_ms, snapshot_every_changes, snapshot_every_ms, mirror_takeover_ms;

@@ -160,6 +160,63 @@ static void origin_and_host_are_checked(void **st)
     assert_true(admit_origin_host(&h, NULL, NULL, true, &e));
 }
 
+/* The dashboard calls its own server: an Origin equal to scheme://Host is not foreign. */
+static void own_origin_is_admitted(void **st)
+{
+    (void)st;
+    struct api_error e;
+    struct admit_headers h = plain();
+    h.origin = "http://127.0.0.1:8080";
+    assert_true(admit_origin_host(&h, NULL, NULL, true, &e));
+    h.origin = "HTTP://127.0.0.1:8080"; /* any case */
+    assert_true(admit_origin_host(&h, NULL, NULL, true, &e));
+    h.host = "localhost";
+    h.origin = "http://localhost:80"; /* a default port, written or not */
+    assert_true(admit_origin_host(&h, NULL, NULL, true, &e));
+    h.host = "[::1]:8080";
+    h.origin = "http://[::1]:8080";
+    assert_true(admit_origin_host(&h, NULL, NULL, true, &e));
+
+    /* Another port, scheme or host is another origin; and so is the opaque "null". */
+    const char *foreign[] = {"http://127.0.0.1:8081",
+                             "https://127.0.0.1:8080",
+                             "http://127.0.0.1",
+                             "http://localhost:8080",
+                             "null",
+                             "http://127.0.0.1:8080.evil.example",
+                             "http://127.0.0.1:80800"};
+    h.host = "127.0.0.1:8080";
+    for (size_t i = 0; i < sizeof foreign / sizeof foreign[0]; i++) {
+        h.origin = foreign[i];
+        if (admit_origin_host(&h, NULL, NULL, true, &e))
+            fail_msg("Origin %s was admitted for Host %s", foreign[i], h.host);
+        assert_int_equal(e.status, 403);
+    }
+
+    /* Over TLS the page's origin is https. */
+    h.https = true;
+    h.origin = "https://127.0.0.1:8080";
+    assert_true(admit_origin_host(&h, NULL, NULL, true, &e));
+    h.origin = "http://127.0.0.1:8080";
+    refused(admit_origin_host(&h, NULL, NULL, true, &e), &e, 403, "forbidden", NULL);
+    h.host = "127.0.0.1";
+    h.origin = "https://127.0.0.1:443";
+    assert_true(admit_origin_host(&h, NULL, NULL, true, &e));
+
+    /* A name the server does not know may be an attacker's pointed at it (DNS rebinding):
+     * its own origin counts only once --allowed-hosts names it, even where the Host
+     * itself is not checked (a listener on 0.0.0.0). */
+    h = plain();
+    h.host = "locks.example:8080";
+    h.origin = "http://locks.example:8080";
+    refused(admit_origin_host(&h, NULL, NULL, false, &e), &e, 403, "forbidden", NULL);
+    assert_true(admit_origin_host(&h, NULL, "locks.example", true, &e));
+    assert_true(admit_origin_host(&h, NULL, "*", false, &e));
+    assert_false(admit_same_origin(&h, "other.example"));
+    h.host = NULL; /* HTTP/1.0 without a Host: no origin of its own */
+    assert_false(admit_same_origin(&h, "*"));
+}
+
 static void list_items_are_trimmed_and_caseless(void **st)
 {
     (void)st;
@@ -206,6 +263,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(counts_are_by_name_in_any_case),
     cmocka_unit_test(scan_finds_a_nul_in_a_value_and_a_folded_line),
     cmocka_unit_test(origin_and_host_are_checked),
+    cmocka_unit_test(own_origin_is_admitted),
     cmocka_unit_test(list_items_are_trimmed_and_caseless),
     cmocka_unit_test(body_limits_and_type),
 };

@@ -59,6 +59,12 @@ static void routing(void **st)
     route_ok("HEAD", "/v1/servers", ROUTE_SERVERS, NULL);
     route_err("POST", "/v1/servers", 405, "method_not_allowed");
     route_err("GET", "/v1/servers/a", 404, "not_found");
+    route_ok("GET", "/ui", ROUTE_UI, NULL); /* redirected to /ui/ by the front */
+    route_ok("GET", "/ui/", ROUTE_UI, NULL);
+    route_ok("HEAD", "/ui/app.js", ROUTE_UI, NULL);
+    route_ok("GET", "/ui/no-such-file", ROUTE_UI, NULL); /* 404 from the front, with its headers */
+    route_err("POST", "/ui/", 405, "method_not_allowed");
+    route_err("GET", "/uix", 404, "not_found");
 
     route_err("POST", "/v1/resources/a/frobnicate", 404, "not_found");
     route_err("POST", "/v1/resources/acquire", 400, "invalid_resource"); /* no name */

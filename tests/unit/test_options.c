@@ -310,6 +310,33 @@ static void threads_default_to_the_cores_and_one_fewer_for_http(void **state)
 }
 
 int main(int argc, char **argv);
+/* --ui on|off: on by default; the variable takes the same words; anything else is refused. */
+static void ui_is_on_by_default_and_takes_on_or_off(void **state)
+{
+    (void)state;
+    struct options o;
+    clear_env();
+    const char *none[] = {"--listen", "127.0.0.1:0"};
+    assert_int_equal(parse(&o, 2, none), -1);
+    assert_true(o.ui);
+    const char *off[] = {"--ui", "off"};
+    assert_int_equal(parse(&o, 2, off), -1);
+    assert_false(o.ui);
+    setenv("MUTEXD_UI", "off", 1);
+    assert_int_equal(parse(&o, 0, none), -1);
+    assert_false(o.ui);
+    const char *on[] = {"--ui", "on"}; /* the flag wins */
+    assert_int_equal(parse(&o, 2, on), -1);
+    assert_true(o.ui);
+    clear_env();
+    const char *bad[][2] = {{"--ui", "yes"}, {"--ui", "1"}, {"--ui", "ON"}, {"--ui", "of"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        assert_int_equal(parse(&o, 2, bad[i]), 2);
+    setenv("MUTEXD_UI", "0", 1);
+    assert_int_equal(parse(&o, 0, none), 2);
+    clear_env();
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(every_numeric_option_takes_its_bounds_and_refuses_past_them),
     cmocka_unit_test(a_flag_wins_over_its_variable_and_needs_a_value),
@@ -320,5 +347,6 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(advertise_url_is_http_or_https_with_a_host_and_a_port),
     cmocka_unit_test(the_role_seam_is_checked),
     cmocka_unit_test(threads_default_to_the_cores_and_one_fewer_for_http),
+    cmocka_unit_test(ui_is_on_by_default_and_takes_on_or_off),
 };
 MX_TEST_MAIN(tests)
