@@ -420,6 +420,14 @@ static enum MHD_Result answer_resumed(struct hreq *q)
             q->close = true;
             return send_unavailable(q, "shutting down");
         }
+        /* While it was held, this server may have stopped serving (fenced, or its ownership
+         * unconfirmed): it must not answer from its state then. */
+        enum http_role role = fwd_role(q->h->fwd);
+        uint64_t until = atomic_load_explicit(&q->h->serve_until_ns, memory_order_relaxed);
+        if (role == HTTP_ROLE_FENCED)
+            return send_group_unavailable(q, FWD_FENCED);
+        if ((role != HTTP_ROLE_SERVE && !q->here) || (until && mx_mono_ns() > until))
+            return send_group_unavailable(q, HTTP_UNCONFIRMED);
         return q->route == ROUTE_EVENTS ? answer_events(q) : start_list(q);
     }
     struct render rd;
