@@ -202,14 +202,38 @@ uint64_t ev_record(struct ev_log *log, uint64_t floor, const struct ev_event *e)
         }
         *slot = *e;
         slot->index = index;
+        slot->durable = false;
         mx_str_ref(slot->owner);
         log->count++;
         log->first_kept = log->ring[log->head].index;
     }
+    pthread_mutex_unlock(&log->lock);
+    return index;
+}
+
+void ev_durable(struct ev_log *log, const char *name, size_t len, uint64_t from, uint64_t to)
+{
+    pthread_mutex_lock(&log->lock);
+    /* The ring is in index order: find `from`, then mark this resource's events to `to`. */
+    uint32_t lo = 0, hi = log->count;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (log->ring[(log->head + mid) % log->capacity].index < from)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (uint32_t i = lo; i < log->count; i++) {
+        struct ev_event *e = &log->ring[(log->head + i) % log->capacity];
+        if (e->index > to)
+            break;
+        if (e->name_len == len && memcmp(e->name, name, len) == 0)
+            e->durable = true;
+    }
     struct ev_wait *woken = NULL;
     for (struct ev_wait *w = log->waits, *n; w; w = n) {
         n = w->_next;
-        if (w->after < index && under(e->name, e->name_len, w->prefix, w->prefix_len)) {
+        if (w->after < to && under(name, len, w->prefix, w->prefix_len)) {
             unlink_wait(log, w);
             w->_next = woken;
             woken = w;
@@ -217,7 +241,6 @@ uint64_t ev_record(struct ev_log *log, uint64_t floor, const struct ev_event *e)
     }
     pthread_mutex_unlock(&log->lock);
     complete(woken, true);
-    return index;
 }
 
 uint64_t ev_last_index(struct ev_log *log)
@@ -272,9 +295,11 @@ bool ev_wait_add(struct ev_log *log, struct ev_wait *w)
     if (!kept_after(log, w->after)) {
         queue = false; /* what happened after it is not known: answer at once */
     } else {
+        /* A change not yet durable is not known yet: its ev_durable() completes the wait. */
         for (uint32_t i = 0; i < log->count; i++) {
             const struct ev_event *e = &log->ring[(log->head + i) % log->capacity];
-            if (e->index > w->after && under(e->name, e->name_len, w->prefix, w->prefix_len)) {
+            if (e->index > w->after && e->durable &&
+                under(e->name, e->name_len, w->prefix, w->prefix_len)) {
                 queue = false;
                 break;
             }

@@ -8,11 +8,12 @@
  * only; the index itself is durable (the store keeps each resource's, and its high-water
  * mark).
  *
- * Waits: a list watch or an event request that waits registers a struct ev_wait for a name
+ * Waits: a list watch or an events request that waits registers a struct ev_wait for a name
  * prefix and an index; the first change after that index to a resource under the prefix
- * completes it (on the thread that made the change, after the lock is released), and so
- * does its deadline (on the log's own timer thread). A wait completes exactly once, unless
- * ev_wait_cancel() took it back first.
+ * completes it once the change is durable (ev_durable(), called when the store has committed
+ * it: a list read after the wake shows the change), and so does its deadline (on the log's
+ * own timer thread). A wait completes exactly once, unless ev_wait_cancel() took it back
+ * first.
  *
  * Threads: every function may be called from any thread, but ev_close().
  */
@@ -39,6 +40,7 @@ struct ev_event {
     uint32_t limit;
     uint64_t token;
     struct mx_str *owner; /* a reference */
+    bool durable;         /* the change is committed (ev_durable) */
     uint16_t name_len;
     char name[MX_NAME_MAX + 1];
 };
@@ -55,6 +57,10 @@ void ev_close(struct ev_log *log);
  * back) and records the event, whose fields but `index` the caller filled. Returns the
  * index. */
 uint64_t ev_record(struct ev_log *log, uint64_t floor, const struct ev_event *e);
+
+/* The changes of resource `name` with indexes `from` to `to` are durable: completes the
+ * waits they end (on this thread, after the lock is released). */
+void ev_durable(struct ev_log *log, const char *name, size_t len, uint64_t from, uint64_t to);
 
 /* The last change index taken. */
 uint64_t ev_last_index(struct ev_log *log);
@@ -84,9 +90,9 @@ struct ev_wait {
     bool _queued;
 };
 
-/* Queues `w`, unless a change under its prefix after w->after is known already (or may
- * have been dropped from the ring): then returns false and `w` is not queued (the caller
- * answers at once). */
+/* Queues `w`, unless a durable change under its prefix after w->after is known already (or
+ * one may have been dropped from the ring): then returns false and `w` is not queued (the
+ * caller answers at once). */
 bool ev_wait_add(struct ev_log *log, struct ev_wait *w);
 /* Takes `w` back if it is still queued: true, and `done` will not be called; false when it
  * completed or is completing (its `done` runs or ran). */

@@ -308,6 +308,8 @@ static void change(struct res *r, struct res_domain *d, enum ev_type type,
             next = r->row.index + 1;
         }
     }
+    if (!r->changed)
+        r->changed_from = next;
     r->row.index = next;
     r->changed = true;
 }

@@ -178,7 +178,8 @@ struct res {
     struct res_req *waiters, *waiters_tail;
     struct res_req *watchers;
     uint32_t nwaiters, nwatchers;
-    bool changed; /* set by a change; the caller writes it (res_take_rec) */
+    bool changed;          /* set by a change; the caller writes it (res_take_rec) */
+    uint64_t changed_from; /* the index of the first change since `changed` was cleared */
 };
 
 /* A resource without a row: free, with `index` (see store_index_floor()). */

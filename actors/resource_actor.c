@@ -65,6 +65,25 @@ static void fail_all(struct res_out *out, const char *reason)
     }
 }
 
+/* A turn's changes for the event log, told once they are durable. */
+struct ev_notice {
+    struct store_wait wait;
+    struct ev_log *log;
+    uint64_t from, to;
+    size_t len;
+    char name[];
+};
+
+/* Store thread (or inside store_wait). Told whatever the commit's outcome: a change that
+ * failed wakes a watch that finds nothing new, and watches again. */
+static void on_events_durable(struct store_wait *w, int status)
+{
+    (void)status;
+    struct ev_notice *n = container_of(w, struct ev_notice, wait);
+    ev_durable(n->log, n->name, n->len, n->from, n->to);
+    free(n);
+}
+
 /* Writes the change (if any), then queues every answer behind it. */
 static void flush(struct rt_actor *self, struct ra_state *st, struct ra_ctx *ctx,
                   struct res_out *out)
@@ -72,17 +91,31 @@ static void flush(struct rt_actor *self, struct ra_state *st, struct ra_ctx *ctx
     if (st->res.changed) {
         size_t len;
         const char *name = rt_name(self, &len);
+        uint64_t from = st->res.changed_from, to = st->res.row.index;
         struct store_rec *rec = res_take_rec(&st->res, name, len);
         uint64_t seq = rec ? store_submit_in(ctx->store, rec, st->epoch, rt_turn_ctx(self)) : 0;
         res_forget_changes(&st->res);
+        struct ev_log *log = ctx->domain->events;
+        struct ev_notice *n = log ? malloc(sizeof *n + len) : NULL;
+        if (n) {
+            *n = (struct ev_notice){.log = log, .from = from, .to = to, .len = len};
+            memcpy(n->name, name, len);
+            n->wait.done = on_events_durable;
+        } else if (log) {
+            ev_durable(log, name, len, from, to); /* out of memory: told at once */
+        }
         if (seq == 0) {
             /* Not written: memory holds a change the store never will. Read the row again
              * at the next message, and tell these clients nothing happened. */
             st->epoch = 0;
             fail_all(out, rec ? "shutting down" : "out of memory");
+            if (n)
+                on_events_durable(&n->wait, STORE_EFAIL);
             return;
         }
         st->last_seq = seq;
+        if (n)
+            store_wait_in(ctx->store, &n->wait, st->epoch, seq, rt_turn_ctx(self));
     }
     struct res_req *q;
     while ((q = res_out_pop(out)) != NULL) {

@@ -279,3 +279,25 @@ def test_metrics_of_hold_and_wait_times_and_late_renewals(server, client):
     assert client.renew("mt/x", a["lease_id"]).status == 409
     m = client.request("GET", "/metrics").body
     assert re.search(r"^mutexd_renewals_lost_total 1$", m, re.M)
+
+
+def test_a_list_watch_woken_by_a_change_shows_it(tmp_path):
+    """The wake comes once the change is committed: the list read after it shows the
+    change (a hundred tries, with several HTTP threads: an early wake, on another thread
+    than the commit's, showed the old list now and then)."""
+    server = Server(data_dir=str(tmp_path / "d"), args=["--threads", "4"]).start()
+    client, other = server.client(), server.client()
+    for i in range(100):
+        prefix = "seen/%d/" % i
+        index = client.request("GET", "/v1/resources?prefix=" + prefix).json["index"]
+        t, box = in_background(lambda: other.request(
+            "GET", "/v1/resources?prefix=%s&index=%d&wait_ms=10000" % (prefix, index)))
+        time.sleep(0.05)
+        client.acquire(prefix + "x", owner="o")
+        t.join(5)
+        r = box["answer"]
+        assert r.status == 200, r
+        assert [x["resource"] for x in r.json["resources"]] == [prefix + "x"], (i, r.json)
+    other.close()
+    client.close()
+    server.stop()

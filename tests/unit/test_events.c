@@ -18,6 +18,7 @@ static uint64_t record(struct ev_log *log, const char *name, enum ev_type type, 
     e.owner = mx_str_new("o", 1);
     uint64_t i = ev_record(log, floor, &e);
     mx_str_unref(e.owner);
+    ev_durable(log, name, strlen(name), i, i); /* committed at once */
     return i;
 }
 
@@ -149,6 +150,32 @@ static void a_wait_ends_at_a_change_under_its_prefix_or_its_deadline(void **st)
     ev_close(log);
 }
 
+static void a_wait_ends_only_once_its_change_is_durable(void **st)
+{
+    (void)st;
+    struct ev_log *log;
+    atomic_store(&counter, 0);
+    assert_int_equal(ev_open(&log, 16, &counter), 0);
+    struct ev_event e = {.type = EV_GRANTED, .name_len = 5};
+    memcpy(e.name, "job/a", 5);
+    struct waited a, b;
+    prepare(&a, "job/", 0, 60000);
+    assert_true(ev_wait_add(log, &a.w));
+    uint64_t i = ev_record(log, 0, &e); /* not committed yet: a list would not show it */
+    assert_int_equal(atomic_load(&a.calls), 0);
+    /* A wait added now does not take the uncommitted change as known. */
+    prepare(&b, "job/", 0, 60000);
+    assert_true(ev_wait_add(log, &b.w));
+    uint64_t j = ev_record(log, 0, &e);
+    ev_durable(log, "job/a", 5, i, j); /* the turn's commit */
+    assert_int_equal(atomic_load(&a.calls), 1);
+    assert_int_equal(atomic_load(&b.calls), 1);
+    /* Now known: a wait from before it ends at once. */
+    prepare(&b, "job/", 0, 60000);
+    assert_false(ev_wait_add(log, &b.w));
+    ev_close(log);
+}
+
 static void without_history_a_wait_from_the_past_ends_at_once(void **st)
 {
     (void)st;
@@ -210,6 +237,7 @@ static void concurrent_changes_are_kept_in_index_order(void **st)
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(indexes_increase_and_the_ring_keeps_the_last),
     cmocka_unit_test(a_wait_ends_at_a_change_under_its_prefix_or_its_deadline),
+    cmocka_unit_test(a_wait_ends_only_once_its_change_is_durable),
     cmocka_unit_test(without_history_a_wait_from_the_past_ends_at_once),
     cmocka_unit_test(concurrent_changes_are_kept_in_index_order),
 };
