@@ -406,7 +406,9 @@ MUTEXD_API mutexd_result mutexd_list(mutexd_client *client,
  * the list is read at once (index 0 and wait_ms 0: the first read of a watch loop). wait_ms
  * is at most the server's --max-wait-ms (default 300000). The server answers when anything
  * under the prefix changed, which may leave the list as it was (a lease granted and released
- * meanwhile); compare the states' indexes to tell. Paging works as with mutexd_list(): the
+ * meanwhile); compare the states' indexes to tell. The server may answer a moment before the
+ * change reads in the list: an answer before wait_ms whose list reads the same is worth one
+ * more read (wait_ms 0) a little later. Paging works as with mutexd_list(): the
  * pages after the first are read with mutexd_list() and the cursor, and the first page's
  * index is the one to watch from.
  */

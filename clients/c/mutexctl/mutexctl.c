@@ -944,7 +944,15 @@ static int watch_prefix(struct ctl *ctl, const char *prefix, int64_t wait, int64
     int status = 0, first = 1;
     stop_on_signals();
     for (;;) {
+        int64_t started = mutexd_monotonic_ms();
         mutexd_result r = read_prefix_list(ctl, prefix, seen.index, first ? 0 : wait, &now, &err);
+        /* Answered before the wait ran out, yet the list reads the same: the server may
+         * answer a moment before the change reads in the list. Read it once more, shortly. */
+        if (r == MUTEXD_OK && !first && mutexd_monotonic_ms() - started < wait - 50 &&
+            same_resources(&seen, &now)) {
+            usleep(100000);
+            r = read_prefix_list(ctl, prefix, seen.index, 0, &now, &err);
+        }
         if (r != MUTEXD_OK && mutexd_error_is_temporary(r, &err)) {
             fprintf(stderr, "mutexctl: %s: %s; trying again\n", prefix, err.message);
             sleep(1);
