@@ -1,6 +1,6 @@
-"""Watching a prefix, the recent events and whoami (docs/api.md, "Watching many resources,
-and recent events" and "The dashboard"), against a real server; and the answers'
-decoding, against a scripted one."""
+"""Watching a prefix, the recent events and whoami, against a real server; and the
+answers' decoding, against a scripted one. The contract:
+docs/api.md, "Watching many resources, and recent events", and "The dashboard" (whoami)."""
 
 from __future__ import annotations
 
