@@ -76,6 +76,91 @@ export interface ResourcePage {
   resources: ResourceState[];
   /** null on the last page. */
   nextCursor: string | null;
+  /** The server's change index when the page was read (absent from a server without it). */
+  index?: bigint;
+}
+
+/** Every held resource under a prefix, as watchList() and watchPrefix() give it. */
+export interface ResourceList {
+  /** The server's change index when the list was read: watch on from it. Exact (bigint). */
+  index: bigint;
+  /** In name order, each with every holder. */
+  resources: ResourceState[];
+}
+
+export type EventType = 'granted' | 'renewed' | 'released' | 'expired' | 'broken';
+
+/** One recent change of a resource (never with a lease id). */
+export interface MutexdEvent {
+  /** Its change index: pass it as `after` to read what came next. */
+  index: bigint;
+  /** The server's wall-clock time (RFC 3339 UTC), informative only. */
+  at: string | null;
+  resource: string;
+  type: EventType;
+  owner: string;
+  fencingToken: bigint;
+  /** Whether the lease was a shared one (a reader). */
+  shared: boolean;
+  /** The resource's limit: more than 1 for a counting semaphore. */
+  limit: number;
+}
+
+export interface EventPage {
+  /** Oldest first. */
+  events: MutexdEvent[];
+  /** The `after` of the next request. */
+  next: bigint;
+  /** Events after the `after` asked for were dropped already: some were missed. */
+  truncated: boolean;
+}
+
+export interface WhoAmI {
+  /** The token's name in the server's tokens file; null with authorization off. */
+  name: string | null;
+  /** Of 'read', 'write', 'admin', 'metrics' (all four with authorization off). */
+  scopes: string[];
+}
+
+export interface WatchListOptions extends CallOptions {
+  /** Only names that start with it. */
+  prefix?: string;
+  /** Wait for a change under the prefix after this change index. Default 0n. */
+  index?: bigint | number;
+  /** At most this long (default 60000; at most the server's --max-wait-ms); 0: at once. */
+  waitMs?: number;
+}
+
+export interface WatchPrefixOptions extends CallOptions {
+  /** How long each list watch waits on the server. Default 60000. */
+  waitMs?: number;
+  /** Yield only changes after this change index (default: the list now first). */
+  index?: bigint | number;
+}
+
+export interface EventsPageOptions extends CallOptions {
+  /** After this change index. Default 0n: the oldest the server keeps. */
+  after?: bigint | number;
+  /** Only resources whose names start with it. */
+  prefix?: string;
+  /** At most this many (1 to 1000; the server's default is 100). */
+  limit?: number;
+  /** When there is none yet, wait up to this long for one. Default 0. */
+  waitMs?: number;
+}
+
+export interface EventsOptions extends CallOptions {
+  prefix?: string;
+  /** After this change index; default: from the oldest the server keeps. */
+  after?: bigint | number;
+  /** Keep waiting for new events. Default false. */
+  follow?: boolean;
+  /** With follow, how long each request waits on the server. Default 60000. */
+  waitMs?: number;
+  /** Events per request (1 to 1000). Default 1000. */
+  limit?: number;
+  /** Called with the `after` whose next events were dropped (default: process.emitWarning). */
+  onTruncated?: (after: bigint) => void;
 }
 
 export interface ReleaseResult {
@@ -216,6 +301,17 @@ export declare class Client {
   get(resource: string, options?: CallOptions): Promise<ResourceState>;
   watch(resource: string, index: number, options?: WatchOptions): Promise<ResourceState>;
   list(options?: ListOptions): AsyncGenerator<ResourcePage, void, undefined>;
+  /** A list watch: the held resources under `prefix` once one changed after `index`, or
+   * when `waitMs` ran out. */
+  watchList(options?: WatchListOptions): Promise<ResourceList>;
+  /** The held resources under `prefix` now, then after each change under it. */
+  watchPrefix(prefix?: string, options?: WatchPrefixOptions): AsyncGenerator<ResourceList, never, undefined>;
+  /** One request of the recent changes. */
+  eventsPage(options?: EventsPageOptions): Promise<EventPage>;
+  /** The recent changes, oldest first; with `follow`, then each new one as it comes. */
+  events(options?: EventsOptions): AsyncGenerator<MutexdEvent, void, undefined>;
+  /** The client's token: its name and scopes. */
+  whoami(options?: CallOptions): Promise<WhoAmI>;
   lock(resource: string, options?: LockOptions): Promise<Lock>;
   runWhenLeader<T>(
     resource: string,

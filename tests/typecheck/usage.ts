@@ -15,6 +15,10 @@ import {
   isRetryable,
   ResourceState,
   Holder,
+  ResourceList,
+  MutexdEvent,
+  EventPage,
+  WhoAmI,
 } from '../../clients/node/index.js';
 
 async function main(): Promise<void> {
@@ -101,6 +105,29 @@ async function main(): Promise<void> {
   void readers;
   void now.limit;
   await client.breakLease('cache/prices', { leaseId: reader.leaseId, reason: 'stuck reader' });
+  // Watching a prefix and following events, as docs/clients.md uses them.
+  for await (const list of client.watchPrefix('jobs/', { waitMs: 30000 })) {
+    const l: ResourceList = list;
+    const at: bigint = l.index;
+    const owners: string[] = l.resources.flatMap((r) => r.holders.map((h) => h.owner));
+    void at;
+    void owners;
+    break;
+  }
+  const once: ResourceList = await client.watchList({ prefix: 'jobs/', index: 0n, waitMs: 0 });
+  void once;
+  for await (const ev of client.events({ prefix: 'jobs/', follow: true, onTruncated: (after: bigint) => void after })) {
+    const e: MutexdEvent = ev;
+    const token: bigint = e.fencingToken;
+    if (e.type === 'granted' || e.type === 'expired') void token;
+    break;
+  }
+  const page: EventPage = await client.eventsPage({ after: 0n, limit: 10 });
+  const next: bigint = page.next;
+  void next;
+  const who: WhoAmI = await client.whoami();
+  const canBreak: boolean = who.scopes.includes('admin');
+  void canBreak;
   client.close();
 }
 

@@ -4,7 +4,8 @@
  * A client is bound to one server URL, or to several: the servers of one group (mutexd --ha),
  * any of which answers any request. Each call is one HTTP request, answered synchronously:
  * acquire, renew, release and break a lease; read a resource's state, watch it for the next
- * change, and list held resources page by page.
+ * change, and list held resources page by page; watch a prefix's list, read and follow the
+ * recent events, and ask who the token is.
  *
  * Semaphores and shared leases. A resource grants one exclusive lease at a time unless the
  * acquire asks otherwise: with `limit` N > 1 (mutexd_acquire_options) it is a counting
@@ -31,13 +32,14 @@
  * message and field, the Retry-After header, the holder for MUTEXD_HELD, or the transport
  * failure when no answer came.
  *
- * Memory. The structs that calls fill (mutexd_lease, mutexd_state, mutexd_page, mutexd_error)
- * belong to the caller, who creates them zeroed (`struct mutexd_lease lease = {0};`). A call
- * frees what a previous call left in them before filling them again, so one struct can be
- * reused for many calls; the matching *_clear() function frees what the last call left and
- * empties the struct. Every string in them is owned by the struct: copy it to keep it past
- * the next call or the clear. A call that fails leaves its output struct (lease, state, page)
- * as it was. Any output or error argument may be NULL when the caller does not need it.
+ * Memory. The structs that calls fill (mutexd_lease, mutexd_state, mutexd_page, mutexd_error,
+ * mutexd_event_page, mutexd_whoami) belong to the caller, who creates them zeroed
+ * (`struct mutexd_lease lease = {0};`). A call frees what a previous call left in them before
+ * filling them again, so one struct can be reused for many calls; the matching *_clear()
+ * function frees what the last call left and empties the struct. Every string in them is owned by
+ * the struct: copy it to keep it past the next call or the clear. A call that fails leaves its
+ * output struct (lease, state, page) as it was. Any output or error argument may be NULL when the
+ * caller does not need it.
  *
  * Threads. mutexd_client_new() and mutexd_client_free() may be called on any thread. A client
  * is used by one thread at a time (it owns one libcurl handle and its connection); use one
@@ -387,6 +389,100 @@ struct mutexd_list_options {
 MUTEXD_API mutexd_result mutexd_list(mutexd_client *client,
                                      const struct mutexd_list_options *options,
                                      struct mutexd_page *page, struct mutexd_error *error);
+
+/* ---- Watching many resources, and recent events ------------------------------------------- */
+
+/*
+ * Every change of any resource (grant, renewal, release, break, expiry) takes the next value
+ * of one server-wide change index; a state's `index` is the change index of its last change.
+ */
+
+/*
+ * A list watch: as mutexd_list(), but the request is held until a resource whose name starts
+ * with options->prefix changes after change index `index` (also when it becomes free and so
+ * leaves the list), or `wait_ms` pass; then *page is the list as it is (on a timeout, as it
+ * was). *index_out (may be NULL) is the server's change index when the list was read: give
+ * it as `index` to the next call, so that no change falls between two calls. With wait_ms 0
+ * the list is read at once (index 0 and wait_ms 0: the first read of a watch loop). wait_ms
+ * is at most the server's --max-wait-ms (default 300000). The server answers when anything
+ * under the prefix changed, which may leave the list as it was (a lease granted and released
+ * meanwhile); compare the states' indexes to tell. The server may answer a moment before the
+ * change reads in the list: an answer before wait_ms whose list reads the same is worth one
+ * more read (wait_ms 0) a little later. Paging works as with mutexd_list(): the
+ * pages after the first are read with mutexd_list() and the cursor, and the first page's
+ * index is the one to watch from.
+ */
+MUTEXD_API mutexd_result mutexd_list_watch(mutexd_client *client,
+                                           const struct mutexd_list_options *options,
+                                           uint64_t index, int64_t wait_ms,
+                                           struct mutexd_page *page, uint64_t *index_out,
+                                           struct mutexd_error *error);
+
+/* One recent change of a resource. Never with a lease id. */
+struct mutexd_event {
+    uint64_t index; /* its change index */
+    char *at;       /* RFC 3339 UTC, informative only */
+    char *resource;
+    char *type; /* "granted", "renewed", "released", "expired" or "broken" */
+    char *owner;
+    uint64_t fencing_token;
+    int shared;    /* 1: a shared lease's (a reader's) */
+    int64_t limit; /* the resource's limit: 1, or N for a counting semaphore of N */
+    char *json;    /* this event as the API's JSON */
+};
+
+/* What mutexd_events() fills. */
+struct mutexd_event_page {
+    struct mutexd_event *events; /* `count` events, oldest first */
+    size_t count;
+    uint64_t next; /* the `after` of the next call */
+    /* 1: events after `after` were dropped already (the server keeps the last
+     * --event-history, and starts afresh on a restart or a takeover): `events` starts at the
+     * oldest it has, and some changes were missed. */
+    int truncated;
+    char *json; /* the whole answer, as the API's JSON */
+};
+
+struct mutexd_events_options {
+    const char *prefix; /* only resources whose name starts with it; NULL: all */
+    int limit;          /* events per answer, 1 to 1000; 0: the server's default (100) */
+    /* > 0: when there is no event after `after` yet, wait at most this long for one (at
+     * most the server's --max-wait-ms); 0: answer at once. */
+    int64_t wait_ms;
+};
+
+/*
+ * The recent changes after change index `after` (0: the oldest the server has), oldest
+ * first, into *events (replaced only on success). To follow them, call again with after =
+ * events->next (and a wait_ms): every event is then seen once, in order, unless `truncated`
+ * says some were dropped. Events are for people and tools watching, not a durable log: the
+ * server keeps them in memory only. Needs the read scope.
+ */
+MUTEXD_API mutexd_result mutexd_events(mutexd_client *client, uint64_t after,
+                                       const struct mutexd_events_options *options,
+                                       struct mutexd_event_page *events,
+                                       struct mutexd_error *error);
+
+/* Who the client's token is, as the server sees it. */
+struct mutexd_whoami {
+    char *name;         /* the token's name in the server's tokens file; NULL with
+                         * authorization off */
+    char **scopes;      /* `scope_count` of "read", "write", "admin", "metrics" */
+    size_t scope_count; /* with authorization off, all four */
+    char *json;         /* the whole answer, as the API's JSON */
+};
+
+/* The name and scopes of the token the client sends (any valid token, no scope needed;
+ * without a valid token, 401 unauthorized). */
+MUTEXD_API mutexd_result mutexd_whoami(mutexd_client *client, struct mutexd_whoami *who,
+                                       struct mutexd_error *error);
+
+/* 1 when who->scopes has `scope` ("admin", ...), else 0. */
+MUTEXD_API int mutexd_whoami_has_scope(const struct mutexd_whoami *who, const char *scope);
+
+/* Free what the struct holds and leave it empty (zeroed). NULL is allowed. */
+MUTEXD_API void mutexd_event_page_clear(struct mutexd_event_page *events);
+MUTEXD_API void mutexd_whoami_clear(struct mutexd_whoami *who);
 
 #ifdef __cplusplus
 }

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +39,11 @@ static const char main_usage[] =
     "                               same\n"
     "  list                         list the held resources\n"
     "  watch RESOURCE               print a resource's state, then each change, until stopped\n"
+    "  watch --prefix PREFIX        print the held resources under PREFIX, then the list at\n"
+    "                               each change, until stopped (watch PREFIX/ is the same)\n"
+    "  events                       print the recent changes (grants, renewals, releases,\n"
+    "                               expiries, breaks); --follow keeps printing new ones\n"
+    "  whoami                       print the name and scopes of the token given\n"
     "  run RESOURCE -- COMMAND...   run a command while holding a lease; stop it if the lease\n"
     "                               is lost\n"
     "\n"
@@ -163,6 +169,7 @@ static const char list_usage[] =
 
 static const char watch_usage[] =
     "usage: mutexctl watch RESOURCE [--index N] [--wait DUR] [--count N]\n"
+    "       mutexctl watch --prefix PREFIX [--wait DUR] [--count N]\n"
     "\n"
     "Prints the state of RESOURCE, then a line for each change, until stopped. A line:\n"
     "  index=7 state=held owner=host-a:51635 fencing_token=3 ttl_ms=15000 expires_in_ms=14998 "
@@ -171,12 +178,63 @@ static const char watch_usage[] =
     "With --json, each state is the API's JSON on one line. A failed request is tried again\n"
     "every second while the server cannot be reached or is unavailable.\n"
     "\n"
-    "  --index N        print nothing until the index differs from N (default: print the\n"
-    "                   current state first)\n"
-    "  --wait DUR       how long each request waits on the server (default 60s)\n"
-    "  --count N        stop after printing N states\n"
+    "With --prefix (or a RESOURCE ending in '/', which no resource name does), prints the held\n"
+    "resources whose names start with PREFIX (\"\" for all), then the whole list again at\n"
+    "each change under PREFIX (a grant, renewal, release, break or expiry), through the\n"
+    "server's list watch; changes elsewhere print nothing. Each list is a line\n"
+    "  index=42 held=2\n"
+    "(the server's change index, and how many resources are held) and a table of every\n"
+    "holder: RESOURCE, LIMIT, OWNER, FENCING_TOKEN, MODE (exclusive or shared),\n"
+    "EXPIRES_IN_MS, WAITERS. With --json, each list is one line: "
+    "{\"index\":42,\"resources\":[...]}\n"
+    "with the API's states.\n"
     "\n"
-    "Exit status: 0 after --count states; 2 usage; 3 error.\n";
+    "  --index N        print nothing until the index differs from N (default: print the\n"
+    "                   current state first; not with --prefix)\n"
+    "  --prefix PREFIX  watch the list of the resources under PREFIX\n"
+    "  --wait DUR       how long each request waits on the server (default 60s)\n"
+    "  --count N        stop after printing N states (lists)\n"
+    "\n"
+    "SIGINT or SIGTERM ends it (exit status 0) between two lines, never in the middle of one.\n"
+    "\n"
+    "Exit status: 0 after --count states or a signal; 2 usage; 3 error.\n";
+
+static const char events_usage[] =
+    "usage: mutexctl events [--prefix PREFIX] [--after N] [--limit N] [--follow] [--wait DUR]\n"
+    "                       [--count N]\n"
+    "\n"
+    "Prints the server's recent changes, oldest first, one line each (logfmt):\n"
+    "  index=12 at=2026-01-15T09:30:00.000Z resource=jobs/a type=granted owner=host-a:51635 "
+    "fencing_token=7 shared=false limit=1\n"
+    "type is granted, renewed, released, expired or broken; a lease id is never shown. With\n"
+    "--json, each event is the API's JSON on one line. The server keeps the last\n"
+    "--event-history changes in memory (10000 by default), and none from before its start.\n"
+    "\n"
+    "  --prefix PREFIX  only resources whose names start with PREFIX\n"
+    "  --after N        only changes after change index N (an event's index); default: every\n"
+    "                   change the server still has\n"
+    "  --limit N        at most N events per request (1 to 1000; default 1000)\n"
+    "  --follow         then keep waiting for new changes and print them as they come, until\n"
+    "                   stopped (SIGINT or SIGTERM: exit status 0); a failed request is tried\n"
+    "                   again every second while the server cannot be reached\n"
+    "  --wait DUR       with --follow, how long each request waits on the server (default 60s)\n"
+    "  --count N        stop after printing N events\n"
+    "\n"
+    "When changes after the index asked for were already dropped (the history is full, or the\n"
+    "server restarted), a warning goes to stderr: some changes were missed.\n"
+    "\n"
+    "Exit status: 0; 2 usage; 3 error.\n";
+
+static const char whoami_usage[] =
+    "usage: mutexctl whoami\n"
+    "\n"
+    "Prints the name of the token given (--token, MUTEXD_TOKEN) in the server's tokens file,\n"
+    "and its scopes:\n"
+    "  name=ci scopes=read,write\n"
+    "With authorization off: name=- scopes=read,write,admin,metrics. With --json, the API's\n"
+    "JSON. Any valid token may ask; none or a bad one is refused (401).\n"
+    "\n"
+    "Exit status: 0; 2 usage; 3 error (among them 401).\n";
 
 static const char run_usage[] =
     "usage: mutexctl run RESOURCE [--ttl DUR] [--wait DUR] [--owner NAME] [--grace DUR]\n"
@@ -705,9 +763,237 @@ out:
     return status;
 }
 
+/* ---- Until stopped: watch and events ------------------------------------------------------ */
+
+/* SIGINT and SIGTERM end the loops of watch and events with status 0: at once while they
+ * wait on the server, or right after the line being printed. */
+static volatile sig_atomic_t stop_requested, printing;
+
+static void on_stop_signal(int sig)
+{
+    (void)sig;
+    stop_requested = 1;
+    if (!printing)
+        _exit(MXCTL_EXIT_OK);
+}
+
+static void stop_on_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+/* Around every line (or list) printed by a loop: 1 when a signal asked to stop meanwhile. */
+static void begin_output(void)
+{
+    printing = 1;
+}
+
+static int end_output(void)
+{
+    fflush(stdout);
+    printing = 0;
+    return stop_requested;
+}
+
+/* A list of the held resources under a prefix, every page of it. */
+struct prefix_list {
+    struct mutexd_page *pages;
+    size_t npages;
+    uint64_t index; /* the first page's change index */
+};
+
+static void prefix_list_clear(struct prefix_list *l)
+{
+    for (size_t p = 0; p < l->npages; p++)
+        mutexd_page_clear(&l->pages[p]);
+    free(l->pages);
+    memset(l, 0, sizeof(*l));
+}
+
+/* Reads the list under `prefix`: the first page by a list watch from `index` (wait_ms 0:
+ * at once), the others after it with the cursor. */
+static mutexd_result read_prefix_list(struct ctl *ctl, const char *prefix, uint64_t index,
+                                      int64_t wait_ms, struct prefix_list *out,
+                                      struct mutexd_error *err)
+{
+    struct prefix_list l = {0};
+    struct mutexd_list_options o = {.prefix = prefix, .limit = 1000};
+    mutexd_result r = MUTEXD_OK;
+    for (;;) {
+        struct mutexd_page *grown = realloc(l.pages, (l.npages + 1) * sizeof(*l.pages));
+        if (grown == NULL) {
+            r = MUTEXD_ERR_NOMEM;
+            break;
+        }
+        l.pages = grown;
+        memset(&l.pages[l.npages], 0, sizeof(*l.pages));
+        r = l.npages == 0
+                ? mutexd_list_watch(ctl->client, &o, index, wait_ms, &l.pages[0], &l.index, err)
+                : mutexd_list(ctl->client, &o, &l.pages[l.npages], err);
+        if (r != MUTEXD_OK)
+            break;
+        o.cursor = l.pages[l.npages].next_cursor;
+        l.npages++;
+        if (o.cursor == NULL)
+            break;
+    }
+    if (r != MUTEXD_OK) {
+        prefix_list_clear(&l);
+        return r;
+    }
+    prefix_list_clear(out);
+    *out = l;
+    return MUTEXD_OK;
+}
+
+static size_t prefix_list_count(const struct prefix_list *l)
+{
+    size_t n = 0;
+    for (size_t p = 0; p < l->npages; p++)
+        n += l->pages[p].count;
+    return n;
+}
+
+/* 1 when both lists hold the same resources at the same indexes (nothing under the prefix
+ * changed between them, or what changed changed back). */
+static int same_resources(const struct prefix_list *a, const struct prefix_list *b)
+{
+    if (prefix_list_count(a) != prefix_list_count(b))
+        return 0;
+    size_t pa = 0, ia = 0;
+    for (size_t pb = 0; pb < b->npages; pb++) {
+        for (size_t ib = 0; ib < b->pages[pb].count; ib++) {
+            while (ia >= a->pages[pa].count) {
+                pa++;
+                ia = 0;
+            }
+            const struct mutexd_state *x = &a->pages[pa].resources[ia++];
+            const struct mutexd_state *y = &b->pages[pb].resources[ib];
+            if (x->index != y->index || strcmp(x->resource, y->resource) != 0)
+                return 0;
+        }
+    }
+    return 1;
+}
+
+/* One list of watch --prefix: {"index":N,"resources":[...]} with --json, else a line and a
+ * table with a row for every holder. */
+static void print_prefix_list(const struct ctl *ctl, const struct prefix_list *l)
+{
+    if (ctl->json) {
+        printf("{\"index\":%" PRIu64 ",\"resources\":[", l->index);
+        const char *sep = "";
+        for (size_t p = 0; p < l->npages; p++) {
+            for (size_t i = 0; i < l->pages[p].count; i++) {
+                printf("%s%s", sep, l->pages[p].resources[i].json);
+                sep = ",";
+            }
+        }
+        puts("]}");
+        return;
+    }
+    printf("index=%" PRIu64 " held=%zu\n", l->index, prefix_list_count(l));
+    enum { COLS = 7 };
+    static const char *const head[COLS] = {"RESOURCE", "LIMIT",         "OWNER",  "FENCING_TOKEN",
+                                           "MODE",     "EXPIRES_IN_MS", "WAITERS"};
+    int width[COLS];
+    for (int c = 0; c < COLS; c++)
+        width[c] = (int)strlen(head[c]);
+    char num[4][32];
+    for (int pass = 0; pass < 2 && prefix_list_count(l) > 0; pass++) {
+        if (pass == 1)
+            print_row(head, width, COLS);
+        for (size_t p = 0; p < l->npages; p++) {
+            for (size_t i = 0; i < l->pages[p].count; i++) {
+                const struct mutexd_state *s = &l->pages[p].resources[i];
+                for (size_t h = 0; h < s->holder_count; h++) {
+                    const struct mutexd_holder *hd = &s->holders[h];
+                    snprintf(num[0], sizeof(num[0]), "%" PRId64, s->limit);
+                    snprintf(num[1], sizeof(num[1]), "%" PRIu64, hd->fencing_token);
+                    snprintf(num[2], sizeof(num[2]), "%" PRId64, hd->expires_in_ms);
+                    snprintf(num[3], sizeof(num[3]), "%" PRId64, s->waiters);
+                    const char *cell[COLS] = {s->resource,
+                                              num[0],
+                                              hd->owner != NULL ? hd->owner : "-",
+                                              num[1],
+                                              hd->shared ? "shared" : "exclusive",
+                                              num[2],
+                                              num[3]};
+                    for (int c = 0; pass == 0 && c < COLS; c++) {
+                        int w = (int)strlen(cell[c]);
+                        width[c] = w > width[c] ? w : width[c];
+                    }
+                    if (pass == 1)
+                        print_row(cell, width, COLS);
+                }
+            }
+        }
+    }
+}
+
+static int watch_prefix(struct ctl *ctl, const char *prefix, int64_t wait, int64_t count)
+{
+    struct prefix_list seen = {0}, now = {0};
+    struct mutexd_error err = {0};
+    int64_t printed = 0;
+    int status = 0, first = 1;
+    stop_on_signals();
+    for (;;) {
+        int64_t started = mutexd_monotonic_ms();
+        mutexd_result r = read_prefix_list(ctl, prefix, seen.index, first ? 0 : wait, &now, &err);
+        /* Answered before the wait ran out, yet the list reads the same: the server may
+         * answer a moment before the change reads in the list. Read it once more, shortly. */
+        if (r == MUTEXD_OK && !first && mutexd_monotonic_ms() - started < wait - 50 &&
+            same_resources(&seen, &now)) {
+            usleep(100000);
+            r = read_prefix_list(ctl, prefix, seen.index, 0, &now, &err);
+        }
+        if (r != MUTEXD_OK && mutexd_error_is_temporary(r, &err)) {
+            fprintf(stderr, "mutexctl: %s: %s; trying again\n", prefix, err.message);
+            sleep(1);
+            continue;
+        }
+        if (r != MUTEXD_OK) {
+            status = fail(ctl, prefix, r, &err);
+            break;
+        }
+        int changed = first || !same_resources(&seen, &now);
+        /* Watch on from the newest index, whether or not the list changed. */
+        prefix_list_clear(&seen);
+        seen = now;
+        memset(&now, 0, sizeof(now));
+        first = 0;
+        if (!changed)
+            continue;
+        begin_output();
+        print_prefix_list(ctl, &seen);
+        if (!ctl->json)
+            putchar('\n');
+        if (end_output() || (count > 0 && ++printed >= count))
+            break;
+    }
+    prefix_list_clear(&seen);
+    prefix_list_clear(&now);
+    mutexd_error_clear(&err);
+    return status;
+}
+
 static int cmd_watch(struct ctl *ctl, struct mxctl_opt *opts, size_t n, struct mxctl_args *a)
 {
-    const char *resource = a->positional[0];
+    const char *resource = a->npositional > 0 ? a->positional[0] : NULL;
+    const char *prefix = mxctl_opt(opts, n, "--prefix");
+    if (prefix != NULL && resource != NULL)
+        return usage_error("watch", "give RESOURCE or --prefix, not both");
+    if (prefix == NULL && resource == NULL)
+        return usage_error("watch", "missing RESOURCE or --prefix");
+    /* No resource name ends with '/': "jobs/" can only mean the resources under it. */
+    if (resource != NULL && resource[0] != '\0' && resource[strlen(resource) - 1] == '/')
+        prefix = resource;
     struct mutexd_state state = {0};
     struct mutexd_error err = {0};
     uint64_t index = 0;
@@ -722,8 +1008,16 @@ static int cmd_watch(struct ctl *ctl, struct mxctl_opt *opts, size_t n, struct m
         goto out;
     }
     int have_index = (v = mxctl_opt(opts, n, "--index")) != NULL;
+    if (have_index && prefix != NULL) {
+        status = usage_error("watch", "--index does not go with a prefix");
+        goto out;
+    }
     if (have_index && mxctl_parse_u64(v, &index) != 0) {
         status = usage_error("watch", "--index must be a whole number, not '%s'", v);
+        goto out;
+    }
+    if (prefix != NULL) {
+        status = watch_prefix(ctl, prefix, wait, count);
         goto out;
     }
     int first = !have_index;
@@ -750,6 +1044,129 @@ static int cmd_watch(struct ctl *ctl, struct mxctl_opt *opts, size_t n, struct m
     status = 0;
 out:
     mutexd_state_clear(&state);
+    mutexd_error_clear(&err);
+    return status;
+}
+
+/* An event as a logfmt line. */
+static void print_event(const struct ctl *ctl, const struct mutexd_event *e)
+{
+    if (ctl->json) {
+        puts(e->json);
+        return;
+    }
+    printf("index=%" PRIu64 " at=", e->index);
+    print_value(e->at != NULL ? e->at : "");
+    fputs(" resource=", stdout);
+    print_value(e->resource);
+    fputs(" type=", stdout);
+    print_value(e->type);
+    fputs(" owner=", stdout);
+    print_value(e->owner != NULL ? e->owner : "");
+    printf(" fencing_token=%" PRIu64 " shared=%s limit=%" PRId64 "\n", e->fencing_token,
+           e->shared ? "true" : "false", e->limit);
+}
+
+static int cmd_events(struct ctl *ctl, struct mxctl_opt *opts, size_t n, struct mxctl_args *a)
+{
+    (void)a;
+    struct mutexd_event_page page = {0};
+    struct mutexd_error err = {0};
+    struct mutexd_events_options o = {.prefix = mxctl_opt(opts, n, "--prefix"), .limit = 1000};
+    int follow = mxctl_opt(opts, n, "--follow") != NULL;
+    uint64_t after = 0;
+    int64_t wait, count = 0, printed = 0, lim = 0;
+    const char *v;
+    int status = duration_opt(opts, n, "--wait", 60000, &wait, "events");
+    if (status != 0)
+        goto out;
+    if (wait <= 0 || wait > 86400000) {
+        status = usage_error("events", "--wait must be from 1ms to 24h");
+        goto out;
+    }
+    if ((v = mxctl_opt(opts, n, "--count")) != NULL &&
+        mxctl_parse_int(v, 1, INT64_MAX, &count) != 0) {
+        status = usage_error("events", "--count must be a whole number from 1, not '%s'", v);
+        goto out;
+    }
+    if ((v = mxctl_opt(opts, n, "--limit")) != NULL && mxctl_parse_int(v, 1, 1000, &lim) != 0) {
+        status =
+            usage_error("events", "--limit must be a whole number from 1 to 1000, not '%s'", v);
+        goto out;
+    }
+    if (lim > 0)
+        o.limit = (int)lim;
+    int have_after = (v = mxctl_opt(opts, n, "--after")) != NULL;
+    if (have_after && mxctl_parse_u64(v, &after) != 0) {
+        status = usage_error("events", "--after must be a whole number, not '%s'", v);
+        goto out;
+    }
+    stop_on_signals();
+    /* Without --after, the first answer starts at the oldest event kept, whatever went
+     * before it: no warning for that one. */
+    int warn = have_after, waiting = 0;
+    for (;;) {
+        o.wait_ms = waiting ? wait : 0;
+        mutexd_result r = mutexd_events(ctl->client, after, &o, &page, &err);
+        if (r != MUTEXD_OK && follow && mutexd_error_is_temporary(r, &err)) {
+            fprintf(stderr, "mutexctl: events: %s; trying again\n", err.message);
+            sleep(1);
+            continue;
+        }
+        if (r != MUTEXD_OK) {
+            status = fail(ctl, NULL, r, &err);
+            goto out;
+        }
+        if (page.truncated && warn)
+            fprintf(stderr,
+                    "mutexctl: warning: changes after index %" PRIu64
+                    " were dropped by the server (it keeps the last --event-history only, and "
+                    "none from before its start); some were missed\n",
+                    after);
+        warn = 1;
+        begin_output();
+        for (size_t i = 0; i < page.count && (count == 0 || printed < count); i++, printed++)
+            print_event(ctl, &page.events[i]);
+        if (end_output() || (count > 0 && printed >= count))
+            break;
+        after = page.next > after ? page.next : after;
+        /* A full answer may have more behind it: ask again at once. */
+        if (page.count >= (size_t)o.limit) {
+            waiting = 0;
+            continue;
+        }
+        if (!follow)
+            break;
+        waiting = 1;
+    }
+out:
+    mutexd_event_page_clear(&page);
+    mutexd_error_clear(&err);
+    return status;
+}
+
+static int cmd_whoami(struct ctl *ctl, struct mxctl_opt *opts, size_t n, struct mxctl_args *a)
+{
+    (void)opts;
+    (void)n;
+    (void)a;
+    struct mutexd_whoami who = {0};
+    struct mutexd_error err = {0};
+    int status = 0;
+    mutexd_result r = mutexd_whoami(ctl->client, &who, &err);
+    if (r != MUTEXD_OK) {
+        status = fail(ctl, NULL, r, &err);
+    } else if (ctl->json) {
+        puts(who.json);
+    } else {
+        fputs("name=", stdout);
+        print_value(who.name != NULL ? who.name : "-");
+        fputs(" scopes=", stdout);
+        for (size_t i = 0; i < who.scope_count; i++)
+            printf("%s%s", i > 0 ? "," : "", who.scopes[i]);
+        putchar('\n');
+    }
+    mutexd_whoami_clear(&who);
     mutexd_error_clear(&err);
     return status;
 }
@@ -930,10 +1347,16 @@ static const struct command commands[] = {
      .fn = cmd_list},
     {.name = "watch",
      .usage = watch_usage,
-     .min_positional = 1,
+     .min_positional = 0,
      .max_positional = 1,
-     .opts = {OPT("--index"), OPT("--wait"), OPT("--count")},
+     .opts = {OPT("--index"), OPT("--wait"), OPT("--count"), OPT("--prefix")},
      .fn = cmd_watch},
+    {.name = "events",
+     .usage = events_usage,
+     .opts = {OPT("--prefix"), OPT("--after"), OPT("--limit"), FLAG("--follow"), OPT("--wait"),
+              OPT("--count")},
+     .fn = cmd_events},
+    {.name = "whoami", .usage = whoami_usage, .fn = cmd_whoami},
     {.name = "run",
      .usage = run_usage,
      .min_positional = 1,

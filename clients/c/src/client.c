@@ -1011,11 +1011,12 @@ mutexd_result mutexd_watch(mutexd_client *client, const char *resource, uint64_t
     return end(result, err, &scratch);
 }
 
-mutexd_result mutexd_list(mutexd_client *client, const struct mutexd_list_options *options,
-                          struct mutexd_page *page, struct mutexd_error *error)
+/* GET of the list, watching from `index` when `watch` is set; *index_out (may be NULL) the
+ * answer's change index. */
+static mutexd_result list_page(mutexd_client *client, const struct mutexd_list_options *options,
+                               int watch, uint64_t index, int64_t wait_ms, struct mutexd_page *page,
+                               uint64_t *index_out, struct mutexd_error *err)
 {
-    struct mutexd_error scratch;
-    struct mutexd_error *err = begin(error, &scratch);
     struct mutexd_list_options none = {0};
     const struct mutexd_list_options *o = options != NULL ? options : &none;
     struct answer a;
@@ -1028,6 +1029,10 @@ mutexd_result mutexd_list(mutexd_client *client, const struct mutexd_list_option
 
     if (client == NULL) {
         result = fail(err, MUTEXD_ERR_ARG, "no client");
+        goto out;
+    }
+    if (watch && wait_ms < 0) {
+        result = fail(err, MUTEXD_ERR_ARG, "wait_ms must not be negative");
         goto out;
     }
     mxc_buf_init(&b, URL_MAX);
@@ -1045,13 +1050,24 @@ mutexd_result mutexd_list(mutexd_client *client, const struct mutexd_list_option
     if (o->cursor != NULL) {
         mxc_buf_printf(&b, "%ccursor=", sep);
         mxc_buf_url_encode(&b, o->cursor, keep_in_query);
+        sep = '&';
     }
+    if (watch)
+        mxc_buf_printf(&b, "%cindex=%llu&wait_ms=%lld", sep, (unsigned long long)index,
+                       (long long)wait_ms);
     result = take(&b, &path, err);
     if (result != MUTEXD_OK)
         goto out;
-    result = call(client, path, NULL, 0, &a, &doc, NULL, err);
+    long wait = watch && wait_ms > 0 && wait_ms < 86400000 ? (long)wait_ms : 0;
+    result = call(client, path, NULL, wait, &a, &doc, NULL, err);
     if (result != MUTEXD_OK)
         goto out;
+    uint64_t at = 0;
+    const cJSON *idx = cJSON_GetObjectItemCaseSensitive(doc.root, "index");
+    if (watch && (idx == NULL || mxc_json_u64(idx, &at) != 0)) {
+        result = bad_answer(MUTEXD_ERR_PROTOCOL, &a, err);
+        goto out;
+    }
     result = mxc_decode_page(&doc, doc.root, &fresh);
     if (result != MUTEXD_OK) {
         result = bad_answer(result, &a, err);
@@ -1063,9 +1079,137 @@ mutexd_result mutexd_list(mutexd_client *client, const struct mutexd_list_option
     } else {
         mutexd_page_clear(&fresh);
     }
+    if (index_out != NULL)
+        *index_out = at;
+out:
+    free(path);
+    mxc_doc_free(&doc);
+    answer_free(&a);
+    return result;
+}
+
+mutexd_result mutexd_list(mutexd_client *client, const struct mutexd_list_options *options,
+                          struct mutexd_page *page, struct mutexd_error *error)
+{
+    struct mutexd_error scratch;
+    struct mutexd_error *err = begin(error, &scratch);
+    mutexd_result result = list_page(client, options, 0, 0, 0, page, NULL, err);
+    return end(result, err, &scratch);
+}
+
+mutexd_result mutexd_list_watch(mutexd_client *client, const struct mutexd_list_options *options,
+                                uint64_t index, int64_t wait_ms, struct mutexd_page *page,
+                                uint64_t *index_out, struct mutexd_error *error)
+{
+    struct mutexd_error scratch;
+    struct mutexd_error *err = begin(error, &scratch);
+    mutexd_result result = list_page(client, options, 1, index, wait_ms, page, index_out, err);
+    return end(result, err, &scratch);
+}
+
+/* ---- Watching many resources, and recent events ------------------------------------------- */
+
+mutexd_result mutexd_events(mutexd_client *client, uint64_t after,
+                            const struct mutexd_events_options *options,
+                            struct mutexd_event_page *events, struct mutexd_error *error)
+{
+    struct mutexd_error scratch;
+    struct mutexd_error *err = begin(error, &scratch);
+    struct mutexd_events_options none = {0};
+    const struct mutexd_events_options *o = options != NULL ? options : &none;
+    struct answer a;
+    answer_init(&a);
+    struct mxc_doc doc = {0};
+    struct mxc_buf b;
+    char *path = NULL;
+    struct mutexd_event_page fresh;
+    mutexd_result result = MUTEXD_ERR_ARG;
+
+    if (client == NULL) {
+        result = fail(err, MUTEXD_ERR_ARG, "no client");
+        goto out;
+    }
+    if (o->wait_ms < 0) {
+        result = fail(err, MUTEXD_ERR_ARG, "wait_ms must not be negative");
+        goto out;
+    }
+    mxc_buf_init(&b, URL_MAX);
+    mxc_buf_printf(&b, "/v1/events?after=%llu", (unsigned long long)after);
+    if (o->prefix != NULL) {
+        mxc_buf_str(&b, "&prefix=");
+        mxc_buf_url_encode(&b, o->prefix, keep_in_query);
+    }
+    if (o->limit != 0)
+        mxc_buf_printf(&b, "&limit=%d", o->limit);
+    if (o->wait_ms > 0)
+        mxc_buf_printf(&b, "&wait_ms=%lld", (long long)o->wait_ms);
+    result = take(&b, &path, err);
+    if (result != MUTEXD_OK)
+        goto out;
+    long wait = o->wait_ms > 0 && o->wait_ms < 86400000 ? (long)o->wait_ms : 0;
+    result = call(client, path, NULL, wait, &a, &doc, NULL, err);
+    if (result != MUTEXD_OK)
+        goto out;
+    result = mxc_decode_event_page(&doc, doc.root, &fresh);
+    if (result != MUTEXD_OK) {
+        result = bad_answer(result, &a, err);
+        goto out;
+    }
+    if (events != NULL) {
+        mutexd_event_page_clear(events);
+        *events = fresh;
+    } else {
+        mutexd_event_page_clear(&fresh);
+    }
 out:
     free(path);
     mxc_doc_free(&doc);
     answer_free(&a);
     return end(result, err, &scratch);
+}
+
+mutexd_result mutexd_whoami(mutexd_client *client, struct mutexd_whoami *who,
+                            struct mutexd_error *error)
+{
+    struct mutexd_error scratch;
+    struct mutexd_error *err = begin(error, &scratch);
+    struct answer a;
+    answer_init(&a);
+    struct mxc_doc doc = {0};
+    struct mutexd_whoami fresh;
+    mutexd_result result;
+
+    if (client == NULL) {
+        result = fail(err, MUTEXD_ERR_ARG, "no client");
+        goto out;
+    }
+    result = call(client, "/v1/whoami", NULL, 0, &a, &doc, NULL, err);
+    if (result != MUTEXD_OK)
+        goto out;
+    result = mxc_decode_whoami(&doc, doc.root, &fresh);
+    if (result != MUTEXD_OK) {
+        result = bad_answer(result, &a, err);
+        goto out;
+    }
+    if (who != NULL) {
+        mutexd_whoami_clear(who);
+        *who = fresh;
+    } else {
+        mutexd_whoami_clear(&fresh);
+    }
+out:
+    mxc_doc_free(&doc);
+    answer_free(&a);
+    return end(result, err, &scratch);
+}
+
+int mutexd_whoami_has_scope(const struct mutexd_whoami *who, const char *scope)
+{
+    if (who == NULL || scope == NULL)
+        return 0;
+    for (size_t i = 0; i < who->scope_count; i++) {
+        if (who->scopes[i] != NULL && strcmp(who->scopes[i], scope) == 0)
+            return 1;
+    }
+    return 0;
 }

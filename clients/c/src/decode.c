@@ -273,6 +273,105 @@ out:
     return result;
 }
 
+static void event_clear(struct mutexd_event *e)
+{
+    free(e->at);
+    free(e->resource);
+    free(e->type);
+    free(e->owner);
+    free(e->json);
+    memset(e, 0, sizeof(*e));
+}
+
+static mutexd_result decode_event(const struct mxc_doc *doc, const cJSON *obj,
+                                  struct mutexd_event *out)
+{
+    mutexd_result result = MUTEXD_ERR_PROTOCOL;
+    memset(out, 0, sizeof(*out));
+    if (!cJSON_IsObject(obj))
+        goto out;
+    READ(req_u64(obj, "index", &out->index));
+    READ(opt_str(obj, "at", &out->at));
+    READ(req_str(obj, "resource", &out->resource));
+    READ(req_str(obj, "type", &out->type));
+    READ(opt_str(obj, "owner", &out->owner));
+    READ(req_u64(obj, "fencing_token", &out->fencing_token));
+    READ(opt_bool(obj, "shared", &out->shared));
+    READ(opt_limit(obj, &out->limit));
+    out->json = mxc_doc_print(doc, obj);
+    result = out->json != NULL ? MUTEXD_OK : MUTEXD_ERR_NOMEM;
+out:
+    if (result != MUTEXD_OK)
+        event_clear(out);
+    return result;
+}
+
+mutexd_result mxc_decode_event_page(const struct mxc_doc *doc, const cJSON *obj,
+                                    struct mutexd_event_page *out)
+{
+    mutexd_result result = MUTEXD_ERR_PROTOCOL;
+    memset(out, 0, sizeof(*out));
+    const cJSON *list = cJSON_GetObjectItemCaseSensitive(obj, "events");
+    if (!cJSON_IsObject(obj) || !cJSON_IsArray(list))
+        goto out;
+    READ(req_u64(obj, "next", &out->next));
+    READ(opt_bool(obj, "truncated", &out->truncated));
+    size_t n = (size_t)cJSON_GetArraySize(list);
+    if (n > 0) {
+        out->events = calloc(n, sizeof(*out->events));
+        if (out->events == NULL) {
+            result = MUTEXD_ERR_NOMEM;
+            goto out;
+        }
+    }
+    const cJSON *item;
+    cJSON_ArrayForEach(item, list)
+    {
+        READ(decode_event(doc, item, &out->events[out->count]));
+        out->count++;
+    }
+    out->json = mxc_doc_print(doc, obj);
+    result = out->json != NULL ? MUTEXD_OK : MUTEXD_ERR_NOMEM;
+out:
+    if (result != MUTEXD_OK)
+        mutexd_event_page_clear(out);
+    return result;
+}
+
+mutexd_result mxc_decode_whoami(const struct mxc_doc *doc, const cJSON *obj,
+                                struct mutexd_whoami *out)
+{
+    mutexd_result result = MUTEXD_ERR_PROTOCOL;
+    memset(out, 0, sizeof(*out));
+    const cJSON *list = cJSON_GetObjectItemCaseSensitive(obj, "scopes");
+    if (!cJSON_IsObject(obj) || !cJSON_IsArray(list))
+        goto out;
+    READ(opt_str(obj, "name", &out->name));
+    size_t n = (size_t)cJSON_GetArraySize(list);
+    if (n > 0) {
+        out->scopes = calloc(n, sizeof(*out->scopes));
+        if (out->scopes == NULL) {
+            result = MUTEXD_ERR_NOMEM;
+            goto out;
+        }
+    }
+    const cJSON *item;
+    cJSON_ArrayForEach(item, list)
+    {
+        result = MUTEXD_ERR_PROTOCOL;
+        if (!cJSON_IsString(item) || item->valuestring == NULL)
+            goto out;
+        READ(dup_str(item->valuestring, &out->scopes[out->scope_count]));
+        out->scope_count++;
+    }
+    out->json = mxc_doc_print(doc, obj);
+    result = out->json != NULL ? MUTEXD_OK : MUTEXD_ERR_NOMEM;
+out:
+    if (result != MUTEXD_OK)
+        mutexd_whoami_clear(out);
+    return result;
+}
+
 mutexd_result mxc_decode_error(const struct mxc_doc *doc, const cJSON *obj,
                                struct mutexd_error *out)
 {
@@ -359,4 +458,27 @@ void mutexd_error_clear(struct mutexd_error *error)
     memset(error, 0, sizeof(*error));
     error->retry_after_s = -1;
     error->holder.ttl_ms = -1;
+}
+
+void mutexd_event_page_clear(struct mutexd_event_page *events)
+{
+    if (events == NULL)
+        return;
+    for (size_t i = 0; i < events->count; i++)
+        event_clear(&events->events[i]);
+    free(events->events);
+    free(events->json);
+    memset(events, 0, sizeof(*events));
+}
+
+void mutexd_whoami_clear(struct mutexd_whoami *who)
+{
+    if (who == NULL)
+        return;
+    for (size_t i = 0; i < who->scope_count; i++)
+        free(who->scopes[i]);
+    free(who->scopes);
+    free(who->name);
+    free(who->json);
+    memset(who, 0, sizeof(*who));
 }

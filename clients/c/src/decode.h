@@ -21,6 +21,14 @@ mutexd_result mxc_decode_state(const struct mxc_doc *doc, const cJSON *obj,
 /* A list page. */
 mutexd_result mxc_decode_page(const struct mxc_doc *doc, const cJSON *obj, struct mutexd_page *out);
 
+/* The answer of GET /v1/events. */
+mutexd_result mxc_decode_event_page(const struct mxc_doc *doc, const cJSON *obj,
+                                    struct mutexd_event_page *out);
+
+/* The answer of GET /v1/whoami. */
+mutexd_result mxc_decode_whoami(const struct mxc_doc *doc, const cJSON *obj,
+                                struct mutexd_whoami *out);
+
 /* The "error" object of an error answer into code, message, field, reason, holder and limit of
  * *out (its other fields are left alone). MUTEXD_ERR_PROTOCOL when the body has no error
  * object with a code. */

@@ -494,6 +494,172 @@ static void list_pages_through_a_prefix_with_cursors(void **state)
     mutexd_client_free(c);
 }
 
+/* ---- Watching a prefix, events, whoami ------------------------------------------------------ */
+
+static void *acquire_later(void *arg)
+{
+    const char *const *names = arg;
+    test_sleep_ms(300);
+    mutexd_client *c = connect_server();
+    for (size_t i = 0; names[i] != NULL; i++) {
+        assert_int_equal(mutexd_acquire(c, names[i], NULL, NULL, NULL), MUTEXD_OK);
+        test_sleep_ms(300);
+    }
+    mutexd_client_free(c);
+    return NULL;
+}
+
+static void list_watch_wakes_on_a_change_under_its_prefix_only(void **state)
+{
+    (void)state;
+    mutexd_client *c = connect_server();
+    assert_int_equal(mutexd_acquire(c, "jobs/a", NULL, NULL, NULL), MUTEXD_OK);
+    struct mutexd_list_options o = {.prefix = "jobs/"};
+    struct mutexd_page page = {0};
+    uint64_t index = 0, at = 0;
+    /* index 0, wait 0: the list now, and the index to watch from. */
+    assert_int_equal(mutexd_list_watch(c, &o, 0, 0, &page, &index, NULL), MUTEXD_OK);
+    assert_int_equal(page.count, 1);
+    assert_true(index >= page.resources[0].index);
+
+    /* A change elsewhere does not end the wait; one under the prefix does. */
+    static const char *const names[] = {"other/x", "jobs/b", NULL};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, acquire_later, (void *)names), 0);
+    int64_t t0 = test_now_ms();
+    assert_int_equal(mutexd_list_watch(c, &o, index, 10000, &page, &at, NULL), MUTEXD_OK);
+    int64_t took = test_now_ms() - t0;
+    pthread_join(t, NULL);
+    assert_in_range(took, 500, 5000);
+    if (page.count == 1) {
+        /* The server may answer a moment before the grant reads in the list. */
+        test_sleep_ms(100);
+        assert_int_equal(mutexd_list_watch(c, &o, index, 0, &page, &at, NULL), MUTEXD_OK);
+    }
+    assert_int_equal(page.count, 2);
+    assert_string_equal(page.resources[1].resource, "jobs/b");
+    assert_true(at > index);
+    assert_non_null(strstr(page.json, "\"index\""));
+
+    /* Nothing changes: the wait runs out, and the list is as it was. */
+    t0 = test_now_ms();
+    assert_int_equal(mutexd_list_watch(c, &o, at, 500, &page, &index, NULL), MUTEXD_OK);
+    assert_in_range(test_now_ms() - t0, 450, 5000);
+    assert_int_equal(page.count, 2);
+    assert_true(index >= at);
+
+    struct mutexd_error e = {0};
+    assert_int_equal(mutexd_list_watch(c, &o, at, -1, &page, NULL, &e), MUTEXD_ERR_ARG);
+    assert_int_equal(page.count, 2); /* left as it was */
+    mutexd_error_clear(&e);
+    mutexd_page_clear(&page);
+    mutexd_client_free(c);
+}
+
+static void events_come_in_order_and_follow_with_next(void **state)
+{
+    (void)state;
+    mutexd_client *c = connect_server();
+    struct mutexd_lease l = {0};
+    struct mutexd_acquire_options ao = {.owner = "alice", .limit = 2};
+    assert_int_equal(mutexd_acquire(c, "ev/a", &ao, &l, NULL), MUTEXD_OK);
+    assert_int_equal(mutexd_renew(c, l.resource, l.lease_id, NULL, NULL, NULL), MUTEXD_OK);
+    assert_int_equal(mutexd_release(c, l.resource, l.lease_id, NULL), MUTEXD_OK);
+    struct mutexd_acquire_options so = {.owner = "bob", .shared = 1};
+    assert_int_equal(mutexd_acquire(c, "other/b", &so, NULL, NULL), MUTEXD_OK);
+
+    struct mutexd_event_page ev = {0};
+    assert_int_equal(mutexd_events(c, 0, NULL, &ev, NULL), MUTEXD_OK);
+    assert_int_equal(ev.count, 4);
+    assert_int_equal(ev.truncated, 0);
+    static const char *const types[] = {"granted", "renewed", "released", "granted"};
+    for (size_t i = 0; i < 4; i++) {
+        assert_string_equal(ev.events[i].type, types[i]);
+        assert_non_null(ev.events[i].at);
+        assert_non_null(ev.events[i].json);
+        assert_null(strstr(ev.events[i].json, l.lease_id));
+        if (i > 0)
+            assert_true(ev.events[i].index > ev.events[i - 1].index);
+    }
+    assert_string_equal(ev.events[0].resource, "ev/a");
+    assert_string_equal(ev.events[0].owner, "alice");
+    assert_int_equal(ev.events[0].fencing_token, l.fencing_token);
+    assert_int_equal(ev.events[0].limit, 2);
+    assert_int_equal(ev.events[3].shared, 1);
+    assert_int_equal(ev.next, ev.events[3].index);
+    uint64_t first = ev.events[0].index, next = ev.next;
+
+    /* after, prefix and limit. */
+    struct mutexd_events_options o = {.prefix = "ev/", .limit = 1};
+    assert_int_equal(mutexd_events(c, first, &o, &ev, NULL), MUTEXD_OK);
+    assert_int_equal(ev.count, 1);
+    assert_string_equal(ev.events[0].type, "renewed");
+    assert_int_equal(ev.next, ev.events[0].index);
+
+    /* Following: a wait from `next` ends with a later event. */
+    static const char *const names[] = {"ev/later", NULL};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, acquire_later, (void *)names), 0);
+    struct mutexd_events_options fo = {.prefix = "ev/", .wait_ms = 10000};
+    int64_t t0 = test_now_ms();
+    assert_int_equal(mutexd_events(c, next, &fo, &ev, NULL), MUTEXD_OK);
+    pthread_join(t, NULL);
+    assert_in_range(test_now_ms() - t0, 200, 5000);
+    assert_int_equal(ev.count, 1);
+    assert_string_equal(ev.events[0].resource, "ev/later");
+    assert_true(ev.next > next);
+
+    /* A wait that runs out answers no event. */
+    fo.wait_ms = 400;
+    next = ev.next;
+    assert_int_equal(mutexd_events(c, next, &fo, &ev, NULL), MUTEXD_OK);
+    assert_int_equal(ev.count, 0);
+    assert_true(ev.next >= next);
+    mutexd_event_page_clear(&ev);
+    mutexd_event_page_clear(&ev); /* twice is fine */
+    mutexd_lease_clear(&l);
+    mutexd_client_free(c);
+}
+
+/* With the server's --event-history 2. */
+static void events_dropped_are_truncated(void **state)
+{
+    (void)state;
+    mutexd_client *c = connect_server();
+    static const char *const names[] = {"t/1", "t/2", "t/3", "t/4", "t/5"};
+    for (size_t i = 0; i < 5; i++)
+        assert_int_equal(mutexd_acquire(c, names[i], NULL, NULL, NULL), MUTEXD_OK);
+    struct mutexd_event_page ev = {0};
+    assert_int_equal(mutexd_events(c, 1, NULL, &ev, NULL), MUTEXD_OK);
+    assert_int_equal(ev.truncated, 1);
+    assert_int_equal(ev.count, 2);
+    assert_string_equal(ev.events[0].resource, "t/4");
+    assert_int_equal(mutexd_events(c, ev.next, NULL, &ev, NULL), MUTEXD_OK);
+    assert_int_equal(ev.truncated, 0);
+    assert_int_equal(ev.count, 0);
+    mutexd_event_page_clear(&ev);
+    mutexd_client_free(c);
+}
+
+static void whoami_without_authorization_has_every_scope(void **state)
+{
+    (void)state;
+    mutexd_client *c = connect_server();
+    struct mutexd_whoami who = {0};
+    assert_int_equal(mutexd_whoami(c, &who, NULL), MUTEXD_OK);
+    assert_null(who.name);
+    assert_int_equal(who.scope_count, 4);
+    assert_string_equal(who.scopes[0], "read");
+    assert_true(mutexd_whoami_has_scope(&who, "admin"));
+    assert_true(mutexd_whoami_has_scope(&who, "metrics"));
+    assert_false(mutexd_whoami_has_scope(&who, "root"));
+    assert_false(mutexd_whoami_has_scope(NULL, "read"));
+    mutexd_whoami_clear(&who);
+    mutexd_whoami_clear(NULL);
+    assert_int_equal(mutexd_whoami(NULL, &who, NULL), MUTEXD_ERR_ARG);
+    mutexd_client_free(c);
+}
+
 /* One request the server refuses, and what the error says. */
 static void expect_refusal(mutexd_result r, struct mutexd_error *e, int status, const char *code,
                            const char *field)
@@ -682,6 +848,7 @@ static void auth_without_a_valid_token_is_unauthorized(void **state)
         expect_refusal(mutexd_acquire(c, "jobs/a", NULL, NULL, &e), &e, 401, "unauthorized", NULL);
         struct mutexd_list_options o = {.prefix = "jobs/"};
         expect_refusal(mutexd_list(c, &o, NULL, &e), &e, 401, "unauthorized", NULL);
+        expect_refusal(mutexd_whoami(c, NULL, &e), &e, 401, "unauthorized", NULL);
         mutexd_error_clear(&e);
         mutexd_client_free(c);
     }
@@ -697,6 +864,20 @@ static void auth_scopes_and_prefixes_are_enforced(void **state)
     struct mutexd_lease l = {0};
 
     assert_int_equal(mutexd_get(reader, "jobs/a", NULL, &e), MUTEXD_OK);
+    struct mutexd_whoami who = {0};
+    assert_int_equal(mutexd_whoami(reader, &who, &e), MUTEXD_OK);
+    assert_string_equal(who.name, "reader");
+    assert_int_equal(who.scope_count, 1);
+    assert_true(mutexd_whoami_has_scope(&who, "read"));
+    assert_false(mutexd_whoami_has_scope(&who, "write"));
+    assert_int_equal(mutexd_whoami(admin, &who, &e), MUTEXD_OK);
+    assert_string_equal(who.name, "admin");
+    assert_true(mutexd_whoami_has_scope(&who, "admin"));
+    mutexd_whoami_clear(&who);
+    struct mutexd_event_page ev = {0};
+    struct mutexd_events_options eo = {.prefix = "jobs/"};
+    assert_int_equal(mutexd_events(writer, 0, &eo, &ev, &e), MUTEXD_OK);
+    mutexd_event_page_clear(&ev);
     expect_refusal(mutexd_acquire(reader, "jobs/a", NULL, NULL, &e), &e, 403, "forbidden", NULL);
     assert_int_equal(mutexd_acquire(writer, "jobs/a", NULL, &l, &e), MUTEXD_OK);
     expect_refusal(mutexd_acquire(writer, "other/a", NULL, NULL, &e), &e, 403, "forbidden", NULL);
@@ -987,6 +1168,10 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(watch_returns_at_the_next_change),
     cmocka_unit_test(watch_without_a_change_answers_after_the_wait),
     cmocka_unit_test(list_pages_through_a_prefix_with_cursors),
+    cmocka_unit_test(list_watch_wakes_on_a_change_under_its_prefix_only),
+    cmocka_unit_test(events_come_in_order_and_follow_with_next),
+    cmocka_unit_test(events_dropped_are_truncated),
+    cmocka_unit_test(whoami_without_authorization_has_every_scope),
     cmocka_unit_test(the_server_refuses_bad_input_with_its_codes),
     cmocka_unit_test(a_wrong_base_path_is_not_found),
     cmocka_unit_test(bad_arguments_are_caught_before_sending),

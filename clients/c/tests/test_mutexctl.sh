@@ -108,7 +108,7 @@ gone() { # PID...: none of them runs (zombies count as gone)
 test_help() {
     m --help
     expect_rc 0 "--help"
-    for word in acquire renew release break status list watch run "Exit status:" MUTEXD_URL \
+    for word in acquire renew release break status list watch events whoami run "Exit status:" MUTEXD_URL \
         MUTEXD_TOKEN --ca-file --json "500ms, 15s, 2m" "get is the" --limit --shared; do
         expect_out "$word" "--help names $word"
     done
@@ -124,7 +124,7 @@ test_help() {
     expect_out "--lease-id ID" "break --help names --lease-id"
     m get --help
     expect_out "holder: *owner=" "get --help shows a holder line"
-    for cmd in acquire renew release break status get list watch run; do
+    for cmd in acquire renew release break status get list watch events whoami run; do
         m "$cmd" --help
         expect_rc 0 "$cmd --help"
         expect_out "^usage: mutexctl $cmd" "$cmd --help"
@@ -404,8 +404,8 @@ test_list() {
     expect_out '^{"resources":\[{"resource":"jobs/a".*{"resource":"jobs/b".*{"resource":"other".*\],"next_cursor":null}$' \
         "list --json"
     m list --json --limit 1
-    expect_out '^{"resources":\[{"resource":"jobs/a".*\],"next_cursor":"jobs/a"}$' \
-        "list --json --limit: one page, as the API answers it"
+    expect_out '^{"index":[0-9]*,"resources":\[{"resource":"jobs/a".*\],"next_cursor":"jobs/a"}$' \
+        "list --json --limit: one page, as the API answers it (with the change index)"
     m list --prefix nothing/
     expect_rc 0 "list of nothing"
     [ "$(wc -l <"$tmp/out")" -eq 1 ] || fail "list of nothing prints the header alone"
@@ -456,6 +456,145 @@ test_watch() {
     expect_out '^{"resource":"w","state":"held",' "watch --json prints the API's state"
     m watch 'a//b' --count 1
     expect_rc 2 "watch an invalid name"
+}
+
+# watch --prefix (and watch PREFIX/): the list first, then the list again at each change
+# under the prefix, never for a change elsewhere; SIGINT ends it cleanly.
+test_watch_prefix() {
+    m acquire jobs/a --owner alice --ttl 10s
+    "$M" watch jobs/ --wait 5s >"$tmp/wp" 2>"$tmp/wp.err" &
+    local watcher=$!
+    bg_pids+=("$watcher")
+    wait_for grep -q "^index=[0-9]* held=1$" "$tmp/wp" || fail "watch jobs/ prints the list first"
+    grep -q "^RESOURCE  *LIMIT  *OWNER  *FENCING_TOKEN  *MODE  *EXPIRES_IN_MS  *WAITERS$" \
+        "$tmp/wp" || fail "watch jobs/ prints a table's header"
+    grep -q "^jobs/a  *1  *alice  *[0-9][0-9]*  *exclusive  *[0-9][0-9]*  *0$" "$tmp/wp" ||
+        fail "watch jobs/ prints a row for the holder"
+    m acquire other/x --owner elsewhere
+    sleep 1
+    [ "$(grep -c '^index=' "$tmp/wp")" -eq 1 ] || fail "watch jobs/ prints nothing for other/x"
+    m acquire jobs/b --owner bob --limit 2
+    wait_for grep -q "^index=[0-9]* held=2$" "$tmp/wp" || fail "watch jobs/ prints a grant"
+    grep -q "^jobs/b  *2  *bob " "$tmp/wp" || fail "watch jobs/ prints the new holder's row"
+    ! grep -q "other/x" "$tmp/wp" || fail "watch jobs/ shows a resource of another prefix"
+    kill -INT "$watcher"
+    wait "$watcher"
+    rc=$?
+    cp "$tmp/wp" "$tmp/out"
+    cp "$tmp/wp.err" "$tmp/err"
+    expect_rc 0 "watch jobs/ ends on SIGINT"
+    [ ! -s "$tmp/err" ] || fail "watch jobs/ says nothing on stderr"
+    local i1 i2
+    i1=$(sed -n 's/^index=\([0-9]*\) held=1$/\1/p' "$tmp/out")
+    i2=$(sed -n 's/^index=\([0-9]*\) held=2$/\1/p' "$tmp/out")
+    { [ -n "$i1" ] && [ -n "$i2" ] && [ "$i1" -lt "$i2" ]; } || fail "watch indexes increase: $i1 $i2"
+
+    # --json: one line per list; a break empties it; --count stops.
+    "$M" watch --prefix jobs/b --json --count 2 >"$tmp/wj" 2>&1 &
+    local w2=$!
+    bg_pids+=("$w2")
+    wait_for grep -q '^{"index":[0-9]*,"resources":\[{"resource":"jobs/b",' "$tmp/wj" ||
+        fail "watch --prefix --json prints the list first"
+    m break jobs/b
+    wait "$w2"
+    rc=$?
+    cp "$tmp/wj" "$tmp/out"
+    expect_rc 0 "watch --prefix --count 2"
+    [ "$(wc -l <"$tmp/out")" -eq 2 ] || fail "watch --json printed $(wc -l <"$tmp/out") lines"
+    sed -n 2p "$tmp/out" | grep -q '^{"index":[0-9]*,"resources":\[\]}$' ||
+        fail "watch --json: the break empties the list"
+
+    m watch jobs/ --prefix jobs/
+    expect_rc 2 "watch with RESOURCE and --prefix"
+    m watch --prefix jobs/ --index 3
+    expect_rc 2 "watch --prefix with --index"
+    m watch
+    expect_rc 2 "watch with nothing to watch"
+}
+
+# events: every change in order, logfmt or JSON, --after and --prefix; --follow prints a
+# later change; whoami with authorization off.
+test_events_and_whoami() {
+    m acquire ev/a --owner alice --ttl 5s
+    local id
+    id=$(field lease_id)
+    m renew ev/a "$id"
+    m release ev/a "$id"
+    m acquire other/b --owner "bob b" --shared
+    m events
+    expect_rc 0 "events"
+    [ "$(wc -l <"$tmp/out")" -eq 4 ] || fail "events printed $(wc -l <"$tmp/out") lines, want 4"
+    local at='[0-9-]*T[0-9:.]*Z'
+    sed -n 1p "$tmp/out" | grep -q "^index=[0-9]* at=$at resource=ev/a type=granted owner=alice fencing_token=[0-9]* shared=false limit=1$" ||
+        fail "events line 1"
+    sed -n 2p "$tmp/out" | grep -q " resource=ev/a type=renewed " || fail "events line 2"
+    sed -n 3p "$tmp/out" | grep -q " resource=ev/a type=released " || fail "events line 3"
+    sed -n 4p "$tmp/out" | grep -q ' resource=other/b type=granted owner="bob b" .* shared=true ' ||
+        fail "events line 4"
+    ! grep -q "$id" "$tmp/out" || fail "events show a lease id"
+    local i1 i2
+    i1=$(sed -n '1s/^index=\([0-9]*\) .*/\1/p' "$tmp/out")
+    i2=$(sed -n '2s/^index=\([0-9]*\) .*/\1/p' "$tmp/out")
+    m events --after "$i1" --limit 1
+    [ "$(wc -l <"$tmp/out")" -eq 3 ] || fail "events --after --limit 1 reads every page"
+    expect_out "^index=$i2 " "events --after starts after it"
+    m events --prefix other/ --json
+    [ "$(wc -l <"$tmp/out")" -eq 1 ] || fail "events --prefix other/"
+    expect_out '^{"index":[0-9]*,"at":"[^"]*","resource":"other/b","type":"granted","owner":"bob b",' \
+        "events --json prints the API's event"
+    m events --count 2
+    [ "$(wc -l <"$tmp/out")" -eq 2 ] || fail "events --count 2"
+
+    "$M" events --follow --prefix ev/ --wait 2s >"$tmp/ef" 2>"$tmp/ef.err" &
+    local follower=$!
+    bg_pids+=("$follower")
+    wait_for grep -q "type=released" "$tmp/ef" || fail "events --follow prints what is there"
+    m acquire other/c
+    m acquire ev/later --owner later
+    wait_for grep -q "resource=ev/later type=granted owner=later " "$tmp/ef" ||
+        fail "events --follow prints a later change"
+    ! grep -q "other/" "$tmp/ef" || fail "events --follow --prefix shows another prefix"
+    kill -INT "$follower"
+    wait "$follower"
+    rc=$?
+    cp "$tmp/ef" "$tmp/out"
+    cp "$tmp/ef.err" "$tmp/err"
+    expect_rc 0 "events --follow ends on SIGINT"
+    [ ! -s "$tmp/err" ] || fail "events --follow says nothing on stderr"
+
+    m events --after x
+    expect_rc 2 "events --after x"
+    m events --limit 0
+    expect_rc 2 "events --limit 0"
+
+    m whoami
+    expect_rc 0 "whoami"
+    expect_out '^name=- scopes=read,write,admin,metrics$' "whoami with authorization off"
+    m whoami --json
+    expect_out '^{"name":null,"scopes":\["read","write","admin","metrics"\]}$' "whoami --json"
+}
+
+# events with a small history: --after a dropped index warns on stderr that changes were
+# missed, and starts at the oldest kept.
+test_events_truncated() {
+    cat >"$tmp/truncated.sh" <<EOF
+set -u
+for i in 1 2 3 4 5; do "$M" acquire t/\$i >/dev/null || exit 2; done
+"$M" events >"$tmp/t.out" 2>"$tmp/t.err" || exit 3
+[ "\$(wc -l <"$tmp/t.out")" -eq 2 ] || exit 4
+[ ! -s "$tmp/t.err" ] || exit 5
+"$M" events --after 1 >"$tmp/t.out" 2>"$tmp/t.err" || exit 6
+grep -q "^index=4 .*resource=t/4 " "$tmp/t.out" || exit 7
+grep -q "warning: changes after index 1 were dropped" "$tmp/t.err" || exit 8
+"$M" events --after 4 >"$tmp/t.out" 2>"$tmp/t.err" || exit 9
+[ ! -s "$tmp/t.err" ] || exit 10
+exit 0
+EOF
+    MUTEXD_SERVER_ARGS="--event-history 2" \
+        "$here/with-server.sh" bash "$tmp/truncated.sh" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    cp "$tmp/t.err" "$tmp/err" 2>/dev/null
+    expect_rc 0 "events with a dropped index (step $rc failed)"
 }
 
 # The command's environment and exit status, and the release when it exits.
@@ -948,6 +1087,11 @@ unset MUTEXD_TOKEN
 "$M" status jobs/r > "$tmp/auth.out" 2>&1; [ \$? -eq 3 ] || exit 2
 grep -q "unauthorized, HTTP 401" "$tmp/auth.out" || exit 3
 "$M" --token "$reader" status jobs/r >/dev/null || exit 4
+"$M" whoami > "$tmp/auth.out" 2>&1; [ \$? -eq 3 ] || exit 11
+"$M" --token "$reader" whoami | grep -q "^name=dashboard scopes=read$" || exit 12
+"$M" --token "$admin" whoami --json | grep -q '^{"name":"operator","scopes":\["read","write","admin"\]}$' || exit 13
+"$M" --token "$reader" events --prefix jobs/ >/dev/null || exit 14
+"$M" --token "$reader" events --prefix other/ > "$tmp/auth.out" 2>&1; [ \$? -eq 3 ] || exit 15
 MUTEXD_TOKEN="$reader" "$M" acquire jobs/r > "$tmp/auth.out" 2>&1; [ \$? -eq 3 ] || exit 5
 grep -q "forbidden, HTTP 403" "$tmp/auth.out" || exit 6
 "$M" --token "$reader" status other/r > "$tmp/auth.out" 2>&1; [ \$? -eq 3 ] || exit 7

@@ -4,7 +4,7 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { Transport } from './transport.js';
-import { decodeJson, toLease, toState, toPage } from './model.js';
+import { decodeJson, toLease, toState, toPage, toIndex, toResourceList, toEventPage, toWhoAmI } from './model.js';
 import {
   apiError,
   isRetryable,
@@ -21,6 +21,8 @@ import { anySignal } from './signals.js';
 const DEFAULT_TIMEOUT_MS = 10_000;
 const DEFAULT_WATCH_WAIT_MS = 60_000;
 const DEFAULT_RETRY_MS = 5_000;
+// A list watch woken by a change its list does not show is read again after this long.
+const REREAD_PAUSE_MS = 100;
 /** The server when neither the constructor nor MUTEXD_URL names one. */
 const DEFAULT_URL = 'http://127.0.0.1:8080';
 // The pause before a call goes round its servers again after 503 answers: their Retry-After,
@@ -336,6 +338,159 @@ export class Client {
       yield page;
       cursor = page.nextCursor;
     } while (cursor !== null && cursor !== undefined);
+  }
+
+  /**
+   * A list watch: wait until a resource whose name starts with `prefix` changes after the
+   * change index `index` (default 0n), or `waitMs` passes (default 60000; 0: at once), and
+   * return every held resource under `prefix` then (all pages), with the change index to
+   * watch from next: `{ index: bigint, resources: ResourceState[] }`.
+   */
+  async watchList(options = {}) {
+    const { prefix, index = 0n, waitMs = DEFAULT_WATCH_WAIT_MS, signal, timeoutMs } = options;
+    const at = toIndex(index);
+    if (at === null || at < 0n) throw new TypeError('index must be a non-negative integer (a bigint or a number)');
+    if (!(Number.isInteger(waitMs) && waitMs >= 0)) throw new TypeError('waitMs must be a non-negative integer');
+    const query = { prefix, limit: 1000, index: at, wait_ms: waitMs };
+    const first = toPage(await this.#call('GET', '/v1/resources', { query, signal, timeoutMs, waitMs }));
+    if (first.index === undefined || first.index === null) {
+      throw new ProtocolError('the server\'s list has no index: it has no list watch', { code: 'ERR_INVALID_RESPONSE' });
+    }
+    const resources = [...first.resources];
+    let cursor = first.nextCursor;
+    while (cursor !== null && cursor !== undefined) {
+      const page = toPage(
+        await this.#call('GET', '/v1/resources', { query: { prefix, limit: 1000, cursor }, signal, timeoutMs }),
+      );
+      resources.push(...page.resources);
+      cursor = page.nextCursor;
+    }
+    return toResourceList(first.index, resources);
+  }
+
+  /**
+   * The held resources under `prefix` as they change:
+   * `for await (const list of client.watchPrefix('jobs/')) ...`. Yields the list at once
+   * (unless `index` is given: then only after a change under the prefix after it), then
+   * after each change under the prefix (a grant, renewal, release, break or expiry),
+   * following the server's change index with one list watch of up to `waitMs` at a time.
+   * Changes elsewhere yield nothing, nor do changes that leave the list as it was. It never
+   * ends by itself: break out of the loop, or abort `signal`. A failed request ends it with
+   * its error; start again from the last list's `index` to miss nothing.
+   */
+  async *watchPrefix(prefix = '', options = {}) {
+    if (typeof prefix !== 'string') throw new TypeError('prefix must be a string');
+    const { waitMs = DEFAULT_WATCH_WAIT_MS, signal, timeoutMs } = options;
+    const sig = (list) => list.resources.map((r) => `${r.resource}\u0000${r.index}`).join('\u0001');
+    let seen = null;
+    let at;
+    if (options.index === undefined || options.index === null) {
+      const now = await this.watchList({ prefix, index: 0n, waitMs: 0, signal, timeoutMs });
+      yield now;
+      at = now.index;
+      seen = sig(now);
+    } else {
+      at = toIndex(options.index);
+    }
+    for (;;) {
+      if (signal?.aborted) throw signal.reason;
+      const started = performance.now();
+      let now = await this.watchList({ prefix, index: at, waitMs, signal, timeoutMs });
+      // Answered before the wait ran out: something under the prefix changed.
+      const woken = performance.now() - started < waitMs - 50;
+      if (woken && (seen === null || sig(now) === seen)) {
+        // A change the list does not show: the server may answer a moment before the change
+        // reads in the list. Read it once more, shortly.
+        await sleep(REREAD_PAUSE_MS, signal);
+        now = await this.watchList({ prefix, index: at, waitMs: 0, signal, timeoutMs });
+      }
+      const changed = seen === null ? woken : sig(now) !== seen;
+      if (now.index > at) at = now.index;
+      seen = sig(now);
+      if (changed) yield now;
+    }
+  }
+
+  /**
+   * One request of the recent changes after the change index `after` (default 0n: the oldest
+   * the server keeps), oldest first: `{ events, next: bigint, truncated }`. `prefix`, `limit`
+   * (1 to 1000, server default 100), and `waitMs`: when there is none yet, wait up to that long
+   * for one.
+   */
+  async eventsPage(options = {}) {
+    const { after = 0n, prefix, limit, waitMs = 0, signal, timeoutMs } = options;
+    const from = toIndex(after);
+    if (from === null || from < 0n) throw new TypeError('after must be a non-negative integer (a bigint or a number)');
+    if (!(Number.isInteger(waitMs) && waitMs >= 0)) throw new TypeError('waitMs must be a non-negative integer');
+    const query = { after: from, prefix, limit, wait_ms: waitMs > 0 ? waitMs : undefined };
+    const body = await this.#call('GET', '/v1/events', { query, signal, timeoutMs, waitMs });
+    if (!Array.isArray(body.events) || toIndex(body.next) === null) {
+      throw new ProtocolError('the server\'s events answer lacks events or next', { code: 'ERR_INVALID_RESPONSE' });
+    }
+    return toEventPage(body);
+  }
+
+  /**
+   * The recent changes, oldest first:
+   * `for await (const ev of client.events({ prefix: 'jobs/', follow: true })) ...`.
+   * From the oldest the server keeps, or after the change index `after`. Without `follow` it
+   * ends with the last change there is; with it, it keeps waiting (`waitMs` per request,
+   * default 60000, passing each answer's `next` as the next `after`) until you break out of
+   * the loop or abort `signal`. `limit`: events per request (default 1000).
+   * When changes after the index asked for were already dropped (the server keeps the last
+   * --event-history, and starts afresh on a restart), `onTruncated(after)` is called before
+   * the events after the gap (without it, a warning is emitted with process.emitWarning):
+   * some were missed. Without `after`, the first answer starts at the oldest kept, without
+   * that. A failed request ends it with its error; start again with `after` set to the last
+   * event's index to miss nothing.
+   */
+  async *events(options = {}) {
+    const { prefix, after, follow = false, waitMs = DEFAULT_WATCH_WAIT_MS, limit = 1000, onTruncated, signal, timeoutMs } =
+      options;
+    let at = after === undefined || after === null ? 0n : toIndex(after);
+    if (at === null) throw new TypeError('after must be a non-negative integer (a bigint or a number)');
+    let report = after !== undefined && after !== null;
+    let full = false;
+    for (;;) {
+      if (signal?.aborted) throw signal.reason;
+      // A full answer may have more behind it: the next one is asked at once.
+      const page = await this.eventsPage({
+        after: at,
+        prefix,
+        limit,
+        waitMs: follow && !full ? waitMs : 0,
+        signal,
+        timeoutMs,
+      });
+      if (page.truncated && report) {
+        if (typeof onTruncated === 'function') onTruncated(at);
+        else {
+          process.emitWarning(
+            `mutexd events: changes after index ${at} were dropped by the server (it keeps the last --event-history only); some were missed`,
+            'MutexdEventsTruncated',
+          );
+        }
+      }
+      report = true;
+      for (const ev of page.events) yield ev;
+      if (page.next > at) at = page.next;
+      full = page.events.length >= limit;
+      if (!follow && !full) return;
+    }
+  }
+
+  /**
+   * The name and scopes of the client's token as the server sees it: `{ name, scopes }`
+   * (name null and every scope with authorization off). Any valid token may ask; none or a
+   * bad one rejects with UnauthorizedError.
+   */
+  async whoami(options = {}) {
+    const { signal, timeoutMs } = options;
+    const body = await this.#call('GET', '/v1/whoami', { signal, timeoutMs });
+    if (!Array.isArray(body.scopes)) {
+      throw new ProtocolError('the server\'s whoami answer lacks scopes', { code: 'ERR_INVALID_RESPONSE' });
+    }
+    return toWhoAmI(body);
   }
 
   /**

@@ -1,11 +1,11 @@
 // Decoding of the API's JSON answers into the client's objects (camelCase, fencing tokens as
 // bigint).
 //
-// A fencing token is an unsigned 64-bit integer; a JavaScript number holds integers exactly
-// only up to 2^53 - 1. Answers are parsed with JSON.parse, and only when a fencing token in
-// them is beyond that range is the text parsed again by parseExact() below, which keeps the
-// digits of every `fencing_token` (outside `metadata`, which is the caller's own data and is
-// parsed as JSON.parse would).
+// A fencing token, like a change index, is an unsigned 64-bit integer; a JavaScript number
+// holds integers exactly only up to 2^53 - 1. Answers are parsed with JSON.parse, and only
+// when a fencing token or an index in them is beyond that range is the text parsed again by
+// parseExact() below, which keeps the digits of every `fencing_token`, `index` and `next`
+// (outside `metadata`, which is the caller's own data and is parsed as JSON.parse would).
 
 /**
  * Parse the JSON text of an answer.
@@ -22,7 +22,10 @@ function inexact(v) {
 
 function hasInexactToken(v) {
   if (v === null || typeof v !== 'object' || Array.isArray(v)) return false;
-  if (inexact(v.fencing_token)) return true;
+  if (inexact(v.fencing_token) || inexact(v.index) || inexact(v.next)) return true;
+  if (Array.isArray(v.events)) {
+    for (const e of v.events) if (e && (inexact(e.fencing_token) || inexact(e.index))) return true;
+  }
   if (v.error && v.error.holder && inexact(v.error.holder.fencing_token)) return true;
   if (stateHasInexactToken(v)) return true;
   if (Array.isArray(v.resources)) {
@@ -34,6 +37,7 @@ function hasInexactToken(v) {
 // A resource's state: its holder, and every one of its holders.
 function stateHasInexactToken(r) {
   if (r === null || typeof r !== 'object') return false;
+  if (inexact(r.index)) return true;
   if (r.holder && inexact(r.holder.fencing_token)) return true;
   return Array.isArray(r.holders) && r.holders.some((h) => h && inexact(h.fencing_token));
 }
@@ -42,7 +46,8 @@ const NUMBER = /-?(?:0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)?/y;
 
 /**
  * A JSON parser for text that JSON.parse has already accepted: the same values, except that an
- * integer under the key `fencing_token` (not inside `metadata`) becomes a bigint.
+ * integer under the key `fencing_token` (not inside `metadata`) becomes a bigint, and so does
+ * one under `index` or `next` that a number would not hold exactly.
  * @param {string} text
  */
 export function parseExact(text) {
@@ -115,7 +120,10 @@ export function parseExact(text) {
     const m = NUMBER.exec(text);
     if (!m) throw new SyntaxError(`unexpected character at position ${i}`);
     i = NUMBER.lastIndex;
-    if (key === 'fencing_token' && !plain && m[1] === undefined && m[2] === undefined) return BigInt(m[0]);
+    if (!plain && m[1] === undefined && m[2] === undefined) {
+      if (key === 'fencing_token') return BigInt(m[0]);
+      if ((key === 'index' || key === 'next') && !Number.isSafeInteger(Number(m[0]))) return BigInt(m[0]);
+    }
     return Number(m[0]);
   };
   const result = value(undefined, false);
@@ -185,10 +193,51 @@ export function toState(j) {
   };
 }
 
-/** One page of the list. */
+/** One page of the list; `index` (the change index it was read at) when the server sends it. */
 export function toPage(j) {
-  return {
+  const page = {
     resources: Array.isArray(j.resources) ? j.resources.map(toState) : [],
     nextCursor: j.next_cursor ?? null,
+  };
+  if (j.index !== undefined) page.index = toIndex(j.index);
+  return page;
+}
+
+/** A change index as a bigint (from a number or a bigint); null if absent or malformed. */
+export const toIndex = toToken;
+
+/** The list with its change index (a list watch's answer, every page of it). */
+export function toResourceList(index, resources) {
+  return { index, resources };
+}
+
+/** One event of GET /v1/events. */
+export function toEvent(j) {
+  return {
+    index: toIndex(j.index),
+    at: j.at ?? null,
+    resource: j.resource,
+    type: j.type,
+    owner: j.owner ?? '',
+    fencingToken: toToken(j.fencing_token),
+    shared: j.shared === true,
+    limit: j.limit ?? 1,
+  };
+}
+
+/** The answer of GET /v1/events. */
+export function toEventPage(j) {
+  return {
+    events: Array.isArray(j.events) ? j.events.map(toEvent) : [],
+    next: toIndex(j.next),
+    truncated: j.truncated === true,
+  };
+}
+
+/** The answer of GET /v1/whoami. */
+export function toWhoAmI(j) {
+  return {
+    name: typeof j.name === 'string' ? j.name : null,
+    scopes: Array.isArray(j.scopes) ? j.scopes.filter((x) => typeof x === 'string') : [],
   };
 }

@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import * as api from '../index.js';
-import { toLease, toHolder, toHolderInfo, toState, toPage } from '../src/model.js';
+import { toLease, toHolder, toHolderInfo, toState, toPage, toResourceList, toEvent, toEventPage, toWhoAmI } from '../src/model.js';
 
 const dts = readFileSync(new URL('../index.d.ts', import.meta.url), 'utf8');
 
@@ -70,11 +70,17 @@ test('declared interfaces match the objects the client builds', () => {
     Holder: holder,
     HolderInfo: toHolderInfo({ owner: 'o', fencing_token: 1, expires_in_ms: 1 }),
     ResourceState: toState({ resource: 'r', state: 'held', index: 1, holder: {}, waiters: 0 }),
-    ResourcePage: toPage({ resources: [], next_cursor: null }),
+    ResourcePage: toPage({ resources: [], next_cursor: null, index: 1 }),
+    ResourceList: toResourceList(1n, []),
+    MutexdEvent: toEvent({ index: 1, at: 't', resource: 'r', type: 'granted', owner: 'o', fencing_token: 1, shared: false, limit: 1 }),
+    EventPage: toEventPage({ events: [], next: 1, truncated: false }),
+    WhoAmI: toWhoAmI({ name: null, scopes: [] }),
   };
   for (const [name, obj] of Object.entries(shapes)) {
     assert.deepEqual(members(block('interface', name)).sort(), Object.keys(obj).sort(), name);
   }
   assert.equal(typeof lease.fencingToken, 'bigint');
+  assert.equal(typeof shapes.MutexdEvent.index, 'bigint');
+  assert.equal(typeof shapes.EventPage.next, 'bigint');
   assert.deepEqual(members(block('interface', 'LeaseRef')).sort(), ['leaseId', 'resource']);
 });

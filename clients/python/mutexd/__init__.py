@@ -19,7 +19,18 @@ from . import _errors
 from ._errors import *  # noqa: F401,F403 (the names in _errors.__all__)
 from ._leader import LeaderStop, run_when_leader
 from ._lock import HeldLease, Lock
-from ._types import Duration, Holder, Lease, LeaseHolder, ResourcePage, ResourceState
+from ._types import (
+    Duration,
+    Event,
+    EventPage,
+    Holder,
+    Lease,
+    LeaseHolder,
+    ResourceList,
+    ResourcePage,
+    ResourceState,
+    WhoAmI,
+)
 from ._version import __version__
 
 _logging.getLogger("mutexd").addHandler(_logging.NullHandler())
@@ -38,4 +49,8 @@ __all__ = [
     "LeaseHolder",
     "ResourceState",
     "ResourcePage",
+    "ResourceList",
+    "Event",
+    "EventPage",
+    "WhoAmI",
 ] + _errors.__all__

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import ssl
@@ -16,7 +17,17 @@ from ._errors import APIError, MutexdError, ProtocolError, Timeout, TransportErr
 from . import _leader
 from ._http import Response, Transport
 from ._lock import Lock
-from ._types import Duration, Lease, ResourcePage, ResourceState, to_ms
+from ._types import (
+    Duration,
+    Event,
+    EventPage,
+    Lease,
+    ResourceList,
+    ResourcePage,
+    ResourceState,
+    WhoAmI,
+    to_ms,
+)
 from ._version import __version__
 
 __all__ = ["Client", "default_owner"]
@@ -28,6 +39,9 @@ DEFAULT_URL = "http://127.0.0.1:8080"
 # Retry-After, at most this long, at least the other.
 _RETRY_AFTER_CAP = 2.0
 _RETRY_AFTER_MIN = 0.1
+
+# A list watch woken by a change its list does not show is read again after this long.
+_REREAD_PAUSE = 0.1
 
 
 def _server_urls(url: Union[str, Sequence[str], None]) -> list[str]:
@@ -74,6 +88,18 @@ def _lease_ref(lease: Any, lease_id: Optional[str]) -> tuple[str, str]:
         return lease.resource, lease.lease_id
     except AttributeError:
         raise TypeError("expected a Lease or a resource name, not %r" % (lease,)) from None
+
+
+_log = logging.getLogger("mutexd")
+
+
+def _int_or_none(data: Any, key: str) -> Optional[int]:
+    value = data.get(key) if isinstance(data, dict) else None
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError("the answer's %r is not an integer: %r" % (key, value))
+    return value
 
 
 class Client:
@@ -451,7 +477,16 @@ class Client:
             query["limit"] = limit
         if cursor is not None:
             query["cursor"] = cursor
-        resp = self._get("/v1/resources", query)
+        return self._list_page(query, None)
+
+    def _list_page(self, query: dict[str, Any], wait_ms: Optional[int]) -> ResourcePage:
+        """A GET of the list; a list watch when ``wait_ms`` is given (with ``index`` in
+        ``query``)."""
+        if wait_ms is None:
+            resp = self._get("/v1/resources", query)
+        else:
+            query["wait_ms"] = wait_ms
+            resp = self._get("/v1/resources", query, self.timeout + wait_ms / 1000.0)
 
         def build() -> ResourcePage:
             items = resp.body.get("resources")
@@ -461,6 +496,7 @@ class Client:
             return ResourcePage(
                 [ResourceState.from_json(item) for item in items],
                 nxt if isinstance(nxt, str) and nxt else None,
+                _int_or_none(resp.body, "index"),
             )
 
         return self._parse(build)  # type: ignore[no-any-return]
@@ -478,6 +514,167 @@ class Client:
             if page.next_cursor is None:
                 return
             cursor = page.next_cursor
+
+    # -- watching many resources, and recent events -------------------------------------
+
+    def watch_list(
+        self, prefix: Optional[str] = None, index: int = 0, wait: Duration = 60.0
+    ) -> ResourceList:
+        """A list watch: waits until a resource whose name starts with ``prefix`` changes
+        after the change ``index`` (a grant, renewal, release, break or expiry; also when
+        it becomes free and leaves the list), or ``wait`` seconds pass, and returns every
+        held resource under ``prefix`` then (as it was when the wait ran out), with the
+        change index to watch from next. ``index=0, wait=0`` reads the list at once.
+        ``wait`` is at most the server's ``--max-wait-ms`` (default 300 s).
+
+        The server answers when something under the prefix changed, which may leave the
+        list as it was (a lease granted and released meanwhile); :meth:`watch_prefix`
+        leaves those out.
+        """
+        if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+            raise ValueError("index must be a non-negative int")
+        wait_ms = to_ms(wait, "wait")
+        query: dict[str, Any] = {"index": index, "limit": 1000}
+        if prefix is not None:
+            query["prefix"] = prefix
+        first = self._list_page(query, wait_ms)
+        if first.index is None:
+            raise ProtocolError("the server's list has no index: it has no list watch")
+        resources = list(first.resources)
+        cursor = first.next_cursor
+        while cursor is not None:  # the other pages, at once
+            page = self.list_page(prefix, 1000, cursor)
+            resources.extend(page.resources)
+            cursor = page.next_cursor
+        return ResourceList(first.index, resources)
+
+    def watch_prefix(
+        self, prefix: str = "", wait: Duration = 60.0, index: Optional[int] = None
+    ) -> Iterator[ResourceList]:
+        """Iterates over the held resources under ``prefix`` as they change::
+
+            for held in client.watch_prefix("jobs/"):
+                print(held.index, held.names())
+
+        Yields the list at once (unless ``index`` is given: then only once something
+        under ``prefix`` changed after it), then again after each change under
+        ``prefix`` (a grant, renewal, release, break or expiry), following the server's
+        change index with one list watch of up to ``wait`` seconds at a time; changes
+        elsewhere yield nothing, nor do changes that leave the list as it was. It never
+        ends by itself: break out of the loop. An error (no answer, 503) ends it with the
+        exception; start again from the last ``index`` seen to miss nothing.
+        """
+        if not isinstance(prefix, str):
+            raise TypeError("prefix must be a str, not %s" % type(prefix).__name__)
+        wait_ms = to_ms(wait, "wait")
+        seen: Optional[list[tuple[str, int]]] = None
+        if index is None:
+            current = self.watch_list(prefix, 0, 0)
+            yield current
+            at = current.index
+            seen = [(r.resource, r.index) for r in current.resources]
+        else:
+            at = index
+        while True:
+            started = time.monotonic()
+            current = self.watch_list(prefix, at, wait_ms / 1000.0)
+            # Answered before the wait ran out: something under the prefix changed.
+            woken = time.monotonic() - started < wait_ms / 1000.0 - 0.05
+            now = [(r.resource, r.index) for r in current.resources]
+            if woken and (seen is None or now == seen):
+                # A change that the list does not show: the server may answer a moment
+                # before the change reads in the list. Read it once more, shortly.
+                time.sleep(_REREAD_PAUSE)
+                current = self.watch_list(prefix, at, 0)
+                now = [(r.resource, r.index) for r in current.resources]
+            changed = woken if seen is None else now != seen
+            at = max(at, current.index)
+            seen = now
+            if changed:
+                yield current
+
+    def events_page(
+        self,
+        after: int = 0,
+        prefix: Optional[str] = None,
+        limit: Optional[int] = None,
+        wait: Duration = 0,
+    ) -> EventPage:
+        """One request of the recent changes after change index ``after`` (0: the oldest
+        the server keeps), oldest first: at most ``limit`` (server default 100, at most
+        1000), of resources whose name starts with ``prefix``. With ``wait``, when there
+        is none yet the request waits up to that long for one. See :class:`EventPage` for
+        ``next`` and ``truncated``."""
+        if isinstance(after, bool) or not isinstance(after, int) or after < 0:
+            raise ValueError("after must be a non-negative int")
+        query: dict[str, Any] = {"after": after}
+        if prefix is not None:
+            query["prefix"] = prefix
+        if limit is not None:
+            query["limit"] = limit
+        wait_ms = to_ms(wait, "wait")
+        if wait_ms:
+            query["wait_ms"] = wait_ms
+        resp = self._get("/v1/events", query, self.timeout + wait_ms / 1000.0)
+        return self._parse(lambda: EventPage.from_json(resp.body))  # type: ignore
+
+    def events(
+        self,
+        prefix: Optional[str] = None,
+        *,
+        after: Optional[int] = None,
+        follow: bool = False,
+        wait: Duration = 60.0,
+        limit: Optional[int] = None,
+        on_truncated: Optional[Callable[[int], Any]] = None,
+    ) -> Iterator[Event]:
+        """Iterates over the recent changes, oldest first::
+
+            for ev in client.events(prefix="jobs/", follow=True):
+                print(ev.index, ev.type, ev.resource, ev.owner, ev.fencing_token)
+
+        From the oldest the server keeps, or after the change index ``after``; of the
+        resources whose name starts with ``prefix``. Without ``follow`` it ends with the
+        last change there is; with it, it keeps waiting (``wait`` seconds per request,
+        passing each answer's ``next`` as the next ``after``) and yields each change as it
+        comes, until you break out of the loop. ``limit`` is the events per request (default
+        1000).
+
+        When changes after the index asked for were already dropped (the history is
+        full, or the server restarted), ``on_truncated(after)`` is called before the
+        events that follow the gap (by default, a warning on the ``mutexd`` logger): some
+        changes were missed. Without ``after``, the first answer starts at the oldest kept
+        without that. An error ends the iteration with the exception; start again with
+        ``after`` set to the last event's ``index`` to miss nothing.
+        """
+        at = 0 if after is None else after
+        report = after is not None
+        per_request = 1000 if limit is None else limit
+        full = False
+        while True:
+            # A full answer may have more behind it: the next one is asked at once.
+            page = self.events_page(at, prefix, per_request, wait if follow and not full else 0)
+            if page.truncated and report:
+                if on_truncated is not None:
+                    on_truncated(at)
+                else:
+                    _log.warning(
+                        "mutexd events: changes after index %d were dropped by the server "
+                        "(it keeps the last --event-history only); some were missed", at)
+            report = True
+            for ev in page.events:
+                yield ev
+            at = max(at, page.next)
+            full = len(page.events) >= per_request
+            if not follow and not full:
+                return
+
+    def whoami(self) -> WhoAmI:
+        """The name and scopes of the client's token, as the server sees it (any valid
+        token may ask; none or a bad one raises :class:`Unauthorized`). With
+        authorization off: no name, and every scope."""
+        resp = self._get("/v1/whoami", {})
+        return self._parse(lambda: WhoAmI.from_json(resp.body))  # type: ignore
 
     # -- helpers ----------------------------------------------------------------------
 

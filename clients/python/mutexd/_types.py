@@ -20,6 +20,10 @@ __all__ = [
     "LeaseHolder",
     "ResourceState",
     "ResourcePage",
+    "ResourceList",
+    "Event",
+    "EventPage",
+    "WhoAmI",
     "to_ms",
 ]
 
@@ -245,7 +249,112 @@ class ResourceState:
 @dataclass(frozen=True)
 class ResourcePage:
     """One page of :meth:`Client.list_page`: held resources in name order, and the cursor
-    of the next page (``None`` on the last)."""
+    of the next page (``None`` on the last). ``index`` is the server's change index when
+    the page was read (``None`` from a server without it): a list watch waits for a change
+    after it."""
 
     resources: list[ResourceState]
     next_cursor: Optional[str]
+    index: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class ResourceList:
+    """Every held resource under a prefix, as :meth:`Client.watch_list` and
+    :meth:`Client.watch_prefix` give it: ``resources`` in name order (each with all its
+    holders), and ``index``, the server's change index when it was read, to watch from."""
+
+    index: int
+    resources: list[ResourceState]
+
+    def __len__(self) -> int:
+        return len(self.resources)
+
+    def names(self) -> list[str]:
+        """The names of the held resources, in order."""
+        return [r.resource for r in self.resources]
+
+
+@dataclass(frozen=True)
+class Event:
+    """One recent change of a resource, as :meth:`Client.events` gives it (never with a
+    lease id).
+
+    ``type`` is ``"granted"``, ``"renewed"``, ``"released"``, ``"expired"`` or
+    ``"broken"``; ``index`` is the change's index (pass it as ``after`` to read what came
+    next); ``at`` is the server's wall-clock time, informative only; ``limit`` is the
+    resource's limit (more than 1: a counting semaphore) and ``shared`` whether the lease
+    was a shared one.
+    """
+
+    index: int
+    at: Optional[_dt.datetime]
+    resource: str
+    type: str
+    owner: str
+    fencing_token: int
+    shared: bool = False
+    limit: int = 1
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "Event":
+        kind = data.get("type")
+        if not isinstance(kind, str):
+            raise ValueError("the event's 'type' is not a string: %r" % (kind,))
+        return cls(
+            index=_int(data, "index"),
+            at=_time(data.get("at")),
+            resource=str(data.get("resource", "")),
+            type=kind,
+            owner=str(data.get("owner") or ""),
+            fencing_token=_int(data, "fencing_token"),
+            shared=_shared(data),
+            limit=_limit(data),
+        )
+
+
+@dataclass(frozen=True)
+class EventPage:
+    """One answer of :meth:`Client.events_page`: ``events`` oldest first, ``next`` (the
+    ``after`` of the next request) and ``truncated``: events after the ``after`` asked for
+    were dropped already (the server keeps the last ``--event-history`` only, and starts
+    afresh on a restart), so ``events`` starts at the oldest it has and some were missed."""
+
+    events: list[Event]
+    next: int
+    truncated: bool = False
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "EventPage":
+        items = data.get("events")
+        if not isinstance(items, list) or not all(isinstance(e, dict) for e in items):
+            raise ValueError("the answer's 'events' is not a list of objects")
+        truncated = data.get("truncated", False)
+        if not isinstance(truncated, bool):
+            raise ValueError("the answer's 'truncated' is not a boolean: %r" % (truncated,))
+        return cls([Event.from_json(e) for e in items], _int(data, "next"), truncated)
+
+
+@dataclass(frozen=True)
+class WhoAmI:
+    """Who the client's token is, as :meth:`Client.whoami` says: its ``name`` in the
+    server's tokens file (``None`` with authorization off) and its ``scopes``
+    (``"read"``, ``"write"``, ``"admin"``, ``"metrics"``; all four with authorization
+    off)."""
+
+    name: Optional[str]
+    scopes: tuple[str, ...]
+
+    def has_scope(self, scope: str) -> bool:
+        """True when the token has ``scope``."""
+        return scope in self.scopes
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "WhoAmI":
+        name = data.get("name")
+        scopes = data.get("scopes")
+        if name is not None and not isinstance(name, str):
+            raise ValueError("the answer's 'name' is not a string: %r" % (name,))
+        if not isinstance(scopes, list) or not all(isinstance(x, str) for x in scopes):
+            raise ValueError("the answer's 'scopes' is not a list of strings: %r" % (scopes,))
+        return cls(name, tuple(scopes))
