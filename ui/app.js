@@ -27,7 +27,7 @@ const state = {
   resources: [], listIndex: null, listWatch: null, listCapped: false, listError: null,
   selected: null, detail: null, detailError: null,
   events: [], eventsNext: null, eventsGap: false,
-  down: null, unavailable: null, switched: null,
+  down: null, unavailable: null, switched: null, alone: false,
   prevMetrics: null, prevMetricsAt: 0, commitMs: null,
 };
 const loops = {};
@@ -95,6 +95,7 @@ api.onAvailable = () => {
 api.onServedBy = (url, before) => {
   $("served-by").hidden = false;
   $("served-by").textContent = "served by " + url;
+  if (state.alone) { state.alone = false; refreshServers(); } // restarted into a group
   if (before) {
     state.switched = { url, before, at: Date.now() };
     renderBanner();
@@ -572,9 +573,11 @@ $("break-form").addEventListener("submit", async (ev) => {
 
 // ---- figures and the server group (slow timer) -------------------------------------------
 
+// A server that said it is in no group (404) is not asked again: it joins none without a
+// restart, and a server of a group names its active in every answer (Mutexd-Served-By).
 function refreshSlow() {
   refreshFigures();
-  refreshServers();
+  if (!state.alone) refreshServers();
 }
 
 async function refreshFigures() {
@@ -614,6 +617,7 @@ async function refreshServers() {
   const note2 = $("servers-note");
   const table = $("servers-table");
   if (res.status === 404) {
+    state.alone = true;
     note2.hidden = false;
     note2.textContent = "Not in a server group: this server runs alone (without --ha).";
     table.hidden = true;
@@ -625,6 +629,7 @@ async function refreshServers() {
     note2.textContent = res.status === 503 ? `The group cannot be described now (${reasonOf(res.body)}).` : messageOf(res);
     return;
   }
+  state.alone = false;
   note2.hidden = true;
   const g = res.body;
   const facts = [];
