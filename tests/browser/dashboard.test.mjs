@@ -158,7 +158,7 @@ describe("the dashboard, one server", () => {
       // be on its way at the same time (and /v1/servers, once, at the start).
       assert.ok(rec.maxHeld <= 3, `at most 3 held requests, saw ${rec.maxHeld}`);
       assert.ok(rec.maxInFlight <= 4, `at most 4 API requests in flight, saw ${rec.maxInFlight}: ${rec.peak.join(" ")}`);
-      console.log(`# at most ${atStart} API requests in flight at the start, then ${rec.maxInFlight} API requests in flight (${rec.peak.join(" ")}), ${rec.requests.length} requests in all`);
+      console.log(`# at most ${atStart} API requests in flight at the start, then ${rec.maxInFlight} API requests in flight while 40 renewals arrived, ${rec.requests.length} requests in all`);
 
       // 5.5 s with nothing changing: the three watches stay held (25 s each), and the
       // figures are read once (every 5 s), nothing else.
