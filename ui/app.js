@@ -27,7 +27,7 @@ const state = {
   resources: [], listIndex: null, listWatch: null, listCapped: false, listError: null,
   selected: null, detail: null, detailError: null,
   events: [], eventsNext: null, eventsGap: false,
-  down: null, unavailable: null, switched: null, alone: false,
+  down: null, unavailable: null, switched: null, alone: false, generation: null,
   prevMetrics: null, prevMetricsAt: 0, commitMs: null,
 };
 const loops = {};
@@ -632,6 +632,13 @@ async function refreshServers() {
   state.alone = false;
   note2.hidden = true;
   const g = res.body;
+  // A standby answers this itself, without Mutexd-Served-By: after a takeover its answer may
+  // be the first to name the new active (the held watches say so only when they end). Only
+  // a newer generation counts, so a standby that has not seen the takeover yet changes nothing.
+  if (g.active && (state.generation === null || g.active.generation > state.generation)) {
+    state.generation = g.active.generation;
+    api.noteServedBy(g.active.url);
+  }
   const facts = [];
   const fact = (k, v) => facts.push(el("dt", {}, k), el("dd", {}, v));
   fact("This server", el("span", {}, el("span", { class: "mono" }, g.self ? g.self.url : "—"), g.self ? ` (${g.self.role})` : ""));
