@@ -238,13 +238,13 @@ export async function launch() {
 // Opens `url` in a new context and records, from before the first request: every request of
 // the context (the page's, and any popup's or worker's) with its URL and when it started and
 // ended; the API requests (/v1/, /metrics) in flight at most at once and which they were
-// (`peak`); the held ones (wait_ms) at most at once; the console's errors and the page's
-// uncaught errors.
+// (`peak`); the held ones (wait_ms) at most at once; the list's answers (`listAnswers`); the
+// console's errors and the page's uncaught errors.
 export async function openPage(browser, url, { viewport = { width: 1280, height: 800 } } = {}) {
   const context = await browser.newContext({ viewport });
   const page = await context.newPage();
   const rec = {
-    requests: [], errors: [], consoleUrls: new Map(), inFlight: 0, maxInFlight: 0, peak: [], held: 0, maxHeld: 0,
+    requests: [], errors: [], consoleUrls: new Map(), inFlight: 0, maxInFlight: 0, peak: [], held: 0, maxHeld: 0, listAnswers: [],
     // Requests started within [from, to) of Date.now(), by path.
     // From now on, maxInFlight and maxHeld count from what is in flight now.
     resetMax() { this.maxInFlight = this.inFlight; this.maxHeld = this.held; this.peak = []; },
@@ -276,6 +276,14 @@ export async function openPage(browser, url, { viewport = { width: 1280, height:
     if (r.api) rec.inFlight--;
     if (r.held) rec.held--;
   };
+  // Each answer of the list: its index and the resources it named.
+  context.on("response", async (res) => {
+    if (new URL(res.url()).pathname !== "/v1/resources" || res.status() !== 200) return;
+    try {
+      const body = await res.json();
+      rec.listAnswers.push({ at: Date.now(), index: body.index, resources: (body.resources || []).map((r) => r.resource) });
+    } catch { /* the page went away */ }
+  });
   context.on("requestfinished", done);
   context.on("requestfailed", done);
   page.on("console", (m) => {
