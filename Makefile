@@ -34,8 +34,8 @@ define locked
 	fi; exit $$rc
 endef
 
-.PHONY: all build build-locked server server-locked run azurite azurite-stop diagram check test \
-	bench fuzz fmt clean
+.PHONY: all build build-locked server server-locked run azurite azurite-stop diagram screenshots \
+	check test bench fuzz fmt clean
 
 all: build
 
@@ -81,6 +81,14 @@ diagram: docs/architecture.svg
 docs/architecture.svg: docs/architecture.dot
 	@scripts/deps.sh docs
 	dot -Tsvg -o $@ $<
+
+# docs/dashboard.png: the dashboard of a real server holding a few leases, taken by headless
+# Chromium at 1280x800 (tests/browser/screenshot.mjs; playwright-core from its lock file, no
+# browser downloaded).
+screenshots: build
+	@scripts/deps.sh check
+	@PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 scripts/npm-deps.sh tests/browser
+	MUTEXD_BIN=$(BUILD)/mutexd node tests/browser/screenshot.mjs docs/dashboard.png
 
 # The everyday loop, a few minutes: the build, the checks, the unit tests, the OpenAPI
 # check and the integration tests but the long ones (marked heavy or examples). No

@@ -139,6 +139,11 @@ MUTEXD_BIN=build/mutexd node --test clients/node/test/
 stage "Node.js client on Debian 12's Node.js 18, the oldest it supports"
 MUTEXD_BIN=build/mutexd clients/node/test-support/debian-node18.sh --test clients/node/test/
 
+# The dashboard (/ui/) in Debian's Chromium, headless (--no-sandbox: CI runs as root), with
+# real servers, a server group on Azurite among them (tests/browser).
+stage "browser tests (Chromium, headless)"
+MUTEXD_BIN=build/mutexd scripts/browser-tests.sh
+
 stage "docker-compose.yml (checked without a container engine) and its topology run natively"
 "${PYTEST[@]}" tests/compose
 MUTEXD_BIN=build/mutexd tests/compose/native.sh

@@ -27,6 +27,15 @@ export class Api {
     else sessionStorage.removeItem(TOKEN_KEY);
   }
 
+  // The active server, as a Mutexd-Served-By header names it, or as GET /v1/servers does
+  // (a standby answers that one itself, without the header).
+  noteServedBy(served) {
+    if (!served || served === this.servedBy) return;
+    const before = this.servedBy;
+    this.servedBy = served;
+    this.onServedBy(served, before);
+  }
+
   // -> {status, body (parsed JSON, text, or null), headers}. Throws NetworkError when the
   // server cannot be reached (or did not answer within timeoutMs), Unauthorized on 401,
   // and an AbortError when `signal` aborts.
@@ -63,12 +72,7 @@ export class Api {
       throw new NetworkError("the answer was cut short");
     }
     this.onReachable();
-    const served = res.headers.get("Mutexd-Served-By");
-    if (served && served !== this.servedBy) {
-      const before = this.servedBy;
-      this.servedBy = served;
-      this.onServedBy(served, before);
-    }
+    this.noteServedBy(res.headers.get("Mutexd-Served-By"));
     if (res.status === 401) {
       this.onUnauthorized(Boolean(this.token));
       throw new Unauthorized("a bearer token is needed");

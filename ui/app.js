@@ -27,7 +27,7 @@ const state = {
   resources: [], listIndex: null, listWatch: null, listCapped: false, listError: null,
   selected: null, detail: null, detailError: null,
   events: [], eventsNext: null, eventsGap: false,
-  down: null, unavailable: null, switched: null,
+  down: null, unavailable: null, switched: null, alone: false, generation: null,
   prevMetrics: null, prevMetricsAt: 0, commitMs: null,
 };
 const loops = {};
@@ -95,6 +95,7 @@ api.onAvailable = () => {
 api.onServedBy = (url, before) => {
   $("served-by").hidden = false;
   $("served-by").textContent = "served by " + url;
+  if (state.alone) { state.alone = false; refreshServers(); } // restarted into a group
   if (before) {
     state.switched = { url, before, at: Date.now() };
     renderBanner();
@@ -572,9 +573,11 @@ $("break-form").addEventListener("submit", async (ev) => {
 
 // ---- figures and the server group (slow timer) -------------------------------------------
 
+// A server that said it is in no group (404) is not asked again: it joins none without a
+// restart, and a server of a group names its active in every answer (Mutexd-Served-By).
 function refreshSlow() {
   refreshFigures();
-  refreshServers();
+  if (!state.alone) refreshServers();
 }
 
 async function refreshFigures() {
@@ -614,6 +617,7 @@ async function refreshServers() {
   const note2 = $("servers-note");
   const table = $("servers-table");
   if (res.status === 404) {
+    state.alone = true;
     note2.hidden = false;
     note2.textContent = "Not in a server group: this server runs alone (without --ha).";
     table.hidden = true;
@@ -625,8 +629,16 @@ async function refreshServers() {
     note2.textContent = res.status === 503 ? `The group cannot be described now (${reasonOf(res.body)}).` : messageOf(res);
     return;
   }
+  state.alone = false;
   note2.hidden = true;
   const g = res.body;
+  // A standby answers this itself, without Mutexd-Served-By: after a takeover its answer may
+  // be the first to name the new active (the held watches say so only when they end). Only
+  // a newer generation counts, so a standby that has not seen the takeover yet changes nothing.
+  if (g.active && (state.generation === null || g.active.generation > state.generation)) {
+    state.generation = g.active.generation;
+    api.noteServedBy(g.active.url);
+  }
   const facts = [];
   const fact = (k, v) => facts.push(el("dt", {}, k), el("dd", {}, v));
   fact("This server", el("span", {}, el("span", { class: "mono" }, g.self ? g.self.url : "—"), g.self ? ` (${g.self.role})` : ""));
