@@ -24,7 +24,65 @@ struct ev_log {
     uint64_t first_kept; /* the index of the oldest event kept (0: none ever kept) */
     struct ev_wait *waits;
     _Atomic size_t nwaits;
+    /* Changes recorded and not yet durable, in index order (a ring of `pcap`): the index and
+     * a hash of its resource's name; `done` once ev_durable() told it. The durable
+     * watermark is the index before the first not done. */
+    struct pending {
+        uint64_t index, name_hash;
+        bool done;
+    } * pending;
+    uint32_t pcap, phead, pcount;
 };
+
+#define PENDING_MAX (1u << 20) /* beyond it the oldest is taken as durable */
+
+static uint64_t name_hash(const char *name, size_t len)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ (unsigned char)name[i]) * 1099511628211ull;
+    return h;
+}
+
+static struct pending *pending_at(struct ev_log *log, uint32_t i)
+{
+    return &log->pending[(log->phead + i) % log->pcap];
+}
+
+/* Drops the durable entries at the front (lock held). */
+static void pending_trim(struct ev_log *log)
+{
+    while (log->pcount && pending_at(log, 0)->done) {
+        log->phead = (log->phead + 1) % log->pcap;
+        log->pcount--;
+    }
+}
+
+/* Notes a change not yet durable (lock held). */
+static void pending_add(struct ev_log *log, uint64_t index, uint64_t hash)
+{
+    if (log->pcount == log->pcap) {
+        uint32_t cap = log->pcap ? log->pcap * 2 : 256;
+        struct pending *p = cap <= PENDING_MAX ? malloc(cap * sizeof *p) : NULL;
+        if (!p) {
+            /* No room: the oldest is taken as durable (a watch may then wake a little
+             * early, never miss a change of its own). */
+            pending_at(log, 0)->done = true;
+            pending_trim(log);
+        } else {
+            for (uint32_t i = 0; i < log->pcount; i++)
+                p[i] = *pending_at(log, i);
+            free(log->pending);
+            log->pending = p;
+            log->pcap = cap;
+            log->phead = 0;
+        }
+    }
+    if (log->pcount < log->pcap) {
+        *pending_at(log, log->pcount) = (struct pending){index, hash, false};
+        log->pcount++;
+    }
+}
 
 const char *ev_type_name(enum ev_type t)
 {
@@ -155,6 +213,7 @@ void ev_reset(struct ev_log *log)
         ev_event_clear(&log->ring[(log->head + i) % log->capacity]);
     log->head = log->count = 0;
     log->first_kept = 0;
+    log->phead = log->pcount = 0; /* the previous state's changes are gone with it */
     pthread_mutex_unlock(&log->lock);
 }
 
@@ -173,6 +232,7 @@ void ev_close(struct ev_log *log)
     for (uint32_t i = 0; i < log->count; i++)
         ev_event_clear(&log->ring[(log->head + i) % log->capacity]);
     free(log->ring);
+    free(log->pending);
     pthread_cond_destroy(&log->wake);
     pthread_mutex_destroy(&log->lock);
     free(log);
@@ -190,6 +250,7 @@ uint64_t ev_record(struct ev_log *log, uint64_t floor, const struct ev_event *e)
     if (index <= floor)
         index = floor + 1; /* the counter is behind this resource (a restore): move past */
     atomic_store(log->counter, index);
+    pending_add(log, index, name_hash(e->name, e->name_len));
     if (log->capacity) {
         struct ev_event *slot;
         if (log->count == log->capacity) {
@@ -230,6 +291,23 @@ void ev_durable(struct ev_log *log, const char *name, size_t len, uint64_t from,
         if (e->name_len == len && memcmp(e->name, name, len) == 0)
             e->durable = true;
     }
+    uint64_t hash = name_hash(name, len);
+    lo = 0, hi = log->pcount;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (pending_at(log, mid)->index < from)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (uint32_t i = lo; i < log->pcount; i++) {
+        struct pending *p = pending_at(log, i);
+        if (p->index > to)
+            break;
+        if (p->name_hash == hash)
+            p->done = true;
+    }
+    pending_trim(log);
     struct ev_wait *woken = NULL;
     for (struct ev_wait *w = log->waits, *n; w; w = n) {
         n = w->_next;
@@ -246,6 +324,14 @@ void ev_durable(struct ev_log *log, const char *name, size_t len, uint64_t from,
 uint64_t ev_last_index(struct ev_log *log)
 {
     return atomic_load(log->counter);
+}
+
+uint64_t ev_durable_index(struct ev_log *log)
+{
+    pthread_mutex_lock(&log->lock);
+    uint64_t i = log->pcount ? pending_at(log, 0)->index - 1 : atomic_load(log->counter);
+    pthread_mutex_unlock(&log->lock);
+    return i;
 }
 
 /* Whether every event after `after` is in the ring (lock held). */

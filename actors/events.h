@@ -64,6 +64,10 @@ void ev_durable(struct ev_log *log, const char *name, size_t len, uint64_t from,
 
 /* The last change index taken. */
 uint64_t ev_last_index(struct ev_log *log);
+/* The durable watermark: every change up to this index is durable (ev_durable() told it).
+ * A list read after this call shows every change up to it, so it is the list's `index`: a
+ * watch from it misses none that was not yet committed. */
+uint64_t ev_durable_index(struct ev_log *log);
 
 /*
  * Reads the events after index `after` whose resource starts with `prefix`, oldest first,

@@ -655,7 +655,9 @@ static enum MHD_Result start_list(struct hreq *q)
 {
     struct http *h = q->h;
     int limit = q->query.has_limit ? (int)q->query.limit : API_DEFAULT_LIMIT;
-    q->list_index = h->cfg.events ? ev_last_index(h->cfg.events) : 0;
+    /* Every change up to it is committed, so the list read next shows it: a watch from
+     * this index misses no change the list did not show. */
+    q->list_index = h->cfg.events ? ev_durable_index(h->cfg.events) : 0;
     q->phase = PH_WAIT;
     suspend(q);
     q->list = ra_list_start(h->cfg.rt, h->cfg.store, q->query.prefix, q->query.cursor, limit,

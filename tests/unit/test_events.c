@@ -170,6 +170,16 @@ static void a_wait_ends_only_once_its_change_is_durable(void **st)
     ev_durable(log, "job/a", 5, i, j); /* the turn's commit */
     assert_int_equal(atomic_load(&a.calls), 1);
     assert_int_equal(atomic_load(&b.calls), 1);
+    assert_int_equal(ev_durable_index(log), j);
+    /* The watermark stays below a change not yet durable, whatever came after it. */
+    struct ev_event o = {.type = EV_GRANTED, .name_len = 5};
+    memcpy(o.name, "job/b", 5);
+    uint64_t k = ev_record(log, 0, &o);
+    uint64_t m = ev_record(log, 0, &e);
+    ev_durable(log, "job/a", 5, m, m);
+    assert_int_equal(ev_durable_index(log), k - 1);
+    ev_durable(log, "job/b", 5, k, k);
+    assert_int_equal(ev_durable_index(log), m);
     /* Now known: a wait from before it ends at once. */
     prepare(&b, "job/", 0, 60000);
     assert_false(ev_wait_add(log, &b.w));
