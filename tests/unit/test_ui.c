@@ -24,7 +24,7 @@ static void every_file_has_a_path_a_type_and_a_strong_etag(void **st)
         assert_ptr_equal(ui_find(a->path), a);
         for (size_t j = 0; j < i; j++) {
             assert_string_not_equal(ui_assets[j].path, a->path);
-            if (memcmp(ui_assets[j].data, a->data, a->len) != 0)
+            if (ui_assets[j].len != a->len || memcmp(ui_assets[j].data, a->data, a->len) != 0)
                 assert_string_not_equal(ui_assets[j].etag, a->etag);
         }
     }
