@@ -674,6 +674,9 @@ def assert_v1_plain(g, owner, token):
     assert g["holder"] == g["holders"][0], g
 
 
+# Heavy, as the other tests that set a server's clock: libfaketime's preload cannot run
+# under the sanitizer builds, whose runtime must come first.
+@pytest.mark.heavy
 @pytest.mark.skipif(not os.path.exists(FAKETIME_LIB), reason="libfaketime is not installed")
 def test_a_data_directory_of_0_1_0_is_served(data_dir):
     """The new server on a copy of the 0.1.0 data directory (schema 1, tests/fixtures/v1).
