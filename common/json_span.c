@@ -81,6 +81,30 @@ bool json_member_value(const char *json, size_t len, size_t index, const char **
     }
 }
 
+bool json_element_value(const char *json, size_t len, size_t index, const char **start,
+                        size_t *vlen)
+{
+    size_t i = skip_ws(json, len, 0);
+    if (i >= len || json[i] != '[')
+        return false;
+    i++;
+    for (size_t n = 0;; n++) {
+        size_t v = skip_ws(json, len, i);
+        if (v >= len || json[v] == ']')
+            return false;
+        size_t end = skip_value(json, len, v);
+        if (n == index) {
+            *start = json + v;
+            *vlen = end - v;
+            return true;
+        }
+        i = skip_ws(json, len, end);
+        if (i >= len || json[i] != ',')
+            return false;
+        i++;
+    }
+}
+
 size_t json_compact(const char *in, size_t len, char *out)
 {
     size_t o = 0;

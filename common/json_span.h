@@ -15,6 +15,11 @@
 bool json_member_value(const char *json, size_t len, size_t index, const char **start,
                        size_t *vlen);
 
+/* The `index`-th element (0-based) of the top-level array of `json`, which must be valid
+ * JSON. Returns false if there is no such element. */
+bool json_element_value(const char *json, size_t len, size_t index, const char **start,
+                        size_t *vlen);
+
 /* Copies `in` to `out` (room for `len` bytes) without the white space between tokens.
  * Returns the length written. */
 size_t json_compact(const char *in, size_t len, char *out);

@@ -180,80 +180,6 @@ static bool get_mode(const cJSON *o, enum jr_mode *out)
 
 /* ---- spans: the raw text of a value nested in a line -------------------------------- */
 
-/* The line has been accepted by cJSON, so these only need to know where strings,
- * containers and bare words end (as common/json_span.c). */
-static bool span_ws(char c)
-{
-    return c == ' ' || c == '\t' || c == '\r' || c == '\n';
-}
-
-static size_t span_skip_ws(const char *s, size_t len, size_t i)
-{
-    while (i < len && span_ws(s[i]))
-        i++;
-    return i;
-}
-
-static size_t span_skip_string(const char *s, size_t len, size_t i)
-{
-    for (i++; i < len && s[i] != '"'; i++)
-        if (s[i] == '\\')
-            i++;
-    return i < len ? i + 1 : len;
-}
-
-static size_t span_skip_value(const char *s, size_t len, size_t i)
-{
-    if (i >= len)
-        return len;
-    if (s[i] == '"')
-        return span_skip_string(s, len, i);
-    if (s[i] == '{' || s[i] == '[') {
-        int depth = 0;
-        while (i < len) {
-            char c = s[i];
-            if (c == '"') {
-                i = span_skip_string(s, len, i);
-                continue;
-            }
-            if (c == '{' || c == '[')
-                depth++;
-            else if ((c == '}' || c == ']') && --depth == 0)
-                return i + 1;
-            i++;
-        }
-        return len;
-    }
-    while (i < len && !span_ws(s[i]) && s[i] != ',' && s[i] != '}' && s[i] != ']')
-        i++;
-    return i;
-}
-
-/* The `index`-th element (0-based) of the array whose text is `json`. */
-static bool array_element(const char *json, size_t len, size_t index, const char **start,
-                          size_t *vlen)
-{
-    size_t i = span_skip_ws(json, len, 0);
-    if (i >= len || json[i] != '[')
-        return false;
-    i++;
-    for (size_t n = 0;; n++) {
-        size_t v = span_skip_ws(json, len, i);
-        if (v >= len || json[v] == ']')
-            return false;
-        size_t end = span_skip_value(json, len, v);
-        if (n == index) {
-            *start = json + v;
-            *vlen = end - v;
-            return true;
-        }
-        i = span_skip_ws(json, len, end);
-        if (i >= len || json[i] != ',')
-            return false;
-        i++;
-    }
-}
-
 /* The member `key` of object `o` (whose text is `text`): its cJSON item, and its raw text.
  * False when the object has no such member or its text cannot be found. */
 static const cJSON *member_span(const cJSON *o, const char *text, size_t len, const char *key,
@@ -349,7 +275,7 @@ static bool decode_leases(const cJSON *o, const char *line, size_t len, const ch
     for (const cJSON *e = a->child; e; e = e->next, i++) {
         const char *etext;
         size_t elen;
-        if (!array_element(raw, raw_len, i, &etext, &elen))
+        if (!json_element_value(raw, raw_len, i, &etext, &elen))
             return fail(err, errlen, "leases: element cannot be read");
         if (!decode_lease(e, etext, elen, false, &row->leases[row->nleases], err, errlen))
             return false;

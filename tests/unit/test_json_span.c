@@ -29,6 +29,24 @@ static void member_values(void **st)
     assert_false(json_member_value("{}", 2, 0, &v, &n));
 }
 
+static void element_values(void **st)
+{
+    (void)st;
+    const char *j = " [ {\"a\": [1, \"]\"]} , 9007199254740993,\"x,y\" ] ";
+    const char *v;
+    size_t n;
+    assert_true(json_element_value(j, strlen(j), 0, &v, &n));
+    assert_int_equal(n, strlen("{\"a\": [1, \"]\"]}"));
+    assert_memory_equal(v, "{\"a\": [1, \"]\"]}", n);
+    assert_true(json_element_value(j, strlen(j), 1, &v, &n));
+    assert_memory_equal(v, "9007199254740993", n); /* the text, not a double */
+    assert_true(json_element_value(j, strlen(j), 2, &v, &n));
+    assert_memory_equal(v, "\"x,y\"", n);
+    assert_false(json_element_value(j, strlen(j), 3, &v, &n));
+    assert_false(json_element_value("[]", 2, 0, &v, &n));
+    assert_false(json_element_value("{}", 2, 0, &v, &n));
+}
+
 static void compaction_keeps_strings(void **st)
 {
     (void)st;
@@ -60,6 +78,7 @@ static void flaws_cjson_would_let_through(void **st)
 int main(int argc, char **argv);
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(member_values),
+    cmocka_unit_test(element_values),
     cmocka_unit_test(compaction_keeps_strings),
     cmocka_unit_test(flaws_cjson_would_let_through),
 };
