@@ -6,6 +6,8 @@ import threading
 import time
 import uuid
 
+import pytest
+
 from faultproxy import FaultProxy
 from ha_history import (GroupClient, check, check_ledger, check_tokens, explain_lost,
                         lost_from_violations, run_ledger, run_load)
@@ -241,3 +243,18 @@ def metric(s, name):
         c.close()
     m = re.search(r"^%s(?:\{[^}]*\})? (\S+)$" % re.escape(name), body, re.M)
     return float(m.group(1)) if m else None
+
+
+@pytest.fixture
+def groups(azurite):
+    """Makes groups on the test module's `azurite`, and stops their servers and proxies
+    whatever the test did. Import it into a test module that has an `azurite` fixture."""
+    made = []
+
+    def make(*a, **kw):
+        g = ProxiedGroup(azurite, *a, **kw)
+        made.append(g)
+        return g
+    yield make
+    for g in made:
+        g.close()

@@ -26,7 +26,8 @@ import uuid
 import pytest
 
 from azure import Azurite
-from ha_group import SLOW, Load, ProxiedGroup, faketime_env, metric, wait_log
+from ha_group import (SLOW, Load, faketime_env, groups,  # noqa: F401
+                      metric, wait_log)
 from ha_history import GroupClient
 from harness import Client
 
@@ -39,20 +40,6 @@ def azurite():
     a = Azurite()
     yield a
     a.stop()
-
-
-@pytest.fixture
-def groups(azurite):
-    """Makes groups, and stops their servers and proxies whatever the test did."""
-    made = []
-
-    def make(*a, **kw):
-        g = ProxiedGroup(azurite, *a, **kw)
-        made.append(g)
-        return g
-    yield make
-    for g in made:
-        g.close()
 
 
 def snapshots_written(s):

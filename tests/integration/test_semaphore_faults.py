@@ -23,7 +23,7 @@ import uuid
 import pytest
 
 from azure import Azurite
-from ha_group import FAKETIME_LIB, SLOW, ProxiedGroup, faketime_env
+from ha_group import FAKETIME_LIB, SLOW, faketime_env, groups  # noqa: F401
 from ha_history import GroupClient
 from harness import ROOT, Client, Server
 from test_mirror import mirror_args, readyz, wait_caught_up
@@ -484,19 +484,6 @@ def test_sigkill_and_restart_keep_a_full_semaphore_and_its_readers(data_dir):
 
 
 # ---- 3. a server group's takeover --------------------------------------------------------
-
-@pytest.fixture
-def groups(azurite):
-    made = []
-
-    def make(*a, **kw):
-        g = ProxiedGroup(azurite, *a, **kw)
-        made.append(g)
-        return g
-    yield make
-    for g in made:
-        g.close()
-
 
 def test_a_takeover_keeps_every_semaphore_and_shared_holder(groups):
     """Three servers of a group; through a standby, a semaphore filled (limit 3), two readers
