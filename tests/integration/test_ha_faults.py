@@ -195,23 +195,26 @@ def test_a_standby_stalled_after_its_seal_is_fenced_and_its_blobs_never_restored
 
 def test_a_standby_that_loses_the_takeover_race_logs_no_error(groups):
     """Two standbys see the active die at once; one breaks the owner lease and takes it, the
-    other's break (sent at the same time, delayed on the way) breaks the winner's fresh lease
-    before the winner has named itself. The winner learns it was replaced while taking over:
-    the expected end of a race, told as a warning, and the group settles on the other."""
+    other's break (held on the way until the first holds the lease) breaks the winner's fresh
+    lease before the winner has named itself. The winner learns it was replaced while taking
+    over: the expected end of a race, told as a warning, and the group settles on the other."""
     g = groups(extra=FAST).start()
     first = g.active()
     early, late = g.standbys(first)
     since = {s: len(s.lines) for s in (early, late)}
-    breaks = g.proxy(late).add(action="delay", delay=3.0, method="PUT", query=r"comp=lease",
+    breaks = g.proxy(late).add(action="hold", method="PUT", query=r"comp=lease",
                                header=("x-ms-lease-action", "break"), times=None)
     named = g.proxy(early).add(action="hold", method="PUT", path=r"/owner$",
                                query=r"comp=metadata")
     first.kill()
     try:
+        # The early one has broken the lease, taken it and is naming itself: only now does
+        # the late one's break reach the container (sent already, or sent later).
         deadline = time.monotonic() + 30 * SLOW
         while time.monotonic() < deadline and not named.fired:
             time.sleep(0.02)
         assert named.fired, g.logs()
+        g.proxy(late).remove(breaks)
         assert wait_log(late, r"serving as the active server", 30 * SLOW, since[late]), g.logs()
     finally:
         g.proxy(early).remove(named)
