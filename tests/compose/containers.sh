@@ -2,13 +2,13 @@
 # The containers for real: builds the images from the repository's Dockerfiles with
 # `docker compose build`, brings up docker-compose.yml unchanged, and checks (through
 # containers_check.py) that every health check turns healthy, that the two servers form a
-# group (one active, one standby), that exactly one worker leads, that the servers run as
-# a non-root user, that `docker kill` of the active server's container makes the other
-# active within 10 s while the leader keeps its lease and fencing token (no other worker
-# leads in between), that the killed server rejoins as a standby on `docker start`, that
-# `docker kill` of the leader's container gives a new leader within the TTL plus 2 s and
-# `docker stop` of the next one in under 2 s, and that the leases reach Azurite. Prints
-# the timings.
+# group (one active, one standby), that exactly one of the three workers (Python, Node.js,
+# Go) leads, that the servers run as a non-root user, that `docker kill` of the active
+# server's container makes the other active within 10 s while the leader keeps its lease
+# and fencing token (no other worker leads in between), that the killed server rejoins as
+# a standby on `docker start`, that `docker kill` of the leader's container gives a new
+# leader, in another language, within the TTL plus 2 s and `docker stop` of the next one
+# in under 2 s, and that the leases reach Azurite. Prints the timings.
 #
 # The engine is Debian's podman, the `docker` command's stand-in, with Debian's
 # docker-compose talking to podman's Docker-compatible API (a `podman system service`

@@ -22,6 +22,8 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 PROJECT = os.environ["COMPOSE_PROJECT_NAME"]
 HEALTHY_WITHIN_S = 180
 SERVERS = ("mutexd-a", "mutexd-b")
+# One worker in each client language, electing one leader among them.
+WORKERS = ("worker-python", "worker-node", "worker-go")
 # `docker kill` of the active server: the other is active within this (a takeover after
 # SIGKILL takes 3-5 s).
 TAKEOVER_WITHIN_S = 10.0
@@ -57,6 +59,19 @@ def containers(service=None):
 
 def service_of(c):
     return c["Config"]["Labels"]["com.docker.compose.service"]
+
+
+def workers():
+    """The three workers' containers (inspect documents)."""
+    return [c for service in WORKERS for c in containers(service)]
+
+
+def language(name):
+    """The language of the worker container `name`: python, node or go."""
+    for c in workers():
+        if name_of(c) == name:
+            return service_of(c).split("-", 1)[1]
+    return "?"
 
 
 def name_of(c):
@@ -98,7 +113,7 @@ def resource_state(resource, port, timeout=5.0):
 def worker_hostnames():
     """{hostname: container name} of the workers, asked of the engine once (the handovers
     then ask only the server, so that their timing is the server's and the workers')."""
-    cs = containers("worker")
+    cs = workers()
     for c in cs:
         # What the README says: the host name is the ID that `docker ps` shows.
         if c["Config"]["Hostname"] != c["Id"][:12]:
@@ -149,9 +164,9 @@ def wait_healthy(up_started):
         if time.time() > deadline:
             raise Failed("not all healthy within %d s: %s" % (HEALTHY_WITHIN_S, status))
         time.sleep(0.5)
-    workers = [n for n, s in status.items() if s[0] == "worker"]
-    if len(workers) != 3:
-        raise Failed("expected 3 running workers, saw %s" % workers)
+    running = sorted(s[0] for s in status.values() if s[0] in WORKERS and s[1] == "running")
+    if running != sorted(WORKERS):
+        raise Failed("expected one running worker of each of %s, saw %s" % (WORKERS, running))
     say("up to healthy: %.1f s (%s)" % (time.time() - up_started, ", ".join(
         "%s %s" % (n, s[2] or s[1]) for n, s in sorted(status.items()))))
 
@@ -207,11 +222,12 @@ def one_leader(resource, hostnames, port, watch_s=6.0):
         time.sleep(0.3)
     if len(renewed) < 2:
         raise Failed("the leader %s did not renew its lease in %.0f s" % (first[0], watch_s))
-    running = [name_of(c) for c in containers("worker") if c["State"]["Status"] == "running"]
+    running = [name_of(c) for c in workers() if c["State"]["Status"] == "running"]
     if len(running) != 3 or first[0] not in running:
         raise Failed("the leader %s is not one of three running workers %s" % (first[0], running))
-    say("one leader: %s (fencing token %d), renewing; %s wait" % (
-        first[0], first[1], ", ".join(n for n in sorted(running) if n != first[0])))
+    say("one leader among three languages: %s, in %s (fencing token %d), renewing; %s wait" % (
+        first[0], language(first[0]), first[1], ", ".join(
+            "%s (%s)" % (n, language(n)) for n in sorted(running) if n != first[0])))
     return first
 
 
@@ -293,7 +309,7 @@ _ttl_s = []
 
 def leader_ttl_s():
     if not _ttl_s:
-        _ttl_s.append(int(env_of(containers("worker")[0])["MUTEXD_TTL_MS"]) / 1000.0)
+        _ttl_s.append(int(env_of(workers()[0])["MUTEXD_TTL_MS"]) / 1000.0)
     return _ttl_s[0]
 
 
@@ -319,8 +335,10 @@ def handover(resource, hostnames, port, old, command, limit_s):
         raise Failed("docker %s %s: %s" % (command, name, err.strip()))
     if h[1] <= token:
         raise Failed("the new leader's fencing token %d is not above %d" % (h[1], token))
-    say("docker %s %s: %s leads after %.2f s (fencing token %d; limit %.1f s)" % (
-        command, name, h[0], took, h[1], limit_s))
+    if language(h[0]) == language(name):
+        raise Failed("the new leader %s is in %s, as the old one" % (h[0], language(name)))
+    say("docker %s %s (%s): %s, in %s, leads after %.2f s (fencing token %d; limit %.1f s)" % (
+        command, name, language(name), h[0], language(h[0]), took, h[1], limit_s))
     if took >= limit_s:
         raise Failed("docker %s: the handover took %.2f s, the limit is %.1f s" % (
             command, took, limit_s))
@@ -381,8 +399,11 @@ def main():
         wait_healthy(args.up_started)
         passed += 1
         srv = servers()
-        (w,) = containers("worker")[:1]
-        wenv = env_of(w)
+        wenvs = [env_of(w) for w in workers()]
+        wenv = wenvs[0]
+        if any(e.get(k) != wenv.get(k) for e in wenvs for k in (
+                "MUTEXD_URL", "MUTEXD_RESOURCE", "MUTEXD_TTL_MS", "MUTEXD_RETRY_S")):
+            raise Failed("the three workers are not configured alike: %s" % wenvs)
         urls = wenv["MUTEXD_URL"].split(",")
         if sorted(urls) != sorted(s["url"] for s in srv.values()):
             raise Failed("the workers' MUTEXD_URL %r is not every server's" % wenv["MUTEXD_URL"])

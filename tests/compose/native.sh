@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the topology of docker-compose.yml natively, with no container engine: Azurite
 # from npm, the two servers of the group with exactly the environment the compose file
-# gives them, and three Python leader-election workers with theirs (host names become
+# gives them, and three leader-election workers, in Python, Node.js and Go, with theirs
+# (host names become
 # loopback addresses, ports free ones). Runs Azurite's health check as the compose file
 # writes it. Checks that the servers agree on one active, that exactly one worker leads,
 # that killing the active server (SIGKILL, as `docker kill`) makes the other active while
@@ -119,21 +120,31 @@ if [ "$active" = mutexd-a ]; then standby=mutexd-b; else standby=mutexd-a; fi
 grep -q 'msg="mirror: shipping"' "$WORK/$active.log" || fail "the active server does not mirror to Azurite"
 echo "native: $active is active, $standby its standby"
 
-# Three workers, as the compose file configures them.
-declare -a wenv=()
-while IFS= read -r kv; do
-    wenv+=("$(native_urls "$kv")")
-done < <(service_env worker)
+# Three workers, one in each client language, as the compose file configures them. The Go
+# one is built as its Dockerfile builds it (Debian's Go, nothing downloaded).
+( cd clients/examples/go/leader && CGO_ENABLED=0 GOPROXY=off GOFLAGS=-mod=mod \
+    go build -trimpath -o "$WORK/mutexd-leader" . ) || fail "the Go worker does not build"
+declare -A wpid=() wlang=()
+i=0
+for lang in python node go; do
+    i=$((i + 1))
+    wenv=()
+    while IFS= read -r kv; do
+        wenv+=("$(native_urls "$kv")")
+    done < <(service_env "worker-$lang")
+    case $lang in
+        python) cmd=(env PYTHONPATH="$ROOT/clients/python" /usr/bin/python3 -u clients/examples/python/leader.py) ;;
+        node) cmd=(node clients/examples/node/leader.mjs) ;;
+        go) cmd=("$WORK/mutexd-leader") ;;
+    esac
+    env "${wenv[@]}" "${cmd[@]}" > "$WORK/worker$i.log" 2>&1 &
+    wpid[$i]=$!
+    wlang[$i]=$lang
+    pids+=($!)
+done
 TTL_MS=$(printf '%s\n' "${wenv[@]}" | sed -n 's/^MUTEXD_TTL_MS=//p')
 RESOURCE=$(printf '%s\n' "${wenv[@]}" | sed -n 's/^MUTEXD_RESOURCE=//p')
 RETRY_S=$(printf '%s\n' "${wenv[@]}" | sed -n 's/^MUTEXD_RETRY_S=//p')
-declare -A wpid=()
-for i in 1 2 3; do
-    env "${wenv[@]}" PYTHONPATH="$ROOT/clients/python" /usr/bin/python3 -u \
-        clients/examples/python/leader.py > "$WORK/worker$i.log" 2>&1 &
-    wpid[$i]=$!
-    pids+=($!)
-done
 
 # The holder now, asked of a server: "<worker> <fencing token>"; "free"; or nothing when
 # the server does not answer.
@@ -189,7 +200,7 @@ for i in 1 2 3; do
     kill -0 "${wpid[$i]}" || fail "worker $i exited"
 done
 held=$(holder_now "$active") || true
-echo "native: worker $leader leads (fencing token ${held#* }); the others wait"
+echo "native: worker $leader (${wlang[$leader]}) leads (fencing token ${held#* }); the others wait"
 
 # docker kill of the active server: SIGKILL. The standby takes over within 10 s; the
 # leader's lease and token stay, at every answer, and it renews through the new active.
@@ -234,7 +245,7 @@ while [ "$(date +%s)" -le "$deadline" ]; do
     sleep 0.2
 done
 [ -n "$next" ] || fail "no takeover within $((RETRY_S + 3)) s of stopping the leader"
-echo "native: after stopping worker $leader, worker $next leads"
+echo "native: after stopping worker $leader (${wlang[$leader]}), worker $next (${wlang[$next]}) leads"
 
 # docker kill of the leader: SIGKILL. Its lease runs out; another takes over within the
 # TTL (plus a retry).
@@ -249,5 +260,5 @@ while [ "$(date +%s)" -le "$((t + limit))" ]; do
     sleep 0.2
 done
 [ -n "$last" ] || fail "no takeover within $limit s of killing worker $next"
-echo "native: after killing worker $next, worker $last leads (within ${limit} s)"
+echo "native: after killing worker $next (${wlang[$next]}), worker $last (${wlang[$last]}) leads (within ${limit} s)"
 echo "native: 6 passed, 0 failed"

@@ -22,11 +22,13 @@ def config(**env):
 
 
 SERVERS = ("mutexd-a", "mutexd-b")
+# One worker in each client language, all electing one leader.
+WORKERS = {"worker-python": "python", "worker-node": "node", "worker-go": "go"}
 
 
 def test_services():
     c = config()
-    assert set(c["services"]) == {"azurite", "worker", *SERVERS}
+    assert set(c["services"]) == {"azurite", *WORKERS, *SERVERS}
     assert set(c["volumes"]) == {"azurite-data", "mutexd-a-data", "mutexd-b-data"}
 
 
@@ -98,17 +100,24 @@ def test_the_servers_ports():
 
 
 def test_workers():
-    w = config()["services"]["worker"]
-    assert w["deploy"]["replicas"] == 3
-    assert w["build"]["dockerfile"].endswith("clients/examples/python/Dockerfile")
-    # Every server of the group, as the clients take a list: comma-separated.
-    assert w["environment"]["MUTEXD_URL"].split(",") == ["http://%s:8080" % s for s in SERVERS]
-    assert w["environment"]["MUTEXD_RESOURCE"] == "leader-election/demo"
-    assert int(w["environment"]["MUTEXD_TTL_MS"]) >= 1000
-    # `docker stop` of the leader hands over within a follower's retry: under 2 s.
-    assert float(w["environment"]["MUTEXD_RETRY_S"]) <= 1
-    for name in SERVERS:
-        assert w["depends_on"][name]["condition"] == "service_healthy"
+    services = config()["services"]
+    envs = []
+    for name, language in WORKERS.items():
+        w = services[name]
+        assert w.get("deploy", {}).get("replicas", 1) == 1
+        assert w["build"]["dockerfile"].endswith("clients/examples/%s/Dockerfile" % language)
+        # Every server of the group, as the clients take a list: comma-separated.
+        assert w["environment"]["MUTEXD_URL"].split(",") == [
+            "http://%s:8080" % s for s in SERVERS]
+        assert w["environment"]["MUTEXD_RESOURCE"] == "leader-election/demo"
+        assert int(w["environment"]["MUTEXD_TTL_MS"]) >= 1000
+        # `docker stop` of the leader hands over within a follower's retry: under 2 s.
+        assert float(w["environment"]["MUTEXD_RETRY_S"]) <= 1
+        for s in SERVERS:
+            assert w["depends_on"][s]["condition"] == "service_healthy"
+        envs.append(w["environment"])
+    # The three contend for one resource, with the same timings.
+    assert all(e == envs[0] for e in envs)
 
 
 def test_an_unknown_key_is_refused():
@@ -141,11 +150,20 @@ def test_server_dockerfile():
         assert lib in runtime
 
 
-def test_worker_dockerfile():
-    d = dockerfile("clients/examples/python/Dockerfile")
-    assert re.search(r"^ARG BASE_IMAGE=", d, re.M)
-    assert re.search(r"^USER \w+", d, re.M)
-    assert "leader.py" in d
+def test_worker_dockerfiles():
+    for language, program in (("python", "leader.py"), ("node", "leader.mjs"),
+                              ("go", "clients/examples/go")):
+        d = dockerfile("clients/examples/%s/Dockerfile" % language)
+        assert re.search(r"^ARG BASE_IMAGE=", d, re.M), language
+        assert re.search(r"^USER \w+", d, re.M), language
+        assert re.search(r"^STOPSIGNAL SIGTERM$", d, re.M), language
+        assert program in d, language
+    # Go: built with Debian's Go and no downloads, a static binary in a stage of its own.
+    d = dockerfile("clients/examples/go/Dockerfile")
+    assert re.findall(r"^FROM (\S+)(?: AS (\w+))?$", d, re.M) == [
+        ("${BASE_IMAGE}", "build"), ("${BASE_IMAGE}", "")]
+    assert "golang-go" in d and "GOPROXY=off" in d and "CGO_ENABLED=0" in d
+    assert "golang" not in d.split("\nFROM ${BASE_IMAGE}\n", 1)[1]
 
 
 def test_runtime_libraries_match_the_binary():
