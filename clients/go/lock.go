@@ -117,18 +117,29 @@ type Lease struct {
 // Hold keeps a granted lease alive in the background, as Lock does with the lease it
 // acquires.
 func (c *Client) Hold(g *Grant) *Lease {
+	l := newLease(c, g)
+	l.start()
+	return l
+}
+
+// newLease is a lease that nothing renews or watches yet: only the clock, when asked.
+func newLease(c *Client, g *Grant) *Lease {
 	l := &Lease{c: c, grant: *g, margin: SafetyMargin(g.TTL), resource: g.Resource,
 		leaseID: g.LeaseID, token: g.FencingToken, done: make(chan struct{}),
-		exited: make(chan struct{})}
+		exited: make(chan struct{}), stop: func() {}}
 	l.deadline = g.Deadline.Add(-l.margin)
 	l.base = g.Deadline.Add(-g.ExpiresIn)
-	ctx, cancel := context.WithCancel(context.Background())
-	l.stop = cancel
-	l.mu.Lock()
-	l.timer = time.AfterFunc(time.Until(l.deadline), func() { l.expireIfDue() })
-	l.mu.Unlock()
-	go l.renewLoop(ctx)
 	return l
+}
+
+// start starts the renewer and the timer of the deadline.
+func (l *Lease) start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.stop = cancel
+	l.timer = time.AfterFunc(time.Until(l.deadline), func() { l.expireIfDue() })
+	go l.renewLoop(ctx)
 }
 
 // Resource is the lease's resource.
@@ -363,10 +374,13 @@ func (l *Lease) renewLoop(ctx context.Context) {
 func (l *Lease) Stop() {
 	l.mu.Lock()
 	l.stopped = true
+	stop, timer := l.stop, l.timer
 	l.mu.Unlock()
-	l.stop()
-	l.timer.Stop()
-	<-l.exited
+	stop()
+	if timer != nil {
+		timer.Stop()
+		<-l.exited
+	}
 }
 
 // Release stops renewing and releases the lease, so that the next waiter is granted at
