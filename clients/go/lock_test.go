@@ -20,7 +20,8 @@ func TestLockRenewsAndTheLeaseOutlivesSeveralTTLs(t *testing.T) {
 	s := server(t)
 	c, other := newClient(t, s.URL, nil), newClient(t, s.URL, nil)
 	ctx, res := ctxOf(t), name(t)
-	lease, err := c.Lock(ctx, res, &mutexd.LockOptions{TTL: lockTTL, Metadata: map[string]string{"address": "host-a:9000"}})
+	const ttl = time.Second // a renewal every third of a second
+	lease, err := c.Lock(ctx, res, &mutexd.LockOptions{TTL: ttl, Metadata: map[string]string{"address": "host-a:9000"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,12 +54,12 @@ func TestLockRenewsAndTheLeaseOutlivesSeveralTTLs(t *testing.T) {
 		}()
 	}
 	start := time.Now()
-	for time.Since(start) < 4*lockTTL {
+	for time.Since(start) < 4*ttl {
 		time.Sleep(250 * time.Millisecond)
 		if !lease.Held() || lease.Err() != nil {
 			t.Fatalf("lost: %v", lease.Err())
 		}
-		if r := lease.Remaining(); r <= 0 || r > lockTTL {
+		if r := lease.Remaining(); r <= 0 || r > ttl {
 			t.Fatalf("remaining %v", r)
 		}
 		st, err := other.Get(ctx, res)
@@ -73,8 +74,8 @@ func TestLockRenewsAndTheLeaseOutlivesSeveralTTLs(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
-	if n := lease.Renewals(); n < 8 {
-		t.Fatalf("%d renewals in %v", n, 4*lockTTL)
+	if n := lease.Renewals(); n < 9 {
+		t.Fatalf("%d renewals in %v", n, 4*ttl)
 	}
 	if lease.Token() != token || lease.Grant().FencingToken != token || lease.Grant().RenewedAt.IsZero() {
 		t.Fatal("a renewal changed the token")
