@@ -47,6 +47,14 @@ type acquireBody struct {
 	Shared   bool        `json:"shared,omitempty"`
 }
 
+// metadataValue is v, or nil (nothing sent) for a nil json.RawMessage.
+func metadataValue(v interface{}) interface{} {
+	if raw, ok := v.(json.RawMessage); ok && raw == nil {
+		return nil
+	}
+	return v
+}
+
 func durationError(name string) error {
 	return fmt.Errorf("mutexd: %s must not be negative", name)
 }
@@ -74,7 +82,7 @@ func (c *Client) Acquire(ctx context.Context, resource string, opts *AcquireOpti
 	if o.Wait < 0 {
 		return nil, durationError("Wait")
 	}
-	b := acquireBody{Owner: o.Owner, LeaseID: o.LeaseID, WaitMs: toMs(o.Wait), Metadata: o.Metadata, Shared: o.Shared}
+	b := acquireBody{Owner: o.Owner, LeaseID: o.LeaseID, WaitMs: toMs(o.Wait), Metadata: metadataValue(o.Metadata), Shared: o.Shared}
 	if b.Owner == "" {
 		b.Owner = c.owner
 	}
@@ -88,9 +96,6 @@ func (c *Client) Acquire(ctx context.Context, resource string, opts *AcquireOpti
 	// Sent only when asked for: without them the request means what it always meant.
 	if o.Limit != 0 {
 		b.Limit = &o.Limit
-	}
-	if raw, ok := o.Metadata.(json.RawMessage); ok && raw == nil {
-		b.Metadata = nil
 	}
 	body, err := json.Marshal(b)
 	if err != nil {
@@ -150,7 +155,7 @@ func (c *Client) Renew(ctx context.Context, resource, leaseID string, opts *Rene
 	if err != nil {
 		return nil, err
 	}
-	b := renewBody{LeaseID: leaseID, Metadata: o.Metadata}
+	b := renewBody{LeaseID: leaseID, Metadata: metadataValue(o.Metadata)}
 	if o.TTL > 0 {
 		ttl := toMs(o.TTL)
 		b.TTLMs = &ttl
