@@ -1,0 +1,3 @@
+module github.com/mutexd/mutexd/clients/go
+
+go 1.19

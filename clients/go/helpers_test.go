@@ -1,0 +1,167 @@
+package mutexd_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	mutexd "github.com/mutexd/mutexd/clients/go"
+	"github.com/mutexd/mutexd/clients/go/internal/testserver"
+)
+
+// newClient is a client of url, closed at the end of the test.
+func newClient(t testing.TB, url string, opts *mutexd.Options) *mutexd.Client {
+	t.Helper()
+	if opts == nil {
+		opts = &mutexd.Options{Timeout: 5 * time.Second}
+	}
+	c, err := mutexd.New(url, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// name is a resource name of the test's own.
+func name(t testing.TB) string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return "tests/" + hex.EncodeToString(b[:])
+}
+
+func ctxOf(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// apiError is err as an *APIError, failing the test if it is not one.
+func apiError(t testing.TB, err error) *mutexd.APIError {
+	t.Helper()
+	var e *mutexd.APIError
+	if !errors.As(err, &e) {
+		t.Fatalf("want an *APIError, got %T %v", err, err)
+	}
+	return e
+}
+
+func mustIs(t testing.TB, err, target error) {
+	t.Helper()
+	if !errors.Is(err, target) {
+		t.Fatalf("want an error matching %v, got %T %v", target, err, err)
+	}
+}
+
+// deadURL is a loopback URL where nothing listens.
+func deadURL(t testing.TB) string {
+	return "http://127.0.0.1:" + strconv.Itoa(testserver.FreePort(t))
+}
+
+// standIn is an HTTP server on loopback that answers each request with answer, counting them.
+type standIn struct {
+	URL  string
+	hits int64
+	srv  *http.Server
+}
+
+func newStandIn(t testing.TB, answer http.HandlerFunc) *standIn {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &standIn{URL: "http://" + l.Addr().String()}
+	s.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		atomic.AddInt64(&s.hits, 1)
+		answer(w, r)
+	})}
+	go func() { _ = s.srv.Serve(l) }()
+	t.Cleanup(func() { _ = s.srv.Close() })
+	return s
+}
+
+func (s *standIn) Hits() int64 { return atomic.LoadInt64(&s.hits) }
+
+func unavailable(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Retry-After", "1")
+	w.WriteHeader(503)
+	_, _ = w.Write([]byte(`{"error":{"code":"unavailable","message":"no active server","reason":"no_active_server"}}`))
+}
+
+// silent accepts connections and never answers; it records when each was accepted and
+// when the client closed it.
+type silent struct {
+	URL      string
+	l        net.Listener
+	mu       sync.Mutex
+	accepted []time.Time
+	closed   []time.Time
+}
+
+func newSilent(t testing.TB) *silent {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &silent{URL: "http://" + l.Addr().String(), l: l}
+	go func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			s.mu.Lock()
+			s.accepted = append(s.accepted, time.Now())
+			s.mu.Unlock()
+			go func() {
+				buf := make([]byte, 65536)
+				for {
+					if _, err := conn.Read(buf); err != nil {
+						break
+					}
+				}
+				conn.Close()
+				s.mu.Lock()
+				s.closed = append(s.closed, time.Now())
+				s.mu.Unlock()
+			}()
+		}
+	}()
+	t.Cleanup(func() { l.Close() })
+	return s
+}
+
+func (s *silent) times() (accepted, closed []time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]time.Time(nil), s.accepted...), append([]time.Time(nil), s.closed...)
+}
+
+// within fails the test unless cond becomes true within d.
+func within(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	end := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(end) {
+			t.Fatalf("not within %v: %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// server is a server of the test's own (one starts in a few tens of milliseconds).
+func server(t testing.TB, args ...string) *testserver.Server {
+	t.Helper()
+	return testserver.Start(t, args...)
+}
