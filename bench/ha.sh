@@ -4,8 +4,9 @@
 #
 #   bench/ha.sh            20 SIGKILL takeovers, 20 SIGTERM handovers, then throughput:
 #                          3 repetitions x (one --ha server alone, the active of a group of
-#                          three, a standby of it) x (16, 64 connections), 10 s each after
-#                          2 s of warm-up (about 8 minutes)
+#                          three, a standby of it, the group's URLs with a standby's first
+#                          followed to the active its answers name) x (16, 64 connections),
+#                          10 s each after 2 s of warm-up (about 10 minutes)
 #   bench/ha.sh --quick    5 rounds each, 1 repetition of 3 s: a smoke test (about 1 minute)
 #
 # Takeover after SIGKILL: each round finds the active (every server names it in

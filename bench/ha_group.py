@@ -365,10 +365,12 @@ def cmd_takeover(args, work):
     return result
 
 
-def loadgen(args, port, conns):
+def loadgen(args, port, conns, group_ports=()):
     cmd = [args.loadgen, "--target", "mutexd", "--port", str(port), "--scenario", "distinct",
            "--connections", str(conns), "--duration", str(args.seconds),
            "--warmup", str(args.warmup), "--json"]
+    if group_ports:
+        cmd += ["--group-ports", ",".join(str(p) for p in group_ports)]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.seconds + 120)
     if p.returncode != 0:
         raise RuntimeError("loadgen exited %d: %s" % (p.returncode, p.stderr[-500:]))
@@ -382,7 +384,8 @@ def cmd_throughput(args, work):
         # alone first on even repetitions, the group first on odd ones; within the group,
         # the active first or the standby first likewise.
         order = ["alone", "group"] if rep % 2 == 0 else ["group", "alone"]
-        inner = ["active", "standby"] if rep % 2 == 0 else ["standby", "active"]
+        inner = ["active", "standby", "following"] if rep % 2 == 0 else \
+            ["following", "standby", "active"]
         for what in order:
             group = Group(args, work, 1 if what == "alone" else 3, "p%d%s" % (rep, what[0]))
             try:
@@ -392,15 +395,21 @@ def cmd_throughput(args, work):
                     [(w, active if w == "active" else
                       next(s for s in group.servers if s is not active)) for w in inner]
                 for name, server in targets:
+                    # following: a client given the group's URLs, a standby's first, that
+                    # moves to the active its answers name (Mutexd-Served-By), as the
+                    # clients do; standby: one that stays on the standby.
+                    others = [s.port for s in group.servers if s is not server] \
+                        if name == "following" else []
                     for c in (conns if rep % 2 == 0 else conns[::-1]):
-                        j = loadgen(args, server.port, c)
+                        j = loadgen(args, server.port, c, others)
                         errs = sum(j.get("errors", {}).values())
                         row = {"rep": rep + 1, "config": name, "connections": c,
                                "cycles_per_s": j["cycles_per_s"],
                                "requests_per_s": j["requests_per_s"],
                                "cycle_p50_ms": j["latency"]["cycle"]["p50_ms"],
                                "cycle_p99_ms": j["latency"]["cycle"]["p99_ms"],
-                               "errors": errs, "loadgen_cpu_pct": j.get("loadgen_cpu_pct")}
+                               "errors": errs, "loadgen_cpu_pct": j.get("loadgen_cpu_pct"),
+                               "moves": j.get("moves", 0)}
                         runs.append(row)
                         print("  rep %d  %-8s x%-3d %8.0f cycles/s  cycle p50 %.2f ms  p99 %.2f ms"
                               "  errors %d" % (rep + 1, name, c, row["cycles_per_s"],
@@ -409,7 +418,7 @@ def cmd_throughput(args, work):
             finally:
                 group.stop()
     table = []
-    for name in ("alone", "active", "standby"):
+    for name in ("alone", "active", "standby", "following"):
         for c in conns:
             v = [r["cycles_per_s"] for r in runs if r["config"] == name and r["connections"] == c]
             p50 = [r["cycle_p50_ms"] for r in runs
@@ -497,9 +506,10 @@ def cmd_report(args):
              + " | " + " | ".join("×%d cycle p50 ms" % c for c in conns) + " |")
     L.append("|---|" + "---:|" * (2 * len(conns)))
     labels = {"alone": "one server with --ha, alone", "active": "the active, two standbys",
-              "standby": "a standby (forwarding)"}
+              "standby": "a standby (forwarding)",
+              "following": "the group's URLs, a standby first (following Mutexd-Served-By)"}
     cell = {(t["config"], t["connections"]): t for t in tput["table"]}
-    for cfg in ("alone", "active", "standby"):
+    for cfg in ("alone", "active", "standby", "following"):
         row = "| %s |" % labels[cfg]
         for c in conns:
             t = cell.get((cfg, c))
@@ -509,7 +519,8 @@ def cmd_report(args):
             row += " %.2f |" % t["cycle_p50_ms_median"] if t else " |"
         L.append(row)
     for a, b, label in (("active", "alone", "active with standbys / alone"),
-                        ("standby", "active", "through a standby / the active")):
+                        ("standby", "active", "through a standby / the active"),
+                        ("following", "active", "a standby first, following / the active")):
         row = "| *%s* |" % label
         for c in conns:
             x, y = cell.get((a, c)), cell.get((b, c))

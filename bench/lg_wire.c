@@ -79,6 +79,7 @@ long wire_http_parse(const char *buf, size_t n, char *scratch, size_t cap, struc
     if (r->status < 100 || r->status > 599)
         return WIRE_BAD;
     r->close = buf[7] == '0'; /* HTTP/1.0 closes unless told otherwise; we never ask */
+    r->served_by_port = 0;
     long content_length = -1;
     bool chunked = false;
     const char *line = (const char *)memmem(buf, n, "\r\n", 2) + 2;
@@ -94,6 +95,13 @@ long wire_http_parse(const char *buf, size_t n, char *scratch, size_t cap, struc
                 return WIRE_BAD;
         } else if (header_is(line, ll, "Transfer-Encoding", &v, &vl)) {
             chunked = vl >= 7 && strncasecmp(v + vl - 7, "chunked", 7) == 0;
+        } else if (header_is(line, ll, "Mutexd-Served-By", &v, &vl)) {
+            /* http://HOST:PORT: the port (the host is the one we were given, on loopback) */
+            const char *colon = NULL;
+            for (const char *p = v; p < v + vl; p++)
+                if (*p == ':' && p > v + 5)
+                    colon = p;
+            r->served_by_port = colon ? (unsigned)strtoul(colon + 1, NULL, 10) : 0;
         } else if (header_is(line, ll, "Connection", &v, &vl)) {
             if (vl == 5 && strncasecmp(v, "close", 5) == 0)
                 r->close = true;

@@ -19,7 +19,8 @@ struct wire_http {
     int status;
     const char *body; /* into the input, or into scratch when the body was chunked */
     size_t body_len;
-    bool close; /* the server closes the connection after this answer */
+    bool close;              /* the server closes the connection after this answer */
+    unsigned served_by_port; /* the port of a Mutexd-Served-By URL, or 0 */
 };
 
 /*

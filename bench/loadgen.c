@@ -89,6 +89,8 @@ struct opts {
     unsigned limit;  /* > 0: every own-key connection shares one semaphore of this limit */
     bool shared;     /* every own-key connection takes a shared lease of one key */
     char prefix[32];
+    unsigned group_ports[8]; /* mutexd: the other servers of a group, on the same host */
+    unsigned ngroup;
 };
 
 static void usage(FILE *f)
@@ -143,6 +145,10 @@ static void usage(FILE *f)
           "  --holders N         mixed: connections that hold and renew, default 3/4 of them\n"
           "  --fresh-keys        distinct, renew, mixed holders: a never-used key every cycle\n"
           "                      (default: each connection reuses its own key)\n"
+          "  --group-ports P,P   mutexd: the other servers of a group on the same host. Each\n"
+          "                      connection starts on --port; when an answer names the\n"
+          "                      active (Mutexd-Served-By) on one of these ports or --port,\n"
+          "                      it reconnects there, as the clients do\n"
           "  --key-prefix P      default lg (a run id is appended: runs never share keys)\n"
           "  --json              print the results as one JSON object\n"
           "  --help\n",
@@ -249,6 +255,16 @@ static int parse_opts(int argc, char **argv, struct opts *o)
                     o->scenario = (enum scenario)s;
                     ok = have_scenario = true;
                 }
+        } else if (strcmp(a, "--group-ports") == 0) {
+            ok = v != NULL;
+            for (const char *p = v; ok && *p;) {
+                char *e;
+                unsigned long port = strtoul(p, &e, 10);
+                ok = e != p && port > 0 && port < 65536 && o->ngroup < 8 && (*e == ',' || !*e);
+                if (ok)
+                    o->group_ports[o->ngroup++] = (unsigned)port;
+                p = *e == ',' ? e + 1 : e;
+            }
         } else if (strcmp(a, "--host") == 0) {
             ok = v && strlen(v) < sizeof o->host;
             if (ok)
@@ -376,6 +392,7 @@ enum role { R_OWN_KEY, R_CONTENDER, R_HOLDER };
 struct conn {
     unsigned id;
     int fd;
+    unsigned port; /* where it connects: --port, or the active a server named */
     enum role role;
     bool connecting, in_flight, want_out, done, failed;
     enum op op;           /* the request in flight */
@@ -419,6 +436,7 @@ struct lg {
     bool cpu_started, cpu_ended;
     /* results */
     uint64_t requests, cycles, holder_cycles, spins;
+    uint64_t moves; /* connections that moved to the active a server named */
     uint64_t errors[E_COUNT];
     struct hist req_all, req_op[OP_COUNT], cycle, to_lease;
     char scratch[IN_CAP]; /* de-chunked bodies */
@@ -584,6 +602,16 @@ static long read_answer(struct lg *g, struct conn *c, enum outcome *out, bool *c
         return used;
     *close_after = r.close;
     bool ok = r.status >= 200 && r.status < 300;
+    if (g->o.target == T_MUTEXD && r.served_by_port && r.served_by_port != c->port) {
+        bool ours = r.served_by_port == g->o.port;
+        for (unsigned i = 0; i < g->o.ngroup; i++)
+            ours |= r.served_by_port == g->o.group_ports[i];
+        if (ours) {
+            c->port = r.served_by_port; /* reconnect there after this answer */
+            *close_after = true;
+            g->moves++;
+        }
+    }
     if (g->o.target == T_MUTEXD) {
         if (ok) {
             *out = OUT_OK;
@@ -735,7 +763,12 @@ static int conn_open(struct lg *g, struct conn *c)
         return -1;
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    if (connect(fd, (struct sockaddr *)&g->addr, g->addr_len) != 0 && errno != EINPROGRESS) {
+    struct sockaddr_storage to = g->addr;
+    if (to.ss_family == AF_INET)
+        ((struct sockaddr_in *)&to)->sin_port = htons((uint16_t)c->port);
+    else
+        ((struct sockaddr_in6 *)&to)->sin6_port = htons((uint16_t)c->port);
+    if (connect(fd, (struct sockaddr *)&to, g->addr_len) != 0 && errno != EINPROGRESS) {
         close(fd);
         return -1;
     }
@@ -1310,6 +1343,7 @@ static void report(const struct lg *g)
         printf("\"requests\":%" PRIu64 ",\"cycles\":%" PRIu64 ",\"holder_cycles\":%" PRIu64
                ",\"requests_per_s\":%.1f,\"cycles_per_s\":%.1f,\"spins\":%" PRIu64 ",",
                g->requests, g->cycles, g->holder_cycles, rps, cps, g->spins);
+        printf("\"moves\":%" PRIu64 ",", g->moves);
         printf("\"errors\":{");
         for (int e = 0; e < E_COUNT; e++)
             printf("\"%s\":%" PRIu64 "%s", err_names[e], g->errors[e], e + 1 < E_COUNT ? "," : "");
@@ -1336,6 +1370,9 @@ static void report(const struct lg *g)
     if (g->spins)
         printf("  (of which %" PRIu64 " acquire retries after a %u ms sleep)", g->spins,
                o->spin_ms);
+    if (g->moves)
+        printf("\nmoves     %10" PRIu64 "  connections moved to the active a server named",
+               g->moves);
     printf("\nlatency ms            count       p50       p99      p999       max      mean\n");
     text_hist("request", &g->req_all);
     text_hist("cycle", &g->cycle);
@@ -1454,6 +1491,7 @@ int main(int argc, char **argv)
         struct conn *c = &g->conns[i];
         c->id = i;
         c->fd = -1;
+        c->port = o->port;
         c->heap_pos = -1;
         if (o->scenario == S_HOTKEY)
             c->role = R_CONTENDER;

@@ -8,14 +8,18 @@ blob storage)."""
 
 import hashlib
 import json
+import os
+import re
 import socket
+import subprocess
+import sys
 import threading
 import time
 import uuid
 
 import pytest
 
-from harness import Server, free_port
+from harness import ROOT, Server, free_port
 
 
 def url_of(port):
@@ -350,3 +354,50 @@ def test_sigterm_on_the_standby_during_a_forwarded_wait_exits_promptly(active):
     wait_waiters(ca, "fw/term", 0)
     assert ca.release("fw/term", first["lease_id"]).status == 200
     assert ca.get("fw/term").json["state"] == "free"
+
+
+def forwarded(s):
+    """How many requests server `s` has forwarded to the active, whatever their answers."""
+    body = s.client().request("GET", "/metrics").body
+    return sum(int(float(v)) for v in re.findall(
+        r"^mutexd_forwarded_requests_total\{[^}]*\} (\S+)$", body, re.M))
+
+
+NODE_CLIENT_RUN = r"""
+import { Client } from './clients/node/index.js';
+const c = new Client(process.argv[1].split(','));
+for (let i = 0; i < 10; i++) {
+  const lease = await c.acquire(`straight/node-${i}`, { ttlMs: 30000 });
+  await c.release(lease);
+}
+console.log(c.url);
+"""
+
+
+@pytest.mark.parametrize("kind", ["python", "node"])
+def test_a_client_given_a_standby_first_goes_straight_to_the_active(active, kind):
+    """A client given a group's URLs with a standby first sends its first request there; the
+    answer names the active (Mutexd-Served-By), one of the client's URLs: every later
+    request goes to the active directly, not through the standby."""
+    b = standby("forward:" + active.url)
+    try:
+        urls = [url_of(b.port), active.url]
+        before = forwarded(b)
+        if kind == "python":
+            sys.path.insert(0, os.path.join(ROOT, "clients", "python"))
+            import mutexd
+            with mutexd.Client(urls) as c:
+                for i in range(10):
+                    lease = c.acquire("straight/py-%d" % i, ttl=30)
+                    c.release(lease)
+                assert c.url == active.url
+        else:
+            out = subprocess.run(["node", "--input-type=module", "-e", NODE_CLIENT_RUN,
+                                  ",".join(urls)], cwd=ROOT, capture_output=True, text=True,
+                                 timeout=60)
+            assert out.returncode == 0, out.stderr
+            assert out.stdout.strip() == active.url, out.stdout
+        # 20 requests: only the first crossed the standby.
+        assert forwarded(b) - before == 1
+    finally:
+        b.stop()

@@ -116,8 +116,8 @@ struct mutexd_client {
     struct curl_slist *headers;
     char **urls; /* the servers, as given, without trailing '/' */
     size_t nurls;
-    size_t next; /* the URL tried first: the one that last answered, or the one after the one
-                  * that last failed */
+    size_t next; /* the URL tried first: the one that last answered (or the active it named),
+                  * or the one after the one that last failed */
     long request_timeout_ms;
     int failed; /* the last request got no answer: the next one connects afresh */
     char errbuf[CURL_ERROR_SIZE];
@@ -320,6 +320,7 @@ struct answer {
     struct mxc_buf body;
     long retry_after_s;
     char *request_id;
+    char served_by[512]; /* Mutexd-Served-By: the active of a group that served it, or "" */
 };
 
 static void answer_init(struct answer *a)
@@ -371,6 +372,12 @@ static size_t on_header(char *data, size_t size, size_t n, void *arg)
         a->retry_after_s = -1;
         free(a->request_id);
         a->request_id = NULL;
+        a->served_by[0] = '\0';
+    } else if (header_value(data, len, "Mutexd-Served-By", &v, &vlen)) {
+        if (vlen < sizeof(a->served_by)) {
+            memcpy(a->served_by, v, vlen);
+            a->served_by[vlen] = '\0';
+        }
     } else if (header_value(data, len, "Retry-After", &v, &vlen)) {
         /* The server sends whole seconds; an HTTP date is left as "not given". */
         long s = 0;
@@ -443,6 +450,41 @@ out:
     return result;
 }
 
+/* 1 when `given` (as kept: no trailing '/') and `url` name one server: the same scheme and
+ * host in any letter case, the same path, a trailing '/' of `url` aside. */
+static int same_url(const char *given, const char *url)
+{
+    size_t n = strlen(url);
+    while (n > 0 && url[n - 1] == '/')
+        n--;
+    const char *g = strstr(given, "://"), *u = strstr(url, "://");
+    if (g == NULL || u == NULL || u >= url + n)
+        return 0;
+    size_t gauth = strcspn(g + 3, "/") + (size_t)(g + 3 - given);
+    size_t uauth = strcspn(u + 3, "/") + (size_t)(u + 3 - url);
+    if (uauth > n)
+        uauth = n;
+    return gauth == uauth && strncasecmp(given, url, gauth) == 0 &&
+           strlen(given + gauth) == n - uauth &&
+           strncmp(given + gauth, url + uauth, n - uauth) == 0;
+}
+
+/* Server `i` answered: it is tried first next time, unless it forwarded the request to the
+ * active server of a group that is one of ours (Mutexd-Served-By): then that one is, so that
+ * requests stop crossing a standby. */
+static void answered_by(mutexd_client *c, size_t i, const struct answer *a)
+{
+    c->next = i;
+    if (a->served_by[0] == '\0' || c->nurls < 2)
+        return;
+    for (size_t k = 0; k < c->nurls; k++) {
+        if (same_url(c->urls[k], a->served_by)) {
+            c->next = k;
+            return;
+        }
+    }
+}
+
 static void sleep_ms(int64_t ms)
 {
     struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
@@ -486,8 +528,11 @@ static mutexd_result exchange(mutexd_client *c, const char *path, const char *bo
             *sent = now;
             result = perform(c, c->urls[i], path, body, t, a, err);
             int unavailable = result == MUTEXD_OK && a->status == 503;
-            if (result != MUTEXD_ERR_TRANSPORT && !unavailable)
-                return result; /* answered: this server is tried first next time */
+            if (result != MUTEXD_ERR_TRANSPORT && !unavailable) {
+                if (result == MUTEXD_OK)
+                    answered_by(c, i, a);
+                return result;
+            }
             c->next = (i + 1) % c->nurls;
             if (unavailable && a->retry_after_s >= 0 && (pause_s < 0 || a->retry_after_s < pause_s))
                 pause_s = a->retry_after_s;

@@ -435,6 +435,41 @@ static void one_server_is_one_attempt(void **state)
     fake_stop(down);
 }
 
+/* A standby names the active it forwarded to: when that is one of the client's URLs, the
+ * client sends its next requests there; a URL it was not given is never used. */
+static void the_active_named_by_a_standby_is_asked_first(void **state)
+{
+    (void)state;
+    const char *body = ERR("not_found", "");
+    struct fake_server *active = fake_start("HTTP/1.1 404 Not Found", "", body, 0);
+    char named[256], urls[512];
+    /* Another spelling of the same URL: host in capitals, a trailing '/'. */
+    snprintf(named, sizeof(named), "Mutexd-Served-By: HTTP://127.0.0.1:%s/\r\n",
+             strrchr(fake_url(active), ':') + 1);
+    struct fake_server *standby = fake_start("HTTP/1.1 404 Not Found", named, body, 0);
+    snprintf(urls, sizeof(urls), "%s,%s", fake_url(standby), fake_url(active));
+    mutexd_client *c = client_of(urls, 2000);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(mutexd_get(c, "a", NULL, NULL), MUTEXD_ERR_API);
+    assert_int_equal(fake_requests(standby), 1);
+    assert_int_equal(fake_requests(active), 2);
+    assert_string_equal(mutexd_client_url(c), fake_url(active));
+    mutexd_client_free(c);
+    fake_stop(standby);
+
+    /* Naming a server the client was not given changes nothing. */
+    struct fake_server *other =
+        fake_start("HTTP/1.1 404 Not Found", "Mutexd-Served-By: http://127.0.0.1:1\r\n", body, 0);
+    snprintf(urls, sizeof(urls), "%s,%s", fake_url(other), fake_url(active));
+    c = client_of(urls, 2000);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(mutexd_get(c, "a", NULL, NULL), MUTEXD_ERR_API);
+    assert_int_equal(fake_requests(other), 3);
+    mutexd_client_free(c);
+    fake_stop(other);
+    fake_stop(active);
+}
+
 static void renew_attempts_stop_at_the_deadline(void **state)
 {
     (void)state;
@@ -841,6 +876,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(unavailable_server_moves_the_client_on),
     cmocka_unit_test(every_server_failing_gives_the_last_error),
     cmocka_unit_test(one_server_is_one_attempt),
+    cmocka_unit_test(the_active_named_by_a_standby_is_asked_first),
     cmocka_unit_test(renew_attempts_stop_at_the_deadline),
     cmocka_unit_test(acquire_sends_limit_and_shared),
     cmocka_unit_test(limit_mismatch_carries_the_limit),

@@ -113,7 +113,8 @@ export class Client {
    *   acquire, lock and runWhenLeader (default "<host name>:<pid>").
    *
    * Several servers: a request goes to the server that answered last (the first at the
-   * start). On a TransportError (no connection, no answer within the timeout, an answer that
+   * start), or to the active server that one named in Mutexd-Served-By when it is one of the
+   * URLs given (so that requests stop crossing a standby). On a TransportError (no connection, no answer within the timeout, an answer that
    * is not the API's) or a 503 UnavailableError it goes to the next, each at most once per
    * round. When a round ends in failures and some were 503 answers, the call pauses for their
    * Retry-After (at most 2 s) and goes round again, as long as that leaves it within its
@@ -183,9 +184,13 @@ export class Client {
         }
         timeoutMs = Math.max(1, Math.min(perAttempt, left) - waitMs);
       }
+      let servedBy;
+      const answered = (headers) => {
+        servedBy = headers['mutexd-served-by'];
+      };
       try {
-        const result = await this.#once(this.#ts[index], method, path, { ...options, timeoutMs });
-        this.#current = index;
+        const result = await this.#once(this.#ts[index], method, path, { ...options, timeoutMs }, answered);
+        this.#current = this.#askFirst(index, servedBy);
         return result;
       } catch (err) {
         if (err instanceof TransportError) {
@@ -196,17 +201,33 @@ export class Client {
           pause = pause === undefined ? after : Math.min(pause, after);
         } else {
           // It answered (an error is an answer): ask it first next time.
-          if (err instanceof APIError) this.#current = index;
+          if (err instanceof APIError) this.#current = this.#askFirst(index, servedBy);
           throw err;
         }
       }
     }
   }
 
-  async #once(t, method, path, options) {
+  // Server `index` answered: it is asked first next time, unless it forwarded to the active
+  // server of a group (Mutexd-Served-By) and that is one of ours: then the active is.
+  #askFirst(index, servedBy) {
+    if (typeof servedBy !== 'string' || this.#ts.length < 2) return index;
+    let key;
+    try {
+      const u = new URL(servedBy.trim());
+      key = u.origin + u.pathname.replace(/\/+$/, '');
+    } catch {
+      return index;
+    }
+    const found = this.#ts.findIndex((t) => t.url === key);
+    return found >= 0 ? found : index;
+  }
+
+  async #once(t, method, path, options, answered) {
     const res = await t.request(method, path, options);
     const url = t.url + path;
     const { status, headers, text } = res;
+    answered?.(headers);
     let body;
     let parsed = false;
     const isJson = /\bjson\b/i.test(String(headers['content-type'] ?? '')) || !headers['content-type'];

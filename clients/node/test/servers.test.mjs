@@ -142,6 +142,34 @@ test('an error answer is not passed over', async () => {
   }
 });
 
+function notFoundNaming(servedBy) {
+  return (req, res) => {
+    const headers = { 'content-type': 'application/json' };
+    if (servedBy) headers['mutexd-served-by'] = servedBy;
+    res.writeHead(404, headers);
+    res.end(JSON.stringify({ error: { code: 'not_found', message: 'no such lease' } }));
+  };
+}
+
+test('the active named by a standby is asked first; a URL not given never is', async () => {
+  const active = await standIn(notFoundNaming());
+  // Another spelling of the active's URL: scheme and host in capitals, a trailing slash.
+  const standby = await standIn(notFoundNaming(`${active.url.toUpperCase()}/`));
+  const stranger = await standIn(notFoundNaming('http://127.0.0.1:1'));
+  const lease = { resource: 'a', leaseId: randomUUID() };
+  try {
+    let c = new Client([standby.url, active.url]);
+    for (let i = 0; i < 3; i++) await assert.rejects(c.release(lease), { code: 'not_found' });
+    assert.deepEqual([standby.hits, active.hits], [1, 2]);
+    assert.equal(c.url, active.url);
+    c = new Client([stranger.url, active.url]);
+    for (let i = 0; i < 3; i++) await assert.rejects(c.release(lease), { code: 'not_found' });
+    assert.equal(stranger.hits, 3);
+  } finally {
+    await Promise.all([active.close(), standby.close(), stranger.close()]);
+  }
+});
+
 test('when every server fails, the last error; 503 rounds after their Retry-After', async () => {
   const a = await deadUrl();
   const b = await deadUrl();

@@ -44,6 +44,19 @@ _RETRY_AFTER_MIN = 0.1
 _REREAD_PAUSE = 0.1
 
 
+def _url_key(url: str) -> Optional[tuple[str, str, int, str]]:
+    """What tells two spellings of one server URL apart: scheme, host (letter case aside),
+    port (the scheme's default when not given), path (without a trailing slash)."""
+    try:
+        parts = urllib.parse.urlsplit(url.strip())
+        port = parts.port or (443 if parts.scheme.lower() == "https" else 80)
+    except ValueError:
+        return None
+    if not parts.hostname:
+        return None
+    return (parts.scheme.lower(), parts.hostname.lower(), port, parts.path.rstrip("/"))
+
+
 def _server_urls(url: Union[str, Sequence[str], None]) -> list[str]:
     """The list of server URLs: ``url`` (a string, comma-separated, or a list of them), or
     ``MUTEXD_URL``, or the default."""
@@ -140,7 +153,10 @@ class Client:
     503 answers, the call pauses for their ``Retry-After`` (at most 2 s) and goes round
     again, as long as that leaves it within ``timeout`` of its start; otherwise it raises
     the last attempt's error. Any other answer, an error included, ends the call and makes
-    that server the one asked first next time. With one URL, a request is sent once.
+    that server the one asked first next time; but when the answer names the active
+    server of a group (``Mutexd-Served-By``) and that is one of the URLs given, the active
+    is asked first next time, so that requests stop crossing a standby. With one URL, a
+    request is sent once.
 
     Retries: when a kept-alive connection turns out to have been closed by the server
     before it read the request, the request is sent once more on a new connection. To make
@@ -176,9 +192,14 @@ class Client:
             )
             for u in _server_urls(url)
         ]
-        # The server asked first: the one that answered last. Read and written without a
-        # lock: a plain int, and any value is a valid choice.
+        # The server asked first: the one that answered last, or the active it named.
+        # Read and written without a lock: a plain int, and any value is a valid choice.
         self._current = 0
+        self._index_of: dict[tuple[str, str, int, str], int] = {}
+        for i, t in enumerate(self._transports):
+            key = _url_key(t.url)
+            if key is not None:
+                self._index_of.setdefault(key, i)
 
     @property
     def url(self) -> str:
@@ -259,11 +280,21 @@ class Client:
                 after = exc.retry_after if exc.retry_after is not None else 0.0
                 pause = after if pause is None else min(pause, after)
                 continue
-            except APIError:
-                self._current = index  # it answered: ask it first next time
+            except APIError as exc:
+                self._answered(index, exc.headers)  # an error is an answer too
                 raise
-            self._current = index
+            self._answered(index, resp.headers)
             return resp
+
+    def _answered(self, index: int, headers: Mapping[str, str]) -> None:
+        """Server ``index`` answered: ask it first next time, or the active server it
+        forwarded to, when that is one of ours."""
+        served = headers.get("mutexd-served-by")
+        if served and len(self._transports) > 1:
+            key = _url_key(served)
+            if key is not None:
+                index = self._index_of.get(key, index)
+        self._current = index
 
     def _post(
         self,

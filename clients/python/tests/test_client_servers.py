@@ -155,6 +155,43 @@ def test_an_error_answer_is_not_passed_over(server, name):
         stand_in.close()
 
 
+def not_found_naming(served_by):
+    """Answers 404 not_found, naming ``served_by`` as the active that served it."""
+    def answer(handler, body):
+        raw = json.dumps({"error": {"code": "not_found", "message": "no such lease"}}).encode()
+        handler.send_response(404)
+        handler.send_header("Content-Type", "application/json")
+        if served_by:
+            handler.send_header("Mutexd-Served-By", served_by)
+        handler.send_header("Content-Length", str(len(raw)))
+        handler.end_headers()
+        handler.wfile.write(raw)
+    return answer
+
+
+def test_the_active_named_by_a_standby_is_asked_first():
+    active = StandIn(not_found_naming(None))
+    # Another spelling of the active's URL: scheme and host in capitals, a trailing slash.
+    standby = StandIn(not_found_naming(active.url.upper() + "/"))
+    stranger = StandIn(not_found_naming("http://127.0.0.1:1"))
+    try:
+        with mutexd.Client([standby.url, active.url]) as c:
+            for _ in range(3):
+                with pytest.raises(mutexd.NotFound):
+                    c.release("a", "5f1c6c1e-4d1b-4a52-9b8e-0d2f6f1a7e3c")
+            assert (standby.hits, active.hits) == (1, 2)
+            assert c.url == active.url
+        # A URL the client was not given is never used.
+        with mutexd.Client([stranger.url, active.url]) as c:
+            for _ in range(3):
+                with pytest.raises(mutexd.NotFound):
+                    c.release("a", "5f1c6c1e-4d1b-4a52-9b8e-0d2f6f1a7e3c")
+            assert stranger.hits == 3
+    finally:
+        for s in (active, standby, stranger):
+            s.close()
+
+
 def test_when_every_server_fails_the_last_error_is_raised():
     a, b = dead_url(), dead_url()
     with mutexd.Client([a, b]) as c:
