@@ -149,6 +149,33 @@ func (s *silent) times() (accepted, closed []time.Time) {
 }
 
 // within fails the test unless cond becomes true within d.
+// attemptsWithin: the silent servers q saw at least one attempt, none begun at or after
+// deadline, none left open, and none lasting past it (beyond scheduling slack).
+func attemptsWithin(t testing.TB, q []*silent, deadline time.Time) {
+	t.Helper()
+	n := 0
+	for _, x := range q {
+		accepted, closed := x.times()
+		n += len(accepted)
+		for _, a := range accepted {
+			if !a.Before(deadline) {
+				t.Fatalf("an attempt started %v after the deadline", a.Sub(deadline))
+			}
+		}
+		if len(closed) != len(accepted) {
+			t.Fatal("a connection was left open")
+		}
+		for _, cl := range closed {
+			if cl.After(deadline.Add(150 * time.Millisecond)) {
+				t.Fatalf("an attempt lasted %v past the deadline", cl.Sub(deadline))
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("nothing was tried")
+	}
+}
+
 func within(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	end := time.Now().Add(d)

@@ -223,27 +223,7 @@ func TestNoRenewalAttemptOutlivesTheDeadline(t *testing.T) {
 		t.Fatalf("returned %v after the deadline", late)
 	}
 	time.Sleep(200 * time.Millisecond)
-	n := 0
-	for _, x := range q {
-		accepted, closed := x.times()
-		n += len(accepted)
-		for _, a := range accepted {
-			if !a.Before(deadline) {
-				t.Fatal("an attempt started after the deadline")
-			}
-		}
-		if len(closed) != len(accepted) {
-			t.Fatal("a connection was left open")
-		}
-		for _, cl := range closed {
-			if cl.After(deadline.Add(150 * time.Millisecond)) {
-				t.Fatalf("an attempt lasted %v past the deadline", cl.Sub(deadline))
-			}
-		}
-	}
-	if n == 0 {
-		t.Fatal("nothing was tried")
-	}
+	attemptsWithin(t, q, deadline)
 }
 
 // TestTheClientGoesStraightToTheActive: an answer's Mutexd-Served-By names the active
