@@ -44,6 +44,8 @@ fi
 check_pkgs+=("${node_pkgs[@]}")
 # The server group's fault tests run a server with its clock ahead (libfaketime).
 test_pkgs+=(faketime)
+# The Go client and its example worker: Debian 12's Go (1.19), the standard library only.
+test_pkgs+=(golang-go)
 
 case "${1:-build}" in
 build) want=("${build_pkgs[@]}") ;;

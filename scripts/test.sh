@@ -139,6 +139,9 @@ MUTEXD_BIN=build/mutexd node --test clients/node/test/
 stage "Node.js client on Debian 12's Node.js 18, the oldest it supports"
 MUTEXD_BIN=build/mutexd clients/node/test-support/debian-node18.sh --test clients/node/test/
 
+stage "Go client: gofmt, go vet, go test (and -race on the lock's renewal), its example worker"
+MUTEXD_BIN=build/mutexd clients/go/test.sh
+
 # The dashboard (/ui/) in Debian's Chromium, headless (--no-sandbox: CI runs as root), with
 # real servers, a server group on Azurite among them (tests/browser).
 stage "browser tests (Chromium, headless)"

@@ -122,7 +122,7 @@ echo "native: $active is active, $standby its standby"
 
 # Three workers, one in each client language, as the compose file configures them. The Go
 # one is built as its Dockerfile builds it (Debian's Go, nothing downloaded).
-( cd clients/examples/go/leader && CGO_ENABLED=0 GOPROXY=off GOFLAGS=-mod=mod \
+( cd clients/examples/go/leader && CGO_ENABLED=0 GOPROXY=off GOCACHE="${XDG_CACHE_HOME:-$HOME/.cache}/mutexd-go/build" \
     go build -trimpath -o "$WORK/mutexd-leader" . ) || fail "the Go worker does not build"
 declare -A wpid=() wlang=()
 i=0

@@ -22,15 +22,20 @@ import time
 import pytest
 
 from harness import ROOT, Server, free_port
-from test_examples import Worker, mutexctl
+from test_examples import Worker, go_leader, mutexctl
 
 pytestmark = pytest.mark.examples
 
 KINDS = {
     "python": ["/usr/bin/python3", "-u", os.path.join(ROOT, "clients/examples/python/leader.py")],
     "node": ["node", os.path.join(ROOT, "clients/examples/node/leader.mjs")],
+    "go": ["GO_LEADER"],  # built when first used: go_leader()
     "shell": ["bash", os.path.join(ROOT, "clients/examples/shell/leader.sh")],
 }
+
+
+def command(kind):
+    return [go_leader()] if kind == "go" else KINDS[kind]
 
 
 def worker_env(url, resource, ttl_ms, retry_s=0.5):
@@ -108,7 +113,7 @@ def test_a_leader_paused_past_its_ttl_acts_no_more_when_resumed(kind):
     resource = "faults/pause-" + kind
     with Server(args=["--min-ttl-ms", "500"]) as s:
         env = worker_env("http://%s:%d" % (s.host, s.port), resource, ttl_ms)
-        w = Worker(kind, KINDS[kind], env)
+        w = Worker(kind, command(kind), env)
         try:
             wait_until(lambda: len(w.lead_times) >= 2, 15, ("no leader", w.other))
             token = w.tokens[-1]
@@ -229,7 +234,7 @@ def test_a_short_server_restart_keeps_the_lease(kind, sig, tmp_path):
     w = None
     try:
         env = worker_env("http://127.0.0.1:%d" % proxy.port, resource, ttl_ms)
-        w = Worker(kind, KINDS[kind], env)
+        w = Worker(kind, command(kind), env)
         wait_until(lambda: len(w.lead_times) >= 2, 15, ("no leader", w.other))
         token = w.tokens[-1]
         c = s.client()

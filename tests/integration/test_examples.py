@@ -1,5 +1,5 @@
-"""The leader-election workers of clients/examples, three of each kind (Python, Node.js, and
-the shell script on mutexctl run) against one server: exactly one leads at any moment, and
+"""The leader-election workers of clients/examples, three of each kind (Python, Node.js, Go,
+and the shell script on mutexctl run) against one server: exactly one leads at any moment, and
 when the leader is killed with SIGKILL another leads within the TTL plus one second."""
 
 import os
@@ -33,6 +33,22 @@ def mutexctl():
         if os.path.exists(p):
             return p
     return shutil.which("mutexctl")
+
+
+def go_leader():
+    """The Go example worker, built (as its Dockerfile builds it: Debian's Go, nothing
+    downloaded) into build/examples once per test session."""
+    out = os.path.join(ROOT, "build", "examples", "mutexd-leader")
+    if not getattr(go_leader, "built", False):
+        cache = os.path.join(os.environ.get("XDG_CACHE_HOME") or
+                             os.path.join(os.path.expanduser("~"), ".cache"), "mutexd-go")
+        env = dict(os.environ, CGO_ENABLED="0", GOPROXY="off", GOFLAGS="",
+                   GOCACHE=os.environ.get("GOCACHE") or os.path.join(cache, "build"),
+                   GOPATH=os.environ.get("GOPATH") or os.path.join(cache, "gopath"))
+        subprocess.run(["go", "build", "-trimpath", "-o", out, "."], check=True, env=env,
+                       cwd=os.path.join(ROOT, "clients", "examples", "go", "leader"))
+        go_leader.built = True
+    return out
 
 
 class Worker:
@@ -89,6 +105,7 @@ def test_three_workers_of_each_kind_elect_one_leader_and_take_over(tmp_path):
         kinds = {
             "python": ["/usr/bin/python3", "-u", os.path.join(ROOT, "clients/examples/python/leader.py")],
             "node": ["node", os.path.join(ROOT, "clients/examples/node/leader.mjs")],
+            "go": [go_leader()],
             "shell": ["bash", os.path.join(ROOT, "clients/examples/shell/leader.sh")],
         }
         workers = [Worker(k, cmd, env) for k, cmd in kinds.items() for _ in range(3)]

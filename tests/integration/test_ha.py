@@ -546,6 +546,7 @@ def test_an_active_cut_off_from_the_blob_store_steps_down(azurite):
 LEADER_KINDS = {
     "python": ["/usr/bin/python3", "-u", "clients/examples/python/leader.py"],
     "node": ["node", "clients/examples/node/leader.mjs"],
+    "go": ["GO_LEADER"],  # built when first used: go_leader()
     "mutexctl": ["bash", "clients/examples/shell/leader.sh"],
 }
 
@@ -556,13 +557,13 @@ def test_a_leader_keeps_its_lease_across_a_sigkill_of_the_active(group, kind):
     """Two workers of one kind (the examples, TTL 10 s) given every server's URL: the leader
     keeps its lease and fencing token while the active server is killed, and the other
     worker never leads."""
-    from test_examples import ROOT, Worker, mutexctl
+    from test_examples import ROOT, Worker, go_leader, mutexctl
     g = group.start()
     env = dict(os.environ, MUTEXD_URL=",".join(s.url for s in g.servers),
                MUTEXD_RESOURCE="ha/leader", MUTEXD_TTL_MS="10000", MUTEXD_RETRY_S="1",
                MUTEXCTL=mutexctl() or "", PYTHONPATH=os.path.join(ROOT, "clients", "python"))
-    cmd = [c if not c.startswith("clients/") else os.path.join(ROOT, c)
-           for c in LEADER_KINDS[kind]]
+    cmd = [go_leader()] if kind == "go" else [
+        c if not c.startswith("clients/") else os.path.join(ROOT, c) for c in LEADER_KINDS[kind]]
     workers = [Worker(kind, cmd, env) for _ in range(2)]
     seen = GroupClient([s.url for s in g.servers])
 
