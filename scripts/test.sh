@@ -109,13 +109,14 @@ ctest --test-dir build --output-on-failure -j "$JOBS"
 stage "OpenAPI document, and its agreement with docs/api.md"
 scripts/check-openapi.sh
 
+# The tests are independent (each starts its own servers and Azurite on free ports) and
+# mostly wait on them, so two workers share even two cores well. Those marked heavy (the
+# long load and fault tests of a server group, whose timings a busy machine would blur) and
+# examples (the example workers) run one at a time, in make test.
+stage "integration tests, but those marked heavy or examples, on ${PYTEST_WORKERS:-2} workers"
+MUTEXD_BIN=build/mutexd "${PYTEST[@]}" -n "${PYTEST_WORKERS:-2}" \
+    -m "not heavy and not examples" tests/integration
 if $quick; then
-    # The tests are independent (each starts its own servers and Azurite on free ports) and
-    # mostly wait on them, so two workers share even two cores well. make test runs them
-    # one at a time, the long load tests among them.
-    stage "integration tests, but those marked heavy or examples, on ${PYTEST_WORKERS:-2} workers"
-    MUTEXD_BIN=build/mutexd "${PYTEST[@]}" -n "${PYTEST_WORKERS:-2}" \
-        -m "not heavy and not examples" tests/integration
     exit 0
 fi
 
@@ -124,8 +125,8 @@ fi
 stage "the shipped build configurations: Release as in the Dockerfile, gcc Debug"
 tests/bare/build_configs.sh
 
-stage "integration tests"
-MUTEXD_BIN=build/mutexd "${PYTEST[@]}" tests/integration
+stage "integration tests marked heavy or examples, one at a time"
+MUTEXD_BIN=build/mutexd "${PYTEST[@]}" -m "heavy or examples" tests/integration
 
 stage "chaos tests: SIGKILL, failing commits, a full disk"
 MUTEXD_BIN=build/mutexd "${PYTEST[@]}" tests/chaos
