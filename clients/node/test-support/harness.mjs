@@ -3,6 +3,7 @@
 // The binary is $MUTEXD_BIN, or build/mutexd under the repository root.
 
 import { spawn, execFileSync } from 'node:child_process';
+import http from 'node:http';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -151,4 +152,34 @@ let counter = 0;
 export function uniqueName(prefix = 'test') {
   counter += 1;
   return `${prefix}/${process.pid}-${counter}`;
+}
+
+/**
+ * A stand-in JSON server on loopback, for answers a real server does not give on demand:
+ * records each request as { method, url, body } in `seen` and answers with
+ * `answer(req, body)` -> [status, text]. `close()` stops it.
+ */
+export async function jsonStandIn(answer) {
+  const seen = [];
+  const srv = http.createServer((req, res) => {
+    let body = '';
+    req.setEncoding('utf8');
+    req.on('data', (c) => (body += c));
+    req.on('end', () => {
+      seen.push({ method: req.method, url: req.url, body: body ? JSON.parse(body) : undefined });
+      const [status, text] = answer(req, body);
+      res.writeHead(status, { 'content-type': 'application/json' });
+      res.end(text);
+    });
+  });
+  await new Promise((resolve) => srv.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${srv.address().port}`,
+    seen,
+    close: () =>
+      new Promise((resolve) => {
+        srv.closeAllConnections?.();
+        srv.close(resolve);
+      }),
+  };
 }

@@ -5,12 +5,11 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import http from 'node:http';
 import path from 'node:path';
 import { writeFileSync, rmSync } from 'node:fs';
 import { Client, ForbiddenError, ProtocolError, UnauthorizedError } from '../index.js';
 import { decodeJson, toEventPage } from '../src/model.js';
-import { startServer, uniqueName, rejection, tempDir } from '../test-support/harness.mjs';
+import { jsonStandIn, startServer, uniqueName, rejection, tempDir } from '../test-support/harness.mjs';
 
 let server;
 let client;
@@ -205,24 +204,8 @@ test('whoami with a tokens file', async () => {
 
 const BIG = 2n ** 63n + 5n;
 
-async function standIn(text) {
-  const seen = [];
-  const srv = http.createServer((req, res) => {
-    seen.push(req.url);
-    res.writeHead(200, { 'content-type': 'application/json' });
-    res.end(text);
-  });
-  await new Promise((resolve) => srv.listen(0, '127.0.0.1', resolve));
-  return {
-    url: `http://127.0.0.1:${srv.address().port}`,
-    seen,
-    close: () =>
-      new Promise((resolve) => {
-        srv.closeAllConnections?.();
-        srv.close(resolve);
-      }),
-  };
-}
+// A stand-in that answers every request with `text`.
+const standIn = (text) => jsonStandIn(() => [200, text]);
 
 test('indexes, next and tokens beyond 2^53 stay exact', async () => {
   const text =
@@ -240,7 +223,7 @@ test('indexes, next and tokens beyond 2^53 stay exact', async () => {
   try {
     const got = await c.eventsPage({ after: BIG - 1n, prefix: 'jobs/', limit: 10, waitMs: 2000 });
     assert.equal(got.events[0].index, BIG);
-    const q = new URL(stand.seen[0], 'http://x').searchParams;
+    const q = new URL(stand.seen[0].url, 'http://x').searchParams;
     assert.deepEqual(
       [q.get('after'), q.get('prefix'), q.get('limit'), q.get('wait_ms')],
       [String(BIG - 1n), 'jobs/', '10', '2000'],
@@ -257,7 +240,7 @@ test('a list watch sends index and wait_ms, and reads a big index exactly', asyn
   try {
     const got = await c.watchList({ prefix: 'jobs/', index: BIG - 1n, waitMs: 1500 });
     assert.equal(got.index, BIG);
-    const q = new URL(stand.seen[0], 'http://x').searchParams;
+    const q = new URL(stand.seen[0].url, 'http://x').searchParams;
     assert.deepEqual([q.get('prefix'), q.get('index'), q.get('wait_ms')], ['jobs/', String(BIG - 1n), '1500']);
   } finally {
     c.close();

@@ -4,41 +4,14 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import http from 'node:http';
 import { Client, ConflictError, LeaseHeldError, LimitMismatchError, isRetryable } from '../index.js';
 import { decodeJson, toLease, toState } from '../src/model.js';
 import { apiError } from '../src/errors.js';
-import { rejection } from '../test-support/harness.mjs';
+import { jsonStandIn as standIn, rejection } from '../test-support/harness.mjs';
 
 const LEASE =
   '{"resource":"r","lease_id":"3f2c8a4e-9b1d-4c6e-8f7a-2d5b1e0c9a47","owner":"o","fencing_token":42,' +
   '"ttl_ms":15000,"expires_in_ms":15000,"acquired_at":"2026-01-15T09:30:00.000Z","renewed_at":null,"metadata":null';
-
-// A stand-in server: records each request, answers with `answer(req, body)` -> [status, text].
-async function standIn(answer) {
-  const seen = [];
-  const srv = http.createServer((req, res) => {
-    let body = '';
-    req.setEncoding('utf8');
-    req.on('data', (c) => (body += c));
-    req.on('end', () => {
-      seen.push({ method: req.method, url: req.url, body: body ? JSON.parse(body) : undefined });
-      const [status, text] = answer(req, body);
-      res.writeHead(status, { 'content-type': 'application/json' });
-      res.end(text);
-    });
-  });
-  await new Promise((resolve) => srv.listen(0, '127.0.0.1', resolve));
-  return {
-    url: `http://127.0.0.1:${srv.address().port}`,
-    seen,
-    close: () =>
-      new Promise((resolve) => {
-        srv.closeAllConnections?.();
-        srv.close(resolve);
-      }),
-  };
-}
 
 test('limit and shared are sent only when given; lock passes them on', async () => {
   const fake = await standIn((req) =>
