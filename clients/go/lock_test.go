@@ -3,7 +3,6 @@ package mutexd_test
 import (
 	"context"
 	"errors"
-	"net"
 	"runtime"
 	"strings"
 	"sync"
@@ -385,33 +384,9 @@ func TestLockGivesBackAGrantWhoseAnswerWasLost(t *testing.T) {
 	// lease proposed is released before the error is returned.
 	s := server(t)
 	ctx, res := ctxOf(t), name(t)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	go func() {
-		for {
-			conn, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer conn.Close()
-				up, err := net.Dial("tcp", strings.TrimPrefix(s.URL, "http://"))
-				if err != nil {
-					return
-				}
-				defer up.Close()
-				buf := make([]byte, 65536)
-				n, _ := conn.Read(buf)
-				_, _ = up.Write(buf[:n])
-				_, _ = up.Read(buf) // the answer, dropped
-			}()
-		}
-	}()
-	lossy := newClient(t, "http://"+l.Addr().String()+","+deadURL(t), &mutexd.Options{Timeout: 2 * time.Second})
-	_, err = lossy.Lock(ctx, res, &mutexd.LockOptions{TTL: 10 * time.Second})
+	p := newLossy(t, s.URL) // passes the acquire on, drops its answer
+	lossy := newClient(t, p.URL+","+deadURL(t), &mutexd.Options{Timeout: 2 * time.Second})
+	_, err := lossy.Lock(ctx, res, &mutexd.LockOptions{TTL: 10 * time.Second})
 	mustIs(t, err, mutexd.ErrTransport)
 	st, err := newClient(t, s.URL, nil).Get(ctx, res)
 	if err != nil || st.Held() {
