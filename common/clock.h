@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 
 /* Nanoseconds on CLOCK_MONOTONIC. Any thread. */
@@ -35,11 +36,41 @@ static inline void mx_wall_iso(int64_t wall_ms, char out[32])
 {
     if (wall_ms < 0)
         wall_ms = 0;
-    time_t secs = (time_t)(wall_ms / 1000);
-    struct tm tm;
-    gmtime_r(&secs, &tm);
-    size_t n = strftime(out, 32, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(out + n, 32 - n, ".%03uZ", (unsigned)(wall_ms % 1000));
+    int64_t secs = wall_ms / 1000;
+    unsigned ms = (unsigned)(wall_ms % 1000);
+    if (secs > 253402300799) { /* after 9999-12-31T23:59:59: as the C library writes it */
+        time_t t = (time_t)secs;
+        struct tm tm;
+        size_t n = gmtime_r(&t, &tm) ? strftime(out, 32, "%Y-%m-%dT%H:%M:%S", &tm) : 0;
+        snprintf(out + n, 32 - n, ".%03uZ", ms);
+        return;
+    }
+    /* The civil date of a day count (the proleptic Gregorian calendar in eras of 400
+     * years, as in H. Hinnant's "chrono-Compatible Low-Level Date Algorithms"): neither
+     * gmtime_r, which takes the C library's time zone lock, nor strftime, on every
+     * answer that shows a lease. */
+    int64_t days = secs / 86400, sod = secs % 86400;
+    int64_t z = days + 719468, era = z / 146097;
+    int64_t doe = z - era * 146097;
+    int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    int64_t mp = (5 * doy + 2) / 153;
+    unsigned d = (unsigned)(doy - (153 * mp + 2) / 5 + 1);
+    unsigned m = (unsigned)(mp < 10 ? mp + 3 : mp - 9);
+    unsigned y = (unsigned)(yoe + era * 400 + (m <= 2));
+    unsigned hh = (unsigned)(sod / 3600), mi = (unsigned)(sod / 60 % 60), ss = (unsigned)(sod % 60);
+    const unsigned part[] = {y, m, d, hh, mi, ss, ms};
+    const int width[] = {4, 2, 2, 2, 2, 2, 3};
+    const char after[] = "--T::.Z"; /* the character after each part */
+    char *p = out;
+    for (int i = 0; i < 7; i++) {
+        unsigned v = part[i];
+        for (int k = width[i] - 1; k >= 0; k--, v /= 10)
+            p[k] = (char)('0' + v % 10);
+        p += width[i];
+        *p++ = after[i];
+    }
+    *p = '\0';
 }
 
 /* Initializes a condition variable whose timed waits count on CLOCK_MONOTONIC. */

@@ -249,6 +249,38 @@ static void times_are_rfc3339_utc_with_milliseconds(void **state)
     assert_string_equal(t, "1970-01-01T00:00:00.000Z");
     mx_wall_iso(951782400007, t); /* a leap day */
     assert_string_equal(t, "2000-02-29T00:00:00.007Z");
+    mx_wall_iso(4107542399999, t); /* 2100 is not a leap year */
+    assert_string_equal(t, "2100-02-28T23:59:59.999Z");
+    mx_wall_iso(4107542400000, t);
+    assert_string_equal(t, "2100-03-01T00:00:00.000Z");
+    mx_wall_iso(253402300799999, t); /* the last millisecond of year 9999 */
+    assert_string_equal(t, "9999-12-31T23:59:59.999Z");
+    mx_wall_iso(253402300800000, t); /* after it: as the C library writes it */
+    assert_string_equal(t, "10000-01-01T00:00:00.000Z");
+}
+
+/* The date arithmetic against the C library's, over seeded random times up to year 9999. */
+static void times_agree_with_gmtime(void **state)
+{
+    (void)state;
+    unsigned seed = (unsigned)mx_wall_ms();
+    printf("times_agree_with_gmtime: seed %u\n", seed);
+    uint64_t x = seed | 1;
+    for (int i = 0; i < 200000; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        int64_t ms = (int64_t)(x % 253402300800000ull);
+        if (i % 2)
+            ms %= 4102444800000; /* half of them before 2100, where leases live */
+        char got[32], want[40];
+        mx_wall_iso(ms, got);
+        time_t secs = (time_t)(ms / 1000);
+        struct tm tm;
+        gmtime_r(&secs, &tm);
+        size_t n = strftime(want, sizeof want, "%Y-%m-%dT%H:%M:%S", &tm);
+        snprintf(want + n, sizeof want - n, ".%03uZ", (unsigned)(ms % 1000));
+        if (strcmp(got, want) != 0)
+            fail_msg("%lld ms: %s, the C library says %s", (long long)ms, got, want);
+    }
 }
 
 int main(int argc, char **argv);
@@ -260,5 +292,6 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(released_and_broken),
     cmocka_unit_test(status_splices_its_details),
     cmocka_unit_test(times_are_rfc3339_utc_with_milliseconds),
+    cmocka_unit_test(times_agree_with_gmtime),
 };
 MX_TEST_MAIN(tests)
