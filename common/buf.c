@@ -10,7 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define FIRST_CAP 256
+/* Room for an HTTP answer that shows a lease (about 330 bytes) at the first allocation. */
+#define FIRST_CAP 512
 
 static size_t max_of(const struct mx_buf *b)
 {
