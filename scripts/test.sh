@@ -94,8 +94,8 @@ configure build
 
 # C formatting, include direction, one version, the clients' types, unit-test registration
 # follows the sources, every document named is in the repository (and that check's test),
-# the man pages and /etc/default/mutexd say what --help says.
-stage "checks: format, layers, version, types, test registration, doc links, man pages"
+# the man pages and /etc/default/mutexd say what --help says, mutexctl's bash completion.
+stage "checks: format, layers, version, types, test registration, doc links, man pages, completion"
 scripts/check-format.sh
 scripts/check-layers.sh
 scripts/check-version.sh
@@ -104,6 +104,7 @@ tests/meta/registration.sh
 scripts/check-doc-links.sh
 tests/meta/doc_links.sh
 scripts/check-man.sh
+tests/meta/completion.sh
 
 stage "unit tests"
 ctest --test-dir build --output-on-failure -j "$JOBS"
