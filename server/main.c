@@ -316,7 +316,7 @@ int main(int argc, char **argv)
                                 "force",
                      "error=%s", mx_log_quote(quoted, sizeof quoted, err));
         }
-        notify_reloaded(&notify);
+        notify_reloaded(&notify, mx_mono_ns());
     }
     if (fenced) {
         mx_warn("another server has taken the container: starting again as a standby", NULL);

@@ -120,13 +120,13 @@ void notify_reloading(struct notify *n, uint64_t now_ns, const char *status)
     send_text(n, msg);
 }
 
-void notify_reloaded(struct notify *n)
+void notify_reloaded(struct notify *n, uint64_t now_ns)
 {
     if (!n->_on || !n->_ready)
         return;
     send_text(n, "READY=1");
     n->_status[0] = '\0'; /* the next look says the state again */
-    n->_next_ns = mx_mono_ns();
+    n->_next_ns = now_ns;
 }
 
 void notify_stopping(struct notify *n, const char *status)

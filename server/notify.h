@@ -49,7 +49,7 @@ void notify_state(struct notify *n, uint64_t now_ns, bool ready, bool healthy, c
 /* Around a reload (SIGHUP): RELOADING=1, then READY=1 (only once ready: a reload during
  * the start would otherwise end it early). */
 void notify_reloading(struct notify *n, uint64_t now_ns, const char *status);
-void notify_reloaded(struct notify *n);
+void notify_reloaded(struct notify *n, uint64_t now_ns);
 
 /* STOPPING=1 with `status`; nothing more is sent after it. */
 void notify_stopping(struct notify *n, const char *status);
