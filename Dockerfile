@@ -26,7 +26,7 @@ COPY bench bench
 COPY clients clients
 COPY tests/unit tests/unit
 RUN cmake -S . -B /build -DCMAKE_BUILD_TYPE=Release -DMUTEXD_TESTS=OFF \
-          -DMUTEXD_FAULT_INJECTION=OFF \
+          -DMUTEXD_FAULT_INJECTION=OFF -DMUTEXD_SYSTEMD=OFF \
  && cmake --build /build -j"$(nproc)" --target mutexd mutexctl \
  && install -D -m 0755 /build/mutexd /out/usr/local/bin/mutexd \
  && install -D -m 0755 "$(find /build -name mutexctl -type f | head -n1)" /out/usr/local/bin/mutexctl

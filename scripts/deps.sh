@@ -18,6 +18,11 @@ build_pkgs=(build-essential cmake pkg-config
 # chromium: a real browser, headless, for the web-page attacks
 # (tests/integration/test_hardening.py); openssl: the TLS tests; mypy: scripts/check-types.sh.
 check_pkgs=(python3 python3-pytest python3-pytest-xdist curl openssl clang-format chromium mypy)
+# libsystemd-dev: the test build (build/) then has sd_notify (CMake MUTEXD_SYSTEMD=AUTO), which
+# tests/integration/test_systemd.py tests; `make run` and the image build without it.
+check_pkgs+=(libsystemd-dev)
+# scripts/check-man.sh formats the man pages (packaging/man) and fails on any warning.
+check_pkgs+=(man-db groff-base)
 # python3-yaml and docker-compose: the compose stages.
 test_pkgs=(python3-yaml docker-compose)
 # The Python client's documented install (a venv, offline).

@@ -93,8 +93,9 @@ stage "build (RelWithDebInfo)"
 configure build
 
 # C formatting, include direction, one version, the clients' types, unit-test registration
-# follows the sources, every document named is in the repository (and that check's test).
-stage "checks: format, layers, version, types, test registration, doc links"
+# follows the sources, every document named is in the repository (and that check's test),
+# the man pages and /etc/default/mutexd say what --help says, mutexctl's bash completion.
+stage "checks: format, layers, version, types, test registration, doc links, man pages, completion"
 scripts/check-format.sh
 scripts/check-layers.sh
 scripts/check-version.sh
@@ -102,6 +103,8 @@ scripts/check-types.sh
 tests/meta/registration.sh
 scripts/check-doc-links.sh
 tests/meta/doc_links.sh
+scripts/check-man.sh
+tests/meta/completion.sh
 
 stage "unit tests"
 ctest --test-dir build --output-on-failure -j "$JOBS"

@@ -3,7 +3,8 @@
  * defaults), opens the store, starts the actor runtime and the HTTP front, and on
  * SIGTERM or SIGINT shuts down in the order that lets every request be answered:
  * stop accepting, stop the actors (pending requests get 503), drain the store's
- * commits, send the last answers, exit 0.
+ * commits, send the last answers, exit 0. Under systemd it tells the service manager
+ * when it is ready and, while healthy, pings its watchdog (server/notify.c).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -23,6 +24,7 @@
 #include "common/prom.h"
 #include "server/core.h"
 #include "server/group.h"
+#include "server/notify.h"
 #include "server/probe.h"
 
 static bool server_ready(void *ctx, char *why, size_t len, struct mx_buf *details)
@@ -67,6 +69,42 @@ static bool server_ready(void *ctx, char *why, size_t len, struct mx_buf *detail
         return false;
     }
     return true;
+}
+
+/* The service manager is told what /readyz would answer, and whether the server is healthy:
+ * the store commits (a store whose commits keep failing, a full or failed disk, stops the
+ * watchdog's pings; a standby has no store). Main thread. */
+static void server_notify(struct server *s, struct notify *n)
+{
+    char why[256] = "", sick[256] = "", status[600];
+    struct mx_buf details = {0};
+    bool ready = server_ready(s, why, sizeof why, &details);
+    mx_buf_free(&details);
+    bool healthy = !s->store || store_healthy(s->store, sick, sizeof sick);
+    const char *role = s->ha ? ha_role_name(ha_role(s->ha)) : NULL;
+    if (!healthy)
+        snprintf(status, sizeof status, "unhealthy: the store fails: %s", sick);
+    else if (!ready)
+        snprintf(status, sizeof status, "not ready: %s", why);
+    else
+        snprintf(status, sizeof status, "ready%s%s%s on %s", role ? " (" : "", role ? role : "",
+                 role ? ")" : "", http_address(s->http));
+    notify_state(n, mx_mono_ns(), ready, healthy, status);
+}
+
+/* Waits for a signal of `set` until `deadline_ns` (mono ns; 0: no deadline). Returns the
+ * signal, or 0 when the deadline passed first. */
+static int wait_signal(const sigset_t *set, uint64_t deadline_ns)
+{
+    int sig = 0;
+    if (!deadline_ns) {
+        sigwait(set, &sig);
+        return sig;
+    }
+    uint64_t now = mx_mono_ns(), left = deadline_ns > now ? deadline_ns - now : 0;
+    struct timespec ts = {(time_t)(left / 1000000000u), (long)(left % 1000000000u)};
+    sig = sigtimedwait(set, NULL, &ts);
+    return sig > 0 ? sig : 0;
 }
 
 /* The HTTP front's hint: requests parked on resources (waiting, watching). */
@@ -154,6 +192,8 @@ int main(int argc, char **argv)
     if (s.opt.probe)
         return probe_main(&s.opt);
     mx_log_set_level((enum mx_log_level)s.opt.log_level);
+    struct notify notify;
+    notify_init(&notify, mx_mono_ns());
 
     sigset_t set;
     sigemptyset(&set);
@@ -243,23 +283,30 @@ int main(int argc, char **argv)
 
     int sig = 0;
     bool fenced = false;
+    uint64_t group_at = s.ha ? mx_mono_ns() + GROUP_TICK_MS * MX_NS_PER_MS : 0;
     for (;;) {
-        if (s.ha) {
-            /* A server of a group looks at the group between signals. */
-            struct timespec tick = {0, GROUP_TICK_MS * 1000000L};
-            sig = sigtimedwait(&set, NULL, &tick);
-            if (sig < 0) {
-                if (group_tick(&s) != 0) {
-                    fenced = true;
-                    break;
-                }
-                continue;
+        /* A server of a group looks at the group between signals, and the service manager
+         * (if any) is told how the server is when it is due. */
+        if (s.ha && mx_mono_ns() >= group_at) {
+            if (group_tick(&s) != 0) {
+                fenced = true;
+                break;
             }
-        } else {
-            sigwait(&set, &sig);
+            group_at = mx_mono_ns() + GROUP_TICK_MS * MX_NS_PER_MS;
         }
+        uint64_t notify_at = notify_next_ns(&notify);
+        if (notify_at && mx_mono_ns() >= notify_at) {
+            server_notify(&s, &notify);
+            notify_at = notify_next_ns(&notify);
+        }
+        uint64_t deadline = notify_at;
+        if (group_at && (!deadline || group_at < deadline))
+            deadline = group_at;
+        if ((sig = wait_signal(&set, deadline)) == 0)
+            continue;
         if (sig != SIGHUP)
             break;
+        notify_reloading(&notify, mx_mono_ns(), "reloading: rereading the tokens file");
         char quoted[1100];
         if (!s.auth) {
             mx_info("SIGHUP: no tokens file to reread", NULL);
@@ -269,11 +316,15 @@ int main(int argc, char **argv)
                                 "force",
                      "error=%s", mx_log_quote(quoted, sizeof quoted, err));
         }
+        notify_reloaded(&notify, mx_mono_ns());
     }
-    if (fenced)
+    if (fenced) {
         mx_warn("another server has taken the container: starting again as a standby", NULL);
-    else
+        notify_status(&notify, "fenced: starting again as a standby");
+    } else {
         mx_info("shutting down", "signal=%s", sig == SIGTERM ? "TERM" : "INT");
+        notify_stopping(&notify, "stopping: answering the requests in flight");
+    }
     http_quiesce(s.http);
     close_core(&s);
     http_stop(s.http);
@@ -292,6 +343,9 @@ fail:;
     char quoted[1100];
     mx_error(failed, "error=%s", mx_log_quote(quoted, sizeof quoted, err));
     fprintf(stderr, "mutexd: %s\n", err);
+    char status[700];
+    snprintf(status, sizeof status, "failed: %s: %s", failed, err);
+    notify_status(&notify, status);
     close_core(&s);
     group_close(&s);
     ev_close(s.domain.events);

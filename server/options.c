@@ -41,6 +41,19 @@ struct def {
 
 #define OFF(f) offsetof(struct options, f)
 
+/* What --version says the build has: sd_notify for systemd (CMake MUTEXD_SYSTEMD), and the
+ * fault seams of the tests (MUTEXD_FAULT_INJECTION). */
+#ifdef MUTEXD_SYSTEMD
+#define BUILT_SYSTEMD "+systemd"
+#else
+#define BUILT_SYSTEMD "-systemd"
+#endif
+#ifdef MUTEXD_FAULT_INJECTION
+#define BUILT_FAULTS "+fault-injection"
+#else
+#define BUILT_FAULTS "-fault-injection"
+#endif
+
 static const struct def defs[] = {
     {"listen", "MUTEXD_LISTEN", "HOST:PORT", T_ADDR, OFF(listen), "127.0.0.1:8080", 0, 0,
      "address to serve HTTP on (PORT 0: any free port, logged at start)"},
@@ -604,7 +617,9 @@ int options_parse(struct options *o, int argc, char **argv)
             return 0;
         }
         if (c == 'V') {
-            printf("mutexd %s\n", MUTEXD_VERSION);
+            /* The first line is the version alone (scripts read its last word); the second
+             * names what the build was made with. */
+            printf("mutexd %s\nfeatures: %s %s\n", MUTEXD_VERSION, BUILT_SYSTEMD, BUILT_FAULTS);
             return 0;
         }
         if (c == 'P') {
