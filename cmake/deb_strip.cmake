@@ -1,0 +1,22 @@
+# Run by CPack (CPACK_PRE_BUILD_SCRIPTS) on the package's staged tree, before it is packed:
+# strips what dh_strip strips and CPack's strip leaves, the .comment and .note sections of
+# the programs and the shared library, and the debugging symbols of the static library
+# (all symbols would be its link table). What lintian reports otherwise.
+file(GLOB_RECURSE staged LIST_DIRECTORIES false "${CPACK_TEMPORARY_INSTALL_DIRECTORY}/*")
+foreach(f ${staged})
+  if(IS_SYMLINK "${f}")
+    continue()
+  endif()
+  if(f MATCHES "/s?bin/[^/]+$" OR f MATCHES "\\.so(\\.[0-9]+)*$")
+    set(args --remove-section=.comment --remove-section=.note)
+  elseif(f MATCHES "\\.a$")
+    set(args --strip-debug --remove-section=.comment --remove-section=.note
+             --enable-deterministic-archives)
+  else()
+    continue()
+  endif()
+  execute_process(COMMAND strip ${args} "${f}" RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "strip ${args} ${f} failed")
+  endif()
+endforeach()
