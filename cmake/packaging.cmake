@@ -147,6 +147,13 @@ set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 # ...), plus adduser, which postinst runs.
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_PACKAGE_DEPENDS "adduser")
+# A unit whose ExecReload runs kill(1) needs procps, which has it on Debian 12 and which a
+# minimal system (a container's) lacks: `systemctl reload` would fail with 203/EXEC.
+file(STRINGS ${MUTEXD_PACKAGING_DIR}/systemd/mutexd.service reload_kill
+     REGEX "^ExecReload=[-@:+!]*(/usr)?(/bin/)?kill ")
+if(reload_kill)
+  string(APPEND CPACK_DEBIAN_PACKAGE_DEPENDS ", procps")
+endif()
 # The shlibs file for libmutexd.so.1 (CPack), and the trigger that runs ldconfig after
 # the install and the removal of a shared library (triggers, ours).
 set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)
