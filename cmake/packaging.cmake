@@ -82,7 +82,15 @@ install(FILES ${MUTEXD_PACKAGING_DIR}/completion/mutexctl
         DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions)
 
 if(NOT MUTEXD_FAULT_INJECTION)
-  install(FILES ${MUTEXD_PACKAGING_DIR}/systemd/mutexd.service
+  # The unit names the server as /usr/sbin/mutexd; installed under another prefix, it names
+  # the one installed there (under /usr, the unit is installed as it is written).
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS
+               ${MUTEXD_PACKAGING_DIR}/systemd/mutexd.service)
+  file(READ ${MUTEXD_PACKAGING_DIR}/systemd/mutexd.service unit_text)
+  string(REPLACE "/usr/sbin/mutexd" "${CMAKE_INSTALL_FULL_SBINDIR}/mutexd" unit_text
+                 "${unit_text}")
+  file(GENERATE OUTPUT ${CMAKE_BINARY_DIR}/packaging/mutexd.service CONTENT "${unit_text}")
+  install(FILES ${CMAKE_BINARY_DIR}/packaging/mutexd.service
           DESTINATION ${MUTEXD_SYSTEMD_UNITDIR})
   # systemd-sysusers reads PREFIX/lib/sysusers.d for /usr and /usr/local alike (not libdir:
   # it is not an architecture's folder).
