@@ -37,6 +37,14 @@ include(GNUInstallDirs)
 option(MUTEXD_DEB "Lay the install out as the Debian package (make deb) ships it" OFF)
 
 set(MUTEXD_PACKAGING_DIR ${CMAKE_SOURCE_DIR}/packaging)
+# A source tree without packaging/ (the Dockerfile's build stage copies only what it
+# compiles) installs the programs and the C client alone.
+if(NOT EXISTS ${MUTEXD_PACKAGING_DIR}/systemd/mutexd.service)
+  if(MUTEXD_DEB)
+    message(FATAL_ERROR "MUTEXD_DEB needs packaging/, which this source tree lacks")
+  endif()
+  return()
+endif()
 
 if(NOT MUTEXD_SYSTEMD_UNITDIR)
   if(CMAKE_INSTALL_PREFIX STREQUAL "/usr")
