@@ -16,7 +16,8 @@
 #
 # Needs root (chroot, mounts, rootful podman): reruns itself with sudo. apt downloads the
 # package's dependencies from the Debian archive. Nothing is left behind, passed or failed:
-# no mount, no process, no container, no temporary folder.
+# no mount, no process, no container, no temporary folder. Environment:
+# MUTEXD_PACKAGING_TIMEOUT, seconds each of the two may take (600).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -24,8 +25,9 @@ deb=${1:?usage: tests/packaging/deb_on_debian.sh DEB}
 deb=$(realpath "$deb")
 if [ "$(id -u)" -ne 0 ]; then
     command -v sudo >/dev/null || { echo "deb_on_debian: needs root (chroot, podman)" >&2; exit 1; }
-    exec sudo --preserve-env=MUTEXD_CACHE "$PWD/tests/packaging/deb_on_debian.sh" "$deb"
+    exec sudo --preserve-env=MUTEXD_CACHE,MUTEXD_PACKAGING_TIMEOUT "$PWD/tests/packaging/deb_on_debian.sh" "$deb"
 fi
+TIMEOUT=${MUTEXD_PACKAGING_TIMEOUT:-600}
 version=$(head -n1 VERSION)
 tarball=$(scripts/rootfs.sh)
 work=$(mktemp -d "${TMPDIR:-/tmp}/mutexd-deb.XXXXXX")
@@ -90,6 +92,9 @@ note "the package in a chroot of a pristine Debian 12 (no systemd running)"
 unshare --mount --pid --fork --kill-child --propagation private \
     bash "$work/inside.sh" >"$work/chroot.log" 2>&1 &
 ns_pid=$!
+deadline=$((SECONDS + TIMEOUT))
+while kill -0 "$ns_pid" 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 0.5; done
+kill -0 "$ns_pid" 2>/dev/null && { tail -n 30 "$work/chroot.log" >&2; fail "the chroot's checks took over $TIMEOUT s"; }
 rc=0
 wait "$ns_pid" || rc=$?
 ns_pid=
@@ -165,7 +170,7 @@ running | degraded) note "systemd is up in the container ($state)" ;;
     ;;
 esac
 rc=0
-podman exec "$container" /bin/bash /mnt/packaging/in_systemd.sh \
+timeout "$TIMEOUT" podman exec "$container" /bin/bash /mnt/packaging/in_systemd.sh \
     "/mnt/packaging/$(basename "$deb")" "$version" >"$work/systemd.log" 2>&1 || rc=$?
 sed 's/^/    /' "$work/systemd.log" >&2
 [ "$rc" -eq 0 ] && [ "$(tail -n1 "$work/systemd.log")" = "in_systemd: passed" ] ||
