@@ -37,10 +37,6 @@ timeout 90 systemctl start mutexd || fail "systemctl start"
 expect "is-active" "$(systemctl is-active mutexd || true)" active
 pid=$(prop MainPID)
 [ "$pid" -gt 0 ] || fail "no main process"
-expect "the server's user" "$(stat -c %U "/proc/$pid")" mutexd
-echo "StatusText: $(prop StatusText)"
-expect "/var/lib/mutexd once systemd ran the unit" "$(stat -c '%a %U %G' /var/lib/mutexd)" \
-    "700 mutexd mutexd"
 
 # Where it listens: --listen on its command line, else MUTEXD_LISTEN of the environment file
 # or of the unit's Environment= (its environ is not readable here), else the default; a
@@ -53,8 +49,26 @@ port=${listen##*:}
 base=http://127.0.0.1:$port
 case ${listen%:*} in 127.* | localhost | 0.0.0.0 | '[::]' | '[::1]' | '') ;; *) base=http://$listen ;; esac
 echo "listening on $listen: $base"
-code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$base/readyz" || true)
-expect "/readyz right after systemctl start" "$code" 200
+# A Type=notify unit is started once the server said READY=1: it answers at once. Of a
+# Type=simple one, systemctl start only saw the fork: wait for it (and only then is the main
+# process the server rather than systemd's child setting the sandbox up).
+readyz() { curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$base/readyz" || true; }
+if [ "$(prop Type)" = notify ]; then
+    expect "/readyz right after systemctl start" "$(readyz)" 200
+else
+    for _ in $(seq 1 150); do
+        code=$(readyz)
+        [ "$code" = 200 ] && break
+        sleep 0.2
+    done
+    expect "/readyz within 30 s of systemctl start" "$code" 200
+fi
+expect "the main process, still" "$(prop MainPID)" "$pid"
+# (Its status, not the owner of /proc/PID: a process that is not dumpable shows root's.)
+expect "the server's user" "$(awk '/^Uid:/ { print $2 }' "/proc/$pid/status")" "$(id -u mutexd)"
+echo "StatusText: $(prop StatusText)"
+expect "/var/lib/mutexd once systemd ran the unit" "$(stat -c '%a %U %G' /var/lib/mutexd)" \
+    "700 mutexd mutexd"
 body=$(curl -sS --max-time 10 -w '\n%{http_code}' --json '{"owner":"systemd-test","ttl_ms":60000}' \
     "$base/v1/resources/packaging/acquire")
 code=${body##*$'\n'}
@@ -85,8 +99,10 @@ before=$(find /var/lib/mutexd -type f -name '*.db' | sort)
 [ -n "$before" ] || fail "no database in /var/lib/mutexd"
 apt-get remove -y -qq mutexd >/tmp/remove.log 2>&1 || { cat /tmp/remove.log; fail "apt-get remove"; }
 expect "is-active after remove" "$(systemctl is-active mutexd || true)" inactive
+uid=$(id -u mutexd)
 for p in /proc/[0-9]*; do
-    [ "$(stat -c %U "$p" 2>/dev/null || true)" != mutexd ] || fail "a process of mutexd is left: $p"
+    [ "$(awk '/^Uid:/ { print $2 }' "$p/status" 2>/dev/null || true)" != "$uid" ] ||
+        fail "a process of mutexd is left: $p"
 done
 expect "the data after remove" "$(find /var/lib/mutexd -type f -name '*.db' | sort)" "$before"
 
