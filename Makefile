@@ -101,7 +101,9 @@ uninstall:
 
 # The Debian package, $(DEB_BUILD)/mutexd_<version>_<arch>.deb: CPack's DEB generator on the
 # shipped configuration, installed under /usr, compiled with Debian's hardening flags
-# (dpkg-buildflags, all of them: bindnow too). Install it with:
+# (dpkg-buildflags, all of them: bindnow too), and with libsystemd (MUTEXD_SYSTEMD=ON): the
+# package's unit waits for the server's readiness notification, so a server built without it
+# must fail the build, not every start. Install it with:
 # sudo apt install ./$(DEB_BUILD)/mutexd_*.deb
 deb:
 	$(call locked,$(DEB_BUILD),deb-locked)
@@ -110,7 +112,8 @@ DEB_FLAGS = DEB_BUILD_MAINT_OPTIONS=hardening=+all dpkg-buildflags --get
 deb-locked:
 	@scripts/deps.sh deb
 	$(call configure,$(DEB_BUILD),-DCMAKE_BUILD_TYPE=Release -DMUTEXD_TESTS=OFF \
-	    -DMUTEXD_FAULT_INJECTION=OFF -DMUTEXD_DEB=ON -DCMAKE_INSTALL_PREFIX=/usr \
+	    -DMUTEXD_FAULT_INJECTION=OFF -DMUTEXD_DEB=ON -DMUTEXD_SYSTEMD=ON \
+	    -DCMAKE_INSTALL_PREFIX=/usr \
 	    -DCMAKE_C_FLAGS="$$($(DEB_FLAGS) CFLAGS) $$($(DEB_FLAGS) CPPFLAGS)" \
 	    -DCMAKE_EXE_LINKER_FLAGS="$$($(DEB_FLAGS) LDFLAGS)" \
 	    -DCMAKE_SHARED_LINKER_FLAGS="$$($(DEB_FLAGS) LDFLAGS)")

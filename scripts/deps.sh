@@ -6,7 +6,8 @@
 #   scripts/deps.sh check   the above, plus what `make check` runs: the checks, the unit and
 #                           integration tests (pytest, Node.js for Azurite, Chromium, ...)
 #   scripts/deps.sh test    the above, plus what the other suites of `make test` run
-#   scripts/deps.sh deb     the build's, plus what `make deb` runs: dpkg-dev, file
+#   scripts/deps.sh deb     the build's, plus what `make deb` needs: dpkg-dev, file,
+#                           libsystemd-dev
 #   scripts/deps.sh azurite Node.js and npm, which run Azurite (`make azurite`)
 #   scripts/deps.sh docs    Graphviz, which draws docs/architecture.svg (`make diagram`)
 set -euo pipefail
@@ -15,9 +16,10 @@ set -euo pipefail
 # the unit tests; `make run` builds the server alone and would do without it.
 build_pkgs=(build-essential cmake pkg-config
     libmicrohttpd-dev libcjson-dev libsqlite3-dev libcurl4-openssl-dev libssl-dev libcmocka-dev)
-# `make deb`: dpkg-buildflags and dpkg-shlibdeps (dpkg-dev), and file, with which CPack finds
-# the binaries whose libraries make the package's Depends.
-deb_pkgs=(dpkg-dev file)
+# `make deb`: dpkg-buildflags and dpkg-shlibdeps (dpkg-dev), file, with which CPack finds
+# the binaries whose libraries make the package's Depends, and libsystemd-dev: the package's
+# server notifies systemd (MUTEXD_SYSTEMD=ON).
+deb_pkgs=(dpkg-dev file libsystemd-dev)
 # What `make check` runs. python3-pytest-xdist: its integration tests on two workers;
 # chromium: a real browser, headless, for the web-page attacks
 # (tests/integration/test_hardening.py); openssl: the TLS tests; mypy: scripts/check-types.sh.
