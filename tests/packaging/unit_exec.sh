@@ -3,9 +3,10 @@
 # ExecStart= line, as its User= (and Group=), with the variables of its Environment= lines
 # and of its EnvironmentFile= files (a leading "-": the file may be missing), in the
 # foreground (exec). Extra VAR=VALUE arguments come last, so they win (a free port for
-# MUTEXD_LISTEN). The folders of StateDirectory= and RuntimeDirectory= are made as systemd
-# makes them, owned by the user, with the unit's mode (else systemd's 0755); one that exists
-# is only given to the user.
+# MUTEXD_LISTEN, which also replaces the address of a --listen in ExecStart=). The folders
+# of StateDirectory= and RuntimeDirectory= are made as systemd makes them, owned by the
+# user, with the unit's mode (else systemd's 0755); one that exists is only given to the
+# user.
 #
 #   unit_exec.sh UNIT_FILE [VAR=VALUE...]
 #
@@ -73,6 +74,16 @@ while IFS= read -r file; do
     done <"$file"
 done < <(get EnvironmentFile)
 env+=("$@")
+# A --listen in ExecStart= would win over MUTEXD_LISTEN (a flag wins over its variable): a
+# MUTEXD_LISTEN given here replaces its address.
+for arg in "$@"; do
+    case $arg in
+    MUTEXD_LISTEN=*)
+        execstart=$(printf '%s' "$execstart" |
+            sed -E "s/(^|[[:space:]])--listen([=[:space:]]+)[^[:space:]]+/\1--listen\2${arg#*=}/")
+        ;;
+    esac
+done
 
 directory() { # path, mode
     if [ -d "$1" ]; then
