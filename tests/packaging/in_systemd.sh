@@ -3,8 +3,9 @@
 # installed with apt, then its unit run by systemd for real: enabled but not started by the
 # install; `systemctl start` returns once the server is up (for a Type=notify unit, once it
 # sent READY=1), a lease is granted, `systemctl reload` keeps the same process, `systemctl
-# stop` ends it with status 0; `apt-get remove` of a running server stops it and keeps its
-# data. Prints "in_systemd: passed" last when every check passed.
+# stop` ends it with status 0; an upgrade restarts a running server; `apt-get remove` of a
+# running server stops it and keeps its data. Prints "in_systemd: passed" last when every
+# check passed.
 #
 #   in_systemd.sh DEB VERSION
 set -euo pipefail
@@ -93,8 +94,17 @@ expect "is-active after stop" "$(systemctl is-active mutexd || true)" inactive
 expect "the result" "$(prop Result)" success
 expect "the server's exit status" "$(prop ExecMainStatus)" 0
 
-step "apt-get remove of a running server: prerm stops it, the data stays"
+step "an upgrade (apt-get install --reinstall) restarts a running server"
 timeout 90 systemctl start mutexd || fail "systemctl start, again"
+pid=$(prop MainPID)
+apt-get install -y -qq --reinstall "$deb" >/tmp/reinstall.log 2>&1 ||
+    { cat /tmp/reinstall.log; fail "apt-get install --reinstall"; }
+expect "is-active after the upgrade" "$(systemctl is-active mutexd || true)" active
+[ "$(prop MainPID)" != "$pid" ] || fail "the server was not restarted (main process $pid)"
+echo "ok: restarted, main process $pid, now $(prop MainPID)"
+expect "still enabled" "$(systemctl is-enabled mutexd || true)" enabled
+
+step "apt-get remove of a running server: prerm stops it, the data stays"
 before=$(find /var/lib/mutexd -type f -name '*.db' | sort)
 [ -n "$before" ] || fail "no database in /var/lib/mutexd"
 apt-get remove -y -qq mutexd >/tmp/remove.log 2>&1 || { cat /tmp/remove.log; fail "apt-get remove"; }
