@@ -6,6 +6,15 @@ BUILD     ?= build
 # `make run` builds the server alone, as shipped (no unit tests, no fault seam), in its
 # own folder so that it never reconfigures the test build in $(BUILD).
 RUN_BUILD ?= build-run
+# `make install` and `make deb` build the shipped configuration too (Release, no unit test,
+# no fault seam), each in a folder of its own.
+INSTALL_BUILD ?= build-install
+DEB_BUILD     ?= build-deb
+# make install PREFIX=/usr DESTDIR=/tmp/stage: the usual two. PREFIX is the installed
+# programs' prefix (CMake's CMAKE_INSTALL_PREFIX); DESTDIR, if set, a folder the tree is laid
+# out in instead of /, for packaging.
+PREFIX    ?= /usr/local
+DESTDIR   ?=
 JOBS      ?= $(shell nproc 2>/dev/null || echo 2)
 ARGS      ?=
 # cmake --build runs make again: without this, each level prints its folder.
@@ -34,8 +43,8 @@ define locked
 	fi; exit $$rc
 endef
 
-.PHONY: all build build-locked server server-locked run azurite azurite-stop diagram screenshots \
-	check test bench fuzz fmt clean
+.PHONY: all build build-locked server server-locked run install install-locked uninstall deb \
+	deb-locked azurite azurite-stop diagram screenshots check test bench fuzz fmt clean
 
 all: build
 
@@ -62,6 +71,56 @@ server-locked:
 # Pass flags with ARGS, for example: make run ARGS="--listen 127.0.0.1:9000"
 run: server
 	exec $(RUN_BUILD)/mutexd $(ARGS)
+
+# Builds the shipped configuration in $(INSTALL_BUILD)/ and installs it under $(PREFIX):
+# sbin/mutexd, bin/mutexctl, libmutexd with mutexd.h and mutexd.pc, the man pages, the
+# systemd unit, mutexctl's bash completion (cmake/packaging.cmake lists where each goes).
+# For a system prefix, as root: sudo make install (after a make install as yourself with
+# the same PREFIX, it only copies).
+install:
+	$(call locked,$(INSTALL_BUILD),install-locked)
+
+install-locked:
+	@scripts/deps.sh build
+	$(call configure,$(INSTALL_BUILD),-DCMAKE_BUILD_TYPE=Release -DMUTEXD_TESTS=OFF \
+	    -DMUTEXD_FAULT_INJECTION=OFF -DCMAKE_INSTALL_PREFIX=$(PREFIX))
+	@cmake --build $(INSTALL_BUILD) -j $(JOBS)
+	DESTDIR="$(DESTDIR)" cmake --install $(INSTALL_BUILD)
+
+# Removes what the last `make install` installed: the files listed in
+# $(INSTALL_BUILD)/install_manifest.txt (without DESTDIR: give the same DESTDIR as to the
+# install; the list's last line has no newline). Folders stay.
+uninstall:
+	@test -f $(INSTALL_BUILD)/install_manifest.txt || { \
+	    echo "make: no $(INSTALL_BUILD)/install_manifest.txt: nothing installed from here" >&2; \
+	    exit 1; }
+	@while IFS= read -r f || [ -n "$$f" ]; do \
+	    f="$(DESTDIR)$$f"; \
+	    if [ -e "$$f" ] || [ -L "$$f" ]; then rm -f "$$f" && echo "removed $$f"; fi; \
+	done <$(INSTALL_BUILD)/install_manifest.txt
+
+# The Debian package, $(DEB_BUILD)/mutexd_<version>_<arch>.deb: CPack's DEB generator on the
+# shipped configuration, installed under /usr, compiled with Debian's hardening flags
+# (dpkg-buildflags, all of them: bindnow too), and with libsystemd (MUTEXD_SYSTEMD=ON): the
+# package's unit waits for the server's readiness notification, so a server built without it
+# must fail the build, not every start. Install it with:
+# sudo apt install ./$(DEB_BUILD)/mutexd_*.deb
+deb:
+	$(call locked,$(DEB_BUILD),deb-locked)
+
+DEB_FLAGS = DEB_BUILD_MAINT_OPTIONS=hardening=+all dpkg-buildflags --get
+deb-locked:
+	@scripts/deps.sh deb
+	$(call configure,$(DEB_BUILD),-DCMAKE_BUILD_TYPE=Release -DMUTEXD_TESTS=OFF \
+	    -DMUTEXD_FAULT_INJECTION=OFF -DMUTEXD_DEB=ON -DMUTEXD_SYSTEMD=ON \
+	    -DCMAKE_INSTALL_PREFIX=/usr \
+	    -DCMAKE_C_FLAGS="$$($(DEB_FLAGS) CFLAGS) $$($(DEB_FLAGS) CPPFLAGS)" \
+	    -DCMAKE_EXE_LINKER_FLAGS="$$($(DEB_FLAGS) LDFLAGS)" \
+	    -DCMAKE_SHARED_LINKER_FLAGS="$$($(DEB_FLAGS) LDFLAGS)")
+	@cmake --build $(DEB_BUILD) -j $(JOBS)
+	@rm -f $(DEB_BUILD)/mutexd_*.deb
+	@cd $(DEB_BUILD) && cpack -G DEB >cpack.log 2>&1 || { cat cpack.log >&2; exit 1; }
+	@ls $(DEB_BUILD)/mutexd_*.deb
 
 # Azurite, the Azure Storage emulator (blob service only, in memory), in the background on
 # 127.0.0.1:10000: what the connection string UseDevelopmentStorage=true names. Its PID and
@@ -113,7 +172,7 @@ fuzz:
 fmt:
 	clang-format -i $$(git ls-files '*.c' '*.h')
 
-# Every build folder (.gitignore: /build*/): build/, build-run/, and the sanitizer, fuzz
-# and configuration builds of make test.
+# Every build folder (.gitignore: /build*/): build/, build-run/, build-install/, build-deb/
+# (and its .deb), and the sanitizer, fuzz, configuration and packaging builds of make test.
 clean:
-	rm -rf $(BUILD) build-*/ $(RUN_BUILD)
+	rm -rf $(BUILD) build-*/ $(RUN_BUILD) $(INSTALL_BUILD) $(DEB_BUILD)

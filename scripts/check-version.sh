@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The version is written once, in VERSION (CMake reads it for the server, mutexctl and
 # libmutexd). Every place that must state it literally (the packages, the clients' own
-# constants, the image's label) is checked against it here.
+# constants, the image's label, the Debian changelog's newest entry) is checked against it
+# here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 v=$(head -n1 VERSION)
@@ -17,5 +18,6 @@ check clients/node/src/transport.js "$(sed -n "s/^export const VERSION = '\(.*\)
 check clients/python/pyproject.toml "$(sed -n 's/^version = "\(.*\)"$/\1/p' clients/python/pyproject.toml)"
 check clients/c/include/mutexd.h "$(sed -n 's/^#define MUTEXD_CLIENT_VERSION_STRING "\(.*\)"$/\1/p' clients/c/include/mutexd.h)"
 check Dockerfile "$(sed -n 's/^ARG VERSION=\(.*\)$/\1/p' Dockerfile)"
+check packaging/debian/changelog "$(sed -n '1s/^mutexd (\(.*\)) .*/\1/p' packaging/debian/changelog)"
 [ "$fail" -eq 0 ] || exit 1
 echo "version: $v everywhere it is written"

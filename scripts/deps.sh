@@ -6,6 +6,8 @@
 #   scripts/deps.sh check   the above, plus what `make check` runs: the checks, the unit and
 #                           integration tests (pytest, Node.js for Azurite, Chromium, ...)
 #   scripts/deps.sh test    the above, plus what the other suites of `make test` run
+#   scripts/deps.sh deb     the build's, plus what `make deb` needs: dpkg-dev, file,
+#                           libsystemd-dev
 #   scripts/deps.sh azurite Node.js and npm, which run Azurite (`make azurite`)
 #   scripts/deps.sh docs    Graphviz, which draws docs/architecture.svg (`make diagram`)
 set -euo pipefail
@@ -14,6 +16,10 @@ set -euo pipefail
 # the unit tests; `make run` builds the server alone and would do without it.
 build_pkgs=(build-essential cmake pkg-config
     libmicrohttpd-dev libcjson-dev libsqlite3-dev libcurl4-openssl-dev libssl-dev libcmocka-dev)
+# `make deb`: dpkg-buildflags and dpkg-shlibdeps (dpkg-dev), file, with which CPack finds
+# the binaries whose libraries make the package's Depends, and libsystemd-dev: the package's
+# server notifies systemd (MUTEXD_SYSTEMD=ON).
+deb_pkgs=(dpkg-dev file libsystemd-dev)
 # What `make check` runs. python3-pytest-xdist: its integration tests on two workers;
 # chromium: a real browser, headless, for the web-page attacks
 # (tests/integration/test_hardening.py); openssl: the TLS tests; mypy: scripts/check-types.sh.
@@ -47,6 +53,8 @@ if ! command -v node >/dev/null; then
     node_pkgs=(nodejs npm)
 fi
 check_pkgs+=("${node_pkgs[@]}")
+# The packaging stage (tests/packaging/run.sh): make deb, and lintian on its package.
+test_pkgs+=("${deb_pkgs[@]}" lintian)
 # The server group's fault tests run a server with its clock ahead (libfaketime).
 test_pkgs+=(faketime)
 # The Go client and its example worker: Debian 12's Go (1.19), the standard library only.
@@ -56,10 +64,11 @@ case "${1:-build}" in
 build) want=("${build_pkgs[@]}") ;;
 check) want=("${build_pkgs[@]}" "${check_pkgs[@]}") ;;
 test) want=("${build_pkgs[@]}" "${check_pkgs[@]}" "${test_pkgs[@]}") ;;
+deb) want=("${build_pkgs[@]}" "${deb_pkgs[@]}") ;;
 azurite) want=("${node_pkgs[@]}") ;;
 docs) want=("${doc_pkgs[@]}") ;;
 *)
-    echo "usage: scripts/deps.sh build | check | test | azurite | docs" >&2
+    echo "usage: scripts/deps.sh build | check | test | deb | azurite | docs" >&2
     exit 2
     ;;
 esac

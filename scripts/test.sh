@@ -128,6 +128,12 @@ fi
 stage "the shipped build configurations: Release as in the Dockerfile, gcc Debug"
 tests/bare/build_configs.sh
 
+# make install's tree against its list, a program linked through the installed mutexd.pc;
+# make deb and lintian; the .deb installed, run and removed in a chroot of a pristine Debian
+# 12 and under systemd in a container (tests/packaging/run.sh; root for the last two).
+stage "packaging: make install layout, the .deb on a pristine Debian 12 (chroot, systemd)"
+tests/packaging/run.sh
+
 stage "integration tests marked heavy or examples, one at a time"
 MUTEXD_BIN=build/mutexd "${PYTEST[@]}" -m "heavy or examples" tests/integration
 

@@ -287,10 +287,10 @@ def test_c_install_and_static_link_as_docs_clients_c_md_says(tmp_path, server):
     sh(found["c-install"], ROOT)
     local = home / ".local"
     for f in ("lib/libmutexd.a", "lib/libmutexd.so", "lib/pkgconfig/mutexd.pc",
-              "include/mutexd.h", "bin/mutexctl", "bin/mutexd"):
+              "include/mutexd.h", "bin/mutexctl", "sbin/mutexd"):
         assert (local / f).exists(), f
     # The server installed is the shipped one, without the fault seams.
-    r = subprocess.run([str(local / "bin/mutexd"), "--listen", "127.0.0.1:0", "--data-dir",
+    r = subprocess.run([str(local / "sbin/mutexd"), "--listen", "127.0.0.1:0", "--data-dir",
                         str(tmp_path / "d")], env=dict(env, MUTEXD_FAULT_COMMIT="1"),
                        capture_output=True, text=True, timeout=10)
     assert r.returncode != 0 and "MUTEXD_FAULT_COMMIT" in r.stderr, r
@@ -324,7 +324,9 @@ def test_a_build_with_fault_seams_installs_no_server(tmp_path):
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r
     assert (tmp_path / "bin" / "mutexctl").exists()
-    assert not (tmp_path / "bin" / "mutexd").exists(), r.stdout
+    for server_file in ("sbin/mutexd", "bin/mutexd", "share/man/man8/mutexd.8",
+                        "lib/systemd/system/mutexd.service"):
+        assert not (tmp_path / server_file).exists(), (server_file, r.stdout)
 
 
 def test_the_diagram_is_drawn_from_its_source():
