@@ -104,8 +104,11 @@ if(NOT MUTEXD_FAULT_INJECTION)
   # it is not an architecture's folder).
   install(FILES ${MUTEXD_PACKAGING_DIR}/sysusers/mutexd.conf DESTINATION lib/sysusers.d)
   if(MUTEXD_DEB)
+    # Readable by root alone: the settings may come to hold the blob storage connection
+    # string (the service manager reads the file before it starts the server).
     install(FILES ${MUTEXD_PACKAGING_DIR}/default/mutexd
-            DESTINATION ${CMAKE_INSTALL_FULL_SYSCONFDIR}/default)
+            DESTINATION ${CMAKE_INSTALL_FULL_SYSCONFDIR}/default
+            PERMISSIONS OWNER_READ OWNER_WRITE)
     install(FILES ${MUTEXD_PACKAGING_DIR}/debian/copyright ${gz_dir}/changelog.gz
             DESTINATION ${CMAKE_INSTALL_DOCDIR})
     install(FILES ${MUTEXD_PACKAGING_DIR}/debian/mutexd.lintian-overrides

@@ -26,7 +26,10 @@ step "apt-get install $deb: on a pristine system, its Depends bring what it need
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "$deb" >/tmp/install.log 2>&1 ||
     { cat /tmp/install.log; fail "apt-get install of the package"; }
-expect "mutexd --version" "$(mutexd --version)" "mutexd $version"
+# The version, then the features: the package's server notifies systemd, and has no fault
+# seams.
+expect "mutexd --version" "$(mutexd --version)" "mutexd $version
+features: +systemd -fault-injection"
 mutexctl --help >/dev/null || fail "mutexctl --help"
 echo "ok: mutexctl runs"
 cache=$(ldconfig -p)

@@ -29,7 +29,10 @@ step "apt-get install $deb"
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "$deb" >/tmp/install.log 2>&1 ||
     { cat /tmp/install.log; fail "apt-get install of the package"; }
-expect "mutexd --version" "$(mutexd --version)" "mutexd $version"
+# The version, then the features: the package's server notifies systemd, and has no fault
+# seams.
+expect "mutexd --version" "$(mutexd --version)" "mutexd $version
+features: +systemd -fault-injection"
 expect "enabled by the install" "$(systemctl is-enabled mutexd || true)" enabled
 expect "not started by the install" "$(systemctl is-active mutexd || true)" inactive
 
