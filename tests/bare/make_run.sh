@@ -14,6 +14,8 @@
 # Environment: MUTEXD_BARE_TIMEOUT, seconds `make run` may take to be healthy (1800).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# shellcheck source=../lib/isolation.sh
+. tests/lib/isolation.sh
 
 if [ "$(id -u)" -ne 0 ]; then
     command -v sudo >/dev/null || { echo "bare: needs root (chroot, mounts)" >&2; exit 1; }
@@ -35,24 +37,11 @@ done
 tarball=$(scripts/rootfs.sh)
 work=$(mktemp -d "${TMPDIR:-/tmp}/mutexd-bare.XXXXXX")
 root=$work/root
-ns_pid=
 
 cleanup() {
     local rc=$?
     set +e # every step runs, whatever the one before it did
-    if [ -n "$ns_pid" ] && kill -0 "$ns_pid" 2>/dev/null; then
-        # The namespace's first process: when it dies the kernel kills the rest.
-        local init=
-        read -r init _ <"/proc/$ns_pid/task/$ns_pid/children" 2>/dev/null
-        [ -z "$init" ] || kill -KILL "$init" 2>/dev/null
-        kill -KILL "$ns_pid" 2>/dev/null
-    fi
-    [ -z "$ns_pid" ] || wait "$ns_pid" 2>/dev/null
-    # The mounts were made in the namespace's own mount table and went with it; unmount
-    # whatever this machine still sees under the tree all the same, deepest first.
-    findmnt -rn -o TARGET | grep -F "$work/" | sort -r | while read -r m; do
-        umount -l "$m"
-    done
+    chroot_stop "$work"
     rm -rf --one-file-system "$work"
     exit "$rc"
 }
@@ -78,22 +67,12 @@ mkdir -p "$root/root/mutexd"
 sources | tar --null --no-recursion -T - -cf - | tar -C "$root/root/mutexd" -xf -
 cp -L /etc/resolv.conf "$root/etc/resolv.conf"
 
-# Inside: the mounts, then the new user's commands in the chroot. `make run` is the
-# last command; its start time is written where the outside can read it.
-cat >"$work/inside.sh" <<EOF
-set -e
-mount -t proc proc "$root/proc"
-mount --rbind /dev "$root/dev"
-mount --rbind /sys "$root/sys"
-exec chroot "$root" /usr/bin/env -i HOME=/root TERM=dumb PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \\
-    /bin/bash -c 'cd /root/mutexd && { $INSTALL_FIRST; } >/tmp/install-first.log 2>&1 || { cat /tmp/install-first.log; exit 1; }
-        date +%s.%N >/tmp/make-run-started
-        exec $RUN'
-EOF
+# The new user's commands in the chroot (tests/lib/isolation.sh). `make run` is the last
+# command; its start time is written where the outside can read it.
 echo "bare: Debian 12 in $root; $INSTALL_FIRST; $RUN" >&2
-unshare --mount --pid --fork --kill-child --propagation private \
-    bash "$work/inside.sh" >"$work/log" 2>&1 &
-ns_pid=$!
+chroot_start "$root" "$work/log" /bin/bash -c "cd /root/mutexd && { $INSTALL_FIRST; } >/tmp/install-first.log 2>&1 || { cat /tmp/install-first.log; exit 1; }
+    date +%s.%N >/tmp/make-run-started
+    exec $RUN"
 
 fail() {
     echo "bare: $*" >&2
@@ -105,7 +84,7 @@ fail() {
 base=http://127.0.0.1:$PORT
 deadline=$((SECONDS + TIMEOUT))
 until curl -fsS -o /dev/null --max-time 2 "$base/healthz" 2>/dev/null; do
-    kill -0 "$ns_pid" 2>/dev/null || fail "make run exited before the server was healthy"
+    kill -0 "$chroot_pid" 2>/dev/null || fail "make run exited before the server was healthy"
     [ $SECONDS -lt $deadline ] || fail "the server was not healthy within $TIMEOUT s"
     sleep 1
 done

@@ -39,6 +39,8 @@
 #   tests/compose/containers.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# shellcheck source=../lib/isolation.sh
+. tests/lib/isolation.sh
 
 export COMPOSE_PROJECT_NAME=${COMPOSE_PROJECT_NAME:-mutexdtest}
 # Docker's CLI builder is not there; docker-compose builds through the API.
@@ -116,27 +118,8 @@ trap 'exit 130' INT TERM
 command -v podman >/dev/null || fail "podman is not installed (scripts/deps.sh test installs it)"
 command -v docker-compose >/dev/null || fail "docker-compose is not installed (scripts/deps.sh test installs it)"
 
-# ---- this run's podman settings ----------------------------------------------------------
-# Containers' limits: this shell's hard limits, at most podman's default (1048576); processes
-# also at most kernel.pid_max (a higher RLIMIT_NPROC was refused here).
-limit() { # n|u
-    local v cap=1048576
-    [ "$1" = u ] && cap=$(cat /proc/sys/kernel/pid_max)
-    v=$(ulimit -H"$1")
-    if [ "$v" = unlimited ] || [ "$v" -gt "$cap" ]; then v=$cap; fi
-    echo "$v"
-}
-cat >"$WORK/containers.conf" <<EOF
-[containers]
-default_ulimits = ["nofile=$(limit n):$(limit n)", "nproc=$(limit u):$(limit u)"]
-log_driver = "k8s-file"
-
-[engine]
-runtime = "runc"
-cgroup_manager = "cgroupfs"
-events_logger = "file"
-EOF
-export CONTAINERS_CONF=$WORK/containers.conf
+# ---- this run's podman settings (tests/lib/isolation.sh) ---------------------------------
+podman_settings "$WORK"
 
 podman system service --time=0 "unix://$WORK/podman.sock" >"$WORK/service.log" 2>&1 &
 service_pid=$!

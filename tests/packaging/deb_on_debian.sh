@@ -20,6 +20,8 @@
 # MUTEXD_PACKAGING_TIMEOUT, seconds each of the two may take (600).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# shellcheck source=../lib/isolation.sh
+. tests/lib/isolation.sh
 
 deb=${1:?usage: tests/packaging/deb_on_debian.sh DEB}
 deb=$(realpath "$deb")
@@ -32,23 +34,12 @@ version=$(head -n1 VERSION)
 tarball=$(scripts/rootfs.sh)
 work=$(mktemp -d "${TMPDIR:-/tmp}/mutexd-deb.XXXXXX")
 root=$work/root
-ns_pid=
 container=
 
 cleanup() {
     local rc=$?
     set +e # every step runs, whatever the one before it did
-    if [ -n "$ns_pid" ] && kill -0 "$ns_pid" 2>/dev/null; then
-        # The namespace's first process: when it dies the kernel kills the rest.
-        local init=
-        read -r init _ <"/proc/$ns_pid/task/$ns_pid/children" 2>/dev/null
-        [ -z "$init" ] || kill -KILL "$init" 2>/dev/null
-        kill -KILL "$ns_pid" 2>/dev/null
-    fi
-    [ -z "$ns_pid" ] || wait "$ns_pid" 2>/dev/null
-    findmnt -rn -o TARGET | grep -F "$work/" | sort -r | while read -r m; do
-        umount -l "$m"
-    done
+    chroot_stop "$work"
     [ -z "$container" ] || podman rm -f -t 0 "$container" >/dev/null 2>&1
     rm -rf --one-file-system "$work"
     exit "$rc"
@@ -79,25 +70,15 @@ cp "$deb" tests/packaging/in_chroot.sh tests/packaging/unit_exec.sh "$root/tmp/p
 cp -L /etc/resolv.conf "$root/etc/resolv.conf"
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 
-cat >"$work/inside.sh" <<EOF
-set -e
-mount -t proc proc "$root/proc"
-mount --rbind /dev "$root/dev"
-mount --rbind /sys "$root/sys"
-exec chroot "$root" /usr/bin/env -i HOME=/root TERM=dumb \\
-    PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \\
-    /bin/bash /tmp/packaging/in_chroot.sh "/tmp/packaging/$(basename "$deb")" "$port" "$version"
-EOF
 note "the package in a chroot of a pristine Debian 12 (no systemd running)"
-unshare --mount --pid --fork --kill-child --propagation private \
-    bash "$work/inside.sh" >"$work/chroot.log" 2>&1 &
-ns_pid=$!
+chroot_start "$root" "$work/chroot.log" /bin/bash /tmp/packaging/in_chroot.sh \
+    "/tmp/packaging/$(basename "$deb")" "$port" "$version"
 deadline=$((SECONDS + TIMEOUT))
-while kill -0 "$ns_pid" 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 0.5; done
-kill -0 "$ns_pid" 2>/dev/null && { tail -n 30 "$work/chroot.log" >&2; fail "the chroot's checks took over $TIMEOUT s"; }
+while kill -0 "$chroot_pid" 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 0.5; done
+kill -0 "$chroot_pid" 2>/dev/null && { tail -n 30 "$work/chroot.log" >&2; fail "the chroot's checks took over $TIMEOUT s"; }
 rc=0
-wait "$ns_pid" || rc=$?
-ns_pid=
+wait "$chroot_pid" || rc=$?
+chroot_pid=
 sed 's/^/    /' "$work/chroot.log" >&2
 [ "$rc" -eq 0 ] && [ "$(tail -n1 "$work/chroot.log")" = "in_chroot: passed" ] ||
     fail "the chroot's checks (exit status $rc)"
@@ -108,26 +89,7 @@ rm -rf --one-file-system "$root"
 
 # ---- 2. systemd in a container -------------------------------------------------------------
 t=$(now)
-# This run's podman settings (tests/compose/containers.sh says why each): runc, cgroupfs,
-# limits no higher than this shell's, logs and events in files.
-limit() { # n|u
-    local v cap=1048576
-    [ "$1" = u ] && cap=$(cat /proc/sys/kernel/pid_max)
-    v=$(ulimit -H"$1")
-    if [ "$v" = unlimited ] || [ "$v" -gt "$cap" ]; then v=$cap; fi
-    echo "$v"
-}
-cat >"$work/containers.conf" <<EOF
-[containers]
-default_ulimits = ["nofile=$(limit n):$(limit n)", "nproc=$(limit u):$(limit u)"]
-log_driver = "k8s-file"
-
-[engine]
-runtime = "runc"
-cgroup_manager = "cgroupfs"
-events_logger = "file"
-EOF
-export CONTAINERS_CONF=$work/containers.conf
+podman_settings "$work" # tests/lib/isolation.sh
 
 rootfs_key=$(basename "$tarball" .tar)
 rootfs_key=${rootfs_key##*-}
