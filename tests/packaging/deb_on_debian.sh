@@ -66,7 +66,8 @@ if grep -rlsE '^path-exclude.*/usr/share/man' "$root/etc/dpkg/dpkg.cfg.d"; then
     fail "the root filesystem's dpkg excludes man pages (above); the test needs them installed"
 fi
 mkdir "$root/tmp/packaging"
-cp "$deb" tests/packaging/in_chroot.sh tests/packaging/unit_exec.sh "$root/tmp/packaging/"
+cp "$deb" tests/packaging/in_chroot.sh tests/packaging/inside.sh tests/packaging/unit_exec.sh \
+    "$root/tmp/packaging/"
 cp -L /etc/resolv.conf "$root/etc/resolv.conf"
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 
@@ -114,7 +115,7 @@ if ! podman image exists "$image"; then
 fi
 
 mkdir "$work/mnt"
-cp "$deb" tests/packaging/in_systemd.sh "$work/mnt/"
+cp "$deb" tests/packaging/in_systemd.sh tests/packaging/inside.sh "$work/mnt/"
 container=mutexd-packaging-$$
 podman run -d --name "$container" --systemd=always -v "$work/mnt:/mnt/packaging:ro" \
     "$image" /sbin/init >/dev/null || fail "podman run of systemd"

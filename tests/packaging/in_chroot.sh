@@ -10,26 +10,12 @@ deb=${1:?usage: in_chroot.sh DEB PORT VERSION}
 port=${2:?}
 version=${3:?}
 here=$(dirname "$0")
-export DEBIAN_FRONTEND=noninteractive
-
-step() { printf '\n---- %s\n' "$*"; }
-fail() {
-    echo "in_chroot: FAILED: $*" >&2
-    exit 1
-}
-expect() { # what, got, wanted
-    [ "$2" = "$3" ] || fail "$1: got '$2', wanted '$3'"
-    echo "ok: $1: $2"
-}
+me=in_chroot
+# shellcheck source=inside.sh
+. "$here/inside.sh"
 
 step "apt-get install $deb: on a pristine system, its Depends bring what it needs"
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends "$deb" >/tmp/install.log 2>&1 ||
-    { cat /tmp/install.log; fail "apt-get install of the package"; }
-# The version, then the features: the package's server notifies systemd, and has no fault
-# seams.
-expect "mutexd --version" "$(mutexd --version)" "mutexd $version
-features: +systemd -fault-injection"
+install_package "$deb" "$version"
 mutexctl --help >/dev/null || fail "mutexctl --help"
 echo "ok: mutexctl runs"
 cache=$(ldconfig -p)

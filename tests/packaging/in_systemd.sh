@@ -11,28 +11,15 @@
 set -euo pipefail
 deb=${1:?usage: in_systemd.sh DEB VERSION}
 version=${2:?}
-export DEBIAN_FRONTEND=noninteractive SYSTEMD_PAGER=
-
-step() { printf '\n---- %s\n' "$*"; }
-fail() {
-    echo "in_systemd: FAILED: $*" >&2
-    journalctl -u mutexd --no-pager -n 30 >&2 || true
-    exit 1
-}
-expect() { # what, got, wanted
-    [ "$2" = "$3" ] || fail "$1: got '$2', wanted '$3'"
-    echo "ok: $1: $2"
-}
+export SYSTEMD_PAGER=
+me=in_systemd
+on_fail() { journalctl -u mutexd --no-pager -n 30 >&2 || true; }
+# shellcheck source=inside.sh
+. "$(dirname "$0")/inside.sh"
 prop() { systemctl show -P "$1" mutexd; }
 
 step "apt-get install $deb"
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends "$deb" >/tmp/install.log 2>&1 ||
-    { cat /tmp/install.log; fail "apt-get install of the package"; }
-# The version, then the features: the package's server notifies systemd, and has no fault
-# seams.
-expect "mutexd --version" "$(mutexd --version)" "mutexd $version
-features: +systemd -fault-injection"
+install_package "$deb" "$version"
 expect "enabled by the install" "$(systemctl is-enabled mutexd || true)" enabled
 expect "not started by the install" "$(systemctl is-active mutexd || true)" inactive
 
