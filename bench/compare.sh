@@ -33,6 +33,8 @@
 # What is missing is installed from Debian: redis-server, etcd-server, gnuplot-nox, jq, curl, wrk.
 # The idle connections need a hard limit of open files above 10,000 (ulimit -Hn) or the
 # privilege to raise it; without either, the run stops before it starts.
+# MUTEXD_* variables in the environment reach every mutexd it starts (MUTEXD_HTTP_POLL=on,
+# say), and the report names them.
 # BUILD (default: build) is where mutexd and loadgen are built; mutexd is built with
 # `make build` when missing, loadgen is compiled here when missing or older than its sources.
 set -euo pipefail
@@ -200,6 +202,18 @@ wait_for() { # description, seconds, command...
         sleep 0.1
     done
     die "$what did not come up; see its log"
+}
+
+# The MUTEXD_* variables the servers inherit (secrets left out), or "its defaults".
+server_settings() {
+    local vars
+    vars=$(env | grep -E '^MUTEXD_[A-Z_]+=' |
+        grep -vE '^MUTEXD_(BIN|BLOB_CONNECTION_STRING|AUTH_TOKENS_FILE)=' | sort | tr '\n' ' ') || true
+    if [[ -n $vars ]]; then
+        echo "from the environment, ${vars% }; the rest its defaults"
+    else
+        echo "its defaults"
+    fi
 }
 
 start_mutexd() {
@@ -573,6 +587,8 @@ write_report() {
             "Redis $(redis-server --version | sed -n 's/.* v=\([^ ]*\).*/\1/p') ·" \
             "etcd $(etcd --version | sed -n 's/^etcd Version: //p') ·" \
             "$DURATION s measured per run after $WARMUP s of warm-up, $REPS repetitions$( ((QUICK)) && echo ' (--quick: a smoke test, not a measurement)')"
+        echo
+        echo "mutexd's settings: $(server_settings)"
         echo
         echo "## Lease cycles per second (higher is better)"
         echo
