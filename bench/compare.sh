@@ -33,7 +33,7 @@
 # What is missing is installed from Debian: redis-server, etcd-server, gnuplot-nox, jq, curl, wrk.
 # The idle connections need a hard limit of open files above 10,000 (ulimit -Hn) or the
 # privilege to raise it; without either, the run stops before it starts.
-# MUTEXD_* variables in the environment reach every mutexd it starts (MUTEXD_HTTP_POLL=on,
+# MUTEXD_* variables in the environment reach every mutexd it starts (MUTEXD_THREADS=1,
 # say), and the report names them.
 # BUILD (default: build) is where mutexd and loadgen are built; mutexd is built with
 # `make build` when missing, loadgen is compiled here when missing or older than its sources.

@@ -1265,11 +1265,8 @@ int http_start(struct http **out, const struct http_config *cfg, char *err, size
         http_set_role(h, HTTP_ROLE_HOLD, NULL);
     if (apply_fault_roles(h, err, errlen) != 0)
         goto fail;
-    /* epoll takes a suspended connection out of the thread's set and puts it back on resume
-     * (two epoll_ctl a durable request); poll rebuilds its set on every wait instead, which
-     * costs less with tens of connections and far more with thousands (docs/benchmarks.md). */
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | (cfg->poll ? MHD_USE_POLL : MHD_USE_EPOLL) |
-                     MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
+                     MHD_USE_ERROR_LOG;
     bool tls = cfg->tls_cert_file && cfg->tls_key_file;
     if (tls) {
         h->tls_cert = listener_read_file(cfg->tls_cert_file, err, errlen);

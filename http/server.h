@@ -30,7 +30,6 @@ struct http_config {
     const char *listen;        /* HOST:PORT; PORT 0 picks a free port */
     unsigned threads;          /* libmicrohttpd's pool (options_parse decides the default) */
     unsigned max_connections;  /* 0: 10000 */
-    bool poll;                 /* poll(2) rather than epoll (--http-poll) */
     uint64_t idle_timeout_ms;  /* most time between requests on a connection; 0: 60000 */
     const char *tls_cert_file; /* both set: HTTPS */
     const char *tls_key_file;

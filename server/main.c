@@ -251,7 +251,6 @@ int main(int argc, char **argv)
         .threads = (unsigned)s.opt.http_threads,
         .max_connections = (unsigned)s.opt.max_connections,
         .idle_timeout_ms = s.opt.idle_timeout_ms,
-        .poll = s.opt.http_poll,
         .tls_cert_file = s.opt.tls_cert,
         .tls_key_file = s.opt.tls_key,
         .tls_priorities = s.opt.tls_priorities,

@@ -78,9 +78,6 @@ static const struct def defs[] = {
      1000000, "open HTTP connections at most"},
     {"idle-timeout-ms", "MUTEXD_IDLE_TIMEOUT_MS", "MS", T_U64, OFF(idle_timeout_ms), "60000", 1000,
      3600000, "a connection is closed after this long idle or sending one request's headers"},
-    {"http-poll", "MUTEXD_HTTP_POLL", "on|off", T_ONOFF, OFF(http_poll), "off", 0, 0,
-     "wait for HTTP connections with poll(2) instead of epoll: on, less CPU a request with up "
-     "to a few hundred connections, but every wait scans them all (far slower with thousands)"},
     {"max-actors", "MUTEXD_MAX_ACTORS", "N", T_U64, OFF(max_actors), "4000000", 1000, 100000000,
      "resources in memory at most (waited on, watched, or used in the last seconds)"},
     {"auth-tokens", "MUTEXD_AUTH_TOKENS_FILE", "FILE", T_FILE, OFF(auth_tokens), NULL, 0, 0,

@@ -20,7 +20,6 @@ struct options {
     uint64_t http_threads; /* computed: --threads when given, else one fewer than the cores */
     uint64_t min_ttl_ms, max_ttl_ms, max_wait_ms, max_waiters, max_holders, event_history;
     uint64_t max_connections, max_actors, idle_timeout_ms;
-    bool http_poll; /* --http-poll: poll(2) instead of epoll for the HTTP connections */
     const char *tls_cert, *tls_key;
     const char *tls_priorities;                  /* a GnuTLS priority string */
     const char *allowed_origins, *allowed_hosts; /* comma-separated lists, or NULL */

@@ -153,22 +153,17 @@ def test_thousand_malformed_requests_get_4xx_or_are_closed():
                         bad.append((st, data[:300], raw[:300]))
 
         threads = [threading.Thread(target=send, args=(requests[i::8],)) for i in range(8)]
-        started = time.monotonic()
         for t in threads:
             t.start()
         for t in threads:
             t.join(300)
-        elapsed = time.monotonic() - started
         probe.stop = True
         probe.join(10)
-        print("statuses", statuses, "in %.2f s" % elapsed)
+        print("statuses", statuses)
         assert not bad, bad[:3]
         assert sum(statuses.values()) == 1000
         assert not probe.failures, probe.failures[:3]
-        # A prompt probe makes some 50 requests a second. With epoll the requests that
-        # stop short wait for the idle timeout (some 20 s in all); with --http-poll on the
-        # client's half-close is seen at once and the run takes a fraction of a second.
-        assert len(probe.latencies) > min(20, int(elapsed * 10)), (len(probe.latencies), elapsed)
+        assert len(probe.latencies) > 20
         assert max(probe.latencies) < NOT_STARVED_S, max(probe.latencies)
         # Most were refused by the API itself, with its JSON errors.
         assert statuses.get(400, 0) > 500
