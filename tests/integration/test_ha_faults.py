@@ -204,19 +204,31 @@ def test_a_standby_that_loses_the_takeover_race_logs_no_error(groups):
     since = {s: len(s.lines) for s in (early, late)}
     breaks = g.proxy(late).add(action="hold", method="PUT", query=r"comp=lease",
                                header=("x-ms-lease-action", "break"), times=None)
+    first_break = g.proxy(early).add(action="hold", method="PUT", query=r"comp=lease",
+                                     header=("x-ms-lease-action", "break"), times=None)
     named = g.proxy(early).add(action="hold", method="PUT", path=r"/owner$",
                                query=r"comp=metadata")
+
+    def wait_fired(rule):
+        deadline = time.monotonic() + 30 * SLOW
+        while time.monotonic() < deadline and not rule.fired:
+            time.sleep(0.02)
+        assert rule.fired, g.logs()
+
     first.kill()
     try:
+        # Both have given up on the dead active and sent a break for its lease. Until the late
+        # one's is on the way, the early one's is held: were the lease broken sooner, the late
+        # one could find it free, skip its break, and race the early one to acquire it.
+        wait_fired(breaks)
+        g.proxy(early).remove(first_break)
         # The early one has broken the lease, taken it and is naming itself: only now does
-        # the late one's break reach the container (sent already, or sent later).
-        deadline = time.monotonic() + 30 * SLOW
-        while time.monotonic() < deadline and not named.fired:
-            time.sleep(0.02)
-        assert named.fired, g.logs()
+        # the late one's break reach the container.
+        wait_fired(named)
         g.proxy(late).remove(breaks)
         assert wait_log(late, r"serving as the active server", 30 * SLOW, since[late]), g.logs()
     finally:
+        g.proxy(early).remove(first_break)
         g.proxy(early).remove(named)
         g.proxy(late).remove(breaks)
     assert wait_log(early, r"could not take the container", 30 * SLOW, since[early]), g.logs()
