@@ -108,6 +108,7 @@ struct store {
     /* Writer thread only. */
     sqlite3 *wdb;
     sqlite3_stmt *st_put, *st_forget, *st_header, *st_drop, *st_drop_leases, *st_any, *st_meta;
+    sqlite3_stmt *st_begin, *st_commit, *st_rollback; /* prepared once: no parse per commit */
     pthread_t writer;
     uint64_t commits_tried;
 
@@ -618,6 +619,18 @@ static void max_into(_Atomic uint64_t *dst, uint64_t v)
         ;
 }
 
+static int begin(struct store *s)
+{
+    return step_reset(s->st_begin);
+}
+
+/* Rolls back the transaction, if SQLite has not already done so after an error. */
+static void rollback(struct store *s)
+{
+    if (!sqlite3_get_autocommit(s->wdb))
+        step_reset(s->st_rollback);
+}
+
 /* COMMIT, timed: in WAL mode with synchronous=FULL this is the write of the log and its
  * fsync, the part of a batch the disk decides. */
 static int commit(struct store *s)
@@ -625,7 +638,7 @@ static int commit(struct store *s)
     s->commits_tried++;
     store_faults_arm(&s->cfg, s->commits_tried);
     uint64_t t0 = mx_mono_ns();
-    int rc = exec(s->wdb, "COMMIT");
+    int rc = step_reset(s->st_commit);
     store_faults_disarm();
     if (rc == SQLITE_OK)
         prom_hist_observe(&s->fsync_seconds, mx_mono_ns() - t0);
@@ -639,7 +652,7 @@ static int write_batch(struct store *s, struct store_item *batch, uint64_t epoch
     uint64_t token_max = 0, index_max = 0, floor_max = 0;
     uint64_t seq = atomic_load(&s->commit_seq);
     size_t n = 0;
-    int rc = exec(s->wdb, "BEGIN IMMEDIATE");
+    int rc = begin(s);
     for (struct store_item *it = batch; rc == SQLITE_OK && it; it = it->_next) {
         if (it->_kind != ITEM_REC || it->_epoch != epoch)
             continue;
@@ -661,8 +674,7 @@ static int write_batch(struct store *s, struct store_item *batch, uint64_t epoch
     if (rc == SQLITE_OK)
         rc = commit(s);
     if (rc != SQLITE_OK) {
-        if (!sqlite3_get_autocommit(s->wdb))
-            exec(s->wdb, "ROLLBACK");
+        rollback(s);
         return rc;
     }
     max_into(&s->token_hwm, token_max);
@@ -693,7 +705,7 @@ static void commit_succeeded(struct store *s)
  * back, so that /readyz recovers without waiting for traffic. */
 static void probe(struct store *s)
 {
-    int rc = exec(s->wdb, "BEGIN IMMEDIATE");
+    int rc = begin(s);
     if (rc == SQLITE_OK)
         rc = write_meta(s, "probe", (uint64_t)mx_wall_ms());
     if (rc == SQLITE_OK)
@@ -702,8 +714,7 @@ static void probe(struct store *s)
         commit_succeeded(s);
         return;
     }
-    if (!sqlite3_get_autocommit(s->wdb))
-        exec(s->wdb, "ROLLBACK");
+    rollback(s);
     set_health(s, "store commit failed: %s", sqlite3_errstr(rc));
 }
 
@@ -1095,6 +1106,9 @@ static void teardown(struct store *s)
     sqlite3_finalize(s->st_drop_leases);
     sqlite3_finalize(s->st_any);
     sqlite3_finalize(s->st_meta);
+    sqlite3_finalize(s->st_begin);
+    sqlite3_finalize(s->st_commit);
+    sqlite3_finalize(s->st_rollback);
     /* Closing the last connection checkpoints the WAL into the database file. */
     sqlite3_close(s->wdb);
     if (s->lock_fd >= 0)
@@ -1172,7 +1186,10 @@ int store_open(struct store **out, const struct store_config *cfg, char *err, si
         prepare(s->wdb,
                 "INSERT INTO meta(key, value) VALUES(?1, ?2) "
                 "ON CONFLICT(key) DO UPDATE SET value = max(value, excluded.value)",
-                &s->st_meta) != SQLITE_OK) {
+                &s->st_meta) != SQLITE_OK ||
+        prepare(s->wdb, "BEGIN IMMEDIATE", &s->st_begin) != SQLITE_OK ||
+        prepare(s->wdb, "COMMIT", &s->st_commit) != SQLITE_OK ||
+        prepare(s->wdb, "ROLLBACK", &s->st_rollback) != SQLITE_OK) {
         snprintf(err, errlen, "cannot prepare statements: %s", sqlite3_errmsg(s->wdb));
         rc = EIO;
         goto fail;
@@ -1296,7 +1313,7 @@ int store_import(struct store *s, const struct store_import_row *rows, size_t n,
     s->busy = true;
     pthread_mutex_unlock(&s->lock);
 
-    int rc = exec(s->wdb, "BEGIN IMMEDIATE");
+    int rc = begin(s);
     if (rc == SQLITE_OK)
         rc = exec(s->wdb, "DELETE FROM holders; DELETE FROM resources; DELETE FROM meta;");
     for (size_t i = 0; rc == SQLITE_OK && i < n; i++) {
@@ -1317,8 +1334,8 @@ int store_import(struct store *s, const struct store_import_row *rows, size_t n,
         rc = write_meta(s, "index_floor", marks->index_floor);
     if (rc == SQLITE_OK)
         rc = commit(s);
-    if (rc != SQLITE_OK && !sqlite3_get_autocommit(s->wdb))
-        exec(s->wdb, "ROLLBACK");
+    if (rc != SQLITE_OK)
+        rollback(s);
     if (rc == SQLITE_OK) {
         atomic_store(&s->commit_seq, marks->commit_seq);
         atomic_store(&s->token_hwm, marks->token_hwm);
