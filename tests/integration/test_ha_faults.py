@@ -208,23 +208,16 @@ def test_a_standby_that_loses_the_takeover_race_logs_no_error(groups):
                                      header=("x-ms-lease-action", "break"), times=None)
     named = g.proxy(early).add(action="hold", method="PUT", path=r"/owner$",
                                query=r"comp=metadata")
-
-    def wait_fired(rule):
-        deadline = time.monotonic() + 30 * SLOW
-        while time.monotonic() < deadline and not rule.fired:
-            time.sleep(0.02)
-        assert rule.fired, g.logs()
-
     first.kill()
     try:
         # Both have given up on the dead active and sent a break for its lease. Until the late
         # one's is on the way, the early one's is held: were the lease broken sooner, the late
         # one could find it free, skip its break, and race the early one to acquire it.
-        wait_fired(breaks)
+        assert g.proxy(late).wait_fired(breaks, timeout=30 * SLOW), g.logs()
         g.proxy(early).remove(first_break)
         # The early one has broken the lease, taken it and is naming itself: only now does
         # the late one's break reach the container.
-        wait_fired(named)
+        assert g.proxy(early).wait_fired(named, timeout=30 * SLOW), g.logs()
         g.proxy(late).remove(breaks)
         assert wait_log(late, r"serving as the active server", 30 * SLOW, since[late]), g.logs()
     finally:
