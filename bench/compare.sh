@@ -275,6 +275,16 @@ server_stat() {
     echo "$sw $(awk '{ print $14 + $15 }' "/proc/$pid/stat")"
 }
 
+# mutexd's own figures of its commits (/metrics): "commits records commit_s commit_step_s".
+store_stat() { # port
+    curl -sf --noproxy '*' "http://127.0.0.1:$1/metrics" | awk '
+        $1 == "mutexd_store_commit_batch_size_count" { n = $2 }
+        $1 == "mutexd_store_commit_batch_size_sum" { r = $2 }
+        $1 == "mutexd_store_commit_seconds_sum" { c = $2 }
+        $1 == "mutexd_store_fsync_seconds_sum" { f = $2 }
+        END { print n + 0, r + 0, c + 0, f + 0 }'
+}
+
 # run_one scenario system-index duration rep: writes runs/<scenario>.<system>.<rep>.json, with
 # the server's context switches and CPU time read from /proc at the start and the end of the
 # measured window (after the warm-up), and the load average and CPU steal of that window.
@@ -283,7 +293,7 @@ run_one() {
     IFS='|' read -r sid slabel sargs <<<"$1"
     IFS='|' read -r yid ylabel ytarget <<<"${SYSTEMS[$2]}"
     local base=$WORK/runs/$sid.$yid.$r rc=0 pid=${PID_OF[$yid]}
-    local limit s0 s1 t0 t1
+    local limit s0 s1 t0 t1 m0="0 0 0 0" m1="0 0 0 0"
     limit=$(awk -v d="$duration" -v w="$WARMUP" 'BEGIN { printf "%d", d + w + 30 }')
     printf '  %-12s %-26s ' "$sid#$r" "$ylabel"
     # shellcheck disable=SC2086 # sargs is a list of arguments
@@ -292,8 +302,10 @@ run_one() {
     LG_PID=$!
     sleep "$WARMUP"
     s0=$(server_stat "$pid") t0=$(cpu_ticks)
+    [[ $yid == mutexd ]] && m0=$(store_stat "${PORT[$yid]}")
     sleep "$duration"
     s1=$(server_stat "$pid") t1=$(cpu_ticks)
+    [[ $yid == mutexd ]] && m1=$(store_stat "${PORT[$yid]}")
     wait "$LG_PID" || rc=$?
     LG_PID=
     if ((rc != 0)) || ! jq -e .cycles_per_s "$base.json" >/dev/null 2>&1; then
@@ -303,10 +315,15 @@ run_one() {
     else
         jq --argjson s0 "[${s0// /,}]" --argjson s1 "[${s1// /,}]" --argjson hz "$CLK_TCK" \
             --arg load "$(cut -d' ' -f1 /proc/loadavg)" --arg steal "$(steal_pct "$t0" "$t1")" \
+            --argjson m0 "[${m0// /,}]" --argjson m1 "[${m1// /,}]" \
             '. + {server: {ctxsw: ($s1[0] - $s0[0]), cpu_s: (($s1[1] - $s0[1]) / $hz),
                   ctxsw_per_req: (if .requests > 0 then ($s1[0] - $s0[0]) / .requests else null end),
                   cpu_us_per_req: (if .requests > 0 then ($s1[1] - $s0[1]) / $hz * 1e6 / .requests else null end)},
-                  load1: ($load | tonumber), steal_pct: ($steal | tonumber)}' \
+                  load1: ($load | tonumber), steal_pct: ($steal | tonumber)}
+              + (($m1[0] - $m0[0]) as $n | if $n > 0 then {store: {commits: $n,
+                  records_per_commit: (($m1[1] - $m0[1]) / $n),
+                  commit_us: (($m1[2] - $m0[2]) / $n * 1e6),
+                  commit_step_us: (($m1[3] - $m0[3]) / $n * 1e6)}} else {} end)' \
             "$base.json" >"$base.t" && mv "$base.t" "$base.json"
         jq -r '"\(.cycles_per_s) cycles/s  \(.requests_per_s) req/s  cycle p99 \(.latency.cycle.p99_ms) ms  server \(.server.ctxsw_per_req * 100 | round / 100) cs/req \(.server.cpu_us_per_req | round) µs/req  loadgen cpu \(.loadgen_cpu_pct)%  load \(.load1) steal \(.steal_pct)%"' "$base.json"
     fi
@@ -659,6 +676,22 @@ write_report() {
             echo "- $slabel: ${FSYNC_AT[$sid]}; load ${LOAD_AT[$sid]}"
         done
         echo
+        echo "mutexd's commits in its median run, from its \`/metrics\` at the start and the end of"
+        echo "the measured window: how many, the changes each carried, and their mean time, with the"
+        echo "part of it in SQLite's \`COMMIT\` (the WAL's writes and its \`fdatasync\`) beside the"
+        echo "disk's \`fdatasync\` p50 measured, idle, before the scenario."
+        echo
+        echo "| scenario | commits/s | changes a commit | commit µs | of it \`COMMIT\` µs | idle \`fdatasync\` p50 µs |"
+        echo "|---|---:|---:|---:|---:|---:|"
+        for s in "${SCENARIOS[@]}"; do
+            IFS='|' read -r sid slabel sargs <<<"$s"
+            echo "| $slabel | $(num "$(get "$sid" mutexd ".store.commits // empty | . / $DURATION")")" \
+                "| $(get "$sid" mutexd '.store.records_per_commit // empty | . * 10 | round / 10')" \
+                "| $(get "$sid" mutexd '.store.commit_us // empty | round')" \
+                "| $(get "$sid" mutexd '.store.commit_step_us // empty | round')" \
+                "| $(sed -n 's/^p50 \([0-9]*\) .*/\1/p' <<<"${FSYNC_AT[$sid]:-}") |"
+        done
+        echo
         echo "## The independent check: wrk and redis-benchmark beside loadgen"
         echo
         echo "In each repetition, right after loadgen's run on the same server: \`bench/wrk.sh\`"
@@ -751,7 +784,7 @@ write_report() {
         hk=$(get hotkey64 mutexd .cycles_per_s) rt=$(get ping1 mutexd .latency.request.p50_ms)
         fs=$(sed -n 's/^p50 \([0-9]*\) .*/\1/p' <<<"${FSYNC_AT[hotkey64]:-}")
         target "hot key ×64 ≥ 90% of one fdatasync and one round trip a hand-off" \
-            "$(num "$hk") hand-offs/s; the floor at the fdatasync p50 before the scenario ($fs µs) and one connection's no-op round trip p50 (${rt:-?} ms): $(awk -v f="$fs" -v r="$rt" 'BEGIN { if (f > 0 && r > 0) printf "%.0f", 1e6 / (f + 1000 * r); else printf "?" }')/s, mutexd at $(awk -v a="$hk" -v f="$fs" -v r="$rt" 'BEGIN { if (f > 0 && r > 0) printf "%.0f%%", 100 * a * (f + 1000 * r) / 1e6; else printf "?" }') of it; $(ratio "$hk" "$(get hotkey64 redis-fsync .cycles_per_s)") Redis fsync" \
+            "$(num "$hk") hand-offs/s; the floor at the fdatasync p50 before the scenario ($fs µs) and one connection's no-op round trip p50 (${rt:-?} ms): $(awk -v f="$fs" -v r="$rt" 'BEGIN { if (f > 0 && r > 0) printf "%.0f", 1e6 / (f + 1000 * r); else printf "?" }')/s, mutexd at $(awk -v a="$hk" -v f="$fs" -v r="$rt" 'BEGIN { if (f > 0 && r > 0) printf "%.0f%%", 100 * a * (f + 1000 * r) / 1e6; else printf "?" }') of it, its own \`COMMIT\` $(get hotkey64 mutexd '.store.commit_step_us // empty | round') µs a hand-off; $(ratio "$hk" "$(get hotkey64 redis-fsync .cycles_per_s)") Redis fsync" \
             "$(awk -v a="$hk" -v f="$fs" -v r="$rt" 'BEGIN { print (f > 0 && r > 0 && a * (f + 1000 * r) / 1e6 >= 0.9) }')"
         at_least "renew ×64 ≥ 1.3× Redis fsync" renew64 1.3
         at_least "mixed ×256 ≥ 1.3× Redis fsync" mixed 1.3
