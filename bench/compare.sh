@@ -576,10 +576,15 @@ machine() {
     printf '%s cores, %s, %s, %s' "$(nproc)" "$mem" "$(uname -sr)" "${cpu:-unknown CPU}"
 }
 
+# The fdatasync p50 (µs) measured before a scenario.
+fsync_p50_of() { # scenario-id
+    sed -n 's/^p50 \([0-9]*\) .*/\1/p' <<<"${FSYNC_AT[$1]:-}"
+}
+
 # The one-connection floor from the fdatasync p50 measured before a scenario: a durable
 # cycle waits for two of them.
 floor_of() { # scenario-id
-    sed -n 's/^p50 \([0-9]*\) .*/\1/p' <<<"${FSYNC_AT[$1]:-}" | awk '$1 > 0 { printf "%.0f", 1e6 / (2 * $1) }'
+    fsync_p50_of "$1" | awk '$1 > 0 { printf "%.0f", 1e6 / (2 * $1) }'
 }
 
 target() { # what measured met(1|0)
@@ -689,7 +694,7 @@ write_report() {
                 "| $(get "$sid" mutexd '.store.records_per_commit // empty | . * 10 | round / 10')" \
                 "| $(get "$sid" mutexd '.store.commit_us // empty | round')" \
                 "| $(get "$sid" mutexd '.store.commit_step_us // empty | round')" \
-                "| $(sed -n 's/^p50 \([0-9]*\) .*/\1/p' <<<"${FSYNC_AT[$sid]:-}") |"
+                "| $(fsync_p50_of "$sid") |"
         done
         echo
         echo "## The independent check: wrk and redis-benchmark beside loadgen"
@@ -782,7 +787,7 @@ write_report() {
             "; the floor of two fdatasyncs a cycle: $(floor_of distinct1) cycles/s, mutexd at $(awk -v a="$(get distinct1 mutexd .cycles_per_s)" -v f="$(floor_of distinct1)" 'BEGIN { if (f > 0) printf "%.0f%%", 100 * a / f; else printf "?" }') of it"
         local hk fs rt
         hk=$(get hotkey64 mutexd .cycles_per_s) rt=$(get ping1 mutexd .latency.request.p50_ms)
-        fs=$(sed -n 's/^p50 \([0-9]*\) .*/\1/p' <<<"${FSYNC_AT[hotkey64]:-}")
+        fs=$(fsync_p50_of hotkey64)
         target "hot key ×64 ≥ 90% of one fdatasync and one round trip a hand-off" \
             "$(num "$hk") hand-offs/s; the floor at the fdatasync p50 before the scenario ($fs µs) and one connection's no-op round trip p50 (${rt:-?} ms): $(awk -v f="$fs" -v r="$rt" 'BEGIN { if (f > 0 && r > 0) printf "%.0f", 1e6 / (f + 1000 * r); else printf "?" }')/s, mutexd at $(awk -v a="$hk" -v f="$fs" -v r="$rt" 'BEGIN { if (f > 0 && r > 0) printf "%.0f%%", 100 * a * (f + 1000 * r) / 1e6; else printf "?" }') of it, its own \`COMMIT\` $(get hotkey64 mutexd '.store.commit_step_us // empty | round') µs a hand-off; $(ratio "$hk" "$(get hotkey64 redis-fsync .cycles_per_s)") Redis fsync" \
             "$(awk -v a="$hk" -v f="$fs" -v r="$rt" 'BEGIN { print (f > 0 && r > 0 && a * (f + 1000 * r) / 1e6 >= 0.9) }')"
