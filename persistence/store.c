@@ -472,6 +472,32 @@ int store_list_held(struct store *s, const char *prefix, const char *after, int 
     return status;
 }
 
+int store_count_rows(struct store *s, uint64_t *n)
+{
+    struct reader *r = reader_get(s);
+    if (!r)
+        return STORE_EIO;
+    sqlite3_stmt *st = NULL;
+    int rc = prepare(r->db, "SELECT count(*) FROM resources", &st);
+    if (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW)
+        *n = (uint64_t)sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    reader_put(s, r);
+    return rc == SQLITE_ROW ? STORE_OK : STORE_EIO;
+}
+
+/* SQLite's BINARY collation, which orders both tables' primary keys: bytes, then length. */
+static int name_cmp(sqlite3_stmt *a, sqlite3_stmt *b)
+{
+    const void *x = sqlite3_column_blob(a, 0), *y = sqlite3_column_blob(b, 0);
+    int nx = sqlite3_column_bytes(a, 0), ny = sqlite3_column_bytes(b, 0);
+    size_t n = (size_t)(nx < ny ? nx : ny);
+    int c = n ? memcmp(x, y, n) : 0;
+    return c ? c : (nx > ny) - (nx < ny);
+}
+
+/* Two scans in key order, merged here: a join of the two tables costs SQLite a search of
+ * `resources` for every lease, and that was most of a restart with a million leases. */
 int store_each_held(struct store *s,
                     void (*fn)(void *arg, const char *name, size_t len, const struct store_held *h),
                     void *arg)
@@ -479,23 +505,52 @@ int store_each_held(struct store *s,
     struct reader *r = reader_get(s);
     if (!r)
         return STORE_EIO;
-    sqlite3_stmt *st = NULL;
-    int rc = prepare(r->db,
-                     "SELECT h.resource, min(h.deadline), r.lim, count(*), sum(h.shared) "
-                     "FROM holders h JOIN resources r ON r.resource = h.resource "
-                     "WHERE h.held = 1 GROUP BY h.resource",
-                     &st);
-    while (st && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-        struct store_held h = {.deadline_ms = sqlite3_column_int64(st, 1),
-                               .limit = (uint32_t)sqlite3_column_int64(st, 2),
-                               .nheld = (uint32_t)sqlite3_column_int64(st, 3),
-                               .nshared = (uint32_t)sqlite3_column_int64(st, 4)};
-        fn(arg, (const char *)sqlite3_column_text(st, 0), (size_t)sqlite3_column_bytes(st, 0), &h);
+    sqlite3_stmt *res = NULL, *hold = NULL;
+    /* One read transaction: both scans see the same commit. */
+    int rc = exec(r->db, "BEGIN");
+    if (rc == SQLITE_OK)
+        rc = prepare(r->db, "SELECT resource, lim FROM resources ORDER BY resource", &res);
+    if (rc == SQLITE_OK)
+        rc = prepare(r->db,
+                     "SELECT resource, deadline, shared FROM holders WHERE held = 1 "
+                     "ORDER BY resource",
+                     &hold);
+    int hrc = rc == SQLITE_OK ? sqlite3_step(hold) : rc;
+    int rrc = hrc == SQLITE_ROW ? sqlite3_step(res) : SQLITE_DONE;
+    while (hrc == SQLITE_ROW && rrc == SQLITE_ROW) {
+        int c = name_cmp(res, hold);
+        if (c < 0) { /* a resource without a lease held */
+            rrc = sqlite3_step(res);
+            continue;
+        }
+        if (c > 0) { /* a lease without its resource's row: not in force */
+            hrc = sqlite3_step(hold);
+            continue;
+        }
+        struct store_held h = {.deadline_ms = sqlite3_column_int64(hold, 1),
+                               .limit = (uint32_t)sqlite3_column_int64(res, 1)};
+        do {
+            int64_t d = sqlite3_column_int64(hold, 1);
+            if (d < h.deadline_ms)
+                h.deadline_ms = d;
+            h.nheld++;
+            h.nshared += sqlite3_column_int64(hold, 2) != 0;
+            hrc = sqlite3_step(hold);
+        } while (hrc == SQLITE_ROW && name_cmp(res, hold) == 0);
+        fn(arg, (const char *)sqlite3_column_text(res, 0), (size_t)sqlite3_column_bytes(res, 0),
+           &h);
+        rrc = sqlite3_step(res);
     }
-    int status = rc == SQLITE_DONE ? STORE_OK : STORE_EIO;
+    int status =
+        (hrc == SQLITE_ROW || hrc == SQLITE_DONE) && (rrc == SQLITE_ROW || rrc == SQLITE_DONE)
+            ? STORE_OK
+            : STORE_EIO;
     if (status != STORE_OK)
         mx_error("store: reading the held leases failed", "error=\"%s\"", sqlite3_errmsg(r->db));
-    sqlite3_finalize(st);
+    sqlite3_finalize(hold);
+    sqlite3_finalize(res);
+    if (exec(r->db, "COMMIT") != SQLITE_OK)
+        (void)exec(r->db, "ROLLBACK");
     reader_put(s, r);
     return status;
 }

@@ -224,6 +224,10 @@ int store_each_held(struct store *s,
                     void (*fn)(void *arg, const char *name, size_t len, const struct store_held *h),
                     void *arg);
 
+/* How many resources have a row: at least as many as store_each_held() will call back
+ * for. Returns STORE_OK or STORE_EIO. */
+int store_count_rows(struct store *s, uint64_t *n);
+
 /* The highest fencing token and change index ever committed (at open: on disk). */
 uint64_t store_token_hwm(struct store *s);
 uint64_t store_index_hwm(struct store *s);

@@ -257,6 +257,16 @@ static struct store_rec *rec_full(const char *name, uint64_t index, uint64_t tok
     return r;
 }
 
+/* The store's database file, opened beside it (the store closed or not). */
+static sqlite3 *open_store_file(const char *dir)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/mutexd.db", dir);
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    return db;
+}
+
 static void wait_done(struct store *s, uint64_t seq)
 {
     for (int i = 0; i < 5000 && !store_seq_done(s, seq); i++)
@@ -818,10 +828,7 @@ static void one_renewal_of_a_thousand_holders_writes_one_lease(void **state)
     wait_committed(s, r);
     store_close(s);
 
-    char path[128];
-    snprintf(path, sizeof path, "%s/mutexd.db", dir);
-    sqlite3 *db;
-    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    sqlite3 *db = open_store_file(dir);
     assert_int_equal(sqlite3_exec(db,
                                   "CREATE TABLE writes(n INTEGER); INSERT INTO writes VALUES(0);"
                                   "CREATE TRIGGER w1 AFTER INSERT ON holders BEGIN "
@@ -851,7 +858,7 @@ static void one_renewal_of_a_thousand_holders_writes_one_lease(void **state)
     store_row_clear(&row);
     store_close(s);
 
-    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    db = open_store_file(dir);
     sqlite3_stmt *st;
     assert_int_equal(sqlite3_prepare_v2(db, "SELECT n FROM writes", -1, &st, NULL), SQLITE_OK);
     assert_int_equal(sqlite3_step(st), SQLITE_ROW);
@@ -859,6 +866,122 @@ static void one_renewal_of_a_thousand_holders_writes_one_lease(void **state)
     sqlite3_finalize(st);
     sqlite3_close(db);
     close_store(NULL, dir);
+}
+
+/* One resource as store_each_held() reports it, or as the reference join computes it. */
+struct held_entry {
+    char name[16];
+    size_t len;
+    struct store_held h;
+};
+
+struct held_list {
+    struct held_entry v[512];
+    int n;
+};
+
+static void collect_held(void *arg, const char *name, size_t len, const struct store_held *h)
+{
+    struct held_list *l = arg;
+    assert_true(l->n < 512 && len <= sizeof l->v[0].name);
+    memcpy(l->v[l->n].name, name, len);
+    l->v[l->n].len = len;
+    l->v[l->n++].h = *h;
+}
+
+static int held_entry_cmp(const void *a, const void *b)
+{
+    const struct held_entry *x = a, *y = b;
+    int c = memcmp(x->name, y->name, x->len < y->len ? x->len : y->len);
+    return c ? c : (x->len > y->len) - (x->len < y->len);
+}
+
+/* The held leases read for a restart are those of the join of the two tables, resource by
+ * resource: names that are prefixes of each other, bytes above 0x7f, resources whose
+ * leases are all expired, lease rows whose resource has no row (before, between and after
+ * the others), on a seeded random store, against the join itself in SQL. */
+static void the_held_leases_read_at_start_are_the_joins(void **state)
+{
+    (void)state;
+    unsigned seed = mx_test_seed();
+    srand(seed);
+    char dir[64];
+    struct store *s = open_store(dir, NULL, 0);
+    static const char *const piece[] = {"a", "b", "/", "ab", "\xc3\xa9", "~", "A", "a/"};
+    uint64_t token = 0;
+    for (int i = 0; i < 300; i++) {
+        char name[16];
+        size_t len = 0;
+        for (int k = 1 + rand() % 4; k > 0; k--) {
+            const char *p = piece[rand() % 8];
+            memcpy(name + len, p, strlen(p));
+            len += strlen(p);
+        }
+        uint32_t limit = 1 + (uint32_t)(rand() % 4), nput = 1 + (uint32_t)(rand() % limit);
+        struct store_rec *r = store_rec_new(name, len, (uint64_t)i + 1, limit, nput, 0);
+        assert_non_null(r);
+        for (uint32_t j = 0; j < nput; j++) {
+            token++;
+            r->put[j] = lease_of(token, 0, rand() % 3 != 0);
+            memcpy(r->put[j].lease_id, &token, sizeof token);
+            r->put[j].shared = limit > 1 && rand() % 2;
+            r->put[j].deadline_ms = 1795000000000 + rand() % 100000;
+        }
+        wait_committed(s, r);
+    }
+    store_close(s);
+
+    sqlite3 *db = open_store_file(dir);
+    assert_int_equal(sqlite3_exec(db,
+                                  "INSERT INTO holders (resource, lease_id, owner, token, "
+                                  "ttl_ms, acquired_at, renewed_at, deadline, held, shared) "
+                                  "VALUES ('!', x'00', 'o', 1, 1, 1, 1, 1, 1, 0), "
+                                  "('ab!', x'00', 'o', 1, 1, 1, 1, 1, 1, 0), "
+                                  "('\xc3\xa9!', x'00', 'o', 1, 1, 1, 1, 1, 1, 0), "
+                                  "(CAST(x'ff' AS TEXT), x'00', 'o', 1, 1, 1, 1, 1, 1, 0);",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    static struct held_list want, got;
+    want.n = got.n = 0;
+    sqlite3_stmt *st;
+    assert_int_equal(
+        sqlite3_prepare_v2(db,
+                           "SELECT h.resource, min(h.deadline), r.lim, count(*), sum(h.shared) "
+                           "FROM holders h JOIN resources r ON r.resource = h.resource "
+                           "WHERE h.held = 1 GROUP BY h.resource",
+                           -1, &st, NULL),
+        SQLITE_OK);
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        struct store_held h = {.deadline_ms = sqlite3_column_int64(st, 1),
+                               .limit = (uint32_t)sqlite3_column_int64(st, 2),
+                               .nheld = (uint32_t)sqlite3_column_int64(st, 3),
+                               .nshared = (uint32_t)sqlite3_column_int64(st, 4)};
+        collect_held(&want, (const char *)sqlite3_column_text(st, 0),
+                     (size_t)sqlite3_column_bytes(st, 0), &h);
+    }
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    assert_true(want.n > 50);
+
+    char err[256];
+    struct store_config cfg = {.dir = dir};
+    assert_int_equal(store_open(&s, &cfg, err, sizeof err), 0);
+    uint64_t rows = 0;
+    assert_int_equal(store_count_rows(s, &rows), STORE_OK);
+    assert_true(rows >= (uint64_t)want.n);
+    assert_int_equal(store_each_held(s, collect_held, &got), STORE_OK);
+    qsort(want.v, (size_t)want.n, sizeof want.v[0], held_entry_cmp);
+    qsort(got.v, (size_t)got.n, sizeof got.v[0], held_entry_cmp);
+    assert_int_equal(got.n, want.n);
+    for (int i = 0; i < want.n; i++) {
+        assert_int_equal(got.v[i].len, want.v[i].len);
+        assert_memory_equal(got.v[i].name, want.v[i].name, want.v[i].len);
+        assert_int_equal(got.v[i].h.deadline_ms, want.v[i].h.deadline_ms);
+        assert_int_equal(got.v[i].h.limit, want.v[i].h.limit);
+        assert_int_equal(got.v[i].h.nheld, want.v[i].h.nheld);
+        assert_int_equal(got.v[i].h.nshared, want.v[i].h.nshared);
+    }
+    close_store(s, dir);
 }
 
 /* Pages a commit wrote: the frames the WAL grew by. */
@@ -914,6 +1037,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(a_failed_commit_here_leaves_the_writer_probing),
     cmocka_unit_test(a_store_of_the_first_release_is_migrated_whole),
     cmocka_unit_test(a_record_puts_and_forgets_leases_of_a_row),
+    cmocka_unit_test(the_held_leases_read_at_start_are_the_joins),
     cmocka_unit_test(lists_and_snapshots_have_whole_rows),
     cmocka_unit_test(one_renewal_of_a_thousand_holders_writes_one_lease),
     cmocka_unit_test(a_grant_and_a_release_write_three_pages_each),
