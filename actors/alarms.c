@@ -66,10 +66,10 @@ static struct alarm **find(struct rt_alarms *al, const char *name, size_t len)
     return p;
 }
 
-/* Doubles the table; on failure the chains just grow longer. */
-static void grow(struct rt_alarms *al)
+/* Makes the table n buckets (a power of two, more than it has); on failure the chains
+ * just grow longer. */
+static void grow_to(struct rt_alarms *al, size_t n)
 {
-    size_t n = al->nbuckets * 2;
     struct alarm **b = calloc(n, sizeof *b);
     if (!b)
         return;
@@ -97,7 +97,7 @@ static int insert(struct rt_alarms *al, struct alarm **link, struct alarm *a, ui
     a->next = NULL;
     *link = a;
     if (++al->count > al->nbuckets)
-        grow(al);
+        grow_to(al, al->nbuckets * 2);
     mx_sleeper_wake_for(&al->sleeper, deadline_ns); /* it may sleep until a later one */
     return RT_OK;
 }
@@ -170,6 +170,17 @@ void rt_alarms_hold(struct rt_alarms *al, bool hold)
     pthread_mutex_lock(&al->lock);
     al->hold = hold;
     mx_sleeper_wake(&al->sleeper);
+    pthread_mutex_unlock(&al->lock);
+}
+
+void rt_alarms_reserve(struct rt_alarms *al, size_t n)
+{
+    pthread_mutex_lock(&al->lock);
+    size_t want = al->nbuckets;
+    while (want < n && want < SIZE_MAX / 2 / sizeof *al->buckets)
+        want *= 2;
+    if (want > al->nbuckets)
+        grow_to(al, want);
     pthread_mutex_unlock(&al->lock);
 }
 

@@ -51,6 +51,10 @@ void rt_alarms_pace(struct rt_alarms *al, bool (*busy)(void *arg), void *arg);
  * at start before any is sent. */
 void rt_alarms_hold(struct rt_alarms *al, bool hold);
 
+/* Makes room for n alarms in the table by name at once, instead of doubling it again and
+ * again: for setting many at start. Best effort. */
+void rt_alarms_reserve(struct rt_alarms *al, size_t n);
+
 /* Alarms set and not yet fired. */
 size_t rt_alarms_count(struct rt_alarms *al);
 

@@ -371,6 +371,9 @@ int ra_restore(struct ra_ctx *ctx, size_t *count, size_t *unset)
 {
     struct restore r = {.ctx = ctx, .now = now_clock()};
     rt_alarms_hold(ctx->alarms, true); /* the scan first: what ran out meanwhile fires after */
+    uint64_t rows;
+    if (store_count_rows(ctx->store, &rows) == STORE_OK)
+        rt_alarms_reserve(ctx->alarms, (size_t)rows);
     int rc = store_each_held(ctx->store, restore_row, &r);
     rt_alarms_hold(ctx->alarms, false);
     *count = r.n;

@@ -135,6 +135,19 @@ static size_t active(struct rt *rt)
             mx_sleep_ms(1);                                                                        \
     } while (0)
 
+/* Waits up to 2 s for `want` alarms to have fired in all, then 100 ms more, in which
+ * nothing more should arrive. */
+static void wait_fired(int want)
+{
+    for (int k = 0, total = 0; k < 2000 && total < want; k++) {
+        total = 0;
+        for (int i = 0; i < NACT; i++)
+            total += atomic_load(&T.fired[i]);
+        mx_sleep_ms(1);
+    }
+    mx_sleep_ms(100);
+}
+
 static void fires_once_never_early_and_activates(void **state)
 {
     (void)state;
@@ -148,20 +161,38 @@ static void fires_once_never_early_and_activates(void **state)
     assert_int_equal(active(rt), 0); /* an alarm keeps nothing active */
     WAIT_FOR(rt_alarms_count(al) == 0, 2000);
     assert_int_equal(rt_alarms_count(al), 0);
-    int total = 0;
-    for (int k = 0; k < 2000 && total < NACT; k++) {
-        total = 0;
-        for (int i = 0; i < NACT; i++)
-            total += atomic_load(&T.fired[i]);
-        mx_sleep_ms(1);
-    }
-    mx_sleep_ms(100); /* nothing more arrives */
+    wait_fired(NACT);
     for (int i = 0; i < NACT; i++)
         assert_int_equal(atomic_load(&T.fired[i]), 1);
     assert_int_equal(atomic_load(&T.early), 0);
     assert_int_equal(atomic_load(&T.activations), NACT);
     WAIT_FOR(active(rt) == 0, 2000); /* and they go idle again */
     assert_int_equal(active(rt), 0);
+    stop(rt, al);
+}
+
+/* Room made for many more alarms at once (as a restart does) keeps those already set: each
+ * is still found by its name, to move or cancel it, and fires once. */
+static void reserving_room_keeps_the_alarms_set(void **state)
+{
+    (void)state;
+    struct rt *rt;
+    struct rt_alarms *al;
+    start(&rt, &al, 0);
+    uint64_t now = mx_mono_ns();
+    for (int i = 0; i < NACT; i++)
+        assert_int_equal(set(al, i, now + (uint64_t)(100 + i % 100) * MX_NS_PER_MS), RT_OK);
+    rt_alarms_reserve(al, 100000);
+    rt_alarms_reserve(al, 10); /* less than it has: nothing changes */
+    assert_int_equal(set(al, 0, now + 150 * MX_NS_PER_MS), RT_OK); /* moved, not added */
+    assert_int_equal(rt_alarms_count(al), NACT);
+    rt_alarm_cancel(al, "a1", 2);
+    assert_int_equal(rt_alarms_count(al), NACT - 1);
+    WAIT_FOR(rt_alarms_count(al) == 0, 2000);
+    wait_fired(NACT - 1);
+    for (int i = 0; i < NACT; i++)
+        assert_int_equal(atomic_load(&T.fired[i]), i == 1 ? 0 : 1);
+    assert_int_equal(atomic_load(&T.early), 0);
     stop(rt, al);
 }
 
@@ -333,6 +364,7 @@ static void stop_refuses_and_free_releases(void **state)
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(fires_once_never_early_and_activates),
     cmocka_unit_test(set_again_moves_and_cancel_removes),
+    cmocka_unit_test(reserving_room_keeps_the_alarms_set),
     cmocka_unit_test(a_later_alarm_does_not_wake_the_thread),
     cmocka_unit_test(held_alarms_fire_when_released),
     cmocka_unit_test(alarms_set_while_held_do_not_wake_the_thread),
