@@ -135,6 +135,13 @@ static size_t active(struct rt *rt)
             mx_sleep_ms(1);                                                                        \
     } while (0)
 
+/* Sets alarms a0..a(NACT-1), due 50 to 249 ms after `now`, in no order. */
+static void set_all(struct rt_alarms *al, uint64_t now)
+{
+    for (int i = 0; i < NACT; i++)
+        assert_int_equal(set(al, i, now + (uint64_t)(50 + (i * 37) % 200) * MX_NS_PER_MS), RT_OK);
+}
+
 /* Waits up to 2 s for `want` alarms to have fired in all, then 100 ms more, in which
  * nothing more should arrive. */
 static void wait_fired(int want)
@@ -154,9 +161,7 @@ static void fires_once_never_early_and_activates(void **state)
     struct rt *rt;
     struct rt_alarms *al;
     start(&rt, &al, 0);
-    uint64_t now = mx_mono_ns();
-    for (int i = 0; i < NACT; i++)
-        assert_int_equal(set(al, i, now + (uint64_t)(50 + (i * 37) % 200) * MX_NS_PER_MS), RT_OK);
+    set_all(al, mx_mono_ns());
     assert_int_equal(rt_alarms_count(al), NACT);
     assert_int_equal(active(rt), 0); /* an alarm keeps nothing active */
     WAIT_FOR(rt_alarms_count(al) == 0, 2000);
@@ -180,8 +185,7 @@ static void reserving_room_keeps_the_alarms_set(void **state)
     struct rt_alarms *al;
     start(&rt, &al, 0);
     uint64_t now = mx_mono_ns();
-    for (int i = 0; i < NACT; i++)
-        assert_int_equal(set(al, i, now + (uint64_t)(100 + i % 100) * MX_NS_PER_MS), RT_OK);
+    set_all(al, now);
     rt_alarms_reserve(al, 100000);
     rt_alarms_reserve(al, 10); /* less than it has: nothing changes */
     assert_int_equal(set(al, 0, now + 150 * MX_NS_PER_MS), RT_OK); /* moved, not added */
