@@ -5,3 +5,8 @@
 # against all three; `loadgen --help` lists the scenarios and options.
 add_executable(loadgen ${CMAKE_CURRENT_LIST_DIR}/loadgen.c ${CMAKE_CURRENT_LIST_DIR}/lg_wire.c
                        ${CMAKE_CURRENT_LIST_DIR}/lg_hist.c)
+
+# commit_bench: the store's commit of a hand-off, an acquire and a release against the
+# disk's own fdatasync, alternating on one thread; what SQLite adds to a durable change.
+add_executable(commit_bench ${CMAKE_CURRENT_LIST_DIR}/commit_bench.c)
+target_link_libraries(commit_bench PRIVATE mx_store)
