@@ -176,11 +176,18 @@ static double quantile_us(const uint64_t *v, size_t n, double q)
     return (double)v[i] / 1000.0;
 }
 
+/* Sorts each kind's n samples, for quantile_us(). */
+static void sort_samples(uint64_t *const v[K_COUNT], size_t n)
+{
+    for (int k = 0; k < K_COUNT; k++)
+        qsort(v[k], n, sizeof v[k][0], cmp_u64);
+}
+
+/* One line of p50 / p99 per kind, from sorted samples. */
 static void print_row(const char *label, uint64_t *const v[K_COUNT], size_t n)
 {
     printf("%-8s", label);
     for (int k = 0; k < K_COUNT; k++) {
-        qsort(v[k], n, sizeof v[k][0], cmp_u64);
         printf("  %7.0f / %-7.0f", quantile_us(v[k], n, 0.5), quantile_us(v[k], n, 0.99));
     }
     printf("  %5.2f×\n", quantile_us(v[K_HANDOFF], n, 0.5) / quantile_us(v[K_FLUSH], n, 0.5));
@@ -272,8 +279,10 @@ int main(int argc, char **argv)
             memcpy(all[k] + (size_t)r * (size_t)per, round[k], (size_t)per * sizeof **round);
         char label[16];
         snprintf(label, sizeof label, "%d", r + 1);
+        sort_samples(round, (size_t)per);
         print_row(label, round, (size_t)per);
     }
+    sort_samples(all, total);
     print_row("all", all, total);
 
     double f = quantile_us(all[K_FLUSH], total, 0.5), h = quantile_us(all[K_HANDOFF], total, 0.5);
