@@ -408,7 +408,7 @@ static void set_deadline(struct res *r, uint32_t i, uint64_t ttl_ms, const struc
 {
     struct store_lease *l = &r->row.leases[i];
     l->ttl_ms = ttl_ms;
-    l->deadline_ms = now->wall_ms + (int64_t)ttl_ms;
+    l->deadline_ms = now->lease_ms + (int64_t)ttl_ms;
     r->slot[i].deadline_ns = now->mono_ns + ttl_ms * MX_NS_PER_MS;
     r->slot[i].dirty = true;
 }
@@ -778,9 +778,10 @@ void res_init(struct res *r, uint64_t index)
 
 uint64_t res_deadline_ns(int64_t deadline_ms, const struct res_now *now)
 {
-    /* The wall clock carries the deadline across restarts and takeovers: the lease keeps
-     * the time it had left, not its full TTL. */
-    int64_t left = deadline_ms - now->wall_ms;
+    /* The lease clock carries the deadline across a rest of the actor exactly (it is the
+     * monotonic clock within one process), and across a restart on the wall clock: the
+     * lease keeps the time it had left, not its full TTL. */
+    int64_t left = deadline_ms - now->lease_ms;
     return now->mono_ns + (left > 0 ? (uint64_t)left * MX_NS_PER_MS : 0);
 }
 

@@ -73,8 +73,9 @@ struct res_domain {
 };
 
 struct res_now {
-    uint64_t mono_ns; /* CLOCK_MONOTONIC: every deadline */
-    int64_t wall_ms;  /* wall clock: stored deadlines and *_at times */
+    uint64_t mono_ns; /* CLOCK_MONOTONIC: every deadline in memory */
+    int64_t wall_ms;  /* wall clock: *_at times, for people */
+    int64_t lease_ms; /* the lease clock (common/clock.h) at mono_ns: stored deadlines */
 };
 
 enum res_op { RES_ACQUIRE = 1, RES_RENEW, RES_RELEASE, RES_BREAK, RES_GET };

@@ -36,7 +36,9 @@ struct ra_state {
 
 static struct res_now now_clock(void)
 {
-    return (struct res_now){.mono_ns = mx_mono_ns(), .wall_ms = mx_wall_ms()};
+    uint64_t mono = mx_mono_ns();
+    return (struct res_now){
+        .mono_ns = mono, .wall_ms = mx_wall_ms(), .lease_ms = mx_lease_ms_at(mono)};
 }
 
 /* Store thread (or inside store_wait). */

@@ -30,6 +30,19 @@ static inline int64_t mx_wall_ms(void)
 
 #define MX_NS_PER_MS 1000000ull
 
+/*
+ * The lease clock: milliseconds since the epoch as the wall clock read the first time this
+ * process asked, advanced since then by CLOCK_MONOTONIC alone. Lease deadlines are written
+ * (the store, the journal) and read back on it, so that a step of the wall clock (NTP's
+ * step, a resumed VM, `date -s`) moves no deadline while the process runs: a resource
+ * that rests and is loaded again gets back the monotonic deadline it had. Only a restart
+ * or a takeover reads the wall clock afresh. It drifts from the wall clock by the steps
+ * taken since the process started, never by a rate. Any thread.
+ */
+int64_t mx_lease_ms(void);
+/* The lease clock at `mono_ns` (a CLOCK_MONOTONIC reading of this process). */
+int64_t mx_lease_ms_at(uint64_t mono_ns);
+
 /* `wall_ms` as RFC 3339 UTC with milliseconds ("2026-11-23T09:20:11.032Z"); a time before
  * the epoch shows as the epoch. `out` has room for 32 bytes. Any thread. */
 static inline void mx_wall_iso(int64_t wall_ms, char out[32])

@@ -153,7 +153,7 @@ static int import(struct mirror *m, struct mirror_replay *st, uint64_t generatio
     /* Only rows with a lease are stored; deleted ones live on in index_floor. Every lease
      * held gets its TTL again from now (mirror_rearm_deadline): its deadline was written
      * on another server's clock. */
-    int64_t now = mx_wall_ms();
+    int64_t now = mx_lease_ms();
     size_t kept = 0, rearmed = 0;
     for (size_t i = 0; i < st->n; i++)
         if (st->v[i].row.nleases > 0) {

@@ -457,7 +457,7 @@ int store_list_held(struct store *s, const char *prefix, const char *after, int 
     char upper[512];
     const char *p = prefix ? prefix : "";
     snprintf(upper, sizeof upper, "%s\x7f", p);
-    sqlite3_bind_int64(r->list, 1, mx_wall_ms());
+    sqlite3_bind_int64(r->list, 1, mx_lease_ms());
     sqlite3_bind_text(r->list, 2, after ? after : "", -1, SQLITE_STATIC);
     sqlite3_bind_text(r->list, 3, p, -1, SQLITE_STATIC);
     sqlite3_bind_text(r->list, 4, upper, -1, SQLITE_STATIC);

@@ -22,7 +22,8 @@ static void setup_domain(void)
     D.lim = (struct res_limits){
         .min_ttl_ms = 1000, .max_ttl_ms = 3600000, .max_wait_ms = 300000, .max_waiters = 3};
     atomic_store(&D.token_ceiling, UINT64_MAX);
-    NOW = (struct res_now){.mono_ns = 1000 * MS, .wall_ms = 1700000000000};
+    NOW =
+        (struct res_now){.mono_ns = 1000 * MS, .wall_ms = 1700000000000, .lease_ms = 1700000000000};
     memset(&OUT, 0, sizeof OUT);
 }
 
@@ -30,6 +31,7 @@ static void advance(uint64_t ms)
 {
     NOW.mono_ns += ms * MS;
     NOW.wall_ms += (int64_t)ms;
+    NOW.lease_ms += (int64_t)ms;
 }
 
 static bool gone_flag[64];
@@ -626,7 +628,7 @@ static void load_keeps_remaining_wall_time(void **st)
                             .ttl_ms = 10000,
                             .acquired_at_ms = NOW.wall_ms - 4000,
                             .renewed_at_ms = NOW.wall_ms - 4000,
-                            .deadline_ms = NOW.wall_ms + 6000};
+                            .deadline_ms = NOW.lease_ms + 6000};
     l.owner = mx_str_new("o", 1);
     assert_int_equal(store_row_add(&row, &l), 0);
     store_lease_clear(&l);
@@ -645,7 +647,7 @@ static void load_keeps_remaining_wall_time(void **st)
     res_init(&r2, 0);
     struct store_row old = {.index = 9, .limit = 1};
     struct store_lease ol = {
-        .held = true, .token = 5, .ttl_ms = 10000, .deadline_ms = NOW.wall_ms - 1};
+        .held = true, .token = 5, .ttl_ms = 10000, .deadline_ms = NOW.lease_ms - 1};
     ol.owner = mx_str_new("o", 1);
     assert_int_equal(store_row_add(&old, &ol), 0);
     store_lease_clear(&ol);

@@ -381,7 +381,8 @@ static void run_once(uint64_t seed, int steps)
                                 .max_waiters = 16,
                                 .max_holders = MAX_HOLDERS};
     atomic_store(&D.token_ceiling, UINT64_MAX);
-    NOW = (struct res_now){.mono_ns = 1000 * MS, .wall_ms = 1700000000000};
+    NOW =
+        (struct res_now){.mono_ns = 1000 * MS, .wall_ms = 1700000000000, .lease_ms = 1700000000000};
     memset(&OUT, 0, sizeof OUT);
     memset(&M, 0, sizeof M);
     M.limit = 1;
@@ -441,6 +442,7 @@ static void run_once(uint64_t seed, int steps)
             uint64_t ms = rnd() % 1200;
             NOW.mono_ns += ms * MS;
             NOW.wall_ms += (int64_t)ms;
+            NOW.lease_ms += (int64_t)ms;
             m_tick(NOW.mono_ns);
             res_tick(&R, &D, &NOW, &OUT);
         }
