@@ -143,3 +143,74 @@ const char *json_text_flaw(const char *s, size_t len)
     }
     return NULL;
 }
+
+static bool is_digit(char c)
+{
+    return c >= '0' && c <= '9';
+}
+
+/* The length of the RFC 8259 number at s[0..len), or 0 if the text there is not one:
+ * -? (0 | [1-9][0-9]*) (.[0-9]+)? ([eE][+-]?[0-9]+)?, not followed by another character
+ * a number could continue with. */
+static size_t strict_number(const char *s, size_t len)
+{
+    size_t i = 0;
+    if (i < len && s[i] == '-')
+        i++;
+    if (i < len && s[i] == '0') {
+        i++;
+    } else if (i < len && is_digit(s[i])) {
+        while (i < len && is_digit(s[i]))
+            i++;
+    } else {
+        return 0;
+    }
+    if (i < len && s[i] == '.') {
+        size_t d = ++i;
+        while (i < len && is_digit(s[i]))
+            i++;
+        if (i == d)
+            return 0;
+    }
+    if (i < len && (s[i] == 'e' || s[i] == 'E')) {
+        i++;
+        if (i < len && (s[i] == '+' || s[i] == '-'))
+            i++;
+        size_t d = i;
+        while (i < len && is_digit(s[i]))
+            i++;
+        if (i == d)
+            return 0;
+    }
+    if (i < len &&
+        (is_digit(s[i]) || s[i] == '.' || s[i] == 'e' || s[i] == 'E' || s[i] == '+' || s[i] == '-'))
+        return 0;
+    return i;
+}
+
+const char *json_strict_flaw(const char *s, size_t len)
+{
+    const char *flaw = json_text_flaw(s, len);
+    if (flaw)
+        return flaw;
+    bool in_string = false;
+    for (size_t i = 0; i < len; i++) {
+        char c = s[i];
+        if (in_string) {
+            if (c == '"')
+                in_string = false;
+            else if (c == '\\')
+                i++;
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '-' || is_digit(c)) {
+            /* Outside a string, '-' and digits only ever start a number: true, false and
+             * null hold neither. */
+            size_t n = strict_number(s + i, len - i);
+            if (n == 0)
+                return "a number that is not JSON (RFC 8259)";
+            i += n - 1;
+        }
+    }
+    return NULL;
+}

@@ -31,4 +31,12 @@ size_t json_compact(const char *in, size_t len, char *out);
  * names the flaw ("a raw control character"). Check before parsing. */
 const char *json_text_flaw(const char *json, size_t len);
 
+/* json_text_flaw, and also a number that RFC 8259 does not allow and cJSON reads all the
+ * same through strtod: a leading zero (`01`), a point without digits on one side (`1.`,
+ * `-.5`, `1.e3`), an exponent without digits. For what a client sends: the server stores
+ * and echoes a client's own text (metadata), so every answer stays JSON that any client's
+ * parser reads. Stored text (journal lines) is checked with json_text_flaw alone, so that
+ * what an earlier version accepted is still read. */
+const char *json_strict_flaw(const char *json, size_t len);
+
 #endif

@@ -367,6 +367,22 @@ static bool decode_owner(const cJSON *v, struct res_req *rq, struct api_error *e
     return true;
 }
 
+/* How many levels of objects and arrays `v` nests (an empty object is 1), counted up to
+ * `cap` only: the walk goes no deeper. */
+static int nesting(const cJSON *v, int cap)
+{
+    if (!cJSON_IsObject(v) && !cJSON_IsArray(v))
+        return 0;
+    int deepest = 0;
+    if (cap > 1)
+        for (const cJSON *c = v->child; c; c = c->next) {
+            int d = nesting(c, cap - 1);
+            if (d > deepest)
+                deepest = d;
+        }
+    return 1 + deepest;
+}
+
 /* The client's own text of the object, compacted: never re-printed from cJSON's doubles,
  * which would change numbers beyond 2^53 and their notation. */
 static bool decode_metadata(const cJSON *v, const char *raw, size_t raw_len, struct res_req *rq,
@@ -374,6 +390,12 @@ static bool decode_metadata(const cJSON *v, const char *raw, size_t raw_len, str
 {
     if (!cJSON_IsObject(v))
         return api_fail(e, 400, "invalid_field", "metadata", "metadata must be a JSON object");
+    /* Bounded well below cJSON's own limit of 1000: a journal or snapshot line holds the
+     * metadata a few levels deeper, and it must read back whatever was answered 2xx. */
+    int depth = nesting(v, API_MAX_METADATA_DEPTH + 1);
+    if (depth > API_MAX_METADATA_DEPTH)
+        return api_fail(e, 400, "invalid_field", "metadata",
+                        "metadata nests more than %d levels deep", API_MAX_METADATA_DEPTH);
     char buf[API_MAX_BODY];
     size_t len = json_compact(raw, raw_len, buf);
     if (len > API_MAX_METADATA)
@@ -498,7 +520,7 @@ bool api_decode_body(enum api_route route, const char *body, size_t len,
         return true;
     }
 
-    const char *flaw = json_text_flaw(body, len);
+    const char *flaw = json_strict_flaw(body, len);
     if (flaw)
         return api_fail(e, 400, "invalid_json", NULL, "the body has %s", flaw);
     const char *end = NULL;

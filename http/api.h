@@ -13,12 +13,13 @@
 #include "actors/resource.h"
 #include "common/names.h"
 
-#define API_MAX_BODY       65536
-#define API_MAX_METADATA   4096
-#define API_MAX_REASON     1024
-#define API_DEFAULT_TTL_MS 15000
-#define API_DEFAULT_LIMIT  100
-#define API_MAX_LIMIT      1000
+#define API_MAX_BODY           65536
+#define API_MAX_METADATA       4096
+#define API_MAX_METADATA_DEPTH 32
+#define API_MAX_REASON         1024
+#define API_DEFAULT_TTL_MS     15000
+#define API_DEFAULT_LIMIT      100
+#define API_MAX_LIMIT          1000
 
 enum api_route {
     ROUTE_NONE = 0,

@@ -248,6 +248,78 @@ static void metadata_limit(void **st)
     decode_fails(ROUTE_ACQUIRE, body, "invalid_field", "metadata");
 }
 
+/* Metadata nested `levels` deep: {"k":{"k":...{}}}. */
+static void nested_metadata(char *body, size_t size, int levels)
+{
+    size_t n = (size_t)snprintf(body, size, "{\"owner\":\"o\",\"metadata\":");
+    for (int i = 1; i < levels; i++)
+        n += (size_t)snprintf(body + n, size - n, "{\"k\":");
+    n += (size_t)snprintf(body + n, size - n, "{}");
+    for (int i = 1; i < levels; i++)
+        n += (size_t)snprintf(body + n, size - n, "}");
+    snprintf(body + n, size - n, "}");
+}
+
+static void metadata_depth(void **st)
+{
+    (void)st;
+    char body[8192];
+    struct res_req rq;
+    struct api_error e;
+    nested_metadata(body, sizeof body, 32);
+    assert_true(decode(ROUTE_ACQUIRE, body, &rq, &e));
+    res_req_clear(&rq);
+    nested_metadata(body, sizeof body, 33);
+    decode_fails(ROUTE_ACQUIRE, body, "invalid_field", "metadata");
+    /* 900 levels: under cJSON's depth limit; up to 998 were once answered 200. */
+    nested_metadata(body, sizeof body, 900);
+    decode_fails(ROUTE_ACQUIRE, body, "invalid_field", "metadata");
+    /* Arrays count as levels too: {"a":[[...[1]...]]} with 32 arrays is 33 levels. */
+    int n = snprintf(body, sizeof body, "{\"owner\":\"o\",\"metadata\":{\"a\":");
+    for (int i = 0; i < 32; i++)
+        body[n++] = '[';
+    body[n++] = '1';
+    for (int i = 0; i < 32; i++)
+        body[n++] = ']';
+    snprintf(body + n, sizeof body - (size_t)n, "}}");
+    decode_fails(ROUTE_ACQUIRE, body, "invalid_field", "metadata");
+}
+
+/* Numbers that cJSON reads through strtod and RFC 8259 refuses: stored and echoed, they
+ * made every answer that showed them invalid JSON. */
+static void strict_numbers(void **st)
+{
+    (void)st;
+    const char *bad[] = {"01", "1.",  "-.5",  "1.e3", ".5",    "-",   "1e", "1e+",
+                         "00", "-01", "1.5.", "0x1",  "1E+-2", "--1", "+1"};
+    char body[200];
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(body, sizeof body, "{\"owner\":\"o\",\"metadata\":{\"n\":%s}}", bad[i]);
+        decode_fails(ROUTE_ACQUIRE, body, "invalid_json", NULL);
+        snprintf(body, sizeof body, "{\"owner\":\"o\",\"ttl_ms\":%s}", bad[i]);
+        decode_fails(ROUTE_ACQUIRE, body, "invalid_json", NULL);
+    }
+    const char *good[] = {"0",
+                          "-0",
+                          "1",
+                          "10",
+                          "1.5",
+                          "-0.25",
+                          "1e3",
+                          "1E-3",
+                          "2.5e+10",
+                          "9007199254740993",
+                          "[0,-1,2.0e1]",
+                          "\"01 1. -.5\""};
+    struct res_req rq;
+    struct api_error e;
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        snprintf(body, sizeof body, "{\"owner\":\"o\",\"metadata\":{\"n\":%s}}", good[i]);
+        assert_true(decode(ROUTE_ACQUIRE, body, &rq, &e));
+        res_req_clear(&rq);
+    }
+}
+
 static void bad_json(void **st)
 {
     (void)st;
@@ -465,6 +537,8 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(resource_names),
     cmocka_unit_test(acquire_body),
     cmocka_unit_test(metadata_limit),
+    cmocka_unit_test(metadata_depth),
+    cmocka_unit_test(strict_numbers),
     cmocka_unit_test(bad_json),
     cmocka_unit_test(renew_release_break_bodies),
     cmocka_unit_test(content_types),
