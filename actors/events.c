@@ -32,6 +32,9 @@ struct ev_log {
         bool done;
     } * pending;
     uint32_t pcap, phead, pcount;
+    /* The highest index committed, and the first failed one above it (0: none): a cursor
+     * stops before a failed end. */
+    uint64_t ok_max, fail_tail;
 };
 
 #define PENDING_MAX (1u << 20) /* beyond it the oldest is taken as durable */
@@ -214,6 +217,7 @@ void ev_reset(struct ev_log *log)
     log->head = log->count = 0;
     log->first_kept = 0;
     log->phead = log->pcount = 0; /* the previous state's changes are gone with it */
+    log->ok_max = log->fail_tail = 0;
     pthread_mutex_unlock(&log->lock);
 }
 
@@ -272,9 +276,18 @@ uint64_t ev_record(struct ev_log *log, uint64_t floor, const struct ev_event *e)
     return index;
 }
 
-void ev_durable(struct ev_log *log, const char *name, size_t len, uint64_t from, uint64_t to)
+void ev_durable(struct ev_log *log, const char *name, size_t len, uint64_t from, uint64_t to,
+                bool ok)
 {
     pthread_mutex_lock(&log->lock);
+    if (ok) {
+        if (to > log->ok_max)
+            log->ok_max = to;
+        if (log->fail_tail && log->fail_tail <= log->ok_max)
+            log->fail_tail = 0; /* committed after it: the failure lies inside, hidden */
+    } else if (from > log->ok_max && (!log->fail_tail || from < log->fail_tail)) {
+        log->fail_tail = from;
+    }
     /* The ring is in index order: find `from`, then mark this resource's events to `to`. */
     uint32_t lo = 0, hi = log->count;
     while (lo < hi) {
@@ -288,8 +301,10 @@ void ev_durable(struct ev_log *log, const char *name, size_t len, uint64_t from,
         struct ev_event *e = &log->ring[(log->head + i) % log->capacity];
         if (e->index > to)
             break;
-        if (e->name_len == len && memcmp(e->name, name, len) == 0)
-            e->durable = true;
+        if (e->name_len == len && memcmp(e->name, name, len) == 0) {
+            e->durable = ok;
+            e->failed = !ok;
+        }
     }
     uint64_t hash = name_hash(name, len);
     lo = 0, hi = log->pcount;
@@ -326,10 +341,20 @@ uint64_t ev_last_index(struct ev_log *log)
     return atomic_load(log->counter);
 }
 
+/* The cursor limit (lock held): before the first change not yet durable, and before a
+ * failed end. */
+static uint64_t cursor_limit(struct ev_log *log)
+{
+    uint64_t i = log->pcount ? pending_at(log, 0)->index - 1 : atomic_load(log->counter);
+    if (log->fail_tail && log->fail_tail - 1 < i)
+        i = log->fail_tail - 1;
+    return i;
+}
+
 uint64_t ev_durable_index(struct ev_log *log)
 {
     pthread_mutex_lock(&log->lock);
-    uint64_t i = log->pcount ? pending_at(log, 0)->index - 1 : atomic_load(log->counter);
+    uint64_t i = cursor_limit(log);
     pthread_mutex_unlock(&log->lock);
     return i;
 }
@@ -350,26 +375,32 @@ size_t ev_read(struct ev_log *log, uint64_t after, const char *prefix, size_t pr
 {
     size_t n = 0;
     pthread_mutex_lock(&log->lock);
-    *truncated = !kept_after(log, after);
+    uint64_t upto = cursor_limit(log);
+    if (after > atomic_load(log->counter)) {
+        /* Not a cursor of this log's: what happened after it is not known. */
+        *truncated = true;
+        after = 0;
+    } else {
+        *truncated = !kept_after(log, after);
+    }
     *next = after;
     for (uint32_t i = 0; i < log->count && n < limit; i++) {
         const struct ev_event *e = &log->ring[(log->head + i) % log->capacity];
         if (e->index <= after)
             continue;
+        if (e->index > upto)
+            break;
         *next = e->index;
-        if (!under(e->name, e->name_len, prefix, prefix_len))
+        if (e->failed || !under(e->name, e->name_len, prefix, prefix_len))
             continue;
         out[n] = *e;
         mx_str_ref(out[n].owner);
         n++;
     }
-    /* Nothing more under the prefix in what is kept: skip ahead to the last index taken,
-     * so that the next read does not look at the same events again. */
-    if (n < limit) {
-        uint64_t last = atomic_load(log->counter);
-        if (last > *next)
-            *next = last;
-    }
+    /* Nothing more under the prefix in what is kept: skip ahead to the cursor limit, so
+     * that the next read does not look at the same events again. */
+    if (n < limit && upto > *next)
+        *next = upto;
     pthread_mutex_unlock(&log->lock);
     return n;
 }
@@ -378,7 +409,7 @@ bool ev_wait_add(struct ev_log *log, struct ev_wait *w)
 {
     pthread_mutex_lock(&log->lock);
     bool queue = true;
-    if (!kept_after(log, w->after)) {
+    if (!kept_after(log, w->after) || w->after > atomic_load(log->counter)) {
         queue = false; /* what happened after it is not known: answer at once */
     } else {
         /* A change not yet durable is not known yet: its ev_durable() completes the wait. */

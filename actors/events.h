@@ -15,6 +15,13 @@
  * own timer thread). A wait completes exactly once, unless ev_wait_cancel() took it back
  * first.
  *
+ * What readers see is durable only: ev_read() and the list's index stop at the cursor
+ * limit, the index before the first change not yet durable, and never pass a change whose
+ * commit failed at the end (a server that lost its store or the container): a cursor it
+ * gave is never above what the group kept, so a new active, whose index starts from the
+ * container's, skips nothing after it. A cursor above the last index taken (given by an
+ * earlier term of the group, or by another process) reads as truncated.
+ *
  * Threads: every function may be called from any thread, but ev_close().
  */
 #ifndef MX_EVENTS_H
@@ -41,6 +48,7 @@ struct ev_event {
     uint64_t token;
     struct mx_str *owner; /* a reference */
     bool durable;         /* the change is committed (ev_durable) */
+    bool failed;          /* its commit failed: never shown */
     uint16_t name_len;
     char name[MX_NAME_MAX + 1];
 };
@@ -58,22 +66,29 @@ void ev_close(struct ev_log *log);
  * index. */
 uint64_t ev_record(struct ev_log *log, uint64_t floor, const struct ev_event *e);
 
-/* The changes of resource `name` with indexes `from` to `to` are durable: completes the
- * waits they end (on this thread, after the lock is released). */
-void ev_durable(struct ev_log *log, const char *name, size_t len, uint64_t from, uint64_t to);
+/* The changes of resource `name` with indexes `from` to `to` are durable (`ok`), or their
+ * commit failed (they never happened, and are never shown): completes the waits they end
+ * (on this thread, after the lock is released), also when they failed (a watch wakes,
+ * finds nothing new and watches again). */
+void ev_durable(struct ev_log *log, const char *name, size_t len, uint64_t from, uint64_t to,
+                bool ok);
 
 /* The last change index taken. */
 uint64_t ev_last_index(struct ev_log *log);
-/* The durable watermark: every change up to this index is durable (ev_durable() told it).
- * A list read after this call shows every change up to it, so it is the list's `index`: a
- * watch from it misses none that was not yet committed. */
+/* The cursor limit: every change up to this index is durable or failed (ev_durable() told
+ * it), and none at its end failed. A list read after this call shows every change up to
+ * it, so it is the list's `index`: a watch from it misses none that was not yet
+ * committed. */
 uint64_t ev_durable_index(struct ev_log *log);
 
 /*
  * Reads the events after index `after` whose resource starts with `prefix`, oldest first,
- * at most `limit`, into `out` (references the caller drops with ev_event_clear()). *next:
- * the index to read after next time (the last event returned, or the last one looked at).
- * *truncated: events after `after` were dropped from the ring already (or never kept).
+ * at most `limit`, into `out` (references the caller drops with ev_event_clear()); only
+ * durable ones, up to the cursor limit (ev_durable_index). *next: the index to read after
+ * next time (the last event returned, or the last one looked at, at most the limit).
+ * *truncated: events after `after` were dropped from the ring already (or never kept), or
+ * `after` is above every index taken (a cursor of an earlier term): then the read starts
+ * at the oldest event kept.
  * Returns how many were read.
  */
 size_t ev_read(struct ev_log *log, uint64_t after, const char *prefix, size_t prefix_len,

@@ -80,9 +80,8 @@ struct ev_notice {
  * failed wakes a watch that finds nothing new, and watches again. */
 static void on_events_durable(struct store_wait *w, int status)
 {
-    (void)status;
     struct ev_notice *n = container_of(w, struct ev_notice, wait);
-    ev_durable(n->log, n->name, n->len, n->from, n->to);
+    ev_durable(n->log, n->name, n->len, n->from, n->to, status == STORE_OK);
     free(n);
 }
 
@@ -104,7 +103,7 @@ static void flush(struct rt_actor *self, struct ra_state *st, struct ra_ctx *ctx
             memcpy(n->name, name, len);
             n->wait.done = on_events_durable;
         } else if (log) {
-            ev_durable(log, name, len, from, to); /* out of memory: told at once */
+            ev_durable(log, name, len, from, to, true); /* out of memory: told at once */
         }
         if (seq == 0) {
             /* Not written: memory holds a change the store never will. Read the row again

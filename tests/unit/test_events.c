@@ -18,7 +18,7 @@ static uint64_t record(struct ev_log *log, const char *name, enum ev_type type, 
     e.owner = mx_str_new("o", 1);
     uint64_t i = ev_record(log, floor, &e);
     mx_str_unref(e.owner);
-    ev_durable(log, name, strlen(name), i, i); /* committed at once */
+    ev_durable(log, name, strlen(name), i, i, true); /* committed at once */
     return i;
 }
 
@@ -167,7 +167,7 @@ static void a_wait_ends_only_once_its_change_is_durable(void **st)
     prepare(&b, "job/", 0, 60000);
     assert_true(ev_wait_add(log, &b.w));
     uint64_t j = ev_record(log, 0, &e);
-    ev_durable(log, "job/a", 5, i, j); /* the turn's commit */
+    ev_durable(log, "job/a", 5, i, j, true); /* the turn's commit */
     assert_int_equal(atomic_load(&a.calls), 1);
     assert_int_equal(atomic_load(&b.calls), 1);
     assert_int_equal(ev_durable_index(log), j);
@@ -176,13 +176,69 @@ static void a_wait_ends_only_once_its_change_is_durable(void **st)
     memcpy(o.name, "job/b", 5);
     uint64_t k = ev_record(log, 0, &o);
     uint64_t m = ev_record(log, 0, &e);
-    ev_durable(log, "job/a", 5, m, m);
+    ev_durable(log, "job/a", 5, m, m, true);
     assert_int_equal(ev_durable_index(log), k - 1);
-    ev_durable(log, "job/b", 5, k, k);
+    ev_durable(log, "job/b", 5, k, k, true);
     assert_int_equal(ev_durable_index(log), m);
     /* Now known: a wait from before it ends at once. */
     prepare(&b, "job/", 0, 60000);
     assert_false(ev_wait_add(log, &b.w));
+    ev_close(log);
+}
+
+static size_t read_all(struct ev_log *log, uint64_t after, struct ev_event *ev, uint64_t *next,
+                       bool *truncated)
+{
+    size_t n = ev_read(log, after, "", 0, ev, 16, next, truncated);
+    for (size_t i = 0; i < n; i++)
+        ev_event_clear(&ev[i]);
+    return n;
+}
+
+/* The feed shows durable changes only: one not yet committed is not shown and holds the
+ * cursor before it (a reader that moved past it would never see it); one whose commit
+ * failed is never shown, and a failed end holds the cursor: a new active starts its index
+ * from what the container kept, and a cursor above that would skip its first changes. */
+static void reads_show_durable_changes_only(void **st)
+{
+    (void)st;
+    struct ev_log *log;
+    atomic_store(&counter, 10);
+    assert_int_equal(ev_open(&log, 16, &counter), 0);
+    struct ev_event e = {.type = EV_GRANTED, .name_len = 1};
+    e.name[0] = 'a';
+    struct ev_event ev[16];
+    uint64_t next;
+    bool truncated;
+    uint64_t i = ev_record(log, 0, &e); /* 11, pending */
+    assert_int_equal(read_all(log, 10, ev, &next, &truncated), 0);
+    assert_int_equal(next, 10);
+    assert_false(truncated);
+    ev_durable(log, "a", 1, i, i, true);
+    assert_int_equal(ev_read(log, 10, "", 0, ev, 16, &next, &truncated), 1);
+    assert_int_equal(ev[0].index, 11);
+    ev_event_clear(&ev[0]);
+    assert_int_equal(next, 11);
+    /* A failed change is never shown; one committed after it moves the cursor past it. */
+    uint64_t f = ev_record(log, 0, &e); /* 12 */
+    ev_durable(log, "a", 1, f, f, false);
+    assert_int_equal(read_all(log, 11, ev, &next, &truncated), 0);
+    assert_int_equal(next, 11); /* a failed end holds the cursor */
+    assert_int_equal(ev_durable_index(log), 11);
+    uint64_t g = ev_record(log, 0, &e); /* 13 */
+    ev_durable(log, "a", 1, g, g, true);
+    assert_int_equal(ev_read(log, 11, "", 0, ev, 16, &next, &truncated), 1);
+    assert_int_equal(ev[0].index, 13);
+    ev_event_clear(&ev[0]);
+    assert_int_equal(next, 13);
+    assert_int_equal(ev_durable_index(log), 13);
+    /* A cursor above every index taken is not this log's: truncated, from the oldest. */
+    assert_int_equal(read_all(log, 99, ev, &next, &truncated), 2);
+    assert_true(truncated);
+    assert_int_equal(next, 13);
+    struct waited w;
+    prepare(&w, "", 99, 60000);
+    assert_false(ev_wait_add(log, &w.w)); /* answered at once, as truncated */
     ev_close(log);
 }
 
@@ -248,6 +304,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(indexes_increase_and_the_ring_keeps_the_last),
     cmocka_unit_test(a_wait_ends_at_a_change_under_its_prefix_or_its_deadline),
     cmocka_unit_test(a_wait_ends_only_once_its_change_is_durable),
+    cmocka_unit_test(reads_show_durable_changes_only),
     cmocka_unit_test(without_history_a_wait_from_the_past_ends_at_once),
     cmocka_unit_test(concurrent_changes_are_kept_in_index_order),
 };
