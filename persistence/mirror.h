@@ -47,10 +47,6 @@ struct mirror_config {
     uint64_t fault_append_pause_ms;  /* testing: see MUTEXD_FAULT_APPEND_PAUSE_MS */
     uint64_t queue_max;       /* an async mirror's queue bound, in changes; 0: MIRROR_QUEUE_MAX */
     struct mirror_copy *warm; /* a standby's copy, used by mirror_restore; or NULL */
-    /* A restore gives every lease held its TTL again from the restore, and a lease whose
-     * deadline has passed at least this much (the failover grace, ms); see
-     * mirror_rearm_deadline(). */
-    uint64_t rearm_grace_ms;
     /* The server's fencing-token counter, and the ceiling the mirror reserves (tokens
      * above it must not be handed out). */
     _Atomic uint64_t *last_token;
@@ -79,8 +75,9 @@ struct mirror_restored {
 
 /* When the store was just created and the container holds a mirror, loads the snapshot
  * and the journal after it that the owner blob names into the store; with a warm copy
- * (cfg.warm) that follows that journal, only the journal's tail is read. Every lease held
- * gets its TTL again (see mirror_config.rearm_grace_ms). Returns 0 (see `out`), -1 with
+ * (cfg.warm) that follows that journal, only the journal's tail is read. The leases keep
+ * the deadlines written on the other server's clock: the caller re-arms them with
+ * store_rearm() just before it serves. Returns 0 (see `out`), -1 with
  * err, or -2 with err when a line of the container cannot be decoded (nothing may be
  * served from it as it is: docs/ha.md, "A journal that cannot be read"). */
 int mirror_restore(struct mirror *m, struct mirror_restored *out, char *err, size_t errlen);

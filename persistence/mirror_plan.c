@@ -201,17 +201,6 @@ bool mirror_name_generation(const char *name, uint64_t *generation)
            mirror_parse_journal_name(name, generation, &s);
 }
 
-/* ---- leases read from another server ---------------------------------------------- */
-
-int64_t mirror_rearm_deadline(int64_t written_ms, uint64_t ttl_ms, int64_t now_ms,
-                              uint64_t grace_ms)
-{
-    uint64_t keep = ttl_ms;
-    if (written_ms < now_ms && grace_ms > keep)
-        keep = grace_ms;
-    return now_ms + (int64_t)keep;
-}
-
 /* ---- replaying lines in memory ---------------------------------------------------- */
 
 static const struct mx_hash_key rows_key = {0x6d75746578640001ull, 0x726573746f726521ull};

@@ -93,15 +93,6 @@ bool mirror_name_generation(const char *name, uint64_t *generation);
 
 /* ---- leases read from another server ---------------------------------------------- */
 
-/* The deadline (wall ms, this server's clock) of a lease held in a restored container. A
- * deadline written by another server was read on another clock, so it is not compared
- * with this one: every lease held gets its whole TTL again from `now_ms` (as etcd does at
- * a leader change), and one whose written deadline has passed by this clock gets at least
- * `grace_ms` (the failover grace: its holder may not have been able to renew it while no
- * server was active). Never earlier than any holder's own deadline, whatever the clocks. */
-int64_t mirror_rearm_deadline(int64_t written_ms, uint64_t ttl_ms, int64_t now_ms,
-                              uint64_t grace_ms);
-
 /* ---- replaying lines in memory ---------------------------------------------------- */
 
 /* What a restore builds from a snapshot and the journal after it, before it writes the

@@ -150,22 +150,15 @@ static int import(struct mirror *m, struct mirror_replay *st, uint64_t generatio
     if (st->ceiling > st->marks.token_hwm)
         st->marks.token_hwm = st->ceiling;
     st->marks.commit_seq = st->last_seq;
-    /* Only rows with a lease are stored; deleted ones live on in index_floor. Every lease
-     * held gets its TTL again from now (mirror_rearm_deadline): its deadline was written
-     * on another server's clock. */
-    int64_t now = mx_lease_ms();
-    size_t kept = 0, rearmed = 0;
+    /* Only rows with a lease are stored; deleted ones live on in index_floor. The leases
+     * keep the deadlines written on another server's clock: store_rearm() gives them their
+     * TTL again once this server is about to serve, not now (writing the first snapshot and
+     * reserving tokens may take a while, and the failover grace counts from serving). */
+    size_t kept = 0, held = 0;
     for (size_t i = 0; i < st->n; i++)
         if (st->v[i].row.nleases > 0) {
-            struct store_row *row = &st->v[i].row;
-            for (uint32_t j = 0; j < row->nleases; j++) {
-                struct store_lease *l = &row->leases[j];
-                if (l->held) {
-                    l->deadline_ms = mirror_rearm_deadline(l->deadline_ms, l->ttl_ms, now,
-                                                           m->cfg.rearm_grace_ms);
-                    rearmed++;
-                }
-            }
+            for (uint32_t j = 0; j < st->v[i].row.nleases; j++)
+                held += st->v[i].row.leases[j].held;
             st->v[kept++] = st->v[i];
         } else {
             free((char *)st->v[i].name);
@@ -186,7 +179,7 @@ static int import(struct mirror *m, struct mirror_replay *st, uint64_t generatio
     mx_info("mirror: restored",
             "generation=%" PRIu64 " rows=%zu held=%zu seq=%" PRIu64 " token_hwm=%" PRIu64
             " mode=%s",
-            generation, st->n, rearmed, st->last_seq, st->marks.token_hwm, jr_mode_name(st->mode));
+            generation, st->n, held, st->last_seq, st->marks.token_hwm, jr_mode_name(st->mode));
     return 0;
 }
 

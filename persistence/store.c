@@ -1355,10 +1355,10 @@ out:
     return status;
 }
 
-int store_import(struct store *s, const struct store_import_row *rows, size_t n,
-                 const struct store_marks *marks, char *err, size_t errlen)
+/* Takes the writer's connection for a caller outside the writer: nothing may be queued or
+ * running. */
+static void claim_writer(struct store *s)
 {
-    /* Take the writer's connection: nothing may be queued or running. */
     pthread_mutex_lock(&s->lock);
     while (s->busy || s->head) {
         pthread_mutex_unlock(&s->lock);
@@ -1367,7 +1367,21 @@ int store_import(struct store *s, const struct store_import_row *rows, size_t n,
     }
     s->busy = true;
     pthread_mutex_unlock(&s->lock);
+}
 
+static void release_writer(struct store *s)
+{
+    pthread_mutex_lock(&s->lock);
+    s->busy = false;
+    if (s->head)
+        pthread_cond_signal(&s->cond);
+    pthread_mutex_unlock(&s->lock);
+}
+
+int store_import(struct store *s, const struct store_import_row *rows, size_t n,
+                 const struct store_marks *marks, char *err, size_t errlen)
+{
+    claim_writer(s);
     int rc = begin(s);
     if (rc == SQLITE_OK)
         rc = exec(s->wdb, "DELETE FROM holders; DELETE FROM resources; DELETE FROM meta;");
@@ -1399,12 +1413,39 @@ int store_import(struct store *s, const struct store_import_row *rows, size_t n,
     } else {
         snprintf(err, errlen, "writing the restored rows failed: %s", sqlite3_errstr(rc));
     }
+    release_writer(s);
+    return rc == SQLITE_OK ? STORE_OK : STORE_EIO;
+}
 
-    pthread_mutex_lock(&s->lock);
-    s->busy = false;
-    if (s->head)
-        pthread_cond_signal(&s->cond);
-    pthread_mutex_unlock(&s->lock);
+int store_rearm(struct store *s, int64_t now_ms, uint64_t grace_ms, uint64_t *n, char *err,
+                size_t errlen)
+{
+    /* mirror_rearm_deadline's rule, for every lease held at once, plus a spread of up to a
+     * tenth of the TTL (2 s at most) by token, so that leases whose holders died with the
+     * old active do not all expire in one burst (etcd spreads its revocations too). */
+    static const char sql[] =
+        "UPDATE holders SET deadline = ?1 + MAX(ttl_ms, CASE WHEN deadline < ?1 THEN ?2 "
+        "ELSE 0 END) + token % (1 + MIN(ttl_ms / 10, 2000)) WHERE held = 1";
+    claim_writer(s);
+    sqlite3_stmt *st = NULL;
+    int rc = begin(s);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_prepare_v2(s->wdb, sql, -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_int64(st, 1, now_ms);
+        sqlite3_bind_int64(st, 2, (sqlite3_int64)grace_ms);
+        rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(s->wdb);
+    }
+    if (rc == SQLITE_OK)
+        *n = (uint64_t)sqlite3_changes(s->wdb);
+    sqlite3_finalize(st);
+    if (rc == SQLITE_OK)
+        rc = commit(s);
+    if (rc != SQLITE_OK) {
+        rollback(s);
+        snprintf(err, errlen, "re-arming the leases failed: %s", sqlite3_errstr(rc));
+    }
+    release_writer(s);
     return rc == SQLITE_OK ? STORE_OK : STORE_EIO;
 }
 

@@ -266,6 +266,13 @@ struct store_import_row {
     size_t len;
     struct store_row row;
 };
+/* Gives every lease held its TTL again from `now_ms` (the lease clock), or at least
+ * `grace_ms` when its deadline had passed, plus a spread by token of up to a tenth of its
+ * TTL (at most 2 s): what a server does with leases read from another server's clock, once
+ * it is about to serve them. *n: the leases re-armed. Only before the store takes writes.
+ * Returns STORE_OK or STORE_EIO (err says why). */
+int store_rearm(struct store *s, int64_t now_ms, uint64_t grace_ms, uint64_t *n, char *err,
+                size_t errlen);
 int store_import(struct store *s, const struct store_import_row *rows, size_t n,
                  const struct store_marks *marks, char *err, size_t errlen);
 

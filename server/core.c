@@ -18,7 +18,7 @@ static const char *write_gate(void *arg)
 }
 
 /* Opens the blob mirror: takes the container, restores into a new store, starts shipping. */
-static int open_mirror(struct server *s, char *err, size_t errlen)
+static int open_mirror(struct server *s, bool *restored, char *err, size_t errlen)
 {
     struct options *o = &s->opt;
     if (o->mirror_mode == MIRROR_OFF) {
@@ -40,7 +40,6 @@ static int open_mirror(struct server *s, char *err, size_t errlen)
         .takeover_wait_ms = o->ha ? 1 : o->mirror_takeover_ms,
         .advertise_url = o->ha ? o->advertise_url : NULL,
         .warm = s->copy,
-        .rearm_grace_ms = o->failover_grace_ms,
         .fault_append_pause_ms = o->fault_append_pause_ms,
         .queue_max = o->fault_mirror_queue_max,
         .last_token = &s->domain.last_token,
@@ -52,6 +51,7 @@ static int open_mirror(struct server *s, char *err, size_t errlen)
     int rrc = mirror_restore(s->mirror, &rs, err, errlen);
     if (rrc != 0)
         return rrc;
+    *restored = rs.restored;
     if (rs.restored) {
         atomic_store(&s->domain.last_token, store_token_hwm(s->store));
         uint64_t idx = store_index_hwm(s->store), floor = store_index_floor(s->store);
@@ -126,7 +126,8 @@ int start_core(struct server *s, char *err, size_t errlen, const char **failed)
     uint64_t idx = store_index_hwm(s->store), floor = store_index_floor(s->store);
     atomic_store(&s->domain.last_index, idx > floor ? idx : floor);
     s->actx = (struct ra_ctx){.domain = &s->domain, .store = s->store};
-    if ((rc = open_mirror(s, err, errlen)) != 0) {
+    bool restored = false;
+    if ((rc = open_mirror(s, &restored, err, errlen)) != 0) {
         *failed = "cannot start the blob mirror";
         return rc;
     }
@@ -150,6 +151,15 @@ int start_core(struct server *s, char *err, size_t errlen, const char **failed)
     }
     rt_alarms_pace(s->actx.alarms, store_behind, s->store);
 
+    /* Leases read from the container get their TTL again now, when this server is about to
+     * serve them, not when it read them: the failover grace counts from here, however long
+     * the first snapshot and the token reservation took. */
+    uint64_t rearmed = 0;
+    if (restored && store_rearm(s->store, mx_lease_ms(), s->opt.failover_grace_ms, &rearmed, err,
+                                errlen) != STORE_OK) {
+        *failed = "cannot re-arm the leases read from the container";
+        return -1;
+    }
     /* Leases in force at the last stop are counted and their expiries set again, each with
      * the time it had left; their resources stay on disk until something asks for them. */
     size_t unset = 0;

@@ -185,3 +185,53 @@ def test_events_through_a_kill_show_no_phantom_and_skip_nothing(groups):  # noqa
     assert not phantoms, "%d grants shown that no client was answered and that the group " \
         "did not keep: %r" % (len(phantoms), phantoms[:5])
     load.assert_ok()
+
+
+@pytest.mark.heavy
+def test_the_failover_grace_counts_from_serving_not_from_reading(groups):  # noqa: F811
+    """The new active's first snapshot takes 4 s (its writes to snapshots/ delayed), longer
+    than the failover grace (3 s). A holder whose 2 s lease ran out while no server was
+    active renews a second after the new active serves, while a contender waits: the
+    renewal is answered 200 with its token, and the contender was not granted. Before, the
+    leases were re-armed when read, the grace was spent before the new active served, and
+    the contender was granted at once."""
+    g = groups(n=3, extra=["--failover-after-ms", "1000", "--failover-grace-ms", "3000"])
+    g.start()
+    active = g.active()
+    h = GroupClient(g.urls())
+    st, lease = h.request("POST", "/v1/resources/edges/grace/acquire",
+                          {"owner": "H", "ttl_ms": 2000})
+    assert st == 200, lease
+    for s in g.standbys(active):
+        g.proxy(s).add(action="delay", delay=4.0, method="PUT", path=r"/snapshots/",
+                       times=None)
+    since = {s: len(s.lines) for s in g.servers}
+    active.kill()
+    granted = {}
+
+    def contend():
+        c = GroupClient([s.url for s in g.servers if s is not active])
+        granted["r"] = c.request("POST", "/v1/resources/edges/grace/acquire",
+                                 {"owner": "C", "ttl_ms": 2000, "wait_ms": 30000},
+                                 deadline=time.monotonic() + 40)
+        granted["at"] = time.monotonic()
+
+    t = threading.Thread(target=contend)
+    t.start()
+    served_at = None
+    deadline = time.monotonic() + 40 * SLOW
+    while served_at is None and time.monotonic() < deadline:
+        if any("serving as the active server" in l for s in g.servers for l in s.lines[since[s]:]):
+            served_at = time.monotonic()
+        time.sleep(0.05)
+    assert served_at is not None, g.logs()
+    # A holder that backs off while no server answers renews a second after the new active
+    # serves: within the grace from serving, long after the grace from reading.
+    time.sleep(1.0)
+    st, body = h.request("POST", "/v1/resources/edges/grace/renew",
+                         {"lease_id": lease["lease_id"]}, deadline=time.monotonic() + 5)
+    assert st == 200 and body["fencing_token"] == lease["fencing_token"], (st, body, granted)
+    assert "at" not in granted, granted
+    # The holder stops: the contender gets it once the lease runs out.
+    t.join(40)
+    assert granted["r"][0] == 200, granted

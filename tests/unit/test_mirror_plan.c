@@ -489,25 +489,6 @@ static void plan_named_refuses_what_cannot_be_whole(void **st)
     mirror_plan_free(&plan);
 }
 
-/* A lease read from another server's container never ends before its holder's own
- * deadline, whatever the two clocks say: it gets its whole TTL again, and one whose
- * written deadline has passed gets at least the failover grace. */
-static void rearm_never_shortens_a_lease(void **st)
-{
-    (void)st;
-    const int64_t now = 1700000000000;
-    /* 4 s left of 10 by the other clock: 10 s from now. */
-    assert_int_equal(mirror_rearm_deadline(now + 4000, 10000, now, 15000), now + 10000);
-    /* Written by a clock 5 s ahead: still 10 s, not 15. */
-    assert_int_equal(mirror_rearm_deadline(now + 15000, 10000, now, 15000), now + 10000);
-    /* Passed by this clock (a clock behind, or no server active for a while): the grace. */
-    assert_int_equal(mirror_rearm_deadline(now - 2000, 10000, now, 15000), now + 15000);
-    /* A TTL longer than the grace keeps its TTL. */
-    assert_int_equal(mirror_rearm_deadline(now - 2000, 60000, now, 15000), now + 60000);
-    /* No grace (a restore outside a group with none configured): the TTL. */
-    assert_int_equal(mirror_rearm_deadline(now - 2000, 10000, now, 0), now + 10000);
-}
-
 /* ---- restore's listing ----------------------------------------------------------- */
 
 #define LIST_EMPTY                                                                                 \
@@ -918,7 +899,6 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(plan_of_a_generation_ignores_a_later_stray),
     cmocka_unit_test(plan_named_reads_exactly_the_named_pair),
     cmocka_unit_test(plan_named_refuses_what_cannot_be_whole),
-    cmocka_unit_test(rearm_never_shortens_a_lease),
     cmocka_unit_test(restore_failed_listing_is_not_a_verdict),
     cmocka_unit_test(names_round_trip),
     cmocka_unit_test(names_refused),

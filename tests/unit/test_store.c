@@ -808,6 +808,60 @@ static void lists_and_snapshots_have_whole_rows(void **state)
     close_store(s, dir);
 }
 
+/* A lease read from another server's container never ends before its holder's own
+ * deadline, whatever the two clocks say: it gets its whole TTL again, and one whose
+ * written deadline has passed gets at least the failover grace; spread by token over up
+ * to a tenth of its TTL, 2 s at most. A lease not held is left alone. */
+static void rearm_never_shortens_a_lease(void **state)
+{
+    (void)state;
+    char dir[64];
+    struct store *s = open_store(dir, NULL, 0);
+    const int64_t now = 1700000000000;
+    struct {
+        const char *name;
+        int64_t written;
+        uint64_t ttl, token;
+        bool held;
+        int64_t want;
+    } c[] = {
+        /* 4 s left of 10 by the other clock: 10 s from now, + token % 1001. */
+        {"left", now + 4000, 10000, 1500, true, now + 10000 + 499},
+        /* Written by a clock 5 s ahead: still 10 s, not 15. */
+        {"ahead", now + 15000, 10000, 1000, true, now + 10000 + 1000},
+        /* Passed by this clock (a clock behind, or no active for a while): the grace. */
+        {"passed", now - 2000, 10000, 7, true, now + 15000 + 7},
+        /* A TTL longer than the grace keeps its TTL; the spread stops at 2 s. */
+        {"long", now - 2000, 60000, 2001 + 5, true, now + 60000 + 5},
+        /* Not held: untouched. */
+        {"gone", now - 2000, 10000, 9, false, now - 2000},
+    };
+    struct store_import_row in[5] = {{0}};
+    for (int i = 0; i < 5; i++) {
+        struct store_lease l = lease_of(c[i].token, (uint8_t)(20 * i), c[i].held);
+        l.deadline_ms = c[i].written;
+        l.ttl_ms = c[i].ttl;
+        in[i] = (struct store_import_row){.name = c[i].name, .len = strlen(c[i].name)};
+        in[i].row = (struct store_row){.index = 1, .limit = 1};
+        assert_int_equal(store_row_add(&in[i].row, &l), 0);
+        store_lease_clear(&l);
+    }
+    struct store_marks m = {.commit_seq = 1, .token_hwm = 3000, .index_hwm = 1};
+    char err[128];
+    assert_int_equal(store_import(s, in, 5, &m, err, sizeof err), STORE_OK);
+    uint64_t n = 0;
+    assert_int_equal(store_rearm(s, now, 15000, &n, err, sizeof err), STORE_OK);
+    assert_int_equal(n, 4);
+    for (int i = 0; i < 5; i++) {
+        struct store_row row;
+        assert_int_equal(store_get(s, c[i].name, strlen(c[i].name), &row), STORE_OK);
+        assert_int_equal(row.leases[0].deadline_ms, c[i].want);
+        store_row_clear(&row);
+        store_row_clear(&in[i].row);
+    }
+    close_store(s, dir);
+}
+
 /* Renewing one lease of a semaphore of a thousand writes that lease alone (counted by a
  * trigger on the file, outside the store). */
 static void one_renewal_of_a_thousand_holders_writes_one_lease(void **state)
@@ -1039,6 +1093,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(a_record_puts_and_forgets_leases_of_a_row),
     cmocka_unit_test(the_held_leases_read_at_start_are_the_joins),
     cmocka_unit_test(lists_and_snapshots_have_whole_rows),
+    cmocka_unit_test(rearm_never_shortens_a_lease),
     cmocka_unit_test(one_renewal_of_a_thousand_holders_writes_one_lease),
     cmocka_unit_test(a_grant_and_a_release_write_three_pages_each),
 };
