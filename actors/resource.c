@@ -448,11 +448,29 @@ static bool in_restore_grace(struct res_domain *d, struct res_req *q, const stru
     return true;
 }
 
+/* What one lease adds to its row's line at most: its fixed fields, its owner escaped, its
+ * metadata as stored. */
+static size_t lease_bytes(const struct mx_str *owner, const struct mx_str *metadata)
+{
+    return 320 + 2 * (owner ? owner->len : 0) + (metadata ? metadata->len : 4);
+}
+
+static size_t row_bytes(const struct res *r)
+{
+    size_t n = 0;
+    for (uint32_t i = 0; i < r->row.nleases; i++)
+        n += lease_bytes(r->row.leases[i].owner, r->row.leases[i].metadata);
+    return n;
+}
+
 /* Whether a new lease for q fits beside the leases held now (limits agreed). */
 static bool fits(const struct res *r, const struct res_domain *d, const struct res_req *q)
 {
     if (r->nheld == 0)
         return true;
+    if (row_bytes(r) + lease_bytes(q->owner, q->has_metadata ? q->metadata : NULL) >
+        RES_ROW_MAX_BYTES)
+        return false;
     if (r->row.limit > 1)
         return r->nheld < r->row.limit;
     if (!q->shared || r->nheld >= max_holders(d))
@@ -544,6 +562,12 @@ static void extend(struct res *r, struct res_domain *d, uint32_t i, struct res_r
     if (in_restore_grace(d, q, now, out))
         return;
     struct store_lease *l = &r->row.leases[i];
+    if (q->has_metadata && (l->metadata ? l->metadata->len : 0) < q->metadata->len &&
+        row_bytes(r) - lease_bytes(l->owner, l->metadata) + lease_bytes(l->owner, q->metadata) >
+            RES_ROW_MAX_BYTES) {
+        answer(out, q, RES_ERR_ROW_FULL);
+        return;
+    }
     set_held(r, d, i, true);
     l->renewed_at_ms = now->wall_ms;
     set_deadline(r, i, ttl_ms, now);

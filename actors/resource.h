@@ -72,6 +72,17 @@ struct res_domain {
     struct prom_hist expiry_lateness;
 };
 
+/*
+ * The leases of one resource are written together in one journal or snapshot line, and a
+ * line must fit in one append block of blob storage (4 MiB): a line that does not stalls
+ * shipping, and every write with it. So the leases of one resource (held or remembered)
+ * carry at most this many bytes, counted as res_lease_bytes() counts them: a grant that
+ * would pass it does not fit (it waits, or is answered lease_held, as when the holders are
+ * at --max-holders), and a renewal whose metadata would pass it is refused. A change line
+ * holds at most the row and one id per lease forgotten: well under a block.
+ */
+#define RES_ROW_MAX_BYTES (1536u * 1024u)
+
 struct res_now {
     uint64_t mono_ns; /* CLOCK_MONOTONIC: every deadline in memory */
     int64_t wall_ms;  /* wall clock: *_at times, for people */
@@ -92,6 +103,7 @@ enum res_status {
     RES_ERR_UNAVAILABLE, /* 503, with reason */
     RES_ERR_LIMIT,       /* 409 limit_mismatch, with the limit in force in view.limit */
     RES_ERR_SHARED,      /* 400 invalid_field shared: a retry naming another kind */
+    RES_ERR_ROW_FULL,    /* 400 invalid_field metadata: the leases would not fit one line */
     RES_GONE,            /* the client went away: nothing to send */
 };
 

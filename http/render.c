@@ -236,6 +236,13 @@ void render_answer(const char *name, size_t len, const struct res_req *rq, struc
         key_str(&w, "field", "shared");
         finish_error(&w, 400, out);
         return;
+    case RES_ERR_ROW_FULL:
+        error_object(&w, "invalid_field",
+                     "with this metadata the leases of the resource would carry more than "
+                     "1.5 MiB together: use smaller metadata");
+        key_str(&w, "field", "metadata");
+        finish_error(&w, 400, out);
+        return;
     case RES_ERR_LOST:
         error_object(&w, "lease_lost",
                      "the lease is no longer the resource's: it was released, broken, or "

@@ -235,3 +235,43 @@ def test_the_failover_grace_counts_from_serving_not_from_reading(groups):  # noq
     # The holder stops: the contender gets it once the lease runs out.
     t.join(40)
     assert granted["r"][0] == 200, granted
+
+
+@pytest.mark.heavy
+def test_many_readers_with_big_metadata_expiring_at_once_stall_no_write(groups):  # noqa: F811
+    """1000 readers of one resource, each with 4000 bytes of metadata and a 1 s TTL, and a
+    takeover that gives them all the same deadline: their expiry in one turn remembers
+    every lease, and that change line would be 4.3 MB, past one
+    append block (4 MiB), which stalled shipping and every write after it. The leases of one
+    resource now carry at most 1.5 MiB: the readers past it are answered lease_held, the
+    expiry ships, and a write a moment later is answered 200."""
+    g = groups(n=2, extra=["--min-ttl-ms", "1000", "--max-holders", "4096",
+                           "--failover-after-ms", "1000", "--failover-grace-ms", "1000"]).start()
+    s = g.active()
+    md = {"pad": "x" * 3990}
+    statuses = []
+
+    def readers(k):
+        c = s.client()
+        for _ in range(125):
+            r = c.acquire("edges/readers", owner="reader-%d" % k, ttl_ms=1000, shared=True,
+                          metadata=md)
+            statuses.append(r.status if r.status != 409 else r.code)
+
+    ts = [threading.Thread(target=readers, args=(k,)) for k in range(8)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(120)
+    granted = statuses.count(200)
+    assert 300 <= granted <= 400 and statuses.count("lease_held") == 1000 - granted, \
+        {x: statuses.count(x) for x in set(statuses)}
+    # A takeover gives every reader the same deadline again: they expire in one turn.
+    s.kill()
+    s = g.active(timeout=20 * SLOW)
+    time.sleep(3.0)
+    c = s.client()
+    started = time.monotonic()
+    r = c.acquire("edges/after", owner="w", ttl_ms=5000)
+    assert r.status == 200 and time.monotonic() - started < 3 * SLOW, r
+    assert c.get("edges/readers").json["state"] == "free"

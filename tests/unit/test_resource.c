@@ -991,6 +991,64 @@ static void the_same_acquire_queued_twice_gets_one_lease(void **st)
     res_free(&r);
 }
 
+/* Readers with 4000-byte metadata: grants stop at RES_ROW_MAX_BYTES (the next reader is
+ * answered lease_held, or waits), and a renewal growing its metadata past it is refused;
+ * one that keeps its size is not. */
+static void the_leases_of_one_resource_fit_one_line(void **st)
+{
+    (void)st;
+    setup_domain();
+    D.lim.max_holders = 4096;
+    struct res r;
+    res_init(&r, 0);
+    char md[4001];
+    md[0] = '{';
+    memset(md + 1, ' ', 3998);
+    md[3999] = '}';
+    md[4000] = '\0';
+    static struct res_req *held[1000];
+    uint32_t n = 0;
+    for (;;) {
+        struct res_req *q = acquire_req("reader", 60000, 0);
+        q->shared = true;
+        q->metadata = mx_str_new(md, 4000);
+        q->has_metadata = true;
+        handle(&r, q);
+        struct res_req *a = res_out_pop(&OUT);
+        assert_ptr_equal(a, q);
+        if (a->status != RES_OK_LEASE) {
+            assert_int_equal(a->status, RES_ERR_HELD);
+            done(q);
+            break;
+        }
+        assert_true(n < 1000);
+        held[n++] = q;
+    }
+    /* 4000 + 320 + 12 bytes a lease: 363 of them in 1.5 MiB, where 1000 would make 4.3 MB. */
+    assert_int_equal(n, RES_ROW_MAX_BYTES / (4000 + 320 + 12));
+    /* A renewal of the first, now with 8000 bytes: refused; with the same: renewed. */
+    char big[8001];
+    big[0] = '{';
+    memset(big + 1, ' ', 7998);
+    big[7999] = '}';
+    big[8000] = '\0';
+    struct res_req *rn = with_id(req(RES_RENEW), held[0]->view.lease_id);
+    rn->metadata = mx_str_new(big, 8000);
+    rn->has_metadata = true;
+    handle(&r, rn);
+    expect(rn, RES_ERR_ROW_FULL);
+    done(rn);
+    rn = with_id(req(RES_RENEW), held[0]->view.lease_id);
+    rn->metadata = mx_str_new(md, 4000);
+    rn->has_metadata = true;
+    handle(&r, rn);
+    expect(rn, RES_OK_LEASE);
+    done(rn);
+    for (uint32_t i = 0; i < n; i++)
+        done(held[i]);
+    res_free(&r);
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(no_token_above_the_reserved_ceiling),
     cmocka_unit_test(restore_grace_refuses_grants_and_renewals),
@@ -1017,5 +1075,6 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(a_retry_must_name_the_same_kind),
     cmocka_unit_test(one_renewal_of_a_thousand_holders_writes_one_lease),
     cmocka_unit_test(the_same_acquire_queued_twice_gets_one_lease),
+    cmocka_unit_test(the_leases_of_one_resource_fit_one_line),
 };
 MX_TEST_MAIN(tests)
