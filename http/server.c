@@ -404,6 +404,20 @@ static enum MHD_Result answer_forwarded(struct hreq *q)
 static enum MHD_Result start_list(struct hreq *q);
 static enum MHD_Result answer_events(struct hreq *q);
 
+/* Why this server may no longer answer a read from its state, after a request waited here:
+ * it was fenced, stopped serving, or has not confirmed within --failover-after-ms that it
+ * owns the container (a standby may have taken over). NULL when it may. */
+static const char *not_serving(struct hreq *q)
+{
+    enum http_role role = fwd_role(q->h->fwd);
+    uint64_t until = atomic_load_explicit(&q->h->serve_until_ns, memory_order_relaxed);
+    if (role == HTTP_ROLE_FENCED)
+        return FWD_FENCED;
+    if ((role != HTTP_ROLE_SERVE && !q->here) || (until && mx_mono_ns() > until))
+        return HTTP_UNCONFIRMED;
+    return NULL;
+}
+
 static enum MHD_Result answer_resumed(struct hreq *q)
 {
     uncount(q);
@@ -420,14 +434,9 @@ static enum MHD_Result answer_resumed(struct hreq *q)
             q->close = true;
             return send_unavailable(q, "shutting down");
         }
-        /* While it was held, this server may have stopped serving (fenced, or its ownership
-         * unconfirmed): it must not answer from its state then. */
-        enum http_role role = fwd_role(q->h->fwd);
-        uint64_t until = atomic_load_explicit(&q->h->serve_until_ns, memory_order_relaxed);
-        if (role == HTTP_ROLE_FENCED)
-            return send_group_unavailable(q, FWD_FENCED);
-        if ((role != HTTP_ROLE_SERVE && !q->here) || (until && mx_mono_ns() > until))
-            return send_group_unavailable(q, HTTP_UNCONFIRMED);
+        const char *stale = not_serving(q);
+        if (stale)
+            return send_group_unavailable(q, stale);
         return q->route == ROUTE_EVENTS ? answer_events(q) : start_list(q);
     }
     struct render rd;
@@ -446,6 +455,13 @@ static enum MHD_Result answer_resumed(struct hreq *q)
         q->status = 499; /* nobody to answer: close */
         q->phase = PH_DONE;
         return MHD_NO;
+    }
+    /* A read (a watch's state, a wait that ran out with the holder's name) answered after
+     * a wait: checked as a list watch is. A change answered here is durable, so it stands. */
+    if (q->ra.rq.status == RES_OK_STATE || q->ra.rq.status == RES_ERR_HELD) {
+        const char *stale = not_serving(q);
+        if (stale)
+            return send_group_unavailable(q, stale);
     }
     render_answer(q->name, q->name_len, &q->ra.rq, &rd);
     return send_render(q, &rd, NULL);

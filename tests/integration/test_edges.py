@@ -275,3 +275,38 @@ def test_many_readers_with_big_metadata_expiring_at_once_stall_no_write(groups):
     r = c.acquire("edges/after", owner="w", ttl_ms=5000)
     assert r.status == 200 and time.monotonic() - started < 3 * SLOW, r
     assert c.get("edges/readers").json["state"] == "free"
+
+
+@pytest.mark.heavy
+def test_waits_opened_before_a_blob_cut_are_not_answered_from_state(groups):  # noqa: F811
+    """A watch and a blocking acquire opened on the active, which is then cut off from the
+    blob store: once it has not confirmed its ownership for --failover-after-ms, their
+    timeouts are answered 503 ownership_unconfirmed, not from its state (a standby may have
+    taken over meanwhile): before, the watch got 200 with the state and the acquire 409
+    lease_held naming a holder."""
+    g = groups(n=3, extra=["--failover-after-ms", "1000"]).start()
+    active = g.active()
+    c = active.client()
+    held = c.acquire("edges/cut", owner="H", ttl_ms=30000)
+    assert held.status == 200, held
+    index = c.get("edges/cut").json["index"]
+    out = {}
+
+    def watch():
+        out["watch"] = active.client().get("edges/cut", "?index=%d&wait_ms=4000" % index)
+
+    def wait():
+        out["wait"] = active.client().acquire("edges/cut", owner="W", ttl_ms=5000,
+                                               wait_ms=4000)
+
+    ts = [threading.Thread(target=f) for f in (watch, wait)]
+    for t in ts:
+        t.start()
+    time.sleep(0.5)
+    g.proxy(active).cut()
+    for t in ts:
+        t.join(30)
+    for k in ("watch", "wait"):
+        r = out[k]
+        assert r.status == 503 and r.json["error"]["reason"] == "ownership_unconfirmed", (k, r)
+    g.proxy(active).heal()
