@@ -765,6 +765,9 @@ static enum MHD_Result forward(struct hreq *q, uint64_t wait_ms)
     f->request_id = q->rid;
     f->arrival_ns = q->start_ns;
     f->wait_ms = wait_ms;
+    /* A break (with or without a lease_id), and an acquire without a lease_id, would do
+     * their change again if carried out twice; a change that names its lease would not. */
+    f->idempotent = !post || (q->route != ROUTE_BREAK && q->ra.rq.has_lease_id);
     f->done = on_forwarded;
     q->forwarding = true;
     q->phase = PH_WAIT;
