@@ -27,6 +27,7 @@ struct conn {
     int fd;
     bool waiting; /* on the list */
     bool reaped;
+    bool spare;        /* opened beyond the limit: for health checks only (immutable) */
     uint64_t since_ns; /* when the wait began: idle since, or the request's line */
 };
 
@@ -178,6 +179,7 @@ struct conn *conns_opened(struct conns *c, int fd)
     (void)epoll_ctl(c->readable, EPOLL_CTL_ADD, fd, &ev);
     pthread_mutex_lock(&c->lock);
     c->count++;
+    k->spare = c->count > c->max;
     if (c->count > c->peak)
         c->peak = c->count;
     wait_push(c, k);
@@ -243,6 +245,16 @@ void conns_request_ends(struct conns *c, struct conn *k)
     if (!k->reaped && !k->waiting)
         wait_push(c, k);
     pthread_mutex_unlock(&c->lock);
+}
+
+unsigned conns_spares(unsigned max_connections)
+{
+    return 8 + max_connections / 64;
+}
+
+bool conns_spare(const struct conn *k)
+{
+    return k && k->spare;
 }
 
 uint64_t conns_reaped(struct conns *c)

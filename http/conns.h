@@ -12,6 +12,11 @@
  * connections passes 90% of the limit, the reaper closes the connections that have been
  * waiting on their client longest, so that new clients still get in.
  *
+ * The HTTP server takes conns_spares() connections beyond the limit: a connection opened
+ * while the limit is reached is a spare one (conns_spare()), on which only health checks
+ * are served, so that /healthz and /readyz answer even when every other connection is
+ * taken (by requests that wait, which are never closed to make room).
+ *
  * Closing many connections leaves their memory in the C library's free lists; the reaper
  * gives it back to the system after a wave of closes (see conns.c).
  *
@@ -38,6 +43,12 @@ void conns_request_begins(struct conns *c, struct conn *k);
 void conns_request_received(struct conns *c, struct conn *k);
 /* Its answer is sent: the connection is idle again. */
 void conns_request_ends(struct conns *c, struct conn *k);
+
+/* The connections kept beyond `max_connections` for health checks. */
+unsigned conns_spares(unsigned max_connections);
+/* True when `k` was opened beyond the limit (NULL: untracked, false). Immutable: any
+ * thread. */
+bool conns_spare(const struct conn *k);
 
 uint64_t conns_reaped(struct conns *c); /* connections closed by the reaper so far */
 unsigned conns_open(struct conns *c);   /* connections open now, on every thread */

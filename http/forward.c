@@ -10,9 +10,9 @@
  *      `held` the transfers that have not sent a byte yet (their target may have moved);
  *   3. settles `held`: served here (SERVE), refused (FENCED, or the forward timeout from
  *      arrival passed), or sent (FORWARD, when its next attempt is due);
- *   4. runs the transfers and settles the finished ones: relayed; held again when nothing
- *      was sent (the active could not be connected to: the request surely never reached
- *      it); refused `active_lost` when it may have been delivered;
+ *   4. runs the transfers and settles the finished ones: relayed; held again when the
+ *      request was never offered to a connection (the active could not be connected to: it
+ *      surely never reached it); refused `active_lost` when it may have been delivered;
  *   5. sleeps in curl_multi_poll() until a socket, the nearest deadline or a wake-up.
  * `done` is called with no lock held, after the request has left every list.
  */
@@ -215,6 +215,35 @@ static size_t on_header(char *p, size_t size, size_t n, void *arg)
     return len;
 }
 
+/*
+ * Whether the active may have seen a request. libcurl calls this once a connection is
+ * established (or taken from its cache) and before it writes a byte of the request, so a
+ * request it was never called for cannot have reached the active, and is held to be sent
+ * again (`_offered` == 0). Once it was called, the request may be in the active's socket
+ * buffer and carried out even when the transfer ends in an error: the bytes libcurl reports
+ * sent say nothing of that. And libcurl sends a request a second time by itself, on a new
+ * connection, when a connection it reused closes before any answer (the peer may have
+ * closed it idle, or died with the request read): it calls this again first. A request that
+ * is not idempotent (a break, which would break the next holder; an acquire without a
+ * lease_id, which would leave a second lease nobody holds) is refused that second sending:
+ * the transfer fails and the client gets 503 `active_lost`, to retry knowingly. The cost
+ * is such a 503 when the active closed an idle connection just as a break or an acquire
+ * without a lease_id went out on it; a new connection for each of them
+ * (CURLOPT_FRESH_CONNECT) would avoid it at a connection set up per request. Idempotent
+ * requests may go twice, as libcurl does.
+ */
+static int on_prereq(void *arg, char *primary_ip, char *local_ip, int primary_port, int local_port)
+{
+    (void)primary_ip;
+    (void)local_ip;
+    (void)primary_port;
+    (void)local_port;
+    struct fwd_req *r = arg;
+    if (r->_offered++ > 0 && !r->idempotent)
+        return CURL_PREREQFUNC_ABORT;
+    return CURL_PREREQFUNC_OK;
+}
+
 static uint64_t deadline(const struct fwd *f, const struct fwd_req *r)
 {
     return r->arrival_ns + f->timeout_ns;
@@ -248,6 +277,8 @@ static bool start(struct fwd *f, struct fwd_req *r, uint64_t now)
         curl_easy_setopt(e, CURLOPT_WRITEDATA, r) == CURLE_OK &&
         curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header) == CURLE_OK &&
         curl_easy_setopt(e, CURLOPT_HEADERDATA, r) == CURLE_OK &&
+        curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, on_prereq) == CURLE_OK &&
+        curl_easy_setopt(e, CURLOPT_PREREQDATA, r) == CURLE_OK &&
         curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
                          (long)(left_ms < CONNECT_MAX_MS ? left_ms : CONNECT_MAX_MS)) == CURLE_OK &&
         /* A blocking acquire or a watch waits at the active for its whole wait. */
@@ -264,6 +295,7 @@ static bool start(struct fwd *f, struct fwd_req *r, uint64_t now)
         return false;
     }
     r->_easy = e;
+    r->_offered = 0;
     r->_sent_ns = now;
     r->_parked = r->wait_ms > 0;
     if (r->_parked)
@@ -320,11 +352,9 @@ static void finished(struct fwd *f, CURL *e, CURLcode rc, uint64_t now)
         complete(f, r, FWD_RELAYED, NULL);
         return;
     }
-    long sent = 0;
-    curl_easy_getinfo(e, CURLINFO_REQUEST_SIZE, &sent);
-    if (sent == 0) {
-        /* Not a byte of the request went out (refused, unreachable, connect timeout): the
-         * active never saw it, so it can go again, there or wherever the role says. */
+    if (r->_offered == 0) {
+        /* Never offered to a connection (refused, unreachable, connect timeout): the active
+         * never saw it, so it can go again, there or wherever the role says (on_prereq). */
         char d[200];
         mx_debug("forward: cannot reach the active; holding", "active=%s error=%s request_id=%s",
                  f->cur_url, mx_log_quote(d, sizeof d, curl_easy_strerror(rc)),
@@ -333,7 +363,9 @@ static void finished(struct fwd *f, CURL *e, CURLcode rc, uint64_t now)
         return;
     }
     log_refused(f, r, FWD_ACTIVE_LOST,
-                rc == CURLE_WRITE_ERROR ? "answer_too_large" : curl_easy_strerror(rc));
+                rc == CURLE_WRITE_ERROR           ? "answer_too_large"
+                : rc == CURLE_ABORTED_BY_CALLBACK ? "connection_lost_not_sent_again"
+                                                  : curl_easy_strerror(rc));
     complete(f, r, FWD_REFUSED, FWD_ACTIVE_LOST);
 }
 
@@ -426,14 +458,11 @@ static void *fwd_main(void *arg)
 
         for (struct fwd_req *r = f->sending, *next; r; r = next) {
             next = r->_next;
-            long sent = 0;
-            if (!atomic_load(&r->_cancel) && moved)
-                curl_easy_getinfo(r->_easy, CURLINFO_REQUEST_SIZE, &sent);
             if (atomic_load(&r->_cancel)) {
                 /* Closing the connection is what tells the active its waiter has gone. */
                 unlink_req(&f->sending, r);
                 complete(f, r, FWD_GONE, NULL);
-            } else if (moved && sent == 0) {
+            } else if (moved && r->_offered == 0) {
                 unlink_req(&f->sending, r);
                 hold(f, r, 0);
             }

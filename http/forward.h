@@ -61,6 +61,10 @@ struct fwd_req {
     const char *authorization, *content_type, *accept, *request_id;
     uint64_t arrival_ns; /* held at most the forward timeout from here */
     uint64_t wait_ms;    /* the request's own wait: added to the timeout of the transfer */
+    /* Carried out twice, it does what it does once (a read; a change naming its lease_id:
+     * an acquire with the lease_id proposed, a renewal, a release). False for a break and an
+     * acquire without a lease_id: those go to the active at most once (see forward.c). */
+    bool idempotent;
     void (*done)(struct fwd_req *r);
 
     /* results: valid in `done` and after; fwd_req_clear() frees them */
@@ -78,6 +82,7 @@ struct fwd_req {
     struct mx_buf _body;
     uint64_t _not_before_ns; /* held: next attempt */
     bool _parked;            /* sending, and it waits at the active (wait_ms) */
+    unsigned _offered;       /* times the transfer was about to write it on a connection */
     uint64_t _sent_ns;
     _Atomic bool _cancel;
 };

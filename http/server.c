@@ -76,6 +76,13 @@ struct http {
     /* Once a role other than serve was set: requests keep their target as received, to be
      * forwarded. Never goes back. */
     _Atomic bool grouped;
+    /* Requests that may wait (wait_ms > 0: blocking acquires, watches), served here or
+     * forwarded: taken at dispatch, given back at completion, by libmicrohttpd's threads.
+     * At `max_waiting` one more is refused, so that they never take the connections the
+     * probes of /healthz need (a standby would take the group over from a live server). */
+    unsigned max_waiting; /* immutable */
+    _Atomic unsigned waiting;
+    _Atomic uint64_t waits_refused, spares_refused;
 };
 
 /*
@@ -117,6 +124,7 @@ struct hreq {
     bool ui_redirect;             /* GET /ui: sent to /ui/ */
     bool forwarding;              /* handed to the forwarder: `fwd` holds its answer */
     bool here;            /* serve here whatever the role (held, then the role became serve) */
+    bool wait_slot;       /* counted in h->waiting until completion */
     struct answer answer; /* a lease request's answer against its connection's suspension */
     char *target;         /* path and query as received, when the server is in a group */
     struct fwd_req fwd;
@@ -233,26 +241,33 @@ static enum MHD_Result send_unavailable(struct hreq *q, const char *reason)
     return send_render(q, &rd, NULL);
 }
 
-/* A 503 of a server group, with its contract's reason and a sentence for people. */
+/* The 503s with a reason of the contract (a server group's, or a server's bounds), and a
+ * sentence for people. */
+static const struct {
+    const char *reason, *message;
+} unavailable_messages[] = {
+    {FWD_FENCED, "this server has just lost the blob container to another server and answers "
+                 "no requests until it has rejoined the group as a standby"},
+    {FWD_NO_ACTIVE, "no server of the group is active (a takeover is in progress): retry, here "
+                    "or on another server"},
+    {FWD_ACTIVE_LOST, "the connection to the active server was lost after the request may have "
+                      "reached it: retry (acquire with the same lease_id)"},
+    {FWD_BUSY, "this standby forwards no more waiting requests to the active at once: retry, or "
+               "send it to the active server"},
+    {HTTP_UNCONFIRMED, "this server cannot confirm with blob storage that it is still the active "
+                       "one, and answers nothing until it can: retry, here or on another server"},
+    {HTTP_TOO_MANY_WAITING, "this server holds as many waiting requests (blocking acquires, "
+                            "watches) as it takes at once: retry later"},
+    {HTTP_TOO_MANY_CONNECTIONS, "this server is at its connection limit, and serves only health "
+                                "checks on this connection: retry later"},
+};
+
 static enum MHD_Result send_group_unavailable(struct hreq *q, const char *reason)
 {
-    const char *msg = strcmp(reason, FWD_FENCED) == 0
-                          ? "this server has just lost the blob container to another server and "
-                            "answers no requests until it has rejoined the group as a standby"
-                      : strcmp(reason, FWD_NO_ACTIVE) == 0
-                          ? "no server of the group is active (a takeover is in progress): "
-                            "retry, here or on another server"
-                      : strcmp(reason, FWD_ACTIVE_LOST) == 0
-                          ? "the connection to the active server was lost after the request "
-                            "may have reached it: retry (acquire with the same lease_id)"
-                      : strcmp(reason, FWD_BUSY) == 0
-                          ? "this standby forwards no more waiting requests to the active at "
-                            "once: retry, or send it to the active server"
-                      : strcmp(reason, HTTP_UNCONFIRMED) == 0
-                          ? "this server cannot confirm with blob storage that it is still the "
-                            "active one, and answers nothing until it can: retry, here or on "
-                            "another server"
-                          : reason;
+    const char *msg = reason;
+    for (size_t i = 0; i < sizeof unavailable_messages / sizeof unavailable_messages[0]; i++)
+        if (strcmp(reason, unavailable_messages[i].reason) == 0)
+            msg = unavailable_messages[i].message;
     struct render rd;
     render_unavailable_message(reason, msg, 1, &rd);
     return send_render(q, &rd, NULL);
@@ -591,8 +606,17 @@ static enum MHD_Result serve_request(struct hreq *q)
     enum http_role role = q->here ? HTTP_ROLE_SERVE : fwd_role(h->fwd);
     if (role == HTTP_ROLE_FENCED)
         return send_group_unavailable(q, FWD_FENCED);
+    uint64_t wait_ms = q->ra.rq.wait_ms > held_ms ? q->ra.rq.wait_ms : held_ms;
+    if (wait_ms > 0 && !q->wait_slot) {
+        if (atomic_fetch_add(&h->waiting, 1) >= h->max_waiting) {
+            atomic_fetch_sub(&h->waiting, 1);
+            atomic_fetch_add(&h->waits_refused, 1);
+            return send_group_unavailable(q, HTTP_TOO_MANY_WAITING);
+        }
+        q->wait_slot = true;
+    }
     if (role != HTTP_ROLE_SERVE)
-        return forward(q, q->ra.rq.wait_ms > held_ms ? q->ra.rq.wait_ms : held_ms);
+        return forward(q, wait_ms);
     uint64_t until = atomic_load_explicit(&h->serve_until_ns, memory_order_relaxed);
     if (until && mx_mono_ns() > until)
         return send_group_unavailable(q, HTTP_UNCONFIRMED);
@@ -781,6 +805,9 @@ static enum MHD_Result forward(struct hreq *q, uint64_t wait_ms)
     f->request_id = q->rid;
     f->arrival_ns = q->start_ns;
     f->wait_ms = wait_ms;
+    /* A break (with or without a lease_id), and an acquire without a lease_id, would do
+     * their change again if carried out twice; a change that names its lease would not. */
+    f->idempotent = !post || (q->route != ROUTE_BREAK && q->ra.rq.has_lease_id);
     f->done = on_forwarded;
     q->forwarding = true;
     q->phase = PH_WAIT;
@@ -1013,6 +1040,14 @@ static enum MHD_Result on_headers(struct hreq *q, const char *url, const char *m
             authorize(q);
     }
 
+    /* A connection beyond the limit is kept for health checks: anything else is refused
+     * and the connection closed, which gives the spare back. */
+    if (q->route != ROUTE_HEALTHZ && q->route != ROUTE_READYZ && conns_spare(conn_of(q->conn))) {
+        atomic_fetch_add(&h->spares_refused, 1);
+        q->close = true;
+        return send_group_unavailable(q, HTTP_TOO_MANY_CONNECTIONS);
+    }
+
     /* Answers that need no body are sent before it is read; the connection then closes,
      * which is what a client sending 64 KiB too much deserves. */
     bool json_route = q->route == ROUTE_ACQUIRE || q->route == ROUTE_RENEW ||
@@ -1121,6 +1156,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     *con_cls = NULL;
     conns_request_ends(h->conns, conn_of(conn));
     uncount(q);
+    if (q->wait_slot)
+        atomic_fetch_sub(&h->waiting, 1);
     int status = q->status ? q->status : 499;
     http_stats_answered(&h->stats, q->route, status, mx_mono_ns() - q->start_ns);
     if (q->watched)
@@ -1159,6 +1196,17 @@ static enum MHD_Result serve_metrics(struct hreq *q)
                  "Connections closed for staying too long between requests or on sending one, or "
                  "to make room.",
                  conns_reaped(h->conns));
+    prom_gauge(&b, "mutexd_http_waiting_requests",
+               "Requests that may wait (blocking acquires, watches) held or forwarded now.",
+               atomic_load(&h->waiting));
+    prom_counter(&b, "mutexd_http_waits_refused_total",
+                 "Requests that may wait answered 503 too_many_waiting_requests: as many were "
+                 "held already as the server takes.",
+                 atomic_load(&h->waits_refused));
+    prom_counter(&b, "mutexd_http_spare_connection_refusals_total",
+                 "Requests other than health checks answered 503 too_many_connections on a "
+                 "connection kept beyond --max-connections for health checks.",
+                 atomic_load(&h->spares_refused));
     if (h->cfg.auth)
         auth_metrics(h->cfg.auth, &b);
     fwd_metrics(h->fwd, &b);
@@ -1272,6 +1320,12 @@ int http_start(struct http **out, const struct http_config *cfg, char *err, size
      * active has the same flags): two standbys leave the active half its connections for
      * its own clients and the probes of its /healthz. */
     unsigned max_parked = max_conn / 4 ? max_conn / 4 : 1;
+    /* Whatever way they come, directly or from a standby, waiting requests take at most
+     * three quarters of the connections: the rest stays for the requests that are answered
+     * at once. And libmicrohttpd takes conns_spares() connections more, on which only
+     * /healthz and /readyz are served (see on_headers()): the probes of the standbys get in
+     * even when every other connection is taken. */
+    h->max_waiting = max_conn * 3 / 4;
     if (fwd_start(&h->fwd, cfg->forward_timeout_ms, max_parked, err, errlen) != 0)
         goto fail;
     /* Without a core (a server of a group that does not know the group yet) there is
@@ -1293,7 +1347,7 @@ int http_start(struct http **out, const struct http_config *cfg, char *err, size
     }
     struct MHD_OptionItem opts[16] = {
         {MHD_OPTION_LISTEN_SOCKET, h->listen_fd, NULL},
-        {MHD_OPTION_CONNECTION_LIMIT, max_conn, NULL},
+        {MHD_OPTION_CONNECTION_LIMIT, max_conn + conns_spares(max_conn), NULL},
         {MHD_OPTION_CONNECTION_TIMEOUT, idle, NULL},
         /* Headers (and the read buffer) of one request. libmicrohttpd zeroes it between
          * requests, so it is kept small: 8 KiB of headers is what proxies allow too. */

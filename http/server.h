@@ -83,6 +83,12 @@ void http_set_core(struct http *h, struct rt *rt, struct store *store);
  * answered 503 `unavailable`, reason HTTP_UNCONFIRMED. Any thread, any time. */
 void http_set_serve_until(struct http *h, uint64_t mono_ns);
 #define HTTP_UNCONFIRMED "ownership_unconfirmed"
+/* Reasons of the 503 answered when a server has its waiting requests (blocking acquires,
+ * watches) at their bound, three quarters of its connection limit, whether they came from
+ * clients or through a standby; and on a spare connection (http/conns.h) to any request
+ * but a health check. */
+#define HTTP_TOO_MANY_WAITING     "too_many_waiting_requests"
+#define HTTP_TOO_MANY_CONNECTIONS "too_many_connections"
 /* The address actually bound, as HOST:PORT. */
 const char *http_address(const struct http *h);
 /* From here on every request is answered 503 (Connection: close); returns once no request

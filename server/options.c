@@ -75,7 +75,9 @@ static const struct def defs[] = {
     {"event-history", "MUTEXD_EVENT_HISTORY", "N", T_U64, OFF(event_history), "10000", 0, 100000,
      "recent changes kept in memory for GET /v1/events (0: none)"},
     {"max-connections", "MUTEXD_MAX_CONNECTIONS", "N", T_U64, OFF(max_connections), "10000", 16,
-     1000000, "open HTTP connections at most"},
+     1000000,
+     "open HTTP connections at most (8 + N/64 more for health checks only); requests that "
+     "wait (blocking acquires, watches) take three quarters of them at most"},
     {"idle-timeout-ms", "MUTEXD_IDLE_TIMEOUT_MS", "MS", T_U64, OFF(idle_timeout_ms), "60000", 1000,
      3600000, "a connection is closed after this long idle or sending one request's headers"},
     {"max-actors", "MUTEXD_MAX_ACTORS", "N", T_U64, OFF(max_actors), "4000000", 1000, 100000000,

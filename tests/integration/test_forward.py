@@ -401,3 +401,134 @@ def test_a_client_given_a_standby_first_goes_straight_to_the_active(active, kind
         assert forwarded(b) - before == 1
     finally:
         b.stop()
+
+
+class FakeActive:
+    """An "active" on a free port that answers GETs (keeping the connection alive) and reads
+    every POST to the end, records it, and closes the connection without an answer: an
+    active that died with the request in its socket buffer."""
+
+    def __init__(self, away_s=None):
+        self.away_s = away_s  # after a POST: stop listening for that long, then come back
+        self.lsock = self.listen(0)
+        self.port = self.lsock.getsockname()[1]
+        self.url = url_of(self.port)
+        self.posts = []
+        self.gets = 0
+        self.stopping = threading.Event()
+        self.threads = [threading.Thread(target=self.accept, daemon=True)]
+        self.threads[0].start()
+
+    @staticmethod
+    def listen(port):
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", port))
+        s.listen(16)
+        s.settimeout(0.05)
+        return s
+
+    def accept(self):
+        while not self.stopping.is_set():
+            if self.away_s and self.posts:
+                self.lsock.close()  # away: a connection is refused
+                time.sleep(self.away_s)
+                self.away_s = None
+                self.lsock = self.listen(self.port)
+            try:
+                conn, _ = self.lsock.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            t = threading.Thread(target=self.serve, args=(conn,), daemon=True)
+            self.threads.append(t)
+            t.start()
+
+    def serve(self, conn):
+        conn.settimeout(10)
+        buf = b""
+        try:
+            while not self.stopping.is_set():
+                while b"\r\n\r\n" not in buf:
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        return
+                    buf += chunk
+                head, _, buf = buf.partition(b"\r\n\r\n")
+                m = re.search(rb"(?im)^content-length:\s*(\d+)", head)
+                n = int(m.group(1)) if m else 0
+                while len(buf) < n:
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        return
+                    buf += chunk
+                body, buf = buf[:n], buf[n:]
+                if head.startswith(b"POST "):
+                    self.posts.append(head.split(b"\r\n", 1)[0] + b" " + body)
+                    return  # closed with the request read and no answer
+                self.gets += 1
+                answer = b'{"resource":"fw/x","state":"free"}\n'
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                             b"Mutexd-Served-By: %s\r\nContent-Length: %d\r\n\r\n%s"
+                             % (self.url.encode(), len(answer), answer))
+        except OSError:
+            pass
+        finally:
+            conn.close()
+
+    def close(self):
+        self.stopping.set()
+        self.lsock.close()
+        for t in self.threads:
+            t.join(timeout=5)
+
+
+@pytest.mark.parametrize("away_s", [None, 0.4], ids=["listening", "restarting"])
+@pytest.mark.parametrize("action,body", [
+    ("break", {"reason": "stuck"}),
+    ("break", {"reason": "stuck", "lease_id": "6f1c2a8e-3b4d-4e5f-8a9b-0c1d2e3f4a5b"}),
+    ("acquire", {"owner": "one", "ttl_ms": 5000}),
+])
+def test_a_state_change_lost_on_a_kept_alive_connection_is_sent_once(action, body, away_s):
+    # The connection to the active is kept alive by a GET, then the active reads a break
+    # (or an acquire without a lease_id) and dies without answering. The request may have
+    # been carried out: it must not be sent again, neither by the forwarder nor by libcurl's
+    # own retry of a request on a reused connection that the peer closed, whether the active
+    # still listens or refuses connections for a while (a restart) and then takes them again.
+    fake = FakeActive(away_s)
+    b = standby("forward:" + fake.url, timeout_ms=3000)
+    try:
+        c = b.client()
+        for _ in range(2):
+            assert c.get("fw/x").status == 200
+        assert fake.gets == 2
+        r = c.post("fw/x", action, body)
+        assert r.status == 503 and r.json["error"]["code"] == "unavailable", (r, b.log())
+        assert r.json["error"]["reason"] == "active_lost", r
+        assert r.header("Retry-After") == "1"
+        time.sleep(1.0)  # a resend would come now
+        assert len(fake.posts) == 1, fake.posts
+        assert fake.posts[0].startswith(b"POST /v1/resources/fw/x/%s HTTP/1.1"
+                                        % action.encode()), fake.posts
+        c.close()
+    finally:
+        b.stop()
+        fake.close()
+
+
+def test_an_acquire_with_a_lease_id_lost_on_a_kept_alive_connection_may_go_again():
+    # The same, with a lease_id proposed: the acquire is idempotent, and libcurl's retry of
+    # it on a fresh connection is allowed; the answer is still 503 active_lost.
+    fake = FakeActive()
+    b = standby("forward:" + fake.url, timeout_ms=3000)
+    try:
+        c = b.client()
+        assert c.get("fw/x").status == 200
+        r = c.acquire("fw/x", owner="one", ttl_ms=5000, lease_id=str(uuid.uuid4()))
+        assert r.status == 503 and r.json["error"]["reason"] == "active_lost", (r, b.log())
+        assert 1 <= len(fake.posts) <= 2, fake.posts
+        c.close()
+    finally:
+        b.stop()
+        fake.close()
