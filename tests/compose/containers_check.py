@@ -101,8 +101,11 @@ def stamp(text):
 
 
 def get(port, path, timeout=5.0):
-    url = "http://127.0.0.1:%d%s" % (port, path)
-    with urllib.request.urlopen(url, timeout=timeout) as r:
+    req = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path))
+    # The servers' bearer token, where they ask for one (the workers' MUTEXD_TOKEN).
+    if os.environ.get("MUTEXD_TOKEN"):
+        req.add_header("Authorization", "Bearer " + os.environ["MUTEXD_TOKEN"])
+    with urllib.request.urlopen(req, timeout=timeout) as r:
         return json.load(r)
 
 
@@ -173,7 +176,15 @@ def wait_healthy(up_started):
 
 def group(srv, within_s=30.0):
     """The active and the standby, once every server agrees on which is active and
-    lists the other: ({service...} of the active, of the standby)."""
+    lists the other: ({service...} of the active, of the standby). With more than two
+    servers, the standby is the first of group_view's."""
+    active, standbys = group_view(srv, within_s)
+    return active, standbys[0]
+
+
+def group_view(srv, within_s=30.0):
+    """The active and the standbys, once every server agrees on which is active and
+    lists every other: ({service...} of the active, [{service...} of each standby])."""
     deadline = time.time() + within_s
     by_url = {s["url"]: s for s in srv.values()}
     seen = {}
@@ -192,12 +203,11 @@ def group(srv, within_s=30.0):
             # and after): what counts is that each server sees both.
             listed = [{x["url"] for x in v.get("servers", [])} for v in views]
             if (len(actives) == 1 and actives <= set(by_url) and
-                    sorted(roles.values()) == ["active", "standby"] and
+                    sorted(roles.values()) == ["active"] + ["standby"] * (len(by_url) - 1) and
                     all(lst == set(by_url) for lst in listed)):
                 (url,) = actives
                 if roles[url] == "active":
-                    (other,) = set(by_url) - {url}
-                    return by_url[url], by_url[other]
+                    return by_url[url], [by_url[u] for u in sorted(set(by_url) - {url})]
         if time.time() > deadline:
             raise Failed("the servers do not agree on an active within %.0f s: %s" % (
                 within_s, seen))
@@ -297,8 +307,8 @@ def restart_server(srv, killed):
     """`docker start` of the killed server: it joins the group again as a standby."""
     t0 = time.time()
     docker("start", killed["name"])
-    active, standby = group(srv)
-    if standby["service"] != killed["service"]:
+    active, standbys = group_view(srv)
+    if killed["service"] not in [s["service"] for s in standbys]:
         raise Failed("%s rejoined as %s's active" % (killed["service"], active["service"]))
     say("docker start %s: a standby of %s again after %.1f s" % (
         killed["service"], active["service"], time.time() - t0))
