@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The operator's kit, checked without a cluster (deploy/):
-#   - deploy/kubernetes: `kubectl kustomize` renders the base and the azurite overlay, and
+#   - deploy/kubernetes: `kubectl kustomize` renders the base and the two overlays, and
 #     every object rendered, and every object file as written, passes check.mjs (the
 #     Kubernetes schemas of the npm package kubernetes-models, strictly: a field the schema
 #     does not name fails; and the kit's own rules); check.mjs --self-test shows that
@@ -29,15 +29,15 @@ scripts/npm-deps.sh tests/deploy
 
 # ---- Kubernetes ---------------------------------------------------------------------------
 k8s=deploy/kubernetes
-# The object files as written: every YAML file but the kustomizations.
-mapfile -t files < <(find "$k8s" -name '*.yaml' ! -name kustomization.yaml | sort)
+# The object files as written: every YAML file but the kustomizations and the patches.
+mapfile -t files < <(find "$k8s" -name '*.yaml' ! -name kustomization.yaml ! -name '*-patch.yaml' | sort)
 node tests/deploy/check.mjs "${files[@]}" >"$WORK/files.txt" ||
     { cat "$WORK/files.txt"; fail "the object files of $k8s, as written, are not all valid"; }
 note "as written: $(tail -n 1 "$WORK/files.txt")"
 if command -v kubectl >/dev/null; then
     pkg=$(dpkg -S "$(readlink -f "$(command -v kubectl)")" 2>/dev/null | cut -d: -f1 || true)
     note "kubectl $(kubectl version --client 2>/dev/null | sed -n 's/^Client Version: //p')${pkg:+, from the package $(dpkg-query -W -f='${Package} ${Version} of ${Maintainer}' "$pkg")} (not a Debian 12 package)"
-    for dir in base azurite; do
+    for dir in base azurite volume-claim; do
         kubectl kustomize "$k8s/$dir" >"$WORK/$dir.yaml" || fail "kubectl kustomize $k8s/$dir"
         node tests/deploy/check.mjs "$WORK/$dir.yaml" | sed "s|$WORK/|rendered |" ||
             fail "the objects of $k8s/$dir, rendered, are not all valid"
