@@ -242,11 +242,11 @@ def one_leader(resource, hostnames, port, watch_s=6.0):
 
 
 def kill_active_server(resource, hostnames, leader, srv):
-    """`docker kill` of the active server's container. Through the other server, sampled
-    every SAMPLE_S: it is active within TAKEOVER_WITHIN_S, the lease stays the leader's
-    with its fencing token at every answer (no other worker leads, it is never free), and
-    the leader renews it through the new active within the lease's TTL after that (then
-    AFTER_S more of samples)."""
+    """`docker kill` of the active server's container. Through a standby (the other server,
+    in a group of two), sampled every SAMPLE_S: it, or another standby, is active within
+    TAKEOVER_WITHIN_S, the lease stays the leader's with its fencing token at every answer
+    (no other worker leads, it is never free), and the leader renews it through the new
+    active within the lease's TTL after that (then AFTER_S more of samples)."""
     active, standby = group(srv)
     ttl_s = leader_ttl_s()
     before = sample(resource, hostnames, standby["port"])
@@ -258,6 +258,7 @@ def kill_active_server(resource, hostnames, leader, srv):
     t0 = time.time()
     docker("kill", active["name"])
     took = renewed = since = None
+    successor = standby
     answers = unanswered = 0
     while True:
         now = time.time() - t0
@@ -266,14 +267,19 @@ def kill_active_server(resource, hostnames, leader, srv):
         if took is None:  # /v1/servers is answered by the server asked, never held
             try:
                 view = get(standby["port"], "/v1/servers", timeout=2.0)
-                if view["self"]["role"] == "active":
+                # This standby, or with more than two servers any other, taking over.
+                new = view["active"]["url"] if view["active"] else None
+                if new is not None and new != active["url"] and (
+                        new != standby["url"] or view["self"]["role"] == "active"):
                     took = time.time() - t0
                     since = stamp(view["active"]["since"])
-            except (OSError, urllib.error.URLError, ValueError, KeyError, TypeError):
+                    successor = next(s for s in srv.values() if s["url"] == new)
+            except (OSError, urllib.error.URLError, ValueError, KeyError, TypeError,
+                    StopIteration):
                 pass
             if took is None and now > TAKEOVER_WITHIN_S:
-                raise Failed("%s is not active %.0f s after docker kill %s" % (
-                    standby["service"], TAKEOVER_WITHIN_S, active["name"]))
+                raise Failed("no standby is active %.0f s after docker kill %s" % (
+                    TAKEOVER_WITHIN_S, active["name"]))
         # A standby holds requests while no server is active: such a sample goes
         # unanswered, and the next is sent.
         h = sample(resource, hostnames, standby["port"], timeout=1.0)
@@ -291,14 +297,14 @@ def kill_active_server(resource, hostnames, leader, srv):
             renewed = time.time() - t0
         elif now > took + ttl_s:
             raise Failed("the leader %s did not renew through %s within %.0f s of its takeover" % (
-                leader[0], standby["service"], ttl_s))
+                leader[0], successor["service"], ttl_s))
         time.sleep(SAMPLE_S)
     state = containers(active["service"])[0]["State"]["Status"]
     if state == "running":
         raise Failed("%s still runs after docker kill" % active["name"])
     say("docker kill %s: %s active after %.2f s (limit %.0f s); %s still leads with fencing "
         "token %d, renewed after %.2f s; %d samples answered, %d unanswered, no other holder" % (
-            active["service"], standby["service"], took, TAKEOVER_WITHIN_S, leader[0],
+            active["service"], successor["service"], took, TAKEOVER_WITHIN_S, leader[0],
             leader[1], renewed, answers, unanswered))
     return active, standby
 
