@@ -40,6 +40,10 @@ test_pkgs+=(libuv1 libc-ares2 libnghttp2-14 libbrotli1 libicu72 libssl3
 # The container stage (tests/compose/containers.sh): podman with runc and its network
 # stack, and debootstrap for the base image where no image registry is reachable.
 test_pkgs+=(podman runc netavark aardvark-dns iptables debootstrap)
+# The Kubernetes pods under `podman kube play` (tests/deploy/kube.sh): catatonit, the
+# init of a pod's infra container. promtool and the Prometheus server for the alert rules
+# and the scrape of a live group (tests/deploy/static.sh, scrape.py).
+test_pkgs+=(catatonit prometheus)
 # test_readme.py runs the README's commands in a network namespace of their own (unshare,
 # and ip to bring its loopback up), where the ports they name are free.
 test_pkgs+=(util-linux iproute2)

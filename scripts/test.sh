@@ -164,6 +164,18 @@ MUTEXD_BIN=build/mutexd tests/compose/native.sh
 stage "the containers: docker compose build and up on podman, leader handovers, blobs in Azurite"
 tests/compose/containers.sh
 
+# Right after the containers, whose images it plays: deploy/kubernetes's pods (rendered by
+# kubectl kustomize) under podman kube play, a group of three whose active is killed.
+stage "the Kubernetes pod template under podman kube play: a group of three, its active killed"
+tests/deploy/kube.sh
+
+# deploy/: the Kubernetes manifests against the Kubernetes schemas, the alert rules with
+# promtool, and a live group scraped by Prometheus for every metric the rules and the
+# Grafana dashboard name.
+stage "the operator's kit: manifests and alert rules checked, a group scraped by Prometheus"
+tests/deploy/static.sh
+MUTEXD_BIN=build/mutexd /usr/bin/python3 tests/deploy/scrape.py
+
 stage "build with AddressSanitizer and UndefinedBehaviorSanitizer"
 configure build-asan -DMUTEXD_ASAN=ON
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0"

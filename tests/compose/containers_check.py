@@ -101,8 +101,11 @@ def stamp(text):
 
 
 def get(port, path, timeout=5.0):
-    url = "http://127.0.0.1:%d%s" % (port, path)
-    with urllib.request.urlopen(url, timeout=timeout) as r:
+    req = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path))
+    # The servers' bearer token, where they ask for one (the workers' MUTEXD_TOKEN).
+    if os.environ.get("MUTEXD_TOKEN"):
+        req.add_header("Authorization", "Bearer " + os.environ["MUTEXD_TOKEN"])
+    with urllib.request.urlopen(req, timeout=timeout) as r:
         return json.load(r)
 
 
@@ -173,7 +176,15 @@ def wait_healthy(up_started):
 
 def group(srv, within_s=30.0):
     """The active and the standby, once every server agrees on which is active and
-    lists the other: ({service...} of the active, of the standby)."""
+    lists the other: ({service...} of the active, of the standby). With more than two
+    servers, the standby is the first of group_view's."""
+    active, standbys = group_view(srv, within_s)
+    return active, standbys[0]
+
+
+def group_view(srv, within_s=30.0):
+    """The active and the standbys, once every server agrees on which is active and
+    lists every other: ({service...} of the active, [{service...} of each standby])."""
     deadline = time.time() + within_s
     by_url = {s["url"]: s for s in srv.values()}
     seen = {}
@@ -192,12 +203,11 @@ def group(srv, within_s=30.0):
             # and after): what counts is that each server sees both.
             listed = [{x["url"] for x in v.get("servers", [])} for v in views]
             if (len(actives) == 1 and actives <= set(by_url) and
-                    sorted(roles.values()) == ["active", "standby"] and
+                    sorted(roles.values()) == ["active"] + ["standby"] * (len(by_url) - 1) and
                     all(lst == set(by_url) for lst in listed)):
                 (url,) = actives
                 if roles[url] == "active":
-                    (other,) = set(by_url) - {url}
-                    return by_url[url], by_url[other]
+                    return by_url[url], [by_url[u] for u in sorted(set(by_url) - {url})]
         if time.time() > deadline:
             raise Failed("the servers do not agree on an active within %.0f s: %s" % (
                 within_s, seen))
@@ -232,11 +242,11 @@ def one_leader(resource, hostnames, port, watch_s=6.0):
 
 
 def kill_active_server(resource, hostnames, leader, srv):
-    """`docker kill` of the active server's container. Through the other server, sampled
-    every SAMPLE_S: it is active within TAKEOVER_WITHIN_S, the lease stays the leader's
-    with its fencing token at every answer (no other worker leads, it is never free), and
-    the leader renews it through the new active within the lease's TTL after that (then
-    AFTER_S more of samples)."""
+    """`docker kill` of the active server's container. Through a standby (the other server,
+    in a group of two), sampled every SAMPLE_S: it, or another standby, is active within
+    TAKEOVER_WITHIN_S, the lease stays the leader's with its fencing token at every answer
+    (no other worker leads, it is never free), and the leader renews it through the new
+    active within the lease's TTL after that (then AFTER_S more of samples)."""
     active, standby = group(srv)
     ttl_s = leader_ttl_s()
     before = sample(resource, hostnames, standby["port"])
@@ -248,6 +258,7 @@ def kill_active_server(resource, hostnames, leader, srv):
     t0 = time.time()
     docker("kill", active["name"])
     took = renewed = since = None
+    successor = standby
     answers = unanswered = 0
     while True:
         now = time.time() - t0
@@ -256,14 +267,19 @@ def kill_active_server(resource, hostnames, leader, srv):
         if took is None:  # /v1/servers is answered by the server asked, never held
             try:
                 view = get(standby["port"], "/v1/servers", timeout=2.0)
-                if view["self"]["role"] == "active":
+                # This standby, or with more than two servers any other, taking over.
+                new = view["active"]["url"] if view["active"] else None
+                if new is not None and new != active["url"] and (
+                        new != standby["url"] or view["self"]["role"] == "active"):
                     took = time.time() - t0
                     since = stamp(view["active"]["since"])
-            except (OSError, urllib.error.URLError, ValueError, KeyError, TypeError):
+                    successor = next(s for s in srv.values() if s["url"] == new)
+            except (OSError, urllib.error.URLError, ValueError, KeyError, TypeError,
+                    StopIteration):
                 pass
             if took is None and now > TAKEOVER_WITHIN_S:
-                raise Failed("%s is not active %.0f s after docker kill %s" % (
-                    standby["service"], TAKEOVER_WITHIN_S, active["name"]))
+                raise Failed("no standby is active %.0f s after docker kill %s" % (
+                    TAKEOVER_WITHIN_S, active["name"]))
         # A standby holds requests while no server is active: such a sample goes
         # unanswered, and the next is sent.
         h = sample(resource, hostnames, standby["port"], timeout=1.0)
@@ -281,14 +297,14 @@ def kill_active_server(resource, hostnames, leader, srv):
             renewed = time.time() - t0
         elif now > took + ttl_s:
             raise Failed("the leader %s did not renew through %s within %.0f s of its takeover" % (
-                leader[0], standby["service"], ttl_s))
+                leader[0], successor["service"], ttl_s))
         time.sleep(SAMPLE_S)
     state = containers(active["service"])[0]["State"]["Status"]
     if state == "running":
         raise Failed("%s still runs after docker kill" % active["name"])
     say("docker kill %s: %s active after %.2f s (limit %.0f s); %s still leads with fencing "
         "token %d, renewed after %.2f s; %d samples answered, %d unanswered, no other holder" % (
-            active["service"], standby["service"], took, TAKEOVER_WITHIN_S, leader[0],
+            active["service"], successor["service"], took, TAKEOVER_WITHIN_S, leader[0],
             leader[1], renewed, answers, unanswered))
     return active, standby
 
@@ -297,8 +313,8 @@ def restart_server(srv, killed):
     """`docker start` of the killed server: it joins the group again as a standby."""
     t0 = time.time()
     docker("start", killed["name"])
-    active, standby = group(srv)
-    if standby["service"] != killed["service"]:
+    active, standbys = group_view(srv)
+    if killed["service"] not in [s["service"] for s in standbys]:
         raise Failed("%s rejoined as %s's active" % (killed["service"], active["service"]))
     say("docker start %s: a standby of %s again after %.1f s" % (
         killed["service"], active["service"], time.time() - t0))
