@@ -2,6 +2,8 @@
 (faultproxy.py), with the load and the checks the fault tests and the nemesis share."""
 
 import re
+import select
+import socket
 import threading
 import time
 import uuid
@@ -9,8 +11,9 @@ import uuid
 import pytest
 
 from faultproxy import FaultProxy
-from ha_history import (GroupClient, check, check_ledger, check_tokens, explain_lost,
-                        lost_from_violations, run_ledger, run_load)
+from ha_history import (EventsReader, GroupClient, check, check_events, check_ledger,
+                        check_places, check_tokens, explain_lost, lost_from_violations,
+                        run_ledger, run_load, run_places)
 from harness import BIN, Server, free_port
 
 # Sanitizer builds are several times slower: the safety checks stay, the time bounds grow.
@@ -25,10 +28,90 @@ def faketime_env(offset):
             "FAKETIME_NO_CACHE": "1"}
 
 
-class ProxiedGroup:
-    """n servers of one group on one container, server i through proxies[i]."""
+class PeerProxy:
+    """A TCP relay in front of a server for its peers: the server advertises the relay's
+    URL, so the other servers' probes and forwards go through it, while clients use the
+    server's own port. cut() refuses every new connection and closes the open ones (a
+    partition between the servers, the clients unaffected), heal() ends it."""
 
-    def __init__(self, az, n=3, extra=(), envs=None, mirror="sync", ha=True):
+    def __init__(self, target_port):
+        self.target = target_port
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(256)
+        self.port = self.sock.getsockname()[1]
+        self.url = "http://127.0.0.1:%d" % self.port
+        self.open = set()
+        self.lock = threading.Lock()
+        self.is_cut = False
+        self.closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def cut(self):
+        with self.lock:
+            self.is_cut = True
+            conns, self.open = list(self.open), set()
+        for c in conns:
+            try:
+                c.close()
+            except OSError:
+                pass
+
+    def heal(self):
+        self.is_cut = False
+
+    def close(self):
+        self.closed = True
+        self.cut()
+        self.sock.close()
+
+    def _accept(self):
+        while not self.closed:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            if self.is_cut:
+                c.close()
+                continue
+            threading.Thread(target=self._relay, args=(c,), daemon=True).start()
+
+    def _relay(self, c):
+        try:
+            u = socket.create_connection(("127.0.0.1", self.target), timeout=2)
+        except OSError:
+            c.close()
+            return
+        with self.lock:
+            self.open.update((c, u))
+        try:
+            while not self.is_cut:
+                r, _, _ = select.select([c, u], [], [], 0.5)
+                for s in r:
+                    data = s.recv(65536)
+                    if not data:
+                        return
+                    (u if s is c else c).sendall(data)
+        except (OSError, ValueError):
+            pass
+        finally:
+            for s in (c, u):
+                try:
+                    s.close()
+                except OSError:
+                    pass
+            with self.lock:
+                self.open.discard(c)
+                self.open.discard(u)
+
+
+class ProxiedGroup:
+    """n servers of one group on one container, server i through proxies[i]. With
+    peers=True each server is reached by the others through a PeerProxy (peers[i]) that a
+    test may cut; clients then use the servers' own URLs (client_urls(), aliases())."""
+
+    def __init__(self, az, n=3, extra=(), envs=None, mirror="sync", ha=True, peers=False):
         self.az = az
         self.container = "f" + uuid.uuid4().hex[:20]
         self.extra = list(extra)
@@ -36,20 +119,23 @@ class ProxiedGroup:
         self.ha = ha
         self.envs = list(envs or [{}] * n)
         self.proxies = [FaultProxy(az) for _ in range(n)]
+        self.ports = [free_port() for _ in range(n)]
+        self.peers = [PeerProxy(p) for p in self.ports] if peers else None
         self.servers = [self.make(i) for i in range(n)]
         self.retired = []  # servers replaced by a restart: their logs stay readable
         self.loads = []  # stopped first by close()
 
     def make(self, i, port=None, data_dir=None):
-        port = port or free_port()
-        url = "http://127.0.0.1:%d" % port
+        port = port or self.ports[i]
+        url = self.peers[i].url if self.peers else "http://127.0.0.1:%d" % port
         args = ["--mirror", self.mirror, "--blob-connection-string",
                 self.proxies[i].connection_string, "--blob-container", self.container]
         if self.ha:
             args = ["--ha", "--advertise-url", url] + args
         s = Server(listen="127.0.0.1:%d" % port, env=self.envs[i], data_dir=data_dir,
                    args=args + self.extra)
-        s.url = url
+        s.url = url  # as advertised
+        s.client_url = "http://127.0.0.1:%d" % port
         s.index = i
         return s
 
@@ -61,7 +147,7 @@ class ProxiedGroup:
 
     def restart(self, s, keep_dir=False, timeout=15):
         """Starts server s again on its address (after a kill), as a new process."""
-        port = int(s.url.rsplit(":", 1)[1])
+        port = int(s.client_url.rsplit(":", 1)[1])
         again = self.make(s.index, port, data_dir=s.data_dir if keep_dir else None)
         self.servers[self.servers.index(s)] = again
         self.retired.append(s)
@@ -82,7 +168,7 @@ class ProxiedGroup:
                 except AssertionError:
                     s.kill()
                     s._cleanup()
-        for p in self.proxies:
+        for p in self.proxies + (self.peers or []):
             p.close()
 
     def alive(self):
@@ -119,7 +205,15 @@ class ProxiedGroup:
         return [s for s in self.alive() if s is not active]
 
     def urls(self):
-        return [s.url for s in self.servers]
+        """The URLs clients use: the servers' own."""
+        return [s.client_url for s in self.servers]
+
+    def aliases(self):
+        """Advertised URL -> the URL clients use for it."""
+        return {s.url: s.client_url for s in self.servers}
+
+    def peer(self, s):
+        return self.peers[s.index]
 
     def takeovers(self, s):
         """How many times server s (this process and the processes it re-executed as after
@@ -127,7 +221,7 @@ class ProxiedGroup:
         return sum(1 for l in s.lines if "serving as the active server" in l)
 
     def get(self):
-        c = GroupClient(self.urls())
+        c = GroupClient(self.urls(), aliases=self.aliases())
 
         def get(res):
             return c.request("GET", "/v1/resources/%s" % res, deadline=time.monotonic() + 20)
@@ -149,14 +243,20 @@ class Load:
     """32 workers on shared resources (ha_history.worker) and 2 ledger workers."""
 
     def __init__(self, group, n=32, ttl_ms=4000, ledgers=2, resources=RESOURCES,
-                 ledger_pause=0.02):
+                 ledger_pause=0.02, places=0, events=False):
+        """places: workers on semaphores and read/write resources (check_places); events:
+        a reader of the events feed (check_events)."""
         self.group = group
         self.stop_event = threading.Event()
         group.loads.append(self)
-        self.history, self.threads, self.finals = run_load(group.urls(), resources,
-                                                           self.stop_event, n=n, ttl_ms=ttl_ms)
-        self.threads += run_ledger(group.urls(), self.stop_event, self.history, n=ledgers,
+        urls, aliases = group.urls(), group.aliases()
+        self.history, self.threads, self.finals = run_load(urls, resources, self.stop_event,
+                                                           n=n, ttl_ms=ttl_ms, aliases=aliases)
+        self.threads += run_ledger(urls, self.stop_event, self.history, n=ledgers,
                                    pause=ledger_pause)
+        self.threads += run_places(urls, self.stop_event, self.history, n=places,
+                                   aliases=aliases)
+        self.reader = EventsReader(urls, self.stop_event, aliases=aliases) if events else None
 
     def answered(self):
         return sum(1 for e in self.history.events if e["status"] == 200)
@@ -181,6 +281,11 @@ class Load:
         base = check(self.history, get, self.finals)
         toks = check_tokens(self.history)
         lbad, lost = check_ledger(self.history, get)
+        places = check_places(self.history)
+        events = []
+        if self.reader:
+            self.reader.finish()
+            events = check_events(self.reader, self.history)
         statuses = {}
         for e in self.history.events:
             statuses[e["status"]] = statuses.get(e["status"], 0) + 1
@@ -202,7 +307,7 @@ class Load:
                                           if str(e["worker"]).startswith("ledger")
                                           and e["op"] == "acquire" and e["status"] == 200]),
                           len(notheld), n_twice, n_back, len(back), len(early)))
-        for part in (lbad, notheld, twice, toks[-2:], went_back, back, early):
+        for part in (lbad, notheld, twice, toks[-2:], went_back, back, early, places, events):
             bad += part[:12]
         if statuses.get(200, 0) < min_answered:
             bad.append("too little load: %r" % statuses)

@@ -16,12 +16,22 @@ The checker verifies, per resource:
     and a grant answered before another was sent has the smaller token, whatever the
     resources (tokens come from one counter);
   * the ledger (ledger_worker, check_ledger): long leases on resources of their own, each
-    answered acquire and release is a change that must still be there after the run.
+    answered acquire and release is a change that must still be there after the run;
+  * places (place_worker, check_places): semaphores of 3 and read/write resources, whose
+    holders as their clients saw them never exceed the limit, and an exclusive lease never
+    beside another;
+  * the events feed (EventsReader, check_events): no index shown twice with different
+    events, no grant shown that no client was answered and the group did not keep, and no
+    answered grant missing without a `truncated: true` read after it.
+
+Workers follow `Mutexd-Served-By` to the active, as the clients do, and send metadata near
+the limits (32 levels deep, 4 KB, numbers at JSON's edges) on some acquires.
 
 For a change found lost, explain_lost() says which blob of the container holds it (or
 none) and what the owner blob names, so a failure shows where the change went.
 """
 
+import datetime
 import http.client
 import json
 import re
@@ -34,8 +44,11 @@ import uuid
 class GroupClient:
     """A client of several servers: the next URL on no answer or 503."""
 
-    def __init__(self, urls, timeout=5.0):
+    def __init__(self, urls, timeout=5.0, aliases=None):
+        """aliases: advertised URL -> the URL to use for it (a server reached by its peers
+        through a proxy): where a `Mutexd-Served-By` answer points."""
         self.urls = list(urls)
+        self.aliases = dict(aliases or {})
         self.i = random.randrange(len(self.urls))
         self.timeout = timeout
         self.conn = None
@@ -76,6 +89,7 @@ class GroupClient:
                     self._next()
                     time.sleep(0.05)
                     continue
+                self._follow(r.getheader("Mutexd-Served-By"))
                 return r.status, (json.loads(raw) if raw else None)
             except (OSError, http.client.HTTPException):
                 self._next()
@@ -83,9 +97,31 @@ class GroupClient:
         self.failed += 1
         return None, None
 
+    def _follow(self, served_by):
+        """Goes straight to the active next time, as the clients do."""
+        url = self.aliases.get(served_by, served_by)
+        if url in self.urls and self.urls.index(url) != self.i:
+            if self.conn:
+                self.conn.close()
+            self.conn = None
+            self.i = self.urls.index(url)
+
     def close(self):
         if self.conn:
             self.conn.close()
+
+
+# Metadata near the limits: 32 levels deep, about 4 KB, numbers at JSON's edges.
+METADATA = [
+    None,
+    {"addr": "10.0.0.1:80"},
+    json.loads('{"d":' * 31 + "[]" + "}" * 31),
+    {"pad": "x" * 3900, "n": [9007199254740993, -0, 1e-3, 2.5e+10]},
+]
+
+
+def metadata(rnd):
+    return METADATA[rnd.choice([0, 0, 0, 1, 2, 3])]
 
 
 class History:
@@ -98,9 +134,9 @@ class History:
             self.events.append(e)
 
 
-def worker(urls, history, resources, stop, wid, ttl_ms=4000, seed=None):
+def worker(urls, history, resources, stop, wid, ttl_ms=4000, seed=None, aliases=None):
     rnd = random.Random(seed)
-    c = GroupClient(urls)
+    c = GroupClient(urls, aliases=aliases)
     held = {}  # resource -> (lease_id, token, valid_until)
     try:
         while not stop.is_set():
@@ -123,6 +159,9 @@ def worker(urls, history, resources, stop, wid, ttl_ms=4000, seed=None):
                 op = "acquire"
                 body = {"owner": "w%d" % wid, "ttl_ms": ttl_ms, "wait_ms": wait,
                         "lease_id": str(uuid.uuid4())}
+                md = metadata(rnd)
+                if md is not None:
+                    body["metadata"] = md
                 deadline = now + 10 + wait / 1000
             send = time.monotonic()
             st, js = c.request("POST", path + op, body, deadline=deadline)
@@ -141,17 +180,206 @@ def worker(urls, history, resources, stop, wid, ttl_ms=4000, seed=None):
     return held
 
 
-def run_load(urls, resources, stop, n=32, ttl_ms=4000):
+def run_load(urls, resources, stop, n=32, ttl_ms=4000, aliases=None):
     history = History()
     finals = [None] * n
     threads = []
     for i in range(n):
         def body(i=i):
-            finals[i] = worker(urls, history, resources, stop, i, ttl_ms, seed=i)
+            finals[i] = worker(urls, history, resources, stop, i, ttl_ms, seed=i,
+                               aliases=aliases)
         t = threading.Thread(target=body, daemon=True)
         t.start()
         threads.append(t)
     return history, threads, finals
+
+
+# Semaphores of 3 and read/write resources (place_worker).
+PLACES = {"sem0": 3, "sem1": 3, "rw0": None, "rw1": None}
+
+
+def place_worker(urls, history, stop, wid, ttl_ms=3000, seed=None, aliases=None):
+    """Takes places of semaphores (limit 3) and read/write resources (shared or not, at
+    random), renews or releases them, and records each answer with its kind."""
+    rnd = random.Random(seed)
+    c = GroupClient(urls, aliases=aliases)
+    held = {}  # resource -> (lease_id, valid_until)
+    try:
+        while not stop.is_set():
+            res = rnd.choice(sorted(PLACES))
+            limit = PLACES[res] or 1
+            shared = PLACES[res] is None and rnd.random() < 0.7
+            now = time.monotonic()
+            mine = held.get(res)
+            if mine and mine[1] <= now:
+                held.pop(res)
+                mine = None
+            if mine:
+                op = rnd.choice(["renew", "release"])
+                body = {"lease_id": mine[0]}
+                deadline = mine[1] if op == "renew" else now + 10
+                shared = mine[2]
+            else:
+                op = "acquire"
+                wait = rnd.choice([0, 500])
+                body = {"owner": "p%d" % wid, "ttl_ms": ttl_ms, "wait_ms": wait,
+                        "lease_id": str(uuid.uuid4())}
+                if PLACES[res]:
+                    body["limit"] = limit
+                elif shared:
+                    body["shared"] = True
+                deadline = now + 10 + wait / 1000
+            send = time.monotonic()
+            st, js = c.request("POST", "/v1/resources/%s/%s" % (res, op), body,
+                               deadline=deadline)
+            recv = time.monotonic()
+            tok = js.get("fencing_token") if st == 200 and js else None
+            history.add(worker="p%d" % wid, op=op, resource=res, lease_id=body["lease_id"],
+                        status=st, token=tok, send=send, recv=recv, ttl=ttl_ms, limit=limit,
+                        shared=shared)
+            if st == 200 and op in ("acquire", "renew"):
+                held[res] = (body["lease_id"], send + ttl_ms / 1000, shared)
+            elif op == "release" or (op == "renew" and st == 409):
+                held.pop(res, None)
+            time.sleep(rnd.random() * 0.05)
+    finally:
+        c.close()
+
+
+def run_places(urls, stop, history, n=4, aliases=None):
+    threads = []
+    for i in range(n):
+        t = threading.Thread(target=place_worker, args=(urls, history, stop, i),
+                             kwargs={"seed": 1000 + i, "aliases": aliases}, daemon=True)
+        t.start()
+        threads.append(t)
+    return threads
+
+
+def check_places(history):
+    """On the semaphores and read/write resources: while a lease is surely held as its
+    client saw it (from the answer of its grant to the send time of its last answered
+    acquire or renew plus the TTL, or to its release), a semaphore has at most its limit of
+    such leases, and an exclusive lease has none beside it. Returns violations."""
+    bad = []
+    by_res = {}
+    for e in history.events:
+        if e["resource"] in PLACES:
+            by_res.setdefault(e["resource"], []).append(e)
+    for res, evs in sorted(by_res.items()):
+        start, end, shared = {}, {}, {}
+        for e in sorted(evs, key=lambda e: e["recv"]):
+            lid = e["lease_id"]
+            if e["status"] == 200 and e["op"] in ("acquire", "renew"):
+                start.setdefault(lid, e["recv"])
+                end[lid] = max(end.get(lid, 0), e["send"] + e["ttl"] / 1000)
+                shared[lid] = e["shared"]
+        for e in evs:
+            if e["op"] == "release" and e["lease_id"] in end:
+                end[e["lease_id"]] = min(end[e["lease_id"]], e["send"])
+        spans = sorted((start[l], end[l], shared[l]) for l in start if end[l] > start[l])
+        points = sorted([(a, 1, s) for a, b, s in spans] + [(b, -1, s) for a, b, s in spans],
+                        key=lambda p: (p[0], p[1]))
+        n = excl = 0
+        limit = PLACES[res] or None
+        for t, d, s in points:
+            n += d
+            if not s:
+                excl += d
+            if limit and n > limit:
+                bad.append("%s: %d holders at once (limit %d) at %.3f" % (res, n, limit, t))
+                break
+            if not limit and excl > 0 and n > 1:
+                bad.append("%s: an exclusive lease beside %d other(s) at %.3f" % (res, n - 1, t))
+                break
+    return bad
+
+
+class EventsReader:
+    """Follows GET /v1/events?after=<next> on the group, as a tool watching the feed does,
+    keeping every event and every read (its start, its `after`, `truncated`)."""
+
+    def __init__(self, urls, stop, aliases=None):
+        self.c = GroupClient(urls, timeout=3.0, aliases=aliases)
+        self.stop = stop
+        self.events, self.reads = [], []
+        self.next = 0
+        self.t = threading.Thread(target=self.run, daemon=True)
+        self.t.start()
+
+    def read_once(self, wait_ms=300):
+        started = time.monotonic()
+        st, body = self.c.request("GET", "/v1/events?after=%s&limit=1000&wait_ms=%d"
+                                  % (self.next, wait_ms), deadline=started + 10)
+        if st != 200 or not body:
+            return 0
+        self.reads.append((started, self.next, body["truncated"], len(body["events"])))
+        self.events += body["events"]
+        self.next = body["next"]
+        return len(body["events"])
+
+    def run(self):
+        while not self.stop.is_set():
+            self.read_once()
+
+    def finish(self):
+        self.t.join(30)
+        while self.read_once(wait_ms=0):
+            pass
+
+
+def wall(at):
+    """An RFC 3339 `*_at` of the server's as seconds since the epoch."""
+    return datetime.datetime.strptime(at, "%Y-%m-%dT%H:%M:%S.%fZ").replace(
+        tzinfo=datetime.timezone.utc).timestamp()
+
+
+def check_events(reader, history):
+    """The feed as the reader saw it: an index is never shown as two different events (a
+    new active handing out an index a reader was already shown); every grant shown was
+    answered to a client or lives on in the feed (a later event of its token): none that
+    never happened; and every grant answered to a client was shown, unless a read after it
+    said `truncated: true`. Returns violations."""
+    bad = []
+    by_index = {}
+    for e in reader.events:
+        prev = by_index.setdefault(e["index"], e)
+        if prev != e:
+            bad.append("index %d shown as two events: %r and %r" % (e["index"], prev, e))
+    answered = {}
+    for e in history.events:
+        if e["op"] == "acquire" and e["status"] == 200 and e["token"] is not None:
+            answered.setdefault(e["token"], e)
+    by_token = {}
+    for e in reader.events:
+        by_token.setdefault(e["fencing_token"], []).append(e)
+    # A grant whose client got no answer may have been made: only resources where every
+    # acquire was answered, and grants old enough to have run out (or been released) since.
+    unsure = {e["resource"] for e in history.events
+              if e["op"] == "acquire" and (e["status"] is None or e["status"] >= 500)}
+    settled = time.time() - 20
+    phantoms = [e for e in reader.events if e["type"] == "granted"
+                and e["resource"] not in unsure and wall(e["at"]) < settled
+                and e["fencing_token"] not in answered and len(by_token[e["fencing_token"]]) == 1]
+    # The last grants of the run may not have run out yet: only those well before the end.
+    last = reader.reads[-1][0] if reader.reads else 0
+    truncated_at = [r[0] for r in reader.reads if r[2]]
+    for e in phantoms[:10]:
+        bad.append("grant shown that no client was answered and that nothing followed: %r"
+                   % (e,))
+    missing = []
+    for tok, a in answered.items():
+        if tok in by_token or a["recv"] > last - 1:
+            continue
+        if any(t >= a["send"] for t in truncated_at):
+            continue
+        missing.append(a)
+    for a in missing[:10]:
+        bad.append("%s: grant answered (token %d) but never shown, with no truncated read "
+                   "after it" % (a["resource"], a["token"]))
+    if missing:
+        bad.append("%d answered grants missing from the events feed" % len(missing))
+    return bad
 
 
 def check(history, group_get=None, finals=None):
@@ -159,7 +387,8 @@ def check(history, group_get=None, finals=None):
     bad = []
     by_res = {}
     for e in history.events:
-        by_res.setdefault(e["resource"], []).append(e)
+        if e["resource"] not in PLACES:  # check_places checks those
+            by_res.setdefault(e["resource"], []).append(e)
     for res, evs in by_res.items():
         grants = {}  # lease_id -> first acquire 200
         ends = {}  # lease_id -> the time its holder may believe it held it until

@@ -2,10 +2,16 @@
 survive while clients load it, then the history check (ha_history.py).
 
 Faults: SIGKILL of the active (it comes back), SIGTERM of the active (it comes back),
-SIGSTOP/SIGCONT of the active, the blob store cut off from one server, one failed blob request
-(503 or a reset on the Nth request of a kind), a slow blob store for one server; and, chosen
-at the start, snapshot rolls every few hundred changes and one server's clock off by a few
-seconds (libfaketime).
+SIGSTOP/SIGCONT of the active, the blob store cut off from one server, the active cut off
+from the other servers (its probes and forwards; the clients still reach it), one failed
+blob request (503 or a reset on the Nth request of a kind), a slow blob store for one
+server, a step of one server's wall clock while it runs (libfaketime's timestamp file);
+and, chosen at the start, snapshot rolls every few hundred changes and one server's clock
+off by a few seconds.
+
+The load (ha_group.Load): exclusive leases with metadata near the limits, the ledger,
+semaphores and read/write resources, and a reader of the events feed checked for skips and
+phantoms; every client follows `Mutexd-Served-By` to the active.
 
 Seeded: the same seed makes the same choices (the timing of the servers still differs). The
 seed is printed at the start and with the result.
@@ -19,14 +25,16 @@ test_ha_nemesis.py runs it for a few minutes in `make test`; tests/soak/ha_nemes
 import argparse
 import os
 import random
+import shutil
 import signal
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from azure import Azurite  # noqa: E402
-from ha_group import SLOW, Load, ProxiedGroup, faketime_env  # noqa: E402
+from ha_group import FAKETIME_LIB, SLOW, Load, ProxiedGroup  # noqa: E402
 
 # Requests a single failure may hit: (name, rule).
 ONE_FAILURES = [
@@ -54,6 +62,8 @@ class Nemesis:
         self.g = None
         self.faults = []  # (time since start, what)
         self.problems = []  # liveness problems seen during the run
+        self.clocks = None  # a folder of each server's libfaketime timestamp file
+        self.offsets = [0, 0, 0]  # each server's wall clock offset, seconds
 
     def say(self, what):
         t = time.monotonic() - self.t0
@@ -75,12 +85,20 @@ class Nemesis:
         skewed = None
         if rnd.random() < 0.5:
             skewed = rnd.randrange(3)
-            off = rnd.choice(["+2s", "+3s", "-2s", "+5s"])
-            envs[skewed] = faketime_env(off)
-        self.g = ProxiedGroup(self.az, n=3, extra=extra, envs=envs)
+            self.offsets[skewed] = rnd.choice([2, 3, -2, 5])
+        if os.path.exists(FAKETIME_LIB):
+            # Every server reads its wall clock's offset from a file of its own, again at
+            # each call: a step is a new line there.
+            self.clocks = tempfile.mkdtemp(prefix="mutexd-nemesis-")
+            for i in range(3):
+                self.write_clock(i)
+                envs[i] = {"LD_PRELOAD": FAKETIME_LIB, "FAKETIME_NO_CACHE": "1",
+                           "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+                           "FAKETIME_TIMESTAMP_FILE": self.clock_file(i)}
+        self.g = ProxiedGroup(self.az, n=3, extra=extra, envs=envs, peers=True)
         self.out("nemesis seed %d: %d s, snapshot every %s changes, clock %s" % (
             self.seed, self.seconds, roll or "100000 (default)",
-            "of server %d %s" % (skewed, envs[skewed]["FAKETIME"]) if skewed is not None
+            "of server %d %+d s" % (skewed, self.offsets[skewed]) if skewed is not None
             else "the same on every server"))
         self.g.start()
         self.g.active(timeout=30 * SLOW)
@@ -94,7 +112,43 @@ class Nemesis:
             self.say("no agreed active server within %d s" % timeout)
             return None
 
+    def clock_file(self, i):
+        return os.path.join(self.clocks, "clock-%d" % i)
+
+    def write_clock(self, i):
+        tmp = self.clock_file(i) + ".new"
+        with open(tmp, "w") as f:
+            f.write("%+d\n" % self.offsets[i])
+        os.replace(tmp, self.clock_file(i))
+
     # ---- faults ---------------------------------------------------------------------
+
+    def step(self):
+        if not self.clocks:
+            return self.rest()
+        s = self.rnd.choice(self.g.alive())
+        d = self.rnd.choice([-6, -3, 3, 6])
+        if abs(self.offsets[s.index] + d) > 8:
+            d = -d
+        a = self.active(timeout=5)
+        self.offsets[s.index] += d
+        self.write_clock(s.index)
+        self.say("step the wall clock of server %d (%s) by %+d s, to %+d s" % (
+            s.index, "the active" if s is a else "a standby", d, self.offsets[s.index]))
+
+    def partition(self):
+        a = self.active(timeout=5)
+        if not a:
+            return
+        d = self.rnd.choice([2, 5, 10])
+        self.say("cut the active, server %d, off from the other servers for %d s" % (a.index, d))
+        p = self.g.peer(a)
+        p.cut()
+        try:
+            time.sleep(d)
+        finally:
+            p.heal()
+        self.say("healed the servers' links to server %d" % a.index)
 
     def kill(self):
         a = self.active()
@@ -190,11 +244,12 @@ class Nemesis:
         # A long run (tests/soak/ha_nemesis.sh runs segments of 540 s, as Azurite stalls at
         # its collection every 10 minutes) keeps its load light.
         if self.long:
-            load = Load(self.g, n=4, ledgers=2, ledger_pause=0.5)
+            load = Load(self.g, n=4, ledgers=2, ledger_pause=0.5, places=2, events=True)
         else:
-            load = Load(self.g, n=16, ledgers=4)
+            load = Load(self.g, n=12, ledgers=4, places=4, events=True)
         actions = [(self.kill, 3), (self.term, 1), (self.pause, 2), (self.cut, 2),
-                   (self.fail_one, 4), (self.slow, 2), (self.rest, 2)]
+                   (self.partition, 2), (self.fail_one, 4), (self.slow, 2), (self.step, 2),
+                   (self.rest, 2)]
         population = [f for f, w in actions for _ in range(w)]
         end = self.t0 + self.seconds
         while time.monotonic() < end - 10:
@@ -203,6 +258,8 @@ class Nemesis:
         self.say("faults over; the group settles")
         for p in self.g.proxies:
             p.clear()
+            p.heal()
+        for p in self.g.peers:
             p.heal()
         for s in self.g.servers:
             if s.proc and s.proc.poll() is None:
@@ -222,6 +279,8 @@ class Nemesis:
             self.g.close()
         if self.own_az and self.az:
             self.az.stop()
+        if self.clocks:
+            shutil.rmtree(self.clocks, ignore_errors=True)
 
 
 def run(seed=None, seconds=150, az=None, out=print):
