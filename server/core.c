@@ -85,6 +85,9 @@ static bool store_behind(void *store)
 
 void close_core(struct server *s)
 {
+    pthread_mutex_lock(&s->core_lock);
+    atomic_store_explicit(&s->core_published, false, memory_order_release);
+    pthread_mutex_unlock(&s->core_lock);
     if (s->actx.alarms)
         rt_alarms_stop(s->actx.alarms); /* no alarm is sent to a stopping runtime */
     if (s->rt)
@@ -172,5 +175,8 @@ int start_core(struct server *s, char *err, size_t errlen, const char **failed)
         mx_warn("out of memory setting lease expiries; those leases expire when next used",
                 "count=%zu", unset);
 
+    pthread_mutex_lock(&s->core_lock);
+    atomic_store_explicit(&s->core_published, true, memory_order_release);
+    pthread_mutex_unlock(&s->core_lock);
     return 0;
 }

@@ -3,11 +3,15 @@
  * actors and their alarms), started and stopped as one. A single server starts it once; a
  * server of a group starts it when it takes the container over (server/group.c).
  *
- * Threads: the main thread's.
+ * Threads: the main thread's, but for what the HTTP threads read for /metrics and their
+ * parked-requests hint: they read the core only while `core_published` says it is whole,
+ * /metrics under `core_lock` (start_core() publishes it last, close_core() takes it back
+ * first, under the lock, so a page being rendered holds the core until it is done).
  */
 #ifndef MX_CORE_H
 #define MX_CORE_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -25,6 +29,8 @@
 
 struct server {
     struct options opt;
+    pthread_mutex_t core_lock;   /* held to publish the core, take it back, render it */
+    _Atomic bool core_published; /* the core is whole (set and cleared under core_lock) */
     struct store *store;
     struct mirror *mirror; /* NULL: no blob mirror */
     struct rt *rt;
@@ -44,7 +50,8 @@ struct server {
     uint64_t owned_ns;
     /* A takeover stopped by a journal line that cannot be decoded: when it is tried again
      * (mono ns; 0: none) and when that was last logged. */
-    uint64_t blocked_until_ns, blocked_said_ns;
+    _Atomic uint64_t blocked_until_ns; /* read by /metrics too */
+    uint64_t blocked_said_ns;
     _Atomic uint64_t takeovers_blocked;
 };
 

@@ -94,7 +94,8 @@ static int wipe_store(const char *dir, char *err, size_t errlen)
 static void take_over(struct server *s)
 {
     uint64_t t0 = mx_mono_ns();
-    if (s->blocked_until_ns && t0 < s->blocked_until_ns)
+    uint64_t blocked = atomic_load(&s->blocked_until_ns);
+    if (blocked && t0 < blocked)
         return;
     http_set_role(s->http, HTTP_ROLE_HOLD, NULL);
     atomic_store(&s->forwarding, false);
@@ -111,7 +112,7 @@ static void take_over(struct server *s)
             /* The container holds a line this server cannot decode: serving from what is
              * left would lose changes, so no takeover until the container is repaired. */
             atomic_fetch_add(&s->takeovers_blocked, 1);
-            s->blocked_until_ns = mx_mono_ns() + BLOCKED_RETRY_NS;
+            atomic_store(&s->blocked_until_ns, mx_mono_ns() + BLOCKED_RETRY_NS);
             if (!s->blocked_said_ns || mx_mono_ns() - s->blocked_said_ns > BLOCKED_SAY_NS) {
                 mx_error("takeover stopped: the container holds a line that cannot be decoded; "
                          "repair it (docs/ha.md, \"A journal that cannot be read\")",
@@ -125,7 +126,8 @@ static void take_over(struct server *s)
                 mx_log_quote(quoted, sizeof quoted, err));
         return;
     }
-    s->blocked_until_ns = s->blocked_said_ns = 0;
+    atomic_store(&s->blocked_until_ns, 0);
+    s->blocked_said_ns = 0;
     /* It owned the container when its mirror took the lease and wrote the owner blob. */
     s->owned_ns = mx_mono_ns();
     http_set_serve_until(s->http, s->owned_ns + s->opt.failover_after_ms * MX_NS_PER_MS);
@@ -197,5 +199,5 @@ void group_metrics(struct server *s, struct mx_buf *b)
                  atomic_load(&s->takeovers_blocked));
     prom_gauge(b, "mutexd_takeover_blocked",
                "1 while this server refuses to take over a container it cannot decode.",
-               s->blocked_until_ns ? 1 : 0);
+               atomic_load(&s->blocked_until_ns) ? 1 : 0);
 }

@@ -111,11 +111,17 @@ static int wait_signal(const sigset_t *set, uint64_t deadline_ns)
 static long server_parked(void *ctx)
 {
     struct server *s = ctx;
+    /* Acquire: the domain was set up before the core was published. */
+    if (!atomic_load_explicit(&s->core_published, memory_order_acquire))
+        return 0;
     return (long)(atomic_load_explicit(&s->domain.waiters, memory_order_relaxed) +
                   atomic_load_explicit(&s->domain.watchers, memory_order_relaxed) +
                   (s->domain.events ? ev_waiting(s->domain.events) : 0));
 }
 
+static void core_metrics(struct server *s, struct mx_buf *b);
+
+/* HTTP threads. Without a core (a standby), the HTTP front counts its requests itself. */
 static void server_metrics(void *ctx, struct mx_buf *b)
 {
     struct server *s = ctx;
@@ -123,8 +129,15 @@ static void server_metrics(void *ctx, struct mx_buf *b)
         ha_metrics(s->ha, b);
         group_metrics(s, b);
     }
-    if (!s->rt)
-        return; /* a standby: its requests are counted by the HTTP front */
+    pthread_mutex_lock(&s->core_lock);
+    if (atomic_load_explicit(&s->core_published, memory_order_relaxed))
+        core_metrics(s, b);
+    pthread_mutex_unlock(&s->core_lock);
+}
+
+/* The core's figures; core_lock held, the core published. */
+static void core_metrics(struct server *s, struct mx_buf *b)
+{
     struct res_domain *d = &s->domain;
     struct rt_stats st;
     rt_get_stats(s->rt, &st);
@@ -183,6 +196,7 @@ int main(int argc, char **argv)
 {
     struct server s;
     memset(&s, 0, sizeof s);
+    pthread_mutex_init(&s.core_lock, NULL);
     /* A fenced server starts itself again with the same arguments (getopt may have
      * reordered them; mutexd takes no operands, so their order does not matter). */
     s.argv = argv;
