@@ -28,6 +28,7 @@
 
 #include "common/buf.h"
 #include "persistence/owner.h"
+#include "persistence/mirror_plan.h"
 #include "persistence/store.h"
 
 enum mirror_mode { MIRROR_OFF = 0, MIRROR_ASYNC, MIRROR_SYNC };
@@ -77,10 +78,12 @@ struct mirror_restored {
  * and the journal after it that the owner blob names into the store; with a warm copy
  * (cfg.warm) that follows that journal, only the journal's tail is read. The leases keep
  * the deadlines written on the other server's clock: the caller re-arms them with
- * store_rearm() just before it serves. Returns 0 (see `out`), -1 with
- * err, or -2 with err when a line of the container cannot be decoded (nothing may be
- * served from it as it is: docs/ha.md, "A journal that cannot be read"). */
-int mirror_restore(struct mirror *m, struct mirror_restored *out, char *err, size_t errlen);
+ * store_rearm() just before it serves. Returns MIRROR_READ_OK (see `out`),
+ * MIRROR_READ_FAILED with err, or MIRROR_READ_UNDECODABLE with err when a line of the
+ * container cannot be decoded (nothing may be served from it as it is: docs/ha.md, "A
+ * journal that cannot be read"). */
+enum mirror_read mirror_restore(struct mirror *m, struct mirror_restored *out, char *err,
+                                size_t errlen);
 
 /*
  * A standby's copy of the container, kept warm by following the journal (the leases in
@@ -92,10 +95,11 @@ int mirror_copy_open(struct mirror_copy **out, const char *connection_string, co
 void mirror_copy_free(struct mirror_copy *c);
 /* Brings the copy up to the snapshot and journal blob the owner blob names now (`named`,
  * owner.h): reads what was appended since the last call, or that snapshot and its journal
- * after a roll it cannot follow without a gap, or a lost blob. 0, -1 with err (the copy is
- * then read anew next time), or -2 with err when a line cannot be decoded. */
-int mirror_copy_follow(struct mirror_copy *c, const struct owner_meta *named, char *err,
-                       size_t errlen);
+ * after a roll it cannot follow without a gap, or a lost blob. MIRROR_READ_OK,
+ * MIRROR_READ_FAILED with err (the copy is then read anew next time), or
+ * MIRROR_READ_UNDECODABLE with err when a line cannot be decoded. */
+enum mirror_read mirror_copy_follow(struct mirror_copy *c, const struct owner_meta *named,
+                                    char *err, size_t errlen);
 /* How many changes the last call found new, and how long ago the copy was last complete
  * (ms). */
 void mirror_copy_lag(const struct mirror_copy *c, uint64_t *changes, uint64_t *ms);

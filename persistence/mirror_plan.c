@@ -391,8 +391,8 @@ int mirror_replay_line(struct mirror_replay *st, struct jr_line *l, bool from_sn
     return 0;
 }
 
-int mirror_replay_text(struct mirror_replay *st, const char *name, const char *text, size_t len,
-                       bool snapshot, char *err, size_t errlen)
+enum mirror_read mirror_replay_text(struct mirror_replay *st, const char *name, const char *text,
+                                    size_t len, bool snapshot, char *err, size_t errlen)
 {
     size_t lineno = 0;
     for (size_t off = 0; off < len;) {

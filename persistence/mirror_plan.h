@@ -116,11 +116,21 @@ struct mirror_replay {
  * nothing to release but what jr_line_clear() frees anyway). 0, or -1 when out of memory. */
 int mirror_replay_line(struct mirror_replay *st, struct jr_line *l, bool from_snapshot);
 
+/* What reading the container came to (mirror_replay_text, mirror_copy_follow,
+ * mirror_restore): a line that cannot be decoded is told apart from every other failure,
+ * since nothing may be served from a container that holds one (docs/ha.md). */
+enum mirror_read {
+    MIRROR_READ_OK = 0,
+    MIRROR_READ_FAILED = -1,      /* err says why; trying again may do */
+    MIRROR_READ_UNDECODABLE = -2, /* err names the line: not until the container is repaired */
+};
+
 /* Decodes and applies every line of a blob's text (`snapshot`: a snapshot, whose first line
- * must be its header). 0; -2 with err when a line cannot be decoded (among them a line of a
- * newer format); -1 with err when out of memory. */
-int mirror_replay_text(struct mirror_replay *st, const char *name, const char *text, size_t len,
-                       bool snapshot, char *err, size_t errlen);
+ * must be its header). MIRROR_READ_OK; MIRROR_READ_UNDECODABLE with err when a line cannot be
+ * decoded (among them a line of a newer format); MIRROR_READ_FAILED with err when out of
+ * memory. */
+enum mirror_read mirror_replay_text(struct mirror_replay *st, const char *name, const char *text,
+                                    size_t len, bool snapshot, char *err, size_t errlen);
 
 /* The row of `name`, or NULL when no line named it (a dropped one has no leases). */
 const struct store_row *mirror_replay_get(const struct mirror_replay *st, const char *name,

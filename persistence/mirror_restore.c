@@ -272,8 +272,8 @@ out:
     return rc;
 }
 
-int mirror_copy_follow(struct mirror_copy *c, const struct owner_meta *named, char *err,
-                       size_t errlen)
+enum mirror_read mirror_copy_follow(struct mirror_copy *c, const struct owner_meta *named,
+                                    char *err, size_t errlen)
 {
     c->found = 0;
     uint64_t g, first;
@@ -331,7 +331,8 @@ void mirror_copy_lag(const struct mirror_copy *c, uint64_t *changes, uint64_t *m
 
 /* ---- restore --------------------------------------------------------------------- */
 
-int mirror_restore(struct mirror *m, struct mirror_restored *out, char *err, size_t errlen)
+enum mirror_read mirror_restore(struct mirror *m, struct mirror_restored *out, char *err,
+                                size_t errlen)
 {
     memset(out, 0, sizeof *out);
     if (!store_created(m->store))
@@ -341,8 +342,8 @@ int mirror_restore(struct mirror *m, struct mirror_restored *out, char *err, siz
         /* The journal the previous owner wrote is sealed now: read it to its end. */
         char why[256];
         uint64_t had = warm->st.last_seq;
-        int frc = mirror_copy_follow(warm, &m->prev, why, sizeof why);
-        if (frc == 0 && warm->loaded) {
+        enum mirror_read frc = mirror_copy_follow(warm, &m->prev, why, sizeof why);
+        if (frc == MIRROR_READ_OK && warm->loaded) {
             mx_info("mirror: restoring from the warm copy",
                     "generation=%" PRIu64 " read_changes=%" PRIu64, warm->generation,
                     warm->st.last_seq - had);
@@ -350,9 +351,9 @@ int mirror_restore(struct mirror *m, struct mirror_restored *out, char *err, siz
             copy_reset(warm);
             return rc;
         }
-        if (frc == -2) {
+        if (frc == MIRROR_READ_UNDECODABLE) {
             snprintf(err, errlen, "%s", why);
-            return -2;
+            return MIRROR_READ_UNDECODABLE;
         }
         mx_warn("mirror: the warm copy cannot be used; reading the container", "error=\"%s\"", why);
     }

@@ -18,16 +18,16 @@ static const char *write_gate(void *arg)
 }
 
 /* Opens the blob mirror: takes the container, restores into a new store, starts shipping. */
-static int open_mirror(struct server *s, bool *restored, char *err, size_t errlen)
+static enum core_rc open_mirror(struct server *s, bool *restored, char *err, size_t errlen)
 {
     struct options *o = &s->opt;
     if (o->mirror_mode == MIRROR_OFF) {
         atomic_store(&s->domain.token_ceiling, UINT64_MAX);
-        return 0;
+        return CORE_OK;
     }
     if (blob_global_init() != 0) {
         snprintf(err, errlen, "cannot initialize libcurl");
-        return -1;
+        return CORE_FAILED;
     }
     struct mirror_config mc = {
         .connection_string = o->blob_connection_string,
@@ -46,11 +46,11 @@ static int open_mirror(struct server *s, bool *restored, char *err, size_t errle
         .token_ceiling = &s->domain.token_ceiling,
     };
     if (mirror_open(&s->mirror, &mc, s->store, err, errlen) != 0)
-        return -1;
+        return CORE_FAILED;
     struct mirror_restored rs;
-    int rrc = mirror_restore(s->mirror, &rs, err, errlen);
-    if (rrc != 0)
-        return rrc;
+    enum mirror_read rrc = mirror_restore(s->mirror, &rs, err, errlen);
+    if (rrc != MIRROR_READ_OK)
+        return rrc == MIRROR_READ_UNDECODABLE ? CORE_BLOCKED : CORE_FAILED;
     *restored = rs.restored;
     if (rs.restored) {
         atomic_store(&s->domain.last_token, store_token_hwm(s->store));
@@ -67,10 +67,10 @@ static int open_mirror(struct server *s, bool *restored, char *err, size_t errle
     }
     atomic_store(&s->domain.token_ceiling, atomic_load(&s->domain.last_token));
     if (mirror_start(s->mirror, rs.restored, err, errlen) != 0)
-        return -1;
+        return CORE_FAILED;
     s->actx.write_gate = write_gate;
     s->actx.gate_arg = s->mirror;
-    return 0;
+    return CORE_OK;
 }
 
 /* Alarms (lease expiries) wait while this many changes wait for the disk: a storm of
@@ -108,9 +108,10 @@ void close_core(struct server *s)
     s->actx.alarms = NULL;
 }
 
-int start_core(struct server *s, char *err, size_t errlen, const char **failed)
+enum core_rc start_core(struct server *s, char *err, size_t errlen, const char **failed)
 {
     int rc;
+    enum core_rc crc;
     struct store_config sc = {
         .dir = s->opt.data_dir,
         .fault_commit_every = s->opt.fault_commit_every,
@@ -119,7 +120,7 @@ int start_core(struct server *s, char *err, size_t errlen, const char **failed)
     };
     if (store_open(&s->store, &sc, err, errlen) != 0) {
         *failed = "cannot open the store";
-        return -1;
+        return CORE_FAILED;
     }
 
     res_domain_init(&s->domain);
@@ -130,9 +131,9 @@ int start_core(struct server *s, char *err, size_t errlen, const char **failed)
     atomic_store(&s->domain.last_index, idx > floor ? idx : floor);
     s->actx = (struct ra_ctx){.domain = &s->domain, .store = s->store};
     bool restored = false;
-    if ((rc = open_mirror(s, &restored, err, errlen)) != 0) {
+    if ((crc = open_mirror(s, &restored, err, errlen)) != CORE_OK) {
         *failed = "cannot start the blob mirror";
-        return rc;
+        return crc;
     }
 
     struct rt_config rc_cfg = {
@@ -145,12 +146,12 @@ int start_core(struct server *s, char *err, size_t errlen, const char **failed)
     if ((rc = rt_start(&s->rt, &rc_cfg)) != 0) {
         *failed = "cannot start the actor runtime";
         snprintf(err, errlen, "%s", strerror(rc));
-        return -1;
+        return CORE_FAILED;
     }
     if ((rc = rt_alarms_start(&s->actx.alarms, s->rt, RA_MSG_ALARM)) != 0) {
         *failed = "cannot start the alarm thread";
         snprintf(err, errlen, "%s", strerror(rc));
-        return -1;
+        return CORE_FAILED;
     }
     rt_alarms_pace(s->actx.alarms, store_behind, s->store);
 
@@ -161,7 +162,7 @@ int start_core(struct server *s, char *err, size_t errlen, const char **failed)
     if (restored && store_rearm(s->store, mx_lease_ms(), s->opt.failover_grace_ms, &rearmed, err,
                                 errlen) != STORE_OK) {
         *failed = "cannot re-arm the leases read from the container";
-        return -1;
+        return CORE_FAILED;
     }
     /* Leases in force at the last stop are counted and their expiries set again, each with
      * the time it had left; their resources stay on disk until something asks for them. */
@@ -169,7 +170,7 @@ int start_core(struct server *s, char *err, size_t errlen, const char **failed)
     if (ra_restore(&s->actx, &s->leases, &unset) != STORE_OK) {
         *failed = "cannot read the leases in force from the store";
         snprintf(err, errlen, "a read of the store failed");
-        return -1;
+        return CORE_FAILED;
     }
     if (unset)
         mx_warn("out of memory setting lease expiries; those leases expire when next used",
@@ -178,5 +179,5 @@ int start_core(struct server *s, char *err, size_t errlen, const char **failed)
     pthread_mutex_lock(&s->core_lock);
     atomic_store_explicit(&s->core_published, true, memory_order_release);
     pthread_mutex_unlock(&s->core_lock);
-    return 0;
+    return CORE_OK;
 }

@@ -55,11 +55,17 @@ struct server {
     _Atomic uint64_t takeovers_blocked;
 };
 
+enum core_rc {
+    CORE_OK = 0,
+    CORE_FAILED = -1,  /* `failed` and err say what and why */
+    CORE_BLOCKED = -2, /* the container holds a line that cannot be decoded: no takeover until
+                          it is repaired (docs/ha.md, "A journal that cannot be read") */
+};
+
 /* Opens the store and starts everything behind HTTP: the mirror (restoring first when the
- * store is new), the actors, the alarms, and the leases in force. On failure returns -1
- * (or -2: the container holds a line that cannot be decoded) with what failed and why;
- * close_core() stops what had started. */
-int start_core(struct server *s, char *err, size_t errlen, const char **failed);
+ * store is new), the actors, the alarms, and the leases in force. CORE_OK, or CORE_FAILED or
+ * CORE_BLOCKED with what failed and why; close_core() stops what had started. */
+enum core_rc start_core(struct server *s, char *err, size_t errlen, const char **failed);
 
 /* Stops what runs behind HTTP, in order: alarms, actors, the mirror's reads, the store,
  * the mirror (which ships what the store committed last). Any of them may not have

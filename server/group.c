@@ -102,13 +102,13 @@ static void take_over(struct server *s)
     ha_set_role(s->ha, HA_JOINING);
     char err[512] = "", quoted[1100];
     const char *failed = "cannot clear the data directory";
-    int rc = wipe_store(s->opt.data_dir, err, sizeof err);
-    if (rc == 0)
+    enum core_rc rc = wipe_store(s->opt.data_dir, err, sizeof err) == 0 ? CORE_OK : CORE_FAILED;
+    if (rc == CORE_OK)
         rc = start_core(s, err, sizeof err, &failed);
-    if (rc != 0) {
+    if (rc != CORE_OK) {
         close_core(s);
         ha_set_role(s->ha, HA_STANDBY);
-        if (rc == -2) {
+        if (rc == CORE_BLOCKED) {
             /* The container holds a line this server cannot decode: serving from what is
              * left would lose changes, so no takeover until the container is repaired. */
             atomic_fetch_add(&s->takeovers_blocked, 1);
@@ -146,7 +146,7 @@ static void follow(struct server *s, const struct ha_view *v)
     if (!v->named.journal[0])
         return;
     char err[512], quoted[1100];
-    bool ok = mirror_copy_follow(s->copy, &v->named, err, sizeof err) == 0;
+    bool ok = mirror_copy_follow(s->copy, &v->named, err, sizeof err) == MIRROR_READ_OK;
     uint64_t now = mx_mono_ns();
     if (!ok && (s->copy_ok || now - s->copy_said_ns > 10000 * MX_NS_PER_MS)) {
         mx_warn("standby: cannot follow the journal; trying again", "error=%s",
