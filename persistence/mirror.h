@@ -80,8 +80,8 @@ struct mirror_restored {
  * the deadlines written on the other server's clock: the caller re-arms them with
  * store_rearm() just before it serves. Returns MIRROR_READ_OK (see `out`),
  * MIRROR_READ_FAILED with err, or MIRROR_READ_UNDECODABLE with err when a line of the
- * container cannot be decoded (nothing may be served from it as it is: docs/ha.md, "A
- * journal that cannot be read"). */
+ * container cannot be decoded (nothing may be served from it as it is, see docs/ha.md,
+ * "A journal that cannot be read"). */
 enum mirror_read mirror_restore(struct mirror *m, struct mirror_restored *out, char *err,
                                 size_t errlen);
 
