@@ -1,9 +1,11 @@
 /*
  * The store (see store.h for the contract).
  *
- * Layout: the schema and its migrations; rows in and out of statements; the read pool;
- * the writer thread (group commit, epochs on failure); open and close; metrics. The
- * fault seam (a SQLite VFS that fails a commit's fsync on demand) is in store_faults.c.
+ * Layout: the schema and its migrations; the writer thread (group commit, epochs on
+ * failure); open and close. Elsewhere: the read pool and the reading of rows
+ * (store_read.c), what the blob mirror needs and the metrics (store_mirror.c), rows in
+ * memory (store_row.c), the fault seam (store_faults.c: a SQLite VFS that fails a commit's
+ * fsync on demand); store_internal.h is what they share.
  *
  * On disk: DIR/mutexd.db (with -wal and -shm beside it) and DIR/LOCK, held with
  * flock(2) while the store is open so that a second server on the same directory stops
@@ -28,6 +30,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "persistence/store_faults.h"
+#include "persistence/store_internal.h"
 
 enum { ITEM_REC = 1, ITEM_WAIT = 2 };
 
@@ -85,476 +88,6 @@ static const char *const migrations[] = {
 };
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
 
-/* A lease's columns, as lease_from_stmt() reads them. */
-#define LEASE_COLUMNS                                                                              \
-    "h.lease_id, h.owner, h.token, h.ttl_ms, h.acquired_at, h.renewed_at, h.deadline, h.held, "    \
-    "h.shared, h.metadata"
-/* A resource's rows, one per lease, oldest grant first: name, index, limit, LEASE_COLUMNS. */
-#define ROW_SELECT                                                                                 \
-    "SELECT r.resource, r.idx, r.lim, " LEASE_COLUMNS " FROM resources r "                         \
-    "JOIN holders h ON h.resource = r.resource "
-
-struct reader {
-    struct reader *next;
-    sqlite3 *db;
-    sqlite3_stmt *get, *list;
-};
-
-struct store {
-    struct store_config cfg;
-    char *db_path;
-    int lock_fd;
-
-    /* Writer thread only. */
-    sqlite3 *wdb;
-    sqlite3_stmt *st_put, *st_forget, *st_header, *st_drop, *st_drop_leases, *st_any, *st_meta;
-    sqlite3_stmt *st_begin, *st_commit, *st_rollback; /* prepared once: no parse per commit */
-    pthread_t writer;
-    uint64_t commits_tried;
-
-    pthread_mutex_t lock;
-    pthread_cond_t cond;
-    struct store_item *head, *tail; /* lock */
-    uint64_t last_seq;              /* lock: the newest record's sequence number */
-    bool busy;                      /* lock: a batch is being committed (writer or caller) */
-    bool closing;                   /* lock */
-    char health[256];               /* lock: "" when the last commit succeeded */
-
-    _Atomic uint64_t done_seq;   /* every record up to here is processed */
-    _Atomic uint64_t commit_seq; /* durable history: the last committed record's number */
-    bool created;
-    _Atomic uint64_t epoch;
-    _Atomic uint64_t token_hwm, index_hwm, index_floor;
-
-    pthread_mutex_t rlock;
-    struct reader *readers; /* rlock: idle read connections */
-
-    struct prom_hist batch_sizes, commit_seconds, fsync_seconds;
-    _Atomic uint64_t commits_ok, commits_failed, records_written, records_refused;
-    _Atomic uint64_t batches_here; /* batches committed in store_batch_end() */
-};
-
-/* ---- rows ------------------------------------------------------------------------ */
-
-void store_lease_clear(struct store_lease *l)
-{
-    mx_str_unref(l->owner);
-    mx_str_unref(l->metadata);
-    memset(l, 0, sizeof *l);
-}
-
-void store_lease_copy(struct store_lease *dst, const struct store_lease *src)
-{
-    *dst = *src;
-    mx_str_ref(dst->owner);
-    mx_str_ref(dst->metadata);
-}
-
-void store_row_clear(struct store_row *row)
-{
-    for (uint32_t i = 0; i < row->nleases; i++)
-        store_lease_clear(&row->leases[i]);
-    free(row->leases);
-    memset(row, 0, sizeof *row);
-}
-
-int store_row_add(struct store_row *row, const struct store_lease *l)
-{
-    if (row->nleases == UINT32_MAX)
-        return -1;
-    struct store_lease *v = realloc(row->leases, ((size_t)row->nleases + 1) * sizeof *v);
-    if (!v)
-        return -1;
-    row->leases = v;
-    store_lease_copy(&v[row->nleases++], l);
-    return 0;
-}
-
-struct store_rec *store_rec_new(const char *name, size_t len, uint64_t index, uint32_t limit,
-                                uint32_t nput, uint32_t ndel)
-{
-    struct store_rec *rec = malloc(sizeof *rec + len + 1);
-    if (!rec)
-        return NULL;
-    memset(rec, 0, sizeof *rec);
-    rec->index = index;
-    rec->limit = limit;
-    if (nput && !(rec->put = calloc(nput, sizeof *rec->put)))
-        goto oom;
-    if (ndel && !(rec->del = calloc(ndel, sizeof *rec->del)))
-        goto oom;
-    rec->nput = nput;
-    rec->ndel = ndel;
-    rec->name_len = (uint16_t)len;
-    memcpy(rec->name, name, len);
-    rec->name[len] = '\0';
-    return rec;
-oom:
-    free(rec->put);
-    free(rec);
-    return NULL;
-}
-
-struct store_rec *store_rec_from_row(const char *name, size_t len, const struct store_row *row)
-{
-    struct store_rec *rec = store_rec_new(name, len, row->index, row->limit, row->nleases, 0);
-    if (!rec)
-        return NULL;
-    for (uint32_t i = 0; i < row->nleases; i++)
-        store_lease_copy(&rec->put[i], &row->leases[i]);
-    rec->drop = row->nleases == 0;
-    return rec;
-}
-
-void store_rec_free(struct store_rec *rec)
-{
-    if (rec) {
-        for (uint32_t i = 0; i < rec->nput; i++)
-            store_lease_clear(&rec->put[i]);
-        free(rec->put);
-        free(rec->del);
-        free(rec);
-    }
-}
-
-/* Reads the LEASE_COLUMNS that start at column `col`. */
-static int lease_from_stmt(sqlite3_stmt *st, int col, struct store_lease *l)
-{
-    memset(l, 0, sizeof *l);
-    const void *id = sqlite3_column_blob(st, col);
-    if (id && sqlite3_column_bytes(st, col) == 16)
-        memcpy(l->lease_id, id, 16);
-    const char *owner = (const char *)sqlite3_column_text(st, col + 1);
-    l->owner =
-        mx_str_new(owner ? owner : "", owner ? (size_t)sqlite3_column_bytes(st, col + 1) : 0);
-    l->token = (uint64_t)sqlite3_column_int64(st, col + 2);
-    l->ttl_ms = (uint64_t)sqlite3_column_int64(st, col + 3);
-    l->acquired_at_ms = sqlite3_column_int64(st, col + 4);
-    l->renewed_at_ms = sqlite3_column_int64(st, col + 5);
-    l->deadline_ms = sqlite3_column_int64(st, col + 6);
-    l->held = sqlite3_column_int(st, col + 7) != 0;
-    l->shared = sqlite3_column_int(st, col + 8) != 0;
-    if (sqlite3_column_type(st, col + 9) != SQLITE_NULL) {
-        const char *md = (const char *)sqlite3_column_text(st, col + 9);
-        l->metadata = mx_str_new(md ? md : "", md ? (size_t)sqlite3_column_bytes(st, col + 9) : 0);
-        if (!l->metadata)
-            goto oom;
-    }
-    if (!l->owner)
-        goto oom;
-    return STORE_OK;
-oom:
-    store_lease_clear(l);
-    return STORE_EIO;
-}
-
-/* Steps a ROW_SELECT statement (rows ordered by resource, then token) and calls `fn` once
- * per resource with its whole row, which `fn` takes. `fn` returns nonzero to stop (then
- * STORE_EIO). With `hwm`, raises it to every token and index read. Returns STORE_OK or
- * STORE_EIO; the statement is left for the caller to reset. */
-static int read_rows(sqlite3_stmt *st,
-                     int (*fn)(void *arg, const char *name, size_t len, struct store_row *row),
-                     void *arg, struct store_marks *hwm)
-{
-    struct store_row row = {0};
-    char *name = NULL;
-    size_t name_len = 0;
-    int rc, status = STORE_OK;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        const char *n = (const char *)sqlite3_column_text(st, 0);
-        size_t nlen = (size_t)sqlite3_column_bytes(st, 0);
-        if (!n) {
-            status = STORE_EIO;
-            break;
-        }
-        if (name && (nlen != name_len || memcmp(n, name, nlen) != 0)) {
-            int stop = fn(arg, name, name_len, &row);
-            memset(&row, 0, sizeof row);
-            free(name);
-            name = NULL;
-            if (stop) {
-                status = STORE_EIO;
-                break;
-            }
-        }
-        if (!name) {
-            if (!(name = malloc(nlen + 1))) {
-                status = STORE_EIO;
-                break;
-            }
-            memcpy(name, n, nlen);
-            name[nlen] = '\0';
-            name_len = nlen;
-            row.index = (uint64_t)sqlite3_column_int64(st, 1);
-            row.limit = (uint32_t)sqlite3_column_int64(st, 2);
-        }
-        struct store_lease l;
-        if (lease_from_stmt(st, 3, &l) != STORE_OK) {
-            status = STORE_EIO;
-            break;
-        }
-        /* The row takes the lease's references. */
-        struct store_lease *v = realloc(row.leases, ((size_t)row.nleases + 1) * sizeof *v);
-        if (!v) {
-            store_lease_clear(&l);
-            status = STORE_EIO;
-            break;
-        }
-        row.leases = v;
-        v[row.nleases++] = l;
-        if (hwm && l.token > hwm->token_hwm)
-            hwm->token_hwm = l.token;
-        if (hwm && row.index > hwm->index_hwm)
-            hwm->index_hwm = row.index;
-    }
-    if (status == STORE_OK && rc != SQLITE_DONE)
-        status = STORE_EIO;
-    if (status == STORE_OK && name && fn(arg, name, name_len, &row) != 0)
-        status = STORE_EIO;
-    else if (status != STORE_OK)
-        store_row_clear(&row);
-    free(name);
-    return status;
-}
-
-/* ---- connections ----------------------------------------------------------------- */
-
-static int exec(sqlite3 *db, const char *sql)
-{
-    return sqlite3_exec(db, sql, NULL, NULL, NULL);
-}
-
-static int open_db(const char *path, bool writer, sqlite3 **out)
-{
-    int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | (writer ? SQLITE_OPEN_CREATE : 0);
-    sqlite3 *db = NULL;
-    int rc = sqlite3_open_v2(path, &db, flags, writer ? store_faults_vfs_name() : NULL);
-    if (rc != SQLITE_OK) {
-        sqlite3_close(db);
-        return rc;
-    }
-    sqlite3_busy_timeout(db, 5000);
-    /* Durability: WAL with a full fsync at every commit (the answers promise it). */
-    rc = exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA temp_store=MEMORY;");
-    if (rc == SQLITE_OK && !writer)
-        rc = exec(db, "PRAGMA query_only=1;");
-    if (rc != SQLITE_OK) {
-        sqlite3_close(db);
-        return rc;
-    }
-    *out = db;
-    return SQLITE_OK;
-}
-
-static int prepare(sqlite3 *db, const char *sql, sqlite3_stmt **st)
-{
-    return sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL);
-}
-
-static void reader_free(struct reader *r)
-{
-    sqlite3_finalize(r->get);
-    sqlite3_finalize(r->list);
-    sqlite3_close(r->db);
-    free(r);
-}
-
-static struct reader *reader_get(struct store *s)
-{
-    pthread_mutex_lock(&s->rlock);
-    struct reader *r = s->readers;
-    if (r)
-        s->readers = r->next;
-    pthread_mutex_unlock(&s->rlock);
-    if (r)
-        return r;
-    r = calloc(1, sizeof *r);
-    if (!r)
-        return NULL;
-    /* One statement each, so that a read sees one commit (a resource's header and its
-     * leases alike). */
-    if (open_db(s->db_path, false, &r->db) != SQLITE_OK ||
-        prepare(r->db, ROW_SELECT "WHERE r.resource = ?1 ORDER BY h.token", &r->get) ||
-        prepare(r->db,
-                ROW_SELECT "JOIN (SELECT DISTINCT resource FROM holders "
-                           "WHERE held = 1 AND deadline > ?1 "
-                           "AND resource > ?2 AND resource >= ?3 AND resource < ?4 "
-                           "ORDER BY resource LIMIT ?5) AS sel ON sel.resource = r.resource "
-                           "ORDER BY r.resource, h.token",
-                &r->list)) {
-        mx_error("store: cannot open a read connection", "error=\"%s\"",
-                 r->db ? sqlite3_errmsg(r->db) : "open");
-        reader_free(r);
-        return NULL;
-    }
-    return r;
-}
-
-static void reader_put(struct store *s, struct reader *r)
-{
-    pthread_mutex_lock(&s->rlock);
-    r->next = s->readers;
-    s->readers = r;
-    pthread_mutex_unlock(&s->rlock);
-}
-
-struct get_ctx {
-    struct store_row *out;
-    bool found;
-};
-
-static int got_row(void *arg, const char *name, size_t len, struct store_row *row)
-{
-    (void)name;
-    (void)len;
-    struct get_ctx *g = arg;
-    *g->out = *row; /* takes the references */
-    g->found = true;
-    return 0;
-}
-
-int store_get(struct store *s, const char *name, size_t len, struct store_row *out)
-{
-    struct reader *r = reader_get(s);
-    if (!r)
-        return STORE_EIO;
-    memset(out, 0, sizeof *out);
-    struct get_ctx g = {.out = out};
-    sqlite3_bind_text(r->get, 1, name, (int)len, SQLITE_STATIC);
-    int status = read_rows(r->get, got_row, &g, NULL);
-    if (status != STORE_OK) {
-        mx_error("store: read failed", "error=\"%s\"", sqlite3_errmsg(r->db));
-        store_row_clear(out);
-    } else if (!g.found) {
-        status = STORE_NOTFOUND;
-    }
-    sqlite3_reset(r->get);
-    sqlite3_clear_bindings(r->get);
-    reader_put(s, r);
-    return status;
-}
-
-struct list_ctx {
-    void (*fn)(void *arg, const char *name, size_t len, struct store_row *row);
-    void *arg;
-};
-
-static int listed_row(void *arg, const char *name, size_t len, struct store_row *row)
-{
-    struct list_ctx *c = arg;
-    c->fn(c->arg, name, len, row);
-    return 0;
-}
-
-int store_list_held(struct store *s, const char *prefix, const char *after, int limit,
-                    void (*fn)(void *arg, const char *name, size_t len, struct store_row *row),
-                    void *arg)
-{
-    struct reader *r = reader_get(s);
-    if (!r)
-        return STORE_EIO;
-    /* Names are ASCII below 0x7f, so every name starting with P sorts below P "\x7f". */
-    char upper[512];
-    const char *p = prefix ? prefix : "";
-    snprintf(upper, sizeof upper, "%s\x7f", p);
-    sqlite3_bind_int64(r->list, 1, mx_lease_ms());
-    sqlite3_bind_text(r->list, 2, after ? after : "", -1, SQLITE_STATIC);
-    sqlite3_bind_text(r->list, 3, p, -1, SQLITE_STATIC);
-    sqlite3_bind_text(r->list, 4, upper, -1, SQLITE_STATIC);
-    sqlite3_bind_int(r->list, 5, limit);
-    struct list_ctx c = {fn, arg};
-    int status = read_rows(r->list, listed_row, &c, NULL);
-    if (status != STORE_OK)
-        mx_error("store: list failed", "error=\"%s\"", sqlite3_errmsg(r->db));
-    sqlite3_reset(r->list);
-    sqlite3_clear_bindings(r->list);
-    reader_put(s, r);
-    return status;
-}
-
-int store_count_rows(struct store *s, uint64_t *n)
-{
-    struct reader *r = reader_get(s);
-    if (!r)
-        return STORE_EIO;
-    sqlite3_stmt *st = NULL;
-    int rc = prepare(r->db, "SELECT count(*) FROM resources", &st);
-    if (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW)
-        *n = (uint64_t)sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    reader_put(s, r);
-    return rc == SQLITE_ROW ? STORE_OK : STORE_EIO;
-}
-
-/* SQLite's BINARY collation, which orders both tables' primary keys: bytes, then length. */
-static int name_cmp(sqlite3_stmt *a, sqlite3_stmt *b)
-{
-    const void *x = sqlite3_column_blob(a, 0), *y = sqlite3_column_blob(b, 0);
-    int nx = sqlite3_column_bytes(a, 0), ny = sqlite3_column_bytes(b, 0);
-    size_t n = (size_t)(nx < ny ? nx : ny);
-    int c = n ? memcmp(x, y, n) : 0;
-    return c ? c : (nx > ny) - (nx < ny);
-}
-
-/* Two scans in key order, merged here: a join of the two tables costs SQLite a search of
- * `resources` for every lease, and that was most of a restart with a million leases. */
-int store_each_held(struct store *s,
-                    void (*fn)(void *arg, const char *name, size_t len, const struct store_held *h),
-                    void *arg)
-{
-    struct reader *r = reader_get(s);
-    if (!r)
-        return STORE_EIO;
-    sqlite3_stmt *res = NULL, *hold = NULL;
-    /* One read transaction: both scans see the same commit. */
-    int rc = exec(r->db, "BEGIN");
-    if (rc == SQLITE_OK)
-        rc = prepare(r->db, "SELECT resource, lim FROM resources ORDER BY resource", &res);
-    if (rc == SQLITE_OK)
-        rc = prepare(r->db,
-                     "SELECT resource, deadline, shared FROM holders WHERE held = 1 "
-                     "ORDER BY resource",
-                     &hold);
-    int hrc = rc == SQLITE_OK ? sqlite3_step(hold) : rc;
-    int rrc = hrc == SQLITE_ROW ? sqlite3_step(res) : SQLITE_DONE;
-    while (hrc == SQLITE_ROW && rrc == SQLITE_ROW) {
-        int c = name_cmp(res, hold);
-        if (c < 0) { /* a resource without a lease held */
-            rrc = sqlite3_step(res);
-            continue;
-        }
-        if (c > 0) { /* a lease without its resource's row: not in force */
-            hrc = sqlite3_step(hold);
-            continue;
-        }
-        struct store_held h = {.deadline_ms = sqlite3_column_int64(hold, 1),
-                               .limit = (uint32_t)sqlite3_column_int64(res, 1)};
-        do {
-            int64_t d = sqlite3_column_int64(hold, 1);
-            if (d < h.deadline_ms)
-                h.deadline_ms = d;
-            h.nheld++;
-            h.nshared += sqlite3_column_int64(hold, 2) != 0;
-            hrc = sqlite3_step(hold);
-        } while (hrc == SQLITE_ROW && name_cmp(res, hold) == 0);
-        fn(arg, (const char *)sqlite3_column_text(res, 0), (size_t)sqlite3_column_bytes(res, 0),
-           &h);
-        rrc = sqlite3_step(res);
-    }
-    int status =
-        (hrc == SQLITE_ROW || hrc == SQLITE_DONE) && (rrc == SQLITE_ROW || rrc == SQLITE_DONE)
-            ? STORE_OK
-            : STORE_EIO;
-    if (status != STORE_OK)
-        mx_error("store: reading the held leases failed", "error=\"%s\"", sqlite3_errmsg(r->db));
-    sqlite3_finalize(hold);
-    sqlite3_finalize(res);
-    if (exec(r->db, "COMMIT") != SQLITE_OK)
-        (void)exec(r->db, "ROLLBACK");
-    reader_put(s, r);
-    return status;
-}
-
 /* ---- the writer ------------------------------------------------------------------ */
 
 static void set_health(struct store *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -594,8 +127,8 @@ static int step_reset(sqlite3_stmt *st)
     return rc == SQLITE_DONE ? SQLITE_OK : rc;
 }
 
-static int write_header(struct store *s, const char *name, size_t len, uint64_t index,
-                        uint32_t limit)
+int store_i_write_header(struct store *s, const char *name, size_t len, uint64_t index,
+                         uint32_t limit)
 {
     sqlite3_bind_text(s->st_header, 1, name, (int)len, SQLITE_STATIC);
     sqlite3_bind_int64(s->st_header, 2, (sqlite3_int64)index);
@@ -603,7 +136,7 @@ static int write_header(struct store *s, const char *name, size_t len, uint64_t 
     return step_reset(s->st_header);
 }
 
-static int write_lease(struct store *s, const char *name, size_t len, const struct store_lease *l)
+int store_i_write_lease(struct store *s, const char *name, size_t len, const struct store_lease *l)
 {
     bind_lease(s->st_put, name, len, l);
     return step_reset(s->st_put);
@@ -630,7 +163,7 @@ static int write_rec(struct store *s, const struct store_rec *rec, uint64_t *tok
     int rc = SQLITE_OK;
     bool gone = rec->drop;
     for (uint32_t i = 0; !gone && rc == SQLITE_OK && i < rec->nput; i++) {
-        rc = write_lease(s, rec->name, rec->name_len, &rec->put[i]);
+        rc = store_i_write_lease(s, rec->name, rec->name_len, &rec->put[i]);
         if (rec->put[i].token > *token_max)
             *token_max = rec->put[i].token;
     }
@@ -657,10 +190,10 @@ static int write_rec(struct store *s, const struct store_rec *rec, uint64_t *tok
             *floor_max = rec->index;
         return drop_resource(s, rec->name, rec->name_len);
     }
-    return write_header(s, rec->name, rec->name_len, rec->index, rec->limit);
+    return store_i_write_header(s, rec->name, rec->name_len, rec->index, rec->limit);
 }
 
-static int write_meta(struct store *s, const char *key, uint64_t value)
+int store_i_write_meta(struct store *s, const char *key, uint64_t value)
 {
     sqlite3_bind_text(s->st_meta, 1, key, -1, SQLITE_STATIC);
     sqlite3_bind_int64(s->st_meta, 2, (sqlite3_int64)value);
@@ -674,13 +207,13 @@ static void max_into(_Atomic uint64_t *dst, uint64_t v)
         ;
 }
 
-static int begin(struct store *s)
+int store_i_begin(struct store *s)
 {
     return step_reset(s->st_begin);
 }
 
 /* Rolls back the transaction, if SQLite has not already done so after an error. */
-static void rollback(struct store *s)
+void store_i_rollback(struct store *s)
 {
     if (!sqlite3_get_autocommit(s->wdb))
         step_reset(s->st_rollback);
@@ -688,7 +221,7 @@ static void rollback(struct store *s)
 
 /* COMMIT, timed: in WAL mode with synchronous=FULL this is the write of the log and its
  * fsync, the part of a batch the disk decides. */
-static int commit(struct store *s)
+int store_i_commit(struct store *s)
 {
     s->commits_tried++;
     store_faults_arm(&s->cfg, s->commits_tried);
@@ -707,7 +240,7 @@ static int write_batch(struct store *s, struct store_item *batch, uint64_t epoch
     uint64_t token_max = 0, index_max = 0, floor_max = 0;
     uint64_t seq = atomic_load(&s->commit_seq);
     size_t n = 0;
-    int rc = begin(s);
+    int rc = store_i_begin(s);
     for (struct store_item *it = batch; rc == SQLITE_OK && it; it = it->_next) {
         if (it->_kind != ITEM_REC || it->_epoch != epoch)
             continue;
@@ -719,17 +252,17 @@ static int write_batch(struct store *s, struct store_item *batch, uint64_t epoch
         n++;
     }
     if (rc == SQLITE_OK && n > 0)
-        rc = write_meta(s, "commit_seq", seq);
+        rc = store_i_write_meta(s, "commit_seq", seq);
     if (rc == SQLITE_OK && token_max > atomic_load(&s->token_hwm))
-        rc = write_meta(s, "token_hwm", token_max);
+        rc = store_i_write_meta(s, "token_hwm", token_max);
     if (rc == SQLITE_OK && index_max > atomic_load(&s->index_hwm))
-        rc = write_meta(s, "index_hwm", index_max);
+        rc = store_i_write_meta(s, "index_hwm", index_max);
     if (rc == SQLITE_OK && floor_max > atomic_load(&s->index_floor))
-        rc = write_meta(s, "index_floor", floor_max);
+        rc = store_i_write_meta(s, "index_floor", floor_max);
     if (rc == SQLITE_OK)
-        rc = commit(s);
+        rc = store_i_commit(s);
     if (rc != SQLITE_OK) {
-        rollback(s);
+        store_i_rollback(s);
         return rc;
     }
     max_into(&s->token_hwm, token_max);
@@ -760,16 +293,16 @@ static void commit_succeeded(struct store *s)
  * back, so that /readyz recovers without waiting for traffic. */
 static void probe(struct store *s)
 {
-    int rc = begin(s);
+    int rc = store_i_begin(s);
     if (rc == SQLITE_OK)
-        rc = write_meta(s, "probe", (uint64_t)mx_wall_ms());
+        rc = store_i_write_meta(s, "probe", (uint64_t)mx_wall_ms());
     if (rc == SQLITE_OK)
-        rc = commit(s);
+        rc = store_i_commit(s);
     if (rc == SQLITE_OK) {
         commit_succeeded(s);
         return;
     }
-    rollback(s);
+    store_i_rollback(s);
     set_health(s, "store commit failed: %s", sqlite3_errstr(rc));
 }
 
@@ -1066,7 +599,7 @@ static int migrate(sqlite3 *db, bool *created, char *err, size_t errlen)
 {
     sqlite3_stmt *st;
     int version = 0;
-    if (prepare(db, "PRAGMA user_version", &st) == SQLITE_OK) {
+    if (store_i_prepare(db, "PRAGMA user_version", &st) == SQLITE_OK) {
         if (sqlite3_step(st) == SQLITE_ROW)
             version = sqlite3_column_int(st, 0);
         sqlite3_finalize(st);
@@ -1080,12 +613,12 @@ static int migrate(sqlite3 *db, bool *created, char *err, size_t errlen)
     for (; version < SCHEMA_VERSION; version++) {
         char sql[64];
         snprintf(sql, sizeof sql, "PRAGMA user_version=%d", version + 1);
-        if (exec(db, "BEGIN IMMEDIATE") != SQLITE_OK ||
-            exec(db, migrations[version]) != SQLITE_OK || exec(db, sql) != SQLITE_OK ||
-            exec(db, "COMMIT") != SQLITE_OK) {
+        if (store_i_exec(db, "BEGIN IMMEDIATE") != SQLITE_OK ||
+            store_i_exec(db, migrations[version]) != SQLITE_OK ||
+            store_i_exec(db, sql) != SQLITE_OK || store_i_exec(db, "COMMIT") != SQLITE_OK) {
             snprintf(err, errlen, "schema migration to version %d failed: %s", version + 1,
                      sqlite3_errmsg(db));
-            exec(db, "ROLLBACK");
+            store_i_exec(db, "ROLLBACK");
             return EIO;
         }
         mx_info("store: schema migrated", "version=%d", version + 1);
@@ -1099,7 +632,7 @@ static int migrate(sqlite3 *db, bool *created, char *err, size_t errlen)
 static int read_u64(sqlite3 *db, const char *sql, uint64_t *out)
 {
     sqlite3_stmt *st;
-    int rc = prepare(db, sql, &st);
+    int rc = store_i_prepare(db, sql, &st);
     *out = 0;
     if (rc != SQLITE_OK)
         return rc;
@@ -1152,7 +685,7 @@ static void teardown(struct store *s)
     while (s->readers) {
         struct reader *r = s->readers;
         s->readers = r->next;
-        reader_free(r);
+        store_i_reader_free(r);
     }
     sqlite3_finalize(s->st_put);
     sqlite3_finalize(s->st_forget);
@@ -1210,7 +743,7 @@ int store_open(struct store **out, const struct store_config *cfg, char *err, si
         snprintf(err, errlen, "cannot register the SQLite VFS");
         goto fail;
     }
-    if (open_db(s->db_path, true, &s->wdb) != SQLITE_OK) {
+    if (store_i_open_db(s->db_path, true, &s->wdb) != SQLITE_OK) {
         snprintf(err, errlen, "cannot open %s: %s", s->db_path,
                  s->wdb ? sqlite3_errmsg(s->wdb) : "open failed");
         rc = EIO;
@@ -1218,33 +751,35 @@ int store_open(struct store **out, const struct store_config *cfg, char *err, si
     }
     if ((rc = migrate(s->wdb, &s->created, err, errlen)) != 0)
         goto fail;
-    if (prepare(s->wdb,
-                "INSERT INTO holders(resource, lease_id, owner, token, ttl_ms, acquired_at, "
-                "renewed_at, deadline, held, shared, metadata) "
-                "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11) "
-                "ON CONFLICT(resource, lease_id) DO UPDATE SET owner=excluded.owner, "
-                "token=excluded.token, ttl_ms=excluded.ttl_ms, acquired_at=excluded.acquired_at, "
-                "renewed_at=excluded.renewed_at, deadline=excluded.deadline, held=excluded.held, "
-                "shared=excluded.shared, metadata=excluded.metadata",
-                &s->st_put) != SQLITE_OK ||
-        prepare(s->wdb, "DELETE FROM holders WHERE resource = ?1 AND lease_id = ?2",
-                &s->st_forget) != SQLITE_OK ||
-        prepare(s->wdb,
-                "INSERT INTO resources(resource, idx, lim) VALUES(?1, ?2, ?3) "
-                "ON CONFLICT(resource) DO UPDATE SET idx=excluded.idx, lim=excluded.lim",
-                &s->st_header) != SQLITE_OK ||
-        prepare(s->wdb, "DELETE FROM resources WHERE resource = ?1", &s->st_drop) != SQLITE_OK ||
-        prepare(s->wdb, "DELETE FROM holders WHERE resource = ?1", &s->st_drop_leases) !=
+    if (store_i_prepare(
+            s->wdb,
+            "INSERT INTO holders(resource, lease_id, owner, token, ttl_ms, acquired_at, "
+            "renewed_at, deadline, held, shared, metadata) "
+            "VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11) "
+            "ON CONFLICT(resource, lease_id) DO UPDATE SET owner=excluded.owner, "
+            "token=excluded.token, ttl_ms=excluded.ttl_ms, acquired_at=excluded.acquired_at, "
+            "renewed_at=excluded.renewed_at, deadline=excluded.deadline, held=excluded.held, "
+            "shared=excluded.shared, metadata=excluded.metadata",
+            &s->st_put) != SQLITE_OK ||
+        store_i_prepare(s->wdb, "DELETE FROM holders WHERE resource = ?1 AND lease_id = ?2",
+                        &s->st_forget) != SQLITE_OK ||
+        store_i_prepare(s->wdb,
+                        "INSERT INTO resources(resource, idx, lim) VALUES(?1, ?2, ?3) "
+                        "ON CONFLICT(resource) DO UPDATE SET idx=excluded.idx, lim=excluded.lim",
+                        &s->st_header) != SQLITE_OK ||
+        store_i_prepare(s->wdb, "DELETE FROM resources WHERE resource = ?1", &s->st_drop) !=
             SQLITE_OK ||
-        prepare(s->wdb, "SELECT 1 FROM holders WHERE resource = ?1 LIMIT 1", &s->st_any) !=
+        store_i_prepare(s->wdb, "DELETE FROM holders WHERE resource = ?1", &s->st_drop_leases) !=
             SQLITE_OK ||
-        prepare(s->wdb,
-                "INSERT INTO meta(key, value) VALUES(?1, ?2) "
-                "ON CONFLICT(key) DO UPDATE SET value = max(value, excluded.value)",
-                &s->st_meta) != SQLITE_OK ||
-        prepare(s->wdb, "BEGIN IMMEDIATE", &s->st_begin) != SQLITE_OK ||
-        prepare(s->wdb, "COMMIT", &s->st_commit) != SQLITE_OK ||
-        prepare(s->wdb, "ROLLBACK", &s->st_rollback) != SQLITE_OK) {
+        store_i_prepare(s->wdb, "SELECT 1 FROM holders WHERE resource = ?1 LIMIT 1", &s->st_any) !=
+            SQLITE_OK ||
+        store_i_prepare(s->wdb,
+                        "INSERT INTO meta(key, value) VALUES(?1, ?2) "
+                        "ON CONFLICT(key) DO UPDATE SET value = max(value, excluded.value)",
+                        &s->st_meta) != SQLITE_OK ||
+        store_i_prepare(s->wdb, "BEGIN IMMEDIATE", &s->st_begin) != SQLITE_OK ||
+        store_i_prepare(s->wdb, "COMMIT", &s->st_commit) != SQLITE_OK ||
+        store_i_prepare(s->wdb, "ROLLBACK", &s->st_rollback) != SQLITE_OK) {
         snprintf(err, errlen, "cannot prepare statements: %s", sqlite3_errmsg(s->wdb));
         rc = EIO;
         goto fail;
@@ -1296,188 +831,4 @@ void store_close(struct store *s)
     pthread_join(s->writer, NULL);
 
     teardown(s);
-}
-
-/* ---- the mirror's needs ---------------------------------------------------------- */
-
-bool store_created(struct store *s)
-{
-    return s->created;
-}
-
-uint64_t store_commit_seq(struct store *s)
-{
-    return atomic_load(&s->commit_seq);
-}
-
-void store_set_ship(struct store *s, store_ship_fn ship, void *ctx)
-{
-    pthread_mutex_lock(&s->lock);
-    s->cfg.ship = ship;
-    s->cfg.ship_ctx = ctx;
-    pthread_mutex_unlock(&s->lock);
-}
-
-static uint64_t meta_of(sqlite3_stmt *st, const char *key)
-{
-    sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
-    uint64_t v = sqlite3_step(st) == SQLITE_ROW ? (uint64_t)sqlite3_column_int64(st, 0) : 0;
-    sqlite3_reset(st);
-    return v;
-}
-
-int store_snapshot(struct store *s,
-                   int (*fn)(void *arg, const char *name, size_t len, struct store_row *row),
-                   void *arg, struct store_marks *out)
-{
-    struct reader *r = reader_get(s);
-    if (!r)
-        return STORE_EIO;
-    sqlite3_stmt *rows = NULL, *meta = NULL;
-    int status = STORE_EIO;
-    /* One read transaction: the rows and the marks as of the same commit. */
-    if (exec(r->db, "BEGIN") != SQLITE_OK ||
-        prepare(r->db, ROW_SELECT "ORDER BY r.resource, h.token", &rows) ||
-        prepare(r->db, "SELECT value FROM meta WHERE key = ?1", &meta))
-        goto out;
-    out->commit_seq = meta_of(meta, "commit_seq");
-    out->token_hwm = meta_of(meta, "token_hwm");
-    out->index_hwm = meta_of(meta, "index_hwm");
-    out->index_floor = meta_of(meta, "index_floor");
-    status = read_rows(rows, fn, arg, out);
-out:
-    if (status != STORE_OK)
-        mx_error("store: snapshot read failed", "error=\"%s\"", sqlite3_errmsg(r->db));
-    sqlite3_finalize(rows);
-    sqlite3_finalize(meta);
-    exec(r->db, "COMMIT");
-    reader_put(s, r);
-    return status;
-}
-
-/* Takes the writer's connection for a caller outside the writer: nothing may be queued or
- * running. */
-static void claim_writer(struct store *s)
-{
-    pthread_mutex_lock(&s->lock);
-    while (s->busy || s->head) {
-        pthread_mutex_unlock(&s->lock);
-        sched_yield();
-        pthread_mutex_lock(&s->lock);
-    }
-    s->busy = true;
-    pthread_mutex_unlock(&s->lock);
-}
-
-static void release_writer(struct store *s)
-{
-    pthread_mutex_lock(&s->lock);
-    s->busy = false;
-    if (s->head)
-        pthread_cond_signal(&s->cond);
-    pthread_mutex_unlock(&s->lock);
-}
-
-int store_import(struct store *s, const struct store_import_row *rows, size_t n,
-                 const struct store_marks *marks, char *err, size_t errlen)
-{
-    claim_writer(s);
-    int rc = begin(s);
-    if (rc == SQLITE_OK)
-        rc = exec(s->wdb, "DELETE FROM holders; DELETE FROM resources; DELETE FROM meta;");
-    for (size_t i = 0; rc == SQLITE_OK && i < n; i++) {
-        const struct store_row *row = &rows[i].row;
-        if (row->nleases == 0)
-            continue; /* a resource without leases has no row */
-        rc = write_header(s, rows[i].name, rows[i].len, row->index, row->limit);
-        for (uint32_t j = 0; rc == SQLITE_OK && j < row->nleases; j++)
-            rc = write_lease(s, rows[i].name, rows[i].len, &row->leases[j]);
-    }
-    if (rc == SQLITE_OK)
-        rc = write_meta(s, "commit_seq", marks->commit_seq);
-    if (rc == SQLITE_OK)
-        rc = write_meta(s, "token_hwm", marks->token_hwm);
-    if (rc == SQLITE_OK)
-        rc = write_meta(s, "index_hwm", marks->index_hwm);
-    if (rc == SQLITE_OK)
-        rc = write_meta(s, "index_floor", marks->index_floor);
-    if (rc == SQLITE_OK)
-        rc = commit(s);
-    if (rc != SQLITE_OK)
-        rollback(s);
-    if (rc == SQLITE_OK) {
-        atomic_store(&s->commit_seq, marks->commit_seq);
-        atomic_store(&s->token_hwm, marks->token_hwm);
-        atomic_store(&s->index_hwm, marks->index_hwm);
-        atomic_store(&s->index_floor, marks->index_floor);
-    } else {
-        snprintf(err, errlen, "writing the restored rows failed: %s", sqlite3_errstr(rc));
-    }
-    release_writer(s);
-    return rc == SQLITE_OK ? STORE_OK : STORE_EIO;
-}
-
-int store_rearm(struct store *s, int64_t now_ms, uint64_t grace_ms, uint64_t *n, char *err,
-                size_t errlen)
-{
-    /* mirror_rearm_deadline's rule, for every lease held at once, plus a spread of up to a
-     * tenth of the TTL (2 s at most) by token, so that leases whose holders died with the
-     * old active do not all expire in one burst (etcd spreads its revocations too). */
-    static const char sql[] =
-        "UPDATE holders SET deadline = ?1 + MAX(ttl_ms, CASE WHEN deadline < ?1 THEN ?2 "
-        "ELSE 0 END) + token % (1 + MIN(ttl_ms / 10, 2000)) WHERE held = 1";
-    claim_writer(s);
-    sqlite3_stmt *st = NULL;
-    int rc = begin(s);
-    if (rc == SQLITE_OK)
-        rc = sqlite3_prepare_v2(s->wdb, sql, -1, &st, NULL);
-    if (rc == SQLITE_OK) {
-        sqlite3_bind_int64(st, 1, now_ms);
-        sqlite3_bind_int64(st, 2, (sqlite3_int64)grace_ms);
-        rc = sqlite3_step(st) == SQLITE_DONE ? SQLITE_OK : sqlite3_errcode(s->wdb);
-    }
-    if (rc == SQLITE_OK)
-        *n = (uint64_t)sqlite3_changes(s->wdb);
-    sqlite3_finalize(st);
-    if (rc == SQLITE_OK)
-        rc = commit(s);
-    if (rc != SQLITE_OK) {
-        rollback(s);
-        snprintf(err, errlen, "re-arming the leases failed: %s", sqlite3_errstr(rc));
-    }
-    release_writer(s);
-    return rc == SQLITE_OK ? STORE_OK : STORE_EIO;
-}
-
-/* ---- metrics --------------------------------------------------------------------- */
-
-void store_metrics(struct store *s, struct mx_buf *b)
-{
-    prom_header(b, "mutexd_store_commit_batch_size", "histogram",
-                "Records written per group commit.");
-    prom_hist_write(b, "mutexd_store_commit_batch_size", "", &s->batch_sizes);
-    prom_header(b, "mutexd_store_commit_seconds", "histogram",
-                "Time to write and commit a batch, fsync included.");
-    prom_hist_write(b, "mutexd_store_commit_seconds", "", &s->commit_seconds);
-    prom_header(b, "mutexd_store_fsync_seconds", "histogram",
-                "Time of COMMIT alone: writing the WAL and its fsync.");
-    prom_hist_write(b, "mutexd_store_fsync_seconds", "", &s->fsync_seconds);
-    prom_header(b, "mutexd_store_commits_total", "counter", "Group commits by result.");
-    prom_sample(b, "mutexd_store_commits_total", atomic_load(&s->commits_ok), "result", "ok", NULL);
-    prom_sample(b, "mutexd_store_commits_total", atomic_load(&s->commits_failed), "result", "error",
-                NULL);
-    prom_counter(b, "mutexd_store_batches_here_total",
-                 "Batches committed on the thread of the request they answer, when no other "
-                 "request waited to join the commit (the others: on the writer's thread).",
-                 atomic_load(&s->batches_here));
-    prom_counter(b, "mutexd_store_errors_total", "Commits that failed.",
-                 atomic_load(&s->commits_failed));
-    prom_header(b, "mutexd_store_records_total", "counter",
-                "Records written, and refused after a failed commit.");
-    prom_sample(b, "mutexd_store_records_total", atomic_load(&s->records_written), "result",
-                "written", NULL);
-    prom_sample(b, "mutexd_store_records_total", atomic_load(&s->records_refused), "result",
-                "refused", NULL);
-    prom_gauge(b, "mutexd_store_healthy", "1 when the last commit succeeded.",
-               store_healthy(s, NULL, 0) ? 1 : 0);
 }
