@@ -1,8 +1,10 @@
 /*
  * The blob mirror: shipping (see mirror.h; restore is in mirror_restore.c).
  *
- * Layout: names and listing; errors; the owner lease; appending to the journal; token
- * reservations; snapshots; the mirror thread; open, start and close; status and metrics.
+ * Layout: names and listing; errors; appending to the journal; token reservations; the
+ * mirror thread; open, start and close. Status and metrics are in mirror_status.c; the owner lease
+ * and its keeper thread are in mirror_keeper.c, snapshot rolls in mirror_snapshot.c; what they
+ * share with this file is in mirror_internal.h (the mirror_i_ functions).
  *
  * One thread does every request of a running mirror, in order: it renews the owner lease,
  * reserves fencing tokens, appends the queued batches, and takes snapshots. The store's
@@ -138,7 +140,7 @@ bool mirror_note_error(struct mirror *m, const char *what, const struct blob_res
     return blob_result_transient(r);
 }
 
-static void fence(struct mirror *m, const char *why)
+void mirror_i_fence(struct mirror *m, const char *why)
 {
     if (atomic_exchange(&m->fenced, true))
         return;
@@ -154,7 +156,7 @@ static void fence(struct mirror *m, const char *why)
 }
 
 /* Exponential backoff with jitter, from 50 ms to 5 s. */
-static void backoff(struct mirror *m)
+void mirror_i_backoff(struct mirror *m)
 {
     m->backoff_ms = m->backoff_ms ? m->backoff_ms * 2 : 50;
     if (m->backoff_ms > 5000)
@@ -168,7 +170,7 @@ static void backoff(struct mirror *m)
         set_reason(m, "blob storage unreachable");
 }
 
-static void recovered(struct mirror *m)
+void mirror_i_recovered(struct mirror *m)
 {
     m->backoff_ms = 0;
     m->retry_at_ns = 0;
@@ -187,7 +189,7 @@ static bool overflowed(struct mirror *m)
 }
 
 /* Sets or clears the overflow mark; returns what it was. */
-static bool set_overflow(struct mirror *m, bool on)
+bool mirror_i_set_overflow(struct mirror *m, bool on)
 {
     pthread_mutex_lock(&m->lock);
     bool was = m->overflow;
@@ -196,260 +198,9 @@ static bool set_overflow(struct mirror *m, bool on)
     return was;
 }
 
-/* ---- the owner lease ------------------------------------------------------------- */
-
-/* Replaces the small file at `path` with `text`, readable by its owner only: written to
- * path.tmp, fsynced and renamed over it, so a crash leaves the old file or the new one.
- * On failure nothing is left behind but the old file, and err says why. */
-static int write_file_durably(const char *path, const char *text, char *err, size_t errlen)
-{
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    size_t len = strlen(text);
-    if (fd < 0 || write(fd, text, len) != (ssize_t)len || fsync(fd) != 0) {
-        int e = errno;
-        if (fd >= 0) {
-            close(fd);
-            unlink(tmp);
-        }
-        snprintf(err, errlen, "cannot write %s: %s", path, strerror(e));
-        return -1;
-    }
-    if (close(fd) != 0 || rename(tmp, path) != 0) {
-        int e = errno;
-        unlink(tmp);
-        snprintf(err, errlen, "cannot write %s: %s", path, strerror(e));
-        return -1;
-    }
-    return 0;
-}
-
-static int load_lease_id(struct mirror *m, char *err, size_t errlen)
-{
-    char path[4096];
-    snprintf(path, sizeof path, "%s/mirror-lease", m->cfg.data_dir);
-    FILE *f = fopen(path, "r");
-    if (f) {
-        char buf[64] = "";
-        uint8_t id[16];
-        if (fgets(buf, sizeof buf, f) && mx_uuid_parse(buf, strcspn(buf, "\n"), id))
-            mx_uuid_format(id, m->lease_id);
-        fclose(f);
-        if (m->lease_id[0])
-            return 0;
-    }
-    uint8_t id[16];
-    if (mx_uuid_random(id) != 0) {
-        snprintf(err, errlen, "no random source for the owner lease id");
-        return -1;
-    }
-    mx_uuid_format(id, m->lease_id);
-    char text[64];
-    snprintf(text, sizeof text, "%s\n", m->lease_id);
-    return write_file_durably(path, text, err, errlen);
-}
-
-static int take_lease(struct mirror *m, char *err, size_t errlen)
-{
-    struct blob_result r = {0};
-    int rc = -1;
-    /* The owner blob: created once; an existing one is left as it is. */
-    if (owner_create(m->c, &r) != OWNER_OK) {
-        snprintf(err, errlen, "cannot create the owner blob: %ld %s %s", r.status, r.error_code,
-                 r.message);
-        goto out;
-    }
-    uint64_t deadline = mx_mono_ns() + m->cfg.takeover_wait_ms * MX_NS_PER_MS;
-    bool said = false;
-    for (;;) {
-        /* Our own id (kept in the data directory) takes it back at once after a crash. */
-        uint64_t sent = mx_mono_ns();
-        enum owner_rc orc = owner_take(m->c, m->lease_id, &r);
-        if (orc == OWNER_OK) {
-            atomic_store(&m->lease_sent_ns, sent);
-            rc = 0;
-            break;
-        }
-        if (orc == OWNER_FENCED || (r.status != 409 && !blob_result_transient(&r))) {
-            snprintf(err, errlen, "cannot take the owner lease: %ld %s %s", r.status, r.error_code,
-                     r.message);
-            break;
-        }
-        uint64_t now = mx_mono_ns();
-        if (now >= deadline) {
-            if (m->cfg.advertise_url)
-                snprintf(err, errlen, "the container's owner lease is held by another server");
-            else
-                snprintf(err, errlen,
-                         "the blob container '%s' is owned by another mutexd (its lease on "
-                         "'%s' is held); a server outside a group needs a container of its "
-                         "own (or join the group with --ha)",
-                         m->cfg.container, OWNER_BLOB);
-            break;
-        }
-        if (!said && !m->cfg.advertise_url) {
-            mx_warn("mirror: the container's owner lease is held; waiting for it to lapse",
-                    "container=%s wait_ms=%" PRIu64, m->cfg.container, m->cfg.takeover_wait_ms);
-            said = true;
-        }
-        /* Try again in a second, or at the deadline if that comes first: a server group's
-         * standby gives a held lease 1 ms, and must not stay out of the group for a second
-         * after losing a takeover to another standby. */
-        const uint64_t second = 1000 * MX_NS_PER_MS;
-        uint64_t nap = deadline - now < second ? deadline - now : second;
-        struct timespec ts = {(time_t)(nap / second), (long)(nap % second)};
-        nanosleep(&ts, NULL);
-    }
-out:
-    blob_result_free(&r);
-    return rc;
-}
-
-/* The keeper: renews the owner lease every LEASE_RENEW_NS (sooner after a failure) until
- * mirror_close(), whatever the other threads are doing. A refusal fences the mirror. */
-static void *keeper_main(void *arg)
-{
-    struct mirror *m = arg;
-    struct blob_result r = {0};
-    uint64_t next = atomic_load(&m->lease_sent_ns) + LEASE_RENEW_NS;
-    pthread_mutex_lock(&m->lock);
-    while (!m->keeper_stop && !atomic_load(&m->fenced)) {
-        if (mx_mono_ns() < next) {
-            mx_cond_wait_until(&m->keeper_cond, &m->lock, next);
-            continue;
-        }
-        pthread_mutex_unlock(&m->lock);
-        uint64_t sent = mx_mono_ns();
-        enum owner_rc orc = owner_renew(m->lc, m->lease_id, &r);
-        if (orc == OWNER_OK) {
-            atomic_store(&m->lease_sent_ns, sent);
-            next = sent + LEASE_RENEW_NS;
-        } else if (orc == OWNER_FENCED) {
-            fence(m, "the owner lease was taken by another server");
-        } else {
-            mirror_note_error(m, "renew lease", &r);
-            next = mx_mono_ns() + 500 * MX_NS_PER_MS;
-        }
-        blob_result_free(&r);
-        pthread_mutex_lock(&m->lock);
-    }
-    pthread_mutex_unlock(&m->lock);
-    return NULL;
-}
-
-static void keeper_stop(struct mirror *m)
-{
-    if (!m->keeper_started)
-        return;
-    pthread_mutex_lock(&m->lock);
-    m->keeper_stop = true;
-    pthread_cond_broadcast(&m->keeper_cond);
-    pthread_mutex_unlock(&m->lock);
-    pthread_join(m->keeper, NULL);
-    m->keeper_started = false;
-}
-
-/* Writing is allowed only while the lease is surely ours: renewed less than
- * LEASE_TRUST_NS ago (counted from when the renewal was sent), and never after a fence. */
-static bool lease_trusted(struct mirror *m)
-{
-    return !atomic_load(&m->fenced) &&
-           mx_mono_ns() - atomic_load(&m->lease_sent_ns) < LEASE_TRUST_NS;
-}
-
-/* Writes `meta` in the owner blob and makes sure of the outcome: a write that got no clear
- * answer is checked by reading the owner blob. 0: it is there; -1: fenced, or the blob
- * store did not answer for the few seconds this tries (err says which). For the main
- * thread's steps of a takeover, which cannot go on without it. */
-static int publish_sure(struct mirror *m, const struct owner_meta *meta, char *err, size_t errlen)
-{
-    struct blob_result r = {0};
-    int rc = -1;
-    for (int attempt = 0; attempt < 10 && !atomic_load(&m->fenced); attempt++) {
-        if (attempt > 0) {
-            struct timespec ts = {0, 300 * 1000 * 1000};
-            nanosleep(&ts, NULL);
-        }
-        enum owner_rc orc = owner_publish(m->c, m->lease_id, meta, &r);
-        if (orc == OWNER_OK) {
-            rc = 0;
-            break;
-        }
-        if (orc == OWNER_FENCED) {
-            fence(m, "the owner lease was taken by another server");
-            break;
-        }
-        mirror_note_error(m, "publish owner", &r);
-        struct owner_view v;
-        if (owner_read(m->c, &v, &r) == OWNER_OK && v.exists &&
-            strcmp(v.meta.url, meta->url) == 0 && v.meta.generation == meta->generation &&
-            strcmp(v.meta.journal, meta->journal) == 0 &&
-            strcmp(v.meta.snapshot, meta->snapshot) == 0) {
-            rc = 0; /* it landed */
-            break;
-        }
-    }
-    if (rc != 0)
-        snprintf(err, errlen, "%s",
-                 atomic_load(&m->fenced) ? "another server has taken the container"
-                                         : "cannot write the owner blob's metadata");
-    blob_result_free(&r);
-    return rc;
-}
-
-/* After taking the lease: seal the journal blob the previous owner names in the owner
- * blob's metadata. It can name no later one (its metadata writes fail without the lease),
- * and it appends to no other (it names a blob before appending to it). */
-static int seal_previous(struct mirror *m, char *err, size_t errlen)
-{
-    struct blob_result r = {0};
-    int rc = -1;
-    for (int attempt = 0;; attempt++) {
-        struct owner_view v;
-        if (owner_read(m->c, &v, &r) != OWNER_OK || !v.exists) {
-            if (v.exists || attempt >= 4) {
-                snprintf(err, errlen, "cannot read the owner blob: %ld %s %s", r.status,
-                         r.error_code, r.message);
-                break;
-            }
-        } else {
-            m->prev = v.meta;
-            /* Name this server at once (what the container holds unchanged): a standby
-             * that gave the old owner up and sees a new name does not break this lease
-             * too, and the change of ETag refuses a break decided on the old metadata. */
-            m->owner = v.meta;
-            snprintf(m->owner.url, sizeof m->owner.url, "%s",
-                     m->cfg.advertise_url ? m->cfg.advertise_url : "");
-            m->owner.since_ms = mx_wall_ms();
-            if (m->cfg.advertise_url && publish_sure(m, &m->owner, err, errlen) != 0)
-                break;
-            if (!v.meta.journal[0]) {
-                rc = 0; /* no owner named one (a container of an earlier version, or new) */
-                break;
-            }
-            if (owner_seal(m->c, v.meta.journal, &r) == OWNER_OK) {
-                mx_info("mirror: sealed the previous owner's journal", "journal=%s",
-                        v.meta.journal);
-                rc = 0;
-                break;
-            }
-            if (!blob_result_transient(&r) || attempt >= 4) {
-                snprintf(err, errlen, "cannot seal the previous owner's journal %s: %ld %s %s",
-                         v.meta.journal, r.status, r.error_code, r.message);
-                break;
-            }
-        }
-        struct timespec ts = {0, 200 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-    }
-    blob_result_free(&r);
-    return rc;
-}
-
 /* ---- appending ------------------------------------------------------------------- */
 
-static void jblob_free(struct jblob *j)
+void mirror_i_jblob_free(struct jblob *j)
 {
     mx_buf_free(&j->unsure);
     memset(j, 0, sizeof *j);
@@ -457,7 +208,7 @@ static void jblob_free(struct jblob *j)
 
 /* Makes the journal blob that follows a snapshot at `first_seq - 1`, and writes its first
  * line. Nobody reads it until the owner blob names it. 0, or -1 (backing off, or fenced). */
-static int prepare_journal(struct mirror *m, uint64_t first_seq, struct jblob *j)
+int mirror_i_prepare_journal(struct mirror *m, uint64_t first_seq, struct jblob *j)
 {
     struct blob_result r = {0};
     struct blob_cond none_match = {.if_none_match = "*"};
@@ -472,10 +223,10 @@ static int prepare_journal(struct mirror *m, uint64_t first_seq, struct jblob *j
          * where it is. */
         if (blob_head(m->c, j->name, &r) != 0 || r.sealed) {
             if (r.sealed)
-                fence(m, "a journal blob of this generation was sealed by another server");
+                mirror_i_fence(m, "a journal blob of this generation was sealed by another server");
             else {
                 mirror_note_error(m, "read journal", &r);
-                backoff(m);
+                mirror_i_backoff(m);
             }
             rc = -1;
         } else {
@@ -485,7 +236,7 @@ static int prepare_journal(struct mirror *m, uint64_t first_seq, struct jblob *j
         }
     } else {
         mirror_note_error(m, "create journal", &r);
-        backoff(m);
+        mirror_i_backoff(m);
         rc = -1;
     }
     blob_result_free(&r);
@@ -497,7 +248,7 @@ static int prepare_journal(struct mirror *m, uint64_t first_seq, struct jblob *j
         mx_buf_free(&b);
     }
     if (rc != 0)
-        jblob_free(j);
+        mirror_i_jblob_free(j);
     return rc;
 }
 
@@ -510,7 +261,7 @@ static int settle_unsure(struct mirror *m, struct jblob *j)
     int rc = -1;
     if (blob_get(m->bulk, j->name, NULL, &g) != 0) {
         mirror_note_error(m, "read journal", &g);
-        backoff(m);
+        mirror_i_backoff(m);
     } else if (g.body_len == (size_t)j->off) {
         rc = 0; /* it did not land */
     } else if (g.body_len == (size_t)j->off + j->unsure.len &&
@@ -521,7 +272,7 @@ static int settle_unsure(struct mirror *m, struct jblob *j)
         j->blocks++;
         rc = 0;
     } else {
-        fence(m, "the journal was appended to by another writer");
+        mirror_i_fence(m, "the journal was appended to by another writer");
     }
     if (rc == 0) {
         snprintf(j->etag, sizeof j->etag, "%s", g.etag);
@@ -559,8 +310,8 @@ static int append_block(struct mirror *m, struct jblob *j, const char *data, siz
 {
     if (j->uncertain && settle_unsure(m, j) != 0)
         return -1;
-    if (!lease_trusted(m)) {
-        backoff(m); /* the keeper renews it, or fences */
+    if (!mirror_i_lease_trusted(m)) {
+        mirror_i_backoff(m); /* the keeper renews it, or fences */
         return -1;
     }
     fault_pause(m);
@@ -575,7 +326,7 @@ static int append_block(struct mirror *m, struct jblob *j, const char *data, siz
         j->blocks++;
         snprintf(j->etag, sizeof j->etag, "%s", r.etag);
         j->uncertain = false;
-        recovered(m);
+        mirror_i_recovered(m);
         rc = 0;
     } else if (r.status == 409 && strcmp(r.error_code, "BlockCountExceedsLimit") == 0) {
         /* Full (Azure's 50,000 blocks): nothing more goes there; the next snapshot rolls
@@ -584,10 +335,11 @@ static int append_block(struct mirror *m, struct jblob *j, const char *data, siz
         m->roll_now = true;
     } else if (r.status == 412 || r.status == 404 ||
                (r.status == 409 && strcmp(r.error_code, "BlobIsSealed") == 0)) {
-        fence(m, r.status == 404 ? "the journal blob was deleted by someone else"
-                 : r.status == 409
-                     ? "the journal was sealed by the server that took the container"
-                     : "the journal was changed by another server (appended to, or sealed)");
+        mirror_i_fence(m,
+                       r.status == 404 ? "the journal blob was deleted by someone else"
+                       : r.status == 409
+                           ? "the journal was sealed by the server that took the container"
+                           : "the journal was changed by another server (appended to, or sealed)");
     } else {
         mirror_note_error(m, "append", &r);
         if (r.status == 0 || r.status >= 500) {
@@ -596,7 +348,7 @@ static int append_block(struct mirror *m, struct jblob *j, const char *data, siz
             mx_buf_free(&j->unsure);
             mx_buf_append(&j->unsure, data, len);
         }
-        backoff(m);
+        mirror_i_backoff(m);
     }
     blob_result_free(&r);
     return rc;
@@ -622,174 +374,6 @@ static int reserve_tokens(struct mirror *m, bool force)
         atomic_store(m->cfg.token_ceiling, next);
         atomic_fetch_add(&m->reservations, 1);
     }
-    return rc;
-}
-
-/* ---- snapshots ------------------------------------------------------------------- */
-
-static int snap_row(void *arg, const char *name, size_t len, struct store_row *row)
-{
-    struct mx_buf *b = arg;
-    jr_encode_row(b, name, len, row);
-    store_row_clear(row);
-    return b->oom ? -1 : 0;
-}
-
-struct cleanup {
-    struct mirror *m;
-    char (*names)[96];
-    size_t n, cap;
-};
-
-/* Every snapshot and journal blob of this generation or an earlier one that the owner
- * blob does not name (this server's older ones, and whatever a server that lost the
- * container left behind) is removed. Never a later generation's: a server that has lost
- * the container may still get here, and must not delete what the new owner wrote. */
-static int cleanup_item(void *arg, const struct blob_item *it)
-{
-    struct cleanup *c = arg;
-    uint64_t g;
-    if (!mirror_name_generation(it->name, &g) || g > c->m->generation ||
-        strcmp(it->name, c->m->owner.snapshot) == 0 || strcmp(it->name, c->m->owner.journal) == 0)
-        return 0;
-    if (c->n < c->cap)
-        snprintf(c->names[c->n++], sizeof c->names[0], "%s", it->name);
-    return 0;
-}
-
-static void cleanup(struct mirror *m)
-{
-    struct cleanup c = {.m = m, .cap = 1024};
-    c.names = calloc(c.cap, sizeof *c.names);
-    if (!c.names)
-        return;
-    struct blob_result lr = {0};
-    if (mirror_list(m, "journal/", cleanup_item, &c, &lr) == 0 &&
-        mirror_list(m, "snapshots/", cleanup_item, &c, &lr) == 0)
-        for (size_t i = 0; i < c.n; i++)
-            blob_delete(m->bulk, c.names[i], NULL, &lr);
-    blob_result_free(&lr);
-    free(c.names);
-}
-
-/* The owner blob names the new snapshot and journal: append there from now on. Every
- * change up to `seq` is in the snapshot, every record submitted up to `done` too. */
-static void switch_journal(struct mirror *m, struct jblob *next, const struct owner_meta *meta,
-                           uint64_t seq, uint64_t done)
-{
-    jblob_free(&m->cur);
-    m->cur = *next;
-    memset(next, 0, sizeof *next);
-    m->owner = *meta;
-    m->roll_now = false;
-    m->snapshot_seq = seq;
-    m->snapshot_ns = mx_mono_ns();
-    atomic_store(&m->snapshot_wall_ms, (uint64_t)mx_wall_ms());
-    atomic_fetch_add(&m->snapshots, 1);
-    if (seq > m->shipped_seq)
-        m->shipped_seq = seq;
-    pthread_mutex_lock(&m->lock);
-    if (done > m->shipped_sub)
-        m->shipped_sub = done;
-    pthread_mutex_unlock(&m->lock);
-    mx_info("mirror: snapshot written", "snapshot=%s journal=%s", meta->snapshot, meta->journal);
-    cleanup(m);
-}
-
-/* A roll whose owner-blob write got no clear answer: read the owner blob to learn which
- * journal it names. 0: settled (switched, or staying on the current one); -1: not yet. */
-static int settle_roll(struct mirror *m)
-{
-    struct owner_view v;
-    struct blob_result r = {0};
-    int rc = -1;
-    if (owner_read(m->c, &v, &r) != OWNER_OK) {
-        mirror_note_error(m, "read owner", &r);
-        backoff(m);
-    } else if (v.exists && strcmp(v.meta.url, m->owner.url) == 0 &&
-               v.meta.generation == m->generation &&
-               strcmp(v.meta.journal, m->roll.next.name) == 0) {
-        switch_journal(m, &m->roll.next, &m->roll.meta, m->roll.seq, m->roll.done);
-        rc = 0;
-    } else if (v.exists && strcmp(v.meta.url, m->owner.url) == 0 &&
-               v.meta.generation == m->generation && strcmp(v.meta.journal, m->cur.name) == 0) {
-        jblob_free(&m->roll.next); /* it did not land: the next snapshot rolls again */
-        if (m->roll.overflow)
-            set_overflow(m, true);
-        rc = 0;
-    } else {
-        fence(m, "the owner blob names another server's journal");
-    }
-    if (rc == 0)
-        m->roll_unsure = false;
-    blob_result_free(&r);
-    return rc;
-}
-
-/* Writes a snapshot of every row, makes the journal blob that follows it, and names both
- * in the owner blob; only then are changes appended there. Until that write has surely
- * landed, changes go on to the journal the owner blob names now. 0, or -1 (backing off;
- * the current journal is unchanged, or roll_unsure is set). */
-static int take_snapshot(struct mirror *m)
-{
-    struct mx_buf rows = {0}, all = {0};
-    struct store_marks marks;
-    struct blob_result r = {0};
-    int rc = -1;
-    /* Changes left out of the queue before this point are in the store read below. */
-    bool was_overflow = set_overflow(m, false);
-    uint64_t done = store_done_seq(m->store); /* every record up to it is in the snapshot */
-    if (store_snapshot(m->store, snap_row, &rows, &marks) != STORE_OK || rows.oom) {
-        mx_error("mirror: cannot read the store for a snapshot", NULL);
-        goto out;
-    }
-    uint64_t ceiling = atomic_load(m->cfg.token_ceiling);
-    jr_encode_snapshot(&all, m->generation,
-                       m->cfg.mode == MIRROR_SYNC ? JR_MODE_SYNC : JR_MODE_ASYNC, &marks,
-                       ceiling == UINT64_MAX ? marks.token_hwm : ceiling);
-    mx_buf_append(&all, rows.p ? rows.p : "", rows.len);
-    if (all.oom)
-        goto out;
-    struct owner_meta meta = m->owner;
-    mirror_snapshot_name(meta.snapshot, sizeof meta.snapshot, m->generation, marks.commit_seq);
-    if (!lease_trusted(m)) {
-        backoff(m);
-        goto out;
-    }
-    if (blob_put(m->bulk, meta.snapshot, all.p, all.len, NULL, &r) != 0) {
-        mirror_note_error(m, "put snapshot", &r);
-        backoff(m);
-        goto out;
-    }
-    recovered(m);
-    struct jblob next;
-    if (prepare_journal(m, marks.commit_seq + 1, &next) != 0)
-        goto out;
-    snprintf(meta.journal, sizeof meta.journal, "%s", next.name);
-    enum owner_rc orc = owner_publish(m->c, m->lease_id, &meta, &r);
-    if (orc == OWNER_OK) {
-        switch_journal(m, &next, &meta, marks.commit_seq, done);
-        rc = 0;
-    } else if (orc == OWNER_FENCED) {
-        jblob_free(&next);
-        fence(m, "the owner lease was taken by another server");
-    } else {
-        mirror_note_error(m, "publish owner", &r);
-        m->roll.next = next;
-        m->roll.meta = meta;
-        m->roll.seq = marks.commit_seq;
-        m->roll.done = done;
-        m->roll.overflow = was_overflow;
-        m->roll_unsure = true;
-        was_overflow = false; /* settle_roll() decides */
-        backoff(m);
-    }
-out:
-    if (rc != 0 && was_overflow)
-        set_overflow(m, true);
-    blob_result_free(&r);
-    mx_buf_free(&rows);
-    mx_buf_free(&all);
     return rc;
 }
 
@@ -1099,7 +683,7 @@ static void *mirror_main(void *arg)
             nanosleep(&ts, NULL);
             continue;
         }
-        if (m->roll_unsure && settle_roll(m) != 0)
+        if (m->roll_unsure && mirror_i_settle_roll(m) != 0)
             continue;
         if (reserve_tokens(m, false) != 0)
             continue;
@@ -1113,7 +697,7 @@ static void *mirror_main(void *arg)
             mx_mono_ns() >= m->retry_at_ns && begin_snapshot(m)) {
             /* snapshot_due() reads the store too: only between these two. */
             if (snapshot_due(m, now))
-                take_snapshot(m);
+                mirror_i_take_snapshot(m);
             end_snapshot(m);
         }
         if (stopping && (shipped == 0 || mx_mono_ns() > stop_deadline))
@@ -1148,7 +732,7 @@ enum mirror_mode mirror_parse_mode(const char *s)
  * the thread has stopped and the lease is released) end here alike. */
 static void teardown(struct mirror *m)
 {
-    keeper_stop(m);
+    mirror_i_keeper_stop(m);
     if (m->c)
         blob_client_free(m->c);
     if (m->bulk)
@@ -1156,8 +740,8 @@ static void teardown(struct mirror *m)
     if (m->lc)
         blob_client_free(m->lc);
     blob_account_wipe(&m->account);
-    jblob_free(&m->cur);
-    jblob_free(&m->roll.next);
+    mirror_i_jblob_free(&m->cur);
+    mirror_i_jblob_free(&m->roll.next);
     pthread_mutex_destroy(&m->lock);
     pthread_cond_destroy(&m->cond);
     pthread_cond_destroy(&m->keeper_cond);
@@ -1216,16 +800,16 @@ int mirror_open(struct mirror **out, const struct mirror_config *cfg, struct sto
                  r.status, r.error_code, r.message[0] ? r.message : "");
         goto fail;
     }
-    if (load_lease_id(m, err, errlen) != 0 || take_lease(m, err, errlen) != 0)
+    if (mirror_i_load_lease_id(m, err, errlen) != 0 || mirror_i_take_lease(m, err, errlen) != 0)
         goto fail;
     /* From here the lease is renewed whatever the main thread does (a restore may take
      * longer than the lease lasts). */
-    if (pthread_create(&m->keeper, NULL, keeper_main, m) != 0) {
+    if (pthread_create(&m->keeper, NULL, mirror_i_keeper_main, m) != 0) {
         snprintf(err, errlen, "cannot start the owner lease's thread");
         goto fail;
     }
     m->keeper_started = true;
-    if (seal_previous(m, err, errlen) != 0)
+    if (mirror_i_seal_previous(m, err, errlen) != 0)
         goto fail;
     blob_result_free(&r);
     mx_info("mirror: owner of the container", "container=%s mode=%s", cfg->container,
@@ -1258,7 +842,7 @@ static int write_generation_file(struct mirror *m, char *err, size_t errlen)
     char path[4096], text[32];
     snprintf(path, sizeof path, "%s/mirror-generation", m->cfg.data_dir);
     snprintf(text, sizeof text, "%" PRIu64 "\n", m->generation);
-    return write_file_durably(path, text, err, errlen);
+    return mirror_i_write_file_durably(path, text, err, errlen);
 }
 
 int mirror_start(struct mirror *m, bool restored, char *err, size_t errlen)
@@ -1288,7 +872,7 @@ int mirror_start(struct mirror *m, bool restored, char *err, size_t errlen)
      * it: a server that loses the lease later writes only blobs the owner blob never
      * names, and the next owner claims a higher generation. */
     m->owner.generation = m->generation;
-    if (publish_sure(m, &m->owner, err, errlen) != 0)
+    if (mirror_i_publish_sure(m, &m->owner, err, errlen) != 0)
         return -1;
     /* Tokens: everything the store has seen, then a first reservation above it. */
     uint64_t hwm = store_token_hwm(m->store);
@@ -1297,8 +881,8 @@ int mirror_start(struct mirror *m, bool restored, char *err, size_t errlen)
     /* The first snapshot of this generation and its journal, named in the owner blob. */
     for (int attempt = 0;; attempt++) {
         if (m->roll_unsure)
-            settle_roll(m);
-        else if (take_snapshot(m) == 0)
+            mirror_i_settle_roll(m);
+        else if (mirror_i_take_snapshot(m) == 0)
             break;
         if (atomic_load(&m->fenced) || attempt >= 20) {
             snprintf(err, errlen, "cannot write the first snapshot of generation %" PRIu64 "%s",
@@ -1331,7 +915,7 @@ int mirror_start(struct mirror *m, bool restored, char *err, size_t errlen)
 
 void mirror_give_up(struct mirror *m, const char *why)
 {
-    fence(m, why);
+    mirror_i_fence(m, why);
 }
 
 void mirror_close(struct mirror *m)
@@ -1343,7 +927,7 @@ void mirror_close(struct mirror *m)
         pthread_mutex_unlock(&m->lock);
         pthread_join(m->thread, NULL);
     }
-    keeper_stop(m);
+    mirror_i_keeper_stop(m);
     if (!atomic_load(&m->fenced)) {
         struct blob_result r = {0};
         /* The next owner then need not wait for anything to land here. */
@@ -1356,92 +940,4 @@ void mirror_close(struct mirror *m)
         blob_result_free(&r);
     }
     teardown(m);
-}
-
-/* ---- status and metrics ---------------------------------------------------------- */
-
-enum mirror_mode mirror_mode(const struct mirror *m)
-{
-    return m->cfg.mode;
-}
-
-bool mirror_fenced(struct mirror *m)
-{
-    return atomic_load(&m->fenced);
-}
-
-uint64_t mirror_generation(const struct mirror *m)
-{
-    return m->generation;
-}
-
-const char *mirror_write_gate(struct mirror *m)
-{
-    if (atomic_load(&m->fenced))
-        return "another server has taken the blob container";
-    if (m->cfg.mode == MIRROR_SYNC && atomic_load(&m->down))
-        return "blob storage is unreachable (sync mirror)";
-    return NULL;
-}
-
-bool mirror_ready(struct mirror *m, char *why, size_t len)
-{
-    const char *gate = mirror_write_gate(m);
-    if (gate) {
-        snprintf(why, len, "%s", gate);
-        return false;
-    }
-    return true;
-}
-
-void mirror_lag(struct mirror *m, uint64_t *changes, uint64_t *ms)
-{
-    *changes = atomic_load(&m->lag_changes);
-    uint64_t oldest = atomic_load(&m->oldest_ns);
-    uint64_t now = mx_mono_ns();
-    *ms = oldest && now > oldest ? (now - oldest) / MX_NS_PER_MS : 0;
-}
-
-void mirror_metrics(struct mirror *m, struct mx_buf *b)
-{
-    uint64_t changes, ms;
-    mirror_lag(m, &changes, &ms);
-    prom_gauge(b, "mutexd_mirror_lag_changes", "Committed changes not yet in blob storage.",
-               changes);
-    prom_gauge_f(b, "mutexd_mirror_lag_seconds",
-                 "Age of the oldest committed change not yet in blob storage.", (double)ms / 1000);
-    prom_counter(b, "mutexd_mirror_appends_total", "Journal blocks appended.",
-                 atomic_load(&m->appends));
-    prom_counter(b, "mutexd_mirror_changes_shipped_total", "Changes shipped to blob storage.",
-                 atomic_load(&m->appended_changes));
-    prom_header(b, "mutexd_mirror_append_seconds", "histogram", "Latency of an append.");
-    prom_hist_write(b, "mutexd_mirror_append_seconds", "", &m->append_seconds);
-    prom_header(b, "mutexd_mirror_errors_total", "counter", "Failed blob requests, by code.");
-    pthread_mutex_lock(&m->err_lock);
-    for (size_t i = 0; i < sizeof m->errors / sizeof m->errors[0] && m->errors[i].code[0]; i++)
-        prom_sample(b, "mutexd_mirror_errors_total", m->errors[i].count, "code", m->errors[i].code,
-                    NULL);
-    pthread_mutex_unlock(&m->err_lock);
-    prom_counter(b, "mutexd_mirror_snapshots_total", "Snapshots written.",
-                 atomic_load(&m->snapshots));
-    uint64_t snap = atomic_load(&m->snapshot_wall_ms);
-    int64_t age = snap ? mx_wall_ms() - (int64_t)snap : 0;
-    prom_gauge_f(b, "mutexd_mirror_snapshot_age_seconds", "Age of the newest snapshot.",
-                 (double)(age > 0 ? age : 0) / 1000);
-    prom_counter(b, "mutexd_mirror_token_reservations_total",
-                 "Blocks of fencing tokens reserved in blob storage.",
-                 atomic_load(&m->reservations));
-    prom_counter(b, "mutexd_mirror_sync_timeouts_total",
-                 "Times sync answers were given up (503) waiting for blob storage.",
-                 atomic_load(&m->sync_timeouts));
-    prom_counter(b, "mutexd_mirror_changes_left_to_snapshot_total",
-                 "Changes left out of a full async queue (or a failed allocation), shipped in "
-                 "the next snapshot.",
-                 atomic_load(&m->left_to_snapshot));
-    prom_counter(b, "mutexd_mirror_changes_dropped_total",
-                 "Changes never shipped because another server took the container.",
-                 atomic_load(&m->dropped));
-    prom_gauge(b, "mutexd_mirror_up",
-               "1 while the last blob request succeeded and the container is ours.",
-               !atomic_load(&m->down) && !atomic_load(&m->fenced) ? 1 : 0);
 }

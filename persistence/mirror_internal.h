@@ -134,4 +134,28 @@ int mirror_list_client(struct blob_client *c, const char *prefix,
 /* The highest generation found in the container (0: none). */
 int mirror_max_generation(struct mirror *m, uint64_t *out, char *err, size_t errlen);
 
+/* Shared by the files the mirror is written in; the mirror thread's, but where a comment
+ * at the definition says otherwise. */
+/* mirror.c */
+void mirror_i_fence(struct mirror *m, const char *why);
+void mirror_i_backoff(struct mirror *m);
+void mirror_i_recovered(struct mirror *m);
+bool mirror_i_set_overflow(struct mirror *m, bool on);
+void mirror_i_jblob_free(struct jblob *j);
+int mirror_i_prepare_journal(struct mirror *m, uint64_t first_seq, struct jblob *j);
+/* mirror_keeper.c */
+int mirror_i_write_file_durably(const char *path, const char *text, char *err, size_t errlen);
+int mirror_i_load_lease_id(struct mirror *m, char *err, size_t errlen);
+int mirror_i_take_lease(struct mirror *m, char *err, size_t errlen);
+/* The keeper thread: renews the owner lease until mirror_i_keeper_stop(). */
+void *mirror_i_keeper_main(void *arg);
+void mirror_i_keeper_stop(struct mirror *m);
+bool mirror_i_lease_trusted(struct mirror *m);
+int mirror_i_publish_sure(struct mirror *m, const struct owner_meta *meta, char *err,
+                          size_t errlen);
+int mirror_i_seal_previous(struct mirror *m, char *err, size_t errlen);
+/* mirror_snapshot.c */
+int mirror_i_settle_roll(struct mirror *m);
+int mirror_i_take_snapshot(struct mirror *m);
+
 #endif
