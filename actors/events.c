@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "common/clock.h"
+#include "common/container_of.h"
 
 struct ev_log {
     pthread_mutex_t lock;
@@ -22,7 +23,11 @@ struct ev_log {
     struct ev_event *ring; /* capacity slots; the oldest at `head` */
     uint32_t capacity, head, count;
     uint64_t first_kept; /* the index of the oldest event kept (0: none ever kept) */
+    /* The waits: a list, which a change walks (at most the server's cap on waiting
+     * requests, three quarters of --max-connections: see http/server.c), and their
+     * deadlines in a heap, which the timer thread pops (timers.h, as the alarms do). */
     struct ev_wait *waits;
+    struct mx_timer_heap deadlines;
     _Atomic size_t nwaits;
     /* Changes recorded and not yet durable, in index order (a ring of `pcap`): the index and
      * a hash of its resource's name; `done` once ev_durable() told it. The durable
@@ -120,6 +125,8 @@ static void unlink_wait(struct ev_log *log, struct ev_wait *w)
         w->_next->_prev = w->_prev;
     w->_next = w->_prev = NULL;
     w->_queued = false;
+    if (mx_timer_armed(&w->_timer))
+        mx_timer_heap_remove(&log->deadlines, &w->_timer);
     atomic_fetch_sub(&log->nwaits, 1);
 }
 
@@ -139,18 +146,16 @@ static void *timer_main(void *arg)
     struct ev_log *log = arg;
     pthread_mutex_lock(&log->lock);
     while (!log->closing) {
-        uint64_t now = mx_mono_ns(), next = UINT64_MAX;
+        uint64_t now = mx_mono_ns();
         struct ev_wait *due = NULL;
-        for (struct ev_wait *w = log->waits, *n; w; w = n) {
-            n = w->_next;
-            if (w->deadline_ns <= now) {
-                unlink_wait(log, w);
-                w->_next = due;
-                due = w;
-            } else if (w->deadline_ns < next) {
-                next = w->deadline_ns;
-            }
+        struct mx_timer *t;
+        while ((t = mx_timer_heap_pop_due(&log->deadlines, now)) != NULL) {
+            struct ev_wait *w = container_of(t, struct ev_wait, _timer);
+            unlink_wait(log, w);
+            w->_next = due;
+            due = w;
         }
+        uint64_t next = mx_timer_heap_next(&log->deadlines);
         if (due) {
             pthread_mutex_unlock(&log->lock);
             complete(due, false);
@@ -173,6 +178,7 @@ int ev_open(struct ev_log **out, uint32_t capacity, _Atomic uint64_t *counter)
         return -1;
     log->counter = counter;
     log->capacity = capacity;
+    mx_timer_heap_init(&log->deadlines);
     if (capacity && !(log->ring = calloc(capacity, sizeof *log->ring))) {
         free(log);
         return -1;
@@ -237,6 +243,7 @@ void ev_close(struct ev_log *log)
         ev_event_clear(&log->ring[(log->head + i) % log->capacity]);
     free(log->ring);
     free(log->pending);
+    mx_timer_heap_free(&log->deadlines);
     pthread_cond_destroy(&log->wake);
     pthread_mutex_destroy(&log->lock);
     free(log);
@@ -422,7 +429,10 @@ bool ev_wait_add(struct ev_log *log, struct ev_wait *w)
             }
         }
     }
-    if (queue && !log->closing) {
+    mx_timer_init(&w->_timer);
+    if (queue && !log->closing && mx_timer_heap_push(&log->deadlines, &w->_timer, w->deadline_ns)) {
+        queue = false; /* out of memory: answered at once, as if something changed */
+    } else if (queue && !log->closing) {
         w->_prev = NULL;
         w->_next = log->waits;
         if (log->waits)

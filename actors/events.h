@@ -32,6 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "actors/timers.h"
 #include "common/names.h"
 #include "common/str.h"
 
@@ -106,6 +107,7 @@ struct ev_wait {
     void (*done)(struct ev_wait *w, bool changed);
     /* private */
     struct ev_wait *_next, *_prev;
+    struct mx_timer _timer; /* its deadline, in the log's timer heap while queued */
     bool _queued;
 };
 
