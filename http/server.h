@@ -59,7 +59,7 @@ struct http_config {
      * serves itself. NULL: no header. */
     const char *served_by;
     /* GET /v1/servers: appends the whole JSON body to `out` and returns 0; -1: 503. NULL:
-     * the route answers 404 not_found (not in a server group). Any thread. */
+     * not in a server group: the route answers 200, role "alone". Any thread. */
     int (*servers)(void *ctx, struct mx_buf *out);
     void *ctx;
     /* Testing only (builds with MUTEXD_FAULT_INJECTION): the role to start in, and one to
