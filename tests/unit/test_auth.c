@@ -61,8 +61,8 @@ static void lines_parse_into_entries(void **state)
 static void headers_are_checked_for_token_and_scope(void **state)
 {
     (void)state;
-    char dir[] = "/tmp/mutexd-auth-XXXXXX", path[64], err[256];
-    assert_non_null(mkdtemp(dir));
+    char dir[64], path[80], err[256];
+    mx_temp_dir(dir, "auth");
     snprintf(path, sizeof path, "%s/tokens", dir);
     write_file(path, "deployer " DEPLOY_HASH " read,write jobs/\nops " OPS_HASH " read,admin\n");
     struct auth *a = NULL;

@@ -593,8 +593,8 @@ static void fake_stop(struct fake *f)
  * err says why it failed. */
 static int restore_against(struct fake *f, char *err, size_t errlen)
 {
-    char dir[] = "/tmp/mx-mirror-plan-XXXXXX";
-    assert_non_null(mkdtemp(dir));
+    char dir[64];
+    mx_temp_dir(dir, "mirror-plan");
     struct store *s;
     struct store_config cfg = {.dir = dir};
     char why[256];

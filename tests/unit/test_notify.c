@@ -23,8 +23,7 @@ struct mgr {
  * watchdog. */
 static void mgr_open(struct mgr *m, const char *watchdog_usec)
 {
-    snprintf(m->dir, sizeof m->dir, "/tmp/mutexd-notify-XXXXXX");
-    assert_non_null(mkdtemp(m->dir));
+    mx_temp_dir(m->dir, "notify");
     snprintf(m->path, sizeof m->path, "%s/notify", m->dir);
     m->fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     assert_true(m->fd >= 0);
