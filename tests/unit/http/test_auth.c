@@ -3,7 +3,7 @@
  * prefixes and reloads, against real files in a temporary directory. Hashes are written as
  * `printf TOKEN | sha256sum` prints them, not computed by the code under test.
  */
-#include "testutil.h"
+#include "tests/unit/testutil.h"
 
 #include <string.h>
 #include <sys/stat.h>

@@ -5,7 +5,7 @@
  * (the write gate, a failed commit) changes nothing on disk, and a resource activated
  * again reads its lease back from the store.
  */
-#include "testutil.h"
+#include "tests/unit/testutil.h"
 
 #include <errno.h>
 #include <semaphore.h>

@@ -1,7 +1,7 @@
 /* The service manager's notifications (server/notify.c) as systemd receives them: a unix
  * datagram socket named by NOTIFY_SOCKET, bound here. Times are given, not read, so each
  * case says exactly what is due when. Built only with libsystemd (MUTEXD_SYSTEMD). */
-#include "testutil.h"
+#include "tests/unit/testutil.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -4,7 +4,7 @@
  * in the container, so every wait that may depend on a shipped record must reach the hook,
  * in whichever batch it lands. Against a real SQLite file in a temporary directory.
  */
-#include "testutil.h"
+#include "tests/unit/testutil.h"
 
 #include <pthread.h>
 #include <semaphore.h>
@@ -529,7 +529,7 @@ static void expect_lease(const struct store_lease *l, const char *id, const char
 static void fixture_path(char *out, size_t len, const char *name)
 {
     const char *file = __FILE__;
-    const char *end = strstr(file, "unit/test_store.c");
+    const char *end = strstr(file, "unit/persistence/test_store.c");
     assert_non_null(end);
     snprintf(out, len, "%.*sfixtures/v1/%s", (int)(end - file), file, name);
 }

@@ -4,7 +4,7 @@
  * and the blob names they rest on. Last, mirror_restore() against a loopback server that
  * answers listings as told: a listing that failed is never read as a container's content.
  */
-#include "testutil.h"
+#include "tests/unit/testutil.h"
 
 #include <arpa/inet.h>
 #include <inttypes.h>
@@ -737,7 +737,7 @@ static void name_generation(void **st)
 
 static void fixture_text(const char *name, char *out, size_t cap, size_t *len)
 {
-    const char *end = strstr(__FILE__, "unit/test_mirror_plan.c");
+    const char *end = strstr(__FILE__, "unit/persistence/test_mirror_plan.c");
     assert_non_null(end);
     char path[1024];
     snprintf(path, sizeof path, "%.*sfixtures/v1/%s", (int)(end - __FILE__), __FILE__, name);
