@@ -5,7 +5,8 @@
 #   bench/compare.sh           full run: each scenario 3 times, 10 s a run after 2 s of
 #                              warm-up, then a million held leases and 10,000 idle
 #                              connections (about 25 minutes); writes docs/benchmarks.md's
-#                              generated section and docs/benchmarks-compare.png
+#                              generated section (the headline tables), bench/NOTES.md's
+#                              (the whole report) and docs/benchmarks-compare.png
 #   bench/compare.sh --quick   twice, 3 s a run after 0.5 s, 100,000 leases, 2,000 idle
 #                              connections: a smoke test (about 5 minutes); writes only
 #                              bench/results
@@ -28,7 +29,9 @@
 # and a request's latency while they are held). Results:
 # bench/results/compare-<date>.md (printed at the end), .png (bar chart) and .json (every
 # run's loadgen output, and the idle connections' figures); a full run also puts the report
-# between the markers in docs/benchmarks.md and the chart in docs/benchmarks-compare.png.
+# between the markers in bench/NOTES.md, its headline tables (cycles/s, latency, expiry,
+# held leases, idle connections, targets) between those in docs/benchmarks.md, and the
+# chart in docs/benchmarks-compare.png.
 #
 # What is missing is installed from Debian: redis-server, etcd-server, gnuplot-nox, jq, curl, wrk.
 # The idle connections need a hard limit of open files above 10,000 (ulimit -Hn) or the
@@ -997,18 +1000,44 @@ echo
 cat "$OUT.md"
 echo
 echo "written: ${OUT#"$ROOT"/}.md, .png, .json"
-if ((!QUICK)); then # the report goes into docs/benchmarks.md between its markers
-    doc=docs/benchmarks.md
+if ((!QUICK)); then # the report goes between the markers of bench/NOTES.md, whole, and of
+    # docs/benchmarks.md, its headline tables
     begin='<!-- compare.sh: begin -->' end='<!-- compare.sh: end -->'
-    grep -qF "$begin" "$doc" && grep -qF "$end" "$doc" || die "$doc has no compare.sh markers"
+    for doc in docs/benchmarks.md bench/NOTES.md; do
+        if ! grep -qF "$begin" "$doc" || ! grep -qF "$end" "$doc"; then
+            die "$doc has no compare.sh markers"
+        fi
+    done
     cp "$OUT.png" docs/benchmarks-compare.png
-    sed -e '1d' -e 's/^## /### /' -e "s|($(basename "$OUT").png)|(benchmarks-compare.png)|" \
-        "$OUT.md" >"$WORK/section.md"
-    awk -v b="$begin" -v e="$end" -v f="$WORK/section.md" '
-        $0 == b { print; while ((getline l < f) > 0) print l; skip = 1; next }
-        $0 == e { skip = 0 }
-        !skip' "$doc" >"$WORK/doc.md"
-    mv "$WORK/doc.md" "$doc"
-    echo "written: $doc (between its markers), docs/benchmarks-compare.png"
+    # put_section DOC FILE: FILE's lines replace what is between DOC's markers.
+    put_section() {
+        awk -v b="$begin" -v e="$end" -v f="$2" '
+            $0 == b { print; while ((getline l < f) > 0) print l; skip = 1; next }
+            $0 == e { skip = 0 }
+            !skip' "$1" >"$WORK/doc.md"
+        mv "$WORK/doc.md" "$1"
+    }
+    sed -e '1d' -e 's/^## /### /' "$OUT.md" >"$WORK/section.md"
+    sed -e "s|($(basename "$OUT").png)|(../docs/benchmarks-compare.png)|" "$WORK/section.md" \
+        >"$WORK/notes.md"
+    put_section bench/NOTES.md "$WORK/notes.md"
+    # The headline: what comes before the first table, the tables below, and the chart.
+    awk -v png="($(basename "$OUT").png)" '
+        /^### / {
+            h3 = 1
+            keep = /^### (Lease cycles per second|Cycle latency|Expiry|1,000,000 held leases|10,000 idle connections|Targets)/
+        }
+        i = index($0, png) {
+            print substr($0, 1, i - 1) "(benchmarks-compare.png)" substr($0, i + length(png))
+            next
+        }
+        !h3 || keep' "$WORK/section.md" >"$WORK/headline.md"
+    printf '%s\n' '' "Every repetition, the independent check with wrk and redis-benchmark, every" \
+        "run's errors, the load generator's ceiling and how each system is driven:" \
+        "[the whole report](../bench/NOTES.md#mutexd-redis-and-etcd-side-by-side-benchcomparesh)." \
+        >>"$WORK/headline.md"
+    put_section docs/benchmarks.md "$WORK/headline.md"
+    echo "written: docs/benchmarks.md and bench/NOTES.md (between their markers)," \
+        "docs/benchmarks-compare.png"
 fi
 ((FAILED == 0)) || die "some runs failed (see above)"

@@ -1,3 +1,8 @@
+/*
+ * Prometheus text exposition (see prom.h): the metric lines, and histograms whose buckets
+ * are relaxed atomic counters, observed from any thread without a lock and written in
+ * cumulative form (`_bucket`, `_sum`, `_count`) when /metrics is asked for.
+ */
 #include "common/prom.h"
 
 #include <inttypes.h>

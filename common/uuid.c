@@ -1,3 +1,8 @@
+/*
+ * UUIDs for lease ids (see uuid.h): parsed and written in the 8-4-4-4-12 hex form, and
+ * generated as version 4 from a per-thread pool of OpenSSL random bytes, refilled 16 UUIDs
+ * at a time (each taken out of the pool is wiped from it).
+ */
 #include "common/uuid.h"
 
 #include "common/hex.h"

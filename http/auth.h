@@ -61,7 +61,7 @@ int auth_check(struct auth *a, const char *authorization, unsigned scope, struct
 /* Whether a grant limited to a prefix covers `name` (`len` bytes). */
 bool auth_prefix_allows(const struct auth_grant *g, const char *name, size_t len);
 
-/* Parses one line of the file (tests/fuzz/fuzz_auth.c and tests/unit/test_auth.c reach it
+/* Parses one line of the file (tests/fuzz/fuzz_auth.c and tests/unit/http/test_auth.c reach it
  * directly). Returns 1 for an entry, 0 for a blank or comment line, -1 (err) for a bad one. */
 struct auth_entry {
     char name[64];

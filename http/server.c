@@ -766,15 +766,17 @@ static enum MHD_Result serve_ui(struct hreq *q)
     return queue(q, status, r);
 }
 
-/* GET /v1/servers: the group as the callback renders it. */
+/* GET /v1/servers: the group as the callback renders it. A server without a group (no
+ * --ha) answers 200 too, naming itself alone: a 404 would be an error in every browser's
+ * console, on every page of the dashboard. */
 static enum MHD_Result serve_servers(struct hreq *q)
 {
     struct http *h = q->h;
-    if (!h->cfg.servers) {
-        api_fail(&q->err, 404, "not_found", NULL,
-                 "not in a server group: this server runs without --ha");
-        return send_error(q, &q->err);
-    }
+    if (!h->cfg.servers)
+        return send_body(q, 200,
+                         strdup("{\"self\":{\"url\":null,\"role\":\"alone\"},\"active\":null,"
+                                "\"servers\":[]}"),
+                         "application/json; charset=utf-8", 0, NULL);
     struct mx_buf b = {0};
     int rc = h->cfg.servers(h->cfg.ctx, &b);
     char *body = mx_buf_take(&b);

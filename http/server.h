@@ -34,7 +34,8 @@ struct http_config {
     const char *tls_cert_file; /* both set: HTTPS */
     const char *tls_key_file;
     const char *tls_priorities; /* GnuTLS priority string; NULL: libmicrohttpd's default */
-    /* Request admission (see admit() in server.c): comma-separated lists, or NULL. */
+    /* Request admission (see admit_origin_host() in http/admit.h): comma-separated lists, or
+     * NULL. */
     const char *allowed_origins; /* a request with another Origin is refused */
     const char *allowed_hosts;   /* NULL: Host checked on a loopback listener only */
     bool ui;                     /* serve the dashboard under /ui/ (http/ui.h); false: 404 there */
@@ -59,7 +60,7 @@ struct http_config {
      * serves itself. NULL: no header. */
     const char *served_by;
     /* GET /v1/servers: appends the whole JSON body to `out` and returns 0; -1: 503. NULL:
-     * the route answers 404 not_found (not in a server group). Any thread. */
+     * not in a server group: the route answers 200, role "alone". Any thread. */
     int (*servers)(void *ctx, struct mx_buf *out);
     void *ctx;
     /* Testing only (builds with MUTEXD_FAULT_INJECTION): the role to start in, and one to

@@ -25,6 +25,22 @@ case "${1:-}" in
 esac
 
 JOBS=$(nproc 2>/dev/null || echo 2)
+
+# Every test removes what it makes in /tmp, also after a kill or a failure: the run ends
+# with a stage that fails naming each mutexd-* entry of /tmp it did not start with. (A run
+# of the tests elsewhere on the machine at the same time adds its own, which it names too.)
+tmp_entries() { find /tmp -mindepth 1 -maxdepth 1 -name 'mutexd-*' -printf '%f\n' | sort; }
+tmp_before=$(tmp_entries)
+nothing_left_in_tmp() {
+    local left
+    left=$(comm -13 <(printf '%s\n' "$tmp_before") <(tmp_entries) | sed '/^$/d')
+    if [ -n "$left" ]; then
+        echo "the tests left in /tmp:" >&2
+        while IFS= read -r e; do echo "  /tmp/$e"; done <<<"$left" >&2
+        return 1
+    fi
+    echo "no mutexd-* entry left in /tmp"
+}
 if $quick; then
     scripts/deps.sh check
 else
@@ -120,6 +136,8 @@ stage "integration tests, but those marked heavy or examples, on ${PYTEST_WORKER
 MUTEXD_BIN=build/mutexd "${PYTEST[@]}" -n "${PYTEST_WORKERS:-2}" \
     -m "not heavy and not examples" tests/integration
 if $quick; then
+    stage "nothing left in /tmp"
+    nothing_left_in_tmp
     exit 0
 fi
 
@@ -204,3 +222,6 @@ tests/bare/make_run.sh
 
 stage "fuzzers, 30 s each"
 scripts/fuzz.sh 30
+
+stage "nothing left in /tmp"
+nothing_left_in_tmp

@@ -1,3 +1,8 @@
+/*
+ * `mutexd --probe` (see probe.h): one GET /healthz with libcurl to the address --listen
+ * names (a wildcard address is probed on loopback), over TLS when --tls-cert is set,
+ * without checking the certificate: it asks whether the server is alive, not who it is.
+ */
 #include "server/probe.h"
 
 #include <curl/curl.h>

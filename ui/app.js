@@ -616,7 +616,7 @@ async function refreshServers() {
   }
   const note2 = $("servers-note");
   const table = $("servers-table");
-  if (res.status === 404) {
+  if (res.status === 200 && res.body && res.body.self && res.body.self.role === "alone") {
     state.alone = true;
     note2.hidden = false;
     note2.textContent = "Not in a server group: this server runs alone (without --ha).";

@@ -392,3 +392,15 @@ func TestURLsAreCheckedAndNoProxyIsUsed(t *testing.T) {
 		t.Fatalf("a proxy of the environment was used: %v", err)
 	}
 }
+
+func TestServersOfAServerWithoutHA(t *testing.T) {
+	s := server(t)
+	c := newClient(t, s.URL, nil)
+	v, err := c.Servers(ctxOf(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Self.Role != "alone" || v.Self.URL != "" || v.Active != nil || len(v.Servers) != 0 {
+		t.Fatalf("a server without --ha: %+v", v)
+	}
+}

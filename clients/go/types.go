@@ -138,7 +138,7 @@ func (w *WhoAmI) HasScope(scope string) bool {
 // ServerInfo is one server of a group, as GET /v1/servers lists it.
 type ServerInfo struct {
 	URL        string
-	Role       string // "active", "standby" or "joining"
+	Role       string // "active", "standby" or "joining"; "alone" without --ha
 	LagChanges uint64
 	Lag        time.Duration
 	SeenAt     time.Time

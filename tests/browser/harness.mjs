@@ -236,8 +236,8 @@ export async function launch() {
 }
 
 // Opens `url` in a new context and records, from before the first request: every request of
-// the context (the page's, and any popup's or worker's) with its URL and when it started and
-// ended; the API requests (/v1/, /metrics) in flight at most at once and which they were
+// the context (the page's, and any popup's or worker's) with its URL, when it started and
+// ended, its answer's status and whether it failed (no answer); the API requests (/v1/, /metrics) in flight at most at once and which they were
 // (`peak`); the held ones (wait_ms) at most at once; the list's answers (`listAnswers`); the
 // console's errors and the page's uncaught errors.
 export async function openPage(browser, url, { viewport = { width: 1280, height: 800 } } = {}) {
@@ -253,11 +253,13 @@ export async function openPage(browser, url, { viewport = { width: 1280, height:
     },
   };
   const open = new Map();
+  const all = new WeakMap(); // every request's record, answered or not
   // The page's own files load in parallel once; what stays open is its API calls.
   const isApi = (url) => /^\/(v1\/|metrics)/.test(new URL(url).pathname);
   context.on("request", (req) => {
-    const r = { url: req.url(), method: req.method(), start: Date.now(), end: null, api: isApi(req.url()) };
+    const r = { url: req.url(), method: req.method(), start: Date.now(), end: null, api: isApi(req.url()), status: null, failed: null };
     open.set(req, r);
+    all.set(req, r);
     rec.requests.push(r);
     if (!r.api) return;
     r.held = /[?&]wait_ms=/.test(r.url);
@@ -278,6 +280,8 @@ export async function openPage(browser, url, { viewport = { width: 1280, height:
   };
   // Each answer of the list: its index and the resources it named.
   context.on("response", async (res) => {
+    const r = all.get(res.request());
+    if (r) r.status = res.status();
     if (new URL(res.url()).pathname !== "/v1/resources" || res.status() !== 200) return;
     try {
       const body = await res.json();
@@ -285,7 +289,11 @@ export async function openPage(browser, url, { viewport = { width: 1280, height:
     } catch { /* the page went away */ }
   });
   context.on("requestfinished", done);
-  context.on("requestfailed", done);
+  context.on("requestfailed", (req) => {
+    const r = all.get(req);
+    if (r) r.failed = req.failure() ? req.failure().errorText : "failed";
+    done(req);
+  });
   page.on("console", (m) => {
     if (m.type() !== "error") return;
     const text = "console: " + m.text();

@@ -9,6 +9,7 @@ import hmac
 import http.client
 import os
 import re
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -19,6 +20,15 @@ from harness import ROOT
 SCRIPT = os.path.join(ROOT, "scripts", "azurite.sh")
 
 
+# Every Azurite started and not yet stopped: stop_leftovers() stops what a failed test left.
+RUNNING = set()
+
+
+def stop_leftovers():
+    for a in list(RUNNING):
+        a.stop()
+
+
 class Azurite:
     def __init__(self):
         self.dir = tempfile.mkdtemp(prefix="mutexd-azurite-")
@@ -26,6 +36,7 @@ class Azurite:
         subprocess.run([SCRIPT, "start", self.dir], check=True, stdout=subprocess.DEVNULL)
         self.port = int(open(os.path.join(self.dir, "port")).read())
         self.pid = int(open(os.path.join(self.dir, "pid")).read())
+        RUNNING.add(self)
         self.connection_string = open(os.path.join(self.dir, "connection-string")).read().strip()
         parts = dict(p.split("=", 1) for p in self.connection_string.split(";") if p)
         self.account = parts["AccountName"]
@@ -33,6 +44,8 @@ class Azurite:
 
     def stop(self):
         subprocess.run([SCRIPT, "stop", self.dir], check=False, stdout=subprocess.DEVNULL)
+        RUNNING.discard(self)
+        shutil.rmtree(self.dir, ignore_errors=True)
 
     def pause(self):
         """Freezes Azurite: requests hang, as on a network partition."""

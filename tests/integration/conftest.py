@@ -3,7 +3,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from fixtures import client, no_leftover_servers, server  # noqa: E402,F401
+from fixtures import client, no_leftover_servers, own_tmp, server  # noqa: E402,F401
 
 
 def pytest_configure(config):

@@ -22,6 +22,35 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BIN = os.environ.get("MUTEXD_BIN", os.path.join(ROOT, "build", "mutexd"))
 
 
+# ---- one temporary directory per test process -------------------------------------------
+
+_PARENT = []  # the directory use_own_tmp() made, while it is in use
+
+
+def use_own_tmp():
+    """Points tempfile, and by TMPDIR every process started from now on, at a new directory
+    of this process's own under the temporary one: the data directories of the servers a test
+    killed, Azurite's, those of a failed test all go there, and remove_own_tmp() removes them
+    at the end of the run, whatever happened. Under pytest-xdist each worker has its own."""
+    d = tempfile.mkdtemp(prefix="mutexd-pytest-run-")
+    _PARENT.append((d, tempfile.tempdir, os.environ.get("TMPDIR")))
+    tempfile.tempdir = d
+    os.environ["TMPDIR"] = d
+    return d
+
+
+def remove_own_tmp():
+    """Removes the directory of use_own_tmp() with all in it, and points tempfile back."""
+    while _PARENT:
+        d, tempdir, env = _PARENT.pop()
+        tempfile.tempdir = tempdir
+        if env is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = env
+        shutil.rmtree(d, ignore_errors=True)
+
+
 # Every server started and not yet stopped or killed: a test that fails before it stops
 # its servers leaves them here, and the `no_leftover_servers` fixture kills them.
 RUNNING = set()

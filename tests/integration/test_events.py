@@ -203,14 +203,20 @@ def test_the_change_index_goes_on_across_a_restart(tmp_path):
     s.stop()
 
 
-def test_whoami_without_and_with_authorization(client, tmp_path):
-    r = client.request("GET", "/v1/whoami")
-    assert r.status == 200
-    assert r.json == {"name": None, "scopes": ["read", "write", "admin", "metrics"]}
+def with_a_metrics_token(tmp_path):
+    """The test tokens and one with the metrics scope alone ("watcher"), and their file."""
     tokens = dict(TOKENS)
     tokens["watcher"] = ("m-" + "d" * 40, "metrics", None)
     path = str(tmp_path / "tokens")
     tokens_file(path, tokens)
+    return tokens, path
+
+
+def test_whoami_without_and_with_authorization(client, tmp_path):
+    r = client.request("GET", "/v1/whoami")
+    assert r.status == 200
+    assert r.json == {"name": None, "scopes": ["read", "write", "admin", "metrics"]}
+    tokens, path = with_a_metrics_token(tmp_path)
     with Server(args=["--auth-tokens", path]) as s:
         c = s.client()
         assert c.request("GET", "/v1/whoami").status == 401
@@ -227,6 +233,26 @@ def test_whoami_without_and_with_authorization(client, tmp_path):
         assert c.request("GET", "/v1/events?prefix=jobs/",
                          headers=bearer("deployer")).status == 200
         assert c.request("GET", "/v1/events", headers=bearer("deployer")).status == 403
+        c.close()
+
+
+def test_a_lone_server_describes_itself_as_alone(client, tmp_path):
+    """Without --ha, GET /v1/servers is a 200 naming no group, never a 404 (a browser logs
+    every 404 of the dashboard's as an error); with authorization on it needs read."""
+    for method in ("GET", "HEAD"):
+        r = client.request(method, "/v1/servers")
+        assert r.status == 200, r
+        assert r.header("Content-Type").startswith("application/json")
+        assert r.header("Mutexd-Served-By") is None
+    r = client.request("GET", "/v1/servers")
+    assert r.json == {"self": {"url": None, "role": "alone"}, "active": None, "servers": []}
+    tokens, path = with_a_metrics_token(tmp_path)
+    with Server(args=["--auth-tokens", path]) as s:
+        c = s.client()
+        assert c.request("GET", "/v1/servers").status == 401
+        assert c.request("GET", "/v1/servers", headers=bearer("watcher", tokens)).status == 403
+        r = c.request("GET", "/v1/servers", headers=bearer("reader"))
+        assert r.status == 200 and r.json["self"]["role"] == "alone", r
         c.close()
 
 

@@ -89,7 +89,7 @@ def test_an_acquire_with_another_limit_is_refused_at_once_even_if_it_would_wait(
     """A waiter is queued only under the limit in force, so its limit still holds when its
     turn comes (the resource has holders until then, and the queue empties whenever it has
     none): the 409 at the head of the queue that the contract names cannot arise here; the
-    resource's model test (tests/unit/test_resource_model.c) covers the rule itself."""
+    resource's model test (tests/unit/actors/test_resource_model.c) covers the rule itself."""
     h = client.acquire("qlim", owner="h", ttl_ms=60000).json  # limit 1
     t0 = time.monotonic()
     r = client.acquire("qlim", owner="x", limit=3, wait_ms=20000)

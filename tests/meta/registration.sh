@@ -13,7 +13,7 @@ fail() { echo "registration: FAILED: $*" >&2; exit 1; }
 
 git ls-files -co --exclude-standard -z | tar --null -T - -cf - | tar -C "$WORK" -xf -
 cd "$WORK"
-SRC=tests/unit/test_json_span.c
+SRC=tests/unit/common/test_json_span.c
 OLD=member_values
 NEW=member_values_renamed
 

@@ -42,6 +42,44 @@ static inline int mx_test_has_case(const struct CMUnitTest *tests, size_t n, con
     return 0;
 }
 
+/* The directories of mx_temp_dir(): `add` is kept; NULL removes every one kept, with all in
+ * it. At most 16 per process (each case is a process of its own). */
+static inline void mx_temp_dirs(const char *add)
+{
+    static char kept[16][64];
+    static int n;
+    if (add) {
+        if (n < 16)
+            snprintf(kept[n++], sizeof kept[0], "%s", add);
+        return;
+    }
+    for (; n > 0; n--) {
+        char cmd[128];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", kept[n - 1]);
+        if (system(cmd) != 0)
+            fprintf(stderr, "could not remove %s\n", kept[n - 1]);
+    }
+}
+
+static inline void mx_temp_dirs_remove(void)
+{
+    mx_temp_dirs(NULL);
+}
+
+/* A new, empty directory /tmp/mutexd-<what>-XXXXXX in `dir` (64 bytes), removed with all in
+ * it when the process ends, whether the case passed or failed (a failed assertion leaves
+ * the case before its own clean-up). */
+static inline char *mx_temp_dir(char dir[64], const char *what)
+{
+    static int registered;
+    snprintf(dir, 64, "/tmp/mutexd-%s-XXXXXX", what);
+    assert_non_null(mkdtemp(dir));
+    if (!registered++)
+        atexit(mx_temp_dirs_remove);
+    mx_temp_dirs(dir);
+    return dir;
+}
+
 /* A seed for randomized tests: MX_SEED from the environment, else the clock. Printed, so
  * that a failing interleaving can be replayed. */
 static inline unsigned mx_test_seed(void)

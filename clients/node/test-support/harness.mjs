@@ -12,6 +12,9 @@ import { fileURLToPath } from 'node:url';
 export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
 export const mutexdBin = process.env.MUTEXD_BIN || path.join(repoRoot, 'build', 'mutexd');
 
+// Every directory of tempDir() is made in one of this process's own, removed when it exits
+// with all in it, whatever the tests did: the data of a server killed, of a failed test.
+let parent = null;
 const running = new Set();
 process.on('exit', () => {
   for (const p of running) {
@@ -21,10 +24,13 @@ process.on('exit', () => {
       // already gone
     }
   }
+  if (parent !== null) rmSync(parent, { recursive: true, force: true });
 });
+for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => process.exit(130));
 
 export function tempDir(prefix = 'mutexd-node-test-') {
-  return mkdtempSync(path.join(tmpdir(), prefix));
+  if (parent === null) parent = mkdtempSync(path.join(tmpdir(), 'mutexd-node-run-'));
+  return mkdtempSync(path.join(parent, prefix));
 }
 
 /**

@@ -5,7 +5,7 @@
  * runtime refuses is tried again until it lands; stop refuses new alarms and free
  * releases what is left.
  */
-#include "testutil.h"
+#include "tests/unit/testutil.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

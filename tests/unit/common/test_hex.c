@@ -1,5 +1,5 @@
 /* The hexadecimal decoder of common/: every char value, and bytes from two digits. */
-#include "testutil.h"
+#include "tests/unit/testutil.h"
 
 #include "common/hex.h"
 

@@ -3,7 +3,7 @@
  * prefixes and reloads, against real files in a temporary directory. Hashes are written as
  * `printf TOKEN | sha256sum` prints them, not computed by the code under test.
  */
-#include "testutil.h"
+#include "tests/unit/testutil.h"
 
 #include <string.h>
 #include <sys/stat.h>
@@ -61,8 +61,8 @@ static void lines_parse_into_entries(void **state)
 static void headers_are_checked_for_token_and_scope(void **state)
 {
     (void)state;
-    char dir[] = "/tmp/mutexd-auth-XXXXXX", path[64], err[256];
-    assert_non_null(mkdtemp(dir));
+    char dir[64], path[80], err[256];
+    mx_temp_dir(dir, "auth");
     snprintf(path, sizeof path, "%s/tokens", dir);
     write_file(path, "deployer " DEPLOY_HASH " read,write jobs/\nops " OPS_HASH " read,admin\n");
     struct auth *a = NULL;

@@ -2,7 +2,7 @@
  * The lease state machine with a fake clock: every behaviour docs/api.md lists for acquire,
  * renew, release, break, expiry, waiters, watches, metadata and fencing tokens.
  */
-#include "testutil.h"
+#include "tests/unit/testutil.h"
 
 #include <string.h>
 

@@ -5,7 +5,7 @@
  * (the write gate, a failed commit) changes nothing on disk, and a resource activated
  * again reads its lease back from the store.
  */
-#include "testutil.h"
+#include "tests/unit/testutil.h"
 
 #include <errno.h>
 #include <semaphore.h>
@@ -47,8 +47,7 @@ static struct fixture *open_fixture(uint64_t fail_commit)
 {
     struct fixture *f = calloc(1, sizeof *f);
     assert_non_null(f);
-    strcpy(f->dir, "/tmp/mutexd-actor-XXXXXX");
-    assert_non_null(mkdtemp(f->dir));
+    mx_temp_dir(f->dir, "actor");
     struct store_config sc = {.dir = f->dir,
                               .fault_commit_first = fail_commit,
                               .fault_commit_count = fail_commit ? 1 : 0};

@@ -1,7 +1,7 @@
 /* The dashboard's files (http/ui.c and the table generated from ui/): every file is there
  * under /ui/ with a type and a strong ETag, /ui/ is index.html, If-None-Match is read as
  * RFC 9110 says, and the security headers forbid what the contract forbids. */
-#include "testutil.h"
+#include "tests/unit/testutil.h"
 
 #include <string.h>
 

@@ -3,7 +3,7 @@
  * MUTEXD_TEST_BLOB_CONNECTION_STRING; without it every case fails (it must never pass by not
  * running). Each case works in a container of its own.
  */
-#include "testutil.h"
+#include "tests/unit/testutil.h"
 
 #include <string.h>
 #include <unistd.h>

@@ -1,7 +1,7 @@
 /* The service manager's notifications (server/notify.c) as systemd receives them: a unix
  * datagram socket named by NOTIFY_SOCKET, bound here. Times are given, not read, so each
  * case says exactly what is due when. Built only with libsystemd (MUTEXD_SYSTEMD). */
-#include "testutil.h"
+#include "tests/unit/testutil.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -23,8 +23,7 @@ struct mgr {
  * watchdog. */
 static void mgr_open(struct mgr *m, const char *watchdog_usec)
 {
-    snprintf(m->dir, sizeof m->dir, "/tmp/mutexd-notify-XXXXXX");
-    assert_non_null(mkdtemp(m->dir));
+    mx_temp_dir(m->dir, "notify");
     snprintf(m->path, sizeof m->path, "%s/notify", m->dir);
     m->fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     assert_true(m->fd >= 0);

@@ -2,7 +2,7 @@
  * The JSON writer of the HTTP answers (struct mx_jw): its text is what cJSON would print,
  * byte for byte, for every string byte, integers past 2^53, and nested objects and arrays.
  */
-#include "testutil.h"
+#include "tests/unit/testutil.h"
 
 #include <cjson/cJSON.h>
 #include <string.h>

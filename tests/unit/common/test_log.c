@@ -1,6 +1,6 @@
 /* logfmt lines: a value a client supplied can never start a line of its own, nor close
  * its quotes early. */
-#include "testutil.h"
+#include "tests/unit/testutil.h"
 
 #include <string.h>
 #include <unistd.h>

@@ -9,7 +9,7 @@
  * account key and is kept here as a constant, so the test does not check OpenSSL against
  * itself.
  */
-#include "testutil.h"
+#include "tests/unit/testutil.h"
 
 #include <arpa/inet.h>
 #include <locale.h>

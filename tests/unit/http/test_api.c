@@ -2,7 +2,7 @@
  * Routing, resource names, bodies and query parameters: every input rule of docs/api.md that
  * is decided before a request reaches an actor.
  */
-#include "testutil.h"
+#include "tests/unit/testutil.h"
 
 #include <string.h>
 

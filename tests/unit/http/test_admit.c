@@ -1,6 +1,6 @@
 /* Admission and framing (http/admit.c): each refusal from the headers alone, with its
  * status, code and field, and what must pass. */
-#include "testutil.h"
+#include "tests/unit/testutil.h"
 
 #include <string.h>
 

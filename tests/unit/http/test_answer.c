@@ -1,7 +1,7 @@
 /* Who answers a lease request (http/answer.c): every order of "the answer came" and the
  * handler's two steps, and the same raced on two threads; in each, exactly one side
  * answers, and a suspended connection is resumed exactly once. */
-#include "testutil.h"
+#include "tests/unit/testutil.h"
 
 #include <pthread.h>
 

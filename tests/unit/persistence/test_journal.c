@@ -2,7 +2,7 @@
  * The journal's line format: every kind of line round-trips, and malformed lines are
  * refused with a reason rather than half-read.
  */
-#include "testutil.h"
+#include "tests/unit/testutil.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -238,7 +238,7 @@ static void a_newer_format_is_refused(void **st)
 static void lines_of_the_first_release_decode(void **st)
 {
     (void)st;
-    const char *end = strstr(__FILE__, "unit/test_journal.c");
+    const char *end = strstr(__FILE__, "unit/persistence/test_journal.c");
     assert_non_null(end);
     const char *files[] = {"snapshot.jsonl", "journal.jsonl"};
     size_t puts = 0, dels = 0, heads = 0;

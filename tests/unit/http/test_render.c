@@ -3,7 +3,7 @@
  * specifies them. Bodies are parsed back with cJSON and checked field by field; 64-bit
  * numbers are checked in the text, where a double would have rounded them.
  */
-#include "testutil.h"
+#include "tests/unit/testutil.h"
 
 #include <cjson/cJSON.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 /* Prometheus text (common/prom.c): a labelled sample as the text format wants it. */
-#include "testutil.h"
+#include "tests/unit/testutil.h"
 
 #include <string.h>
 

@@ -4,7 +4,7 @@
  * and the blob names they rest on. Last, mirror_restore() against a loopback server that
  * answers listings as told: a listing that failed is never read as a container's content.
  */
-#include "testutil.h"
+#include "tests/unit/testutil.h"
 
 #include <arpa/inet.h>
 #include <inttypes.h>
@@ -574,8 +574,8 @@ static void fake_stop(struct fake *f)
  * err says why it failed. */
 static int restore_against(struct fake *f, char *err, size_t errlen)
 {
-    char dir[] = "/tmp/mx-mirror-plan-XXXXXX";
-    assert_non_null(mkdtemp(dir));
+    char dir[64];
+    mx_temp_dir(dir, "mirror-plan");
     struct store *s;
     struct store_config cfg = {.dir = dir};
     char why[256];
@@ -718,7 +718,7 @@ static void name_generation(void **st)
 
 static void fixture_text(const char *name, char *out, size_t cap, size_t *len)
 {
-    const char *end = strstr(__FILE__, "unit/test_mirror_plan.c");
+    const char *end = strstr(__FILE__, "unit/persistence/test_mirror_plan.c");
     assert_non_null(end);
     char path[1024];
     snprintf(path, sizeof path, "%.*sfixtures/v1/%s", (int)(end - __FILE__), __FILE__, name);

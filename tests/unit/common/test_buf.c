@@ -5,7 +5,7 @@
  * realloc is wrapped at link time (-Wl,--wrap=realloc, see CMakeLists.txt) so that a case can
  * make the next reallocations fail without exhausting the machine's memory.
  */
-#include "testutil.h"
+#include "tests/unit/testutil.h"
 
 #include <stdint.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 /* The change index, the ring of recent events and the waits (actors/events.c). */
-#include "testutil.h"
+#include "tests/unit/testutil.h"
 
 #include <pthread.h>
 #include <string.h>

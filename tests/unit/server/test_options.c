@@ -5,7 +5,7 @@
  * work. The option table is reached by including the file, as curl's unit tests reach
  * statics.
  */
-#include "testutil.h"
+#include "tests/unit/testutil.h"
 
 #include <getopt.h>
 #include <inttypes.h>

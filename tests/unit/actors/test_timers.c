@@ -2,7 +2,7 @@
  * The timer heap with a fake clock (ordering, ties, removal) and the timer thread with
  * the real one (fires in order, never early, disarm).
  */
-#include "testutil.h"
+#include "tests/unit/testutil.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

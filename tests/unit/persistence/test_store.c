@@ -4,7 +4,7 @@
  * in the container, so every wait that may depend on a shipped record must reach the hook,
  * in whichever batch it lands. Against a real SQLite file in a temporary directory.
  */
-#include "testutil.h"
+#include "tests/unit/testutil.h"
 
 #include <pthread.h>
 #include <semaphore.h>
@@ -106,8 +106,7 @@ static struct store_rec *rec(const char *name)
 
 static struct store *open_store(char *dir, struct hook *h, uint64_t fail_first)
 {
-    strcpy(dir, "/tmp/mutexd-store-XXXXXX");
-    assert_non_null(mkdtemp(dir));
+    mx_temp_dir(dir, "store");
     struct store_config cfg = {.dir = dir,
                                .ship = h ? ship : NULL, /* no hook: nothing shipped */
                                .ship_ctx = h,
@@ -219,8 +218,8 @@ static void a_failed_wait_does_not_reach_the_hook(void **state)
 static void a_failed_high_water_read_fails_the_open(void **state)
 {
     (void)state;
-    char dir[64] = "/tmp/mutexd-store-XXXXXX";
-    assert_non_null(mkdtemp(dir));
+    char dir[64];
+    mx_temp_dir(dir, "store");
     struct store_config cfg = {.dir = dir};
     struct store *s = NULL;
     char err[256];
@@ -350,8 +349,8 @@ static void a_failed_commit_rolls_back_and_the_next_succeeds(void **state)
 static void a_reopened_store_has_every_committed_row_and_mark(void **state)
 {
     (void)state;
-    char dir[64] = "/tmp/mutexd-store-XXXXXX";
-    assert_non_null(mkdtemp(dir));
+    char dir[64];
+    mx_temp_dir(dir, "store");
     struct store_config cfg = {.dir = dir};
     struct store *s = NULL;
     char err[256];
@@ -530,7 +529,7 @@ static void expect_lease(const struct store_lease *l, const char *id, const char
 static void fixture_path(char *out, size_t len, const char *name)
 {
     const char *file = __FILE__;
-    const char *end = strstr(file, "unit/test_store.c");
+    const char *end = strstr(file, "unit/persistence/test_store.c");
     assert_non_null(end);
     snprintf(out, len, "%.*sfixtures/v1/%s", (int)(end - file), file, name);
 }
@@ -565,8 +564,8 @@ static int64_t deadline_of(const struct seen *x, const char *name)
 static void a_store_of_the_first_release_is_migrated_whole(void **state)
 {
     (void)state;
-    char dir[64] = "/tmp/mutexd-store-XXXXXX", src[1024], cmd[1200];
-    assert_non_null(mkdtemp(dir));
+    char dir[64], src[1024], cmd[1200];
+    mx_temp_dir(dir, "store");
     fixture_path(src, sizeof src, "mutexd.db");
     snprintf(cmd, sizeof cmd, "cp '%s' %s/mutexd.db", src, dir);
     assert_int_equal(system(cmd), 0);
@@ -867,8 +866,8 @@ static void rearm_never_shortens_a_lease(void **state)
 static void one_renewal_of_a_thousand_holders_writes_one_lease(void **state)
 {
     (void)state;
-    char dir[64] = "/tmp/mutexd-store-XXXXXX";
-    assert_non_null(mkdtemp(dir));
+    char dir[64];
+    mx_temp_dir(dir, "store");
     struct store_config cfg = {.dir = dir};
     struct store *s = NULL;
     char err[256];

@@ -1,5 +1,5 @@
 /* Raw spans of values in valid JSON, and compaction. */
-#include "testutil.h"
+#include "tests/unit/testutil.h"
 
 #include <string.h>
 

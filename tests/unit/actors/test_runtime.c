@@ -3,7 +3,7 @@
  * delivered as messages, idle deactivation and its races, the mailbox and actor caps,
  * and shutdown completing every pending message.
  */
-#include "testutil.h"
+#include "tests/unit/testutil.h"
 
 #include <inttypes.h>
 #include <pthread.h>
