@@ -23,285 +23,19 @@
  * A held request whose role turns to HTTP_ROLE_SERVE comes back to be served here.
  * A connection is always suspended before its request is handed on, so an answer that
  * arrives at once finds it suspended (resuming before suspending is not allowed).
+ *
+ * Here: answers from actors and the forwarder, dispatch, the libmicrohttpd callbacks, start
+ * and stop. Steps 2 and 3 are in framing.c, queueing answers in respond.c, the pages
+ * (the dashboard, /v1/servers, /metrics) in pages.c; request.h holds struct hreq.
  */
-#include "http/server.h"
+#include "http/request.h"
 
-#include <inttypes.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <microhttpd.h>
-#include <pthread.h>
 #include <sched.h>
-#include <stdatomic.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-#include "actors/resource_actor.h"
-#include "common/clock.h"
-#include "common/container_of.h"
-#include "common/log.h"
-#include "http/admit.h"
-#include "http/answer.h"
-#include "http/api.h"
-#include "http/conns.h"
-#include "http/forward.h"
-#include "http/hangup.h"
-#include "http/listener.h"
-#include "http/render.h"
-#include "http/stats.h"
-#include "http/ui.h"
-#include "persistence/store.h"
-
-enum phase { PH_HEADERS, PH_BODY, PH_WAIT, PH_DONE };
-
-struct http {
-    struct http_config cfg;
-    struct MHD_Daemon *daemon;
-    struct hangup *hangup;
-    struct conns *conns;
-    int listen_fd;
-    char address[96];
-    bool check_host; /* refuse a Host that is neither loopback nor in cfg.allowed_hosts */
-    _Atomic bool draining;
-    _Atomic int dispatching; /* threads inside dispatch(): they may touch the runtime and store */
-    _Atomic uint64_t next_id;
-    struct http_stats stats;
-    char *tls_cert, *tls_key;
-    struct fwd *fwd;
-    _Atomic uint64_t serve_until_ns; /* see http_set_serve_until(); 0: no bound */
-    /* Once a role other than serve was set: requests keep their target as received, to be
-     * forwarded. Never goes back. */
-    _Atomic bool grouped;
-    /* Requests that may wait (wait_ms > 0: blocking acquires, watches), served here or
-     * forwarded: taken at dispatch, given back at completion, by libmicrohttpd's threads.
-     * At `max_waiting` one more is refused, so that they never take the connections the
-     * probes of /healthz need (a standby would take the group over from a live server). */
-    unsigned max_waiting; /* immutable */
-    _Atomic unsigned waiting;
-    _Atomic uint64_t waits_refused, spares_refused;
-};
-
-/*
- * One request on one connection. Threads, as struct rt_actor notes them:
- * - The connection's thread (libmicrohttpd calls a connection's handlers on one thread at
- *   a time) owns every field, but for what follows.
- * - Immutable once the headers are read, and read by other threads: `h`, `conn`, `id`,
- *   `fd`, `name`/`name_len` (the hang-up watcher; the actor asking client_alive()).
- * - `ra.rq`'s answer fields are written by the thread the answer comes on (an actor's
- *   turn, the store's writer, the mirror's thread) before answer_arrived(); the handler
- *   reads them only once the answer is its own (http/answer.h: answer_suspend() true, or
- *   the connection resumed). `list`'s items likewise, before on_list_done().
- * - `fwd` is the forwarder thread's from fwd_submit() until on_forwarded() resumes the
- *   connection; `forwarding` is set before fwd_submit() and read by the hang-up watcher.
- * - `watched` is cleared by on_forwarded() (the forwarder's thread) once it has unwatched,
- *   while the connection is suspended.
- * - `answer` is atomic: both sides (http/answer.h).
- */
-struct hreq {
-    struct ra_request ra; /* the lease request, when there is one */
-    struct http *h;
-    struct MHD_Connection *conn;
-    uint64_t start_ns;
-    uint64_t id;
-    enum phase phase;
-    enum api_route route;
-    bool head;      /* HEAD: no body is sent */
-    bool failed;    /* `err` is the answer */
-    bool watched;   /* registered for hang-up detection */
-    bool close;     /* close the connection after the answer */
-    bool too_large; /* the body went over the limit: 413 at its end */
-    bool counted;   /* counted in h->suspended until its answer is handled */
-    bool oom;
-    bool bad_path; /* a control character in the path, seen before it was decoded */
-    bool v1;       /* the path is under /v1: Mutexd-Served-By */
-    bool ui;       /* the path is the dashboard's: its security headers (http/ui.h) */
-    const struct ui_asset *asset; /* the dashboard's file asked for, or NULL */
-    bool ui_not_modified;         /* If-None-Match names the file's ETag: 304 */
-    bool ui_redirect;             /* GET /ui: sent to /ui/ */
-    bool forwarding;              /* handed to the forwarder: `fwd` holds its answer */
-    bool here;            /* serve here whatever the role (held, then the role became serve) */
-    bool wait_slot;       /* counted in h->waiting until completion */
-    struct answer answer; /* a lease request's answer against its connection's suspension */
-    char *target;         /* path and query as received, when the server is in a group */
-    struct fwd_req fwd;
-    size_t discarded;
-    int status; /* the status sent, for metrics */
-    int fd;
-    bool unauthorized; /* 401: add WWW-Authenticate */
-    struct auth_grant grant;
-    struct api_error err;
-    char *body; /* `small`, or a buffer grown as the body arrives, at most 64 KiB */
-    size_t body_len, body_cap;
-    char small[512];
-    struct ra_list *list;
-    uint64_t list_index;    /* the change index when the list was read */
-    struct api_query query; /* a GET's query (its strings are the connection's) */
-    /* A list watch or an events request held until a change (actors/events.h): `evw` is
-     * the log's from ev_wait_add() until its `done` or ev_wait_cancel(); `ev_held` is set
-     * before ev_wait_add() and cleared by the handler once resumed; `ev_gone` by the
-     * hang-up watcher when it took the wait back. */
-    struct ev_wait evw;
-    bool ev_held, ev_gone;
-    char name[MX_NAME_MAX + 1];
-    size_t name_len;
-    char rid[72];
-    char reason[API_MAX_REASON + 1];
-};
-
-/* ---- responses ------------------------------------------------------------------- */
-
-/* Queues `r` (the caller destroys its reference) with `status`; every answer under /ui/, an
- * error too, carries the dashboard's security headers. */
-static enum MHD_Result queue(struct hreq *q, int status, struct MHD_Response *r)
-{
-    if (q->ui)
-        for (const struct ui_header *u = ui_security_headers; u->name; u++)
-            MHD_add_response_header(r, u->name, u->value);
-    q->status = status;
-    q->phase = PH_DONE;
-    enum MHD_Result rc = MHD_queue_response(q->conn, (unsigned)status, r);
-    MHD_destroy_response(r);
-    return rc;
-}
-
-/* Queues `body` (taken; NULL means out of memory) with the contract's headers. */
-static enum MHD_Result send_body(struct hreq *q, int status, char *body, const char *type,
-                                 uint64_t retry_after_s, const char *allow)
-{
-    /* A JSON answer ends with a newline, as a line of text does: a shell prompt after
-     * `curl` then starts on a line of its own. */
-    if (body && strncmp(type, "application/json", 16) == 0) {
-        size_t len = strlen(body);
-        if (len == 0 || body[len - 1] != '\n') {
-            char *grown = realloc(body, len + 2);
-            if (!grown)
-                free(body);
-            else
-                memcpy(grown + len, "\n", 2);
-            body = grown;
-        }
-    }
-    if (!body) {
-        status = 503;
-        body = strdup("{\"error\":{\"code\":\"unavailable\",\"message\":\"out of memory\","
-                      "\"reason\":\"out of memory\"}}\n");
-        if (!body)
-            return MHD_NO;
-        retry_after_s = 1;
-        type = "application/json; charset=utf-8";
-    }
-    struct MHD_Response *r =
-        MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
-    if (!r) {
-        free(body);
-        return MHD_NO;
-    }
-    MHD_add_response_header(r, "Content-Type", type);
-    MHD_add_response_header(r, "X-Request-Id", q->rid);
-    MHD_add_response_header(r, "Cache-Control", "no-store");
-    if (retry_after_s) {
-        char ra[24];
-        snprintf(ra, sizeof ra, "%" PRIu64, retry_after_s);
-        MHD_add_response_header(r, "Retry-After", ra);
-    }
-    if (allow)
-        MHD_add_response_header(r, "Allow", allow);
-    if (q->unauthorized)
-        MHD_add_response_header(r, "WWW-Authenticate", "Bearer realm=\"mutexd\"");
-    /* Only the active names itself: a standby's own answers (a bad request, no active
-     * server) were not served by the active. */
-    if (q->v1 && q->h->cfg.served_by && fwd_role(q->h->fwd) == HTTP_ROLE_SERVE)
-        MHD_add_response_header(r, "Mutexd-Served-By", q->h->cfg.served_by);
-    if (q->close)
-        MHD_add_response_header(r, "Connection", "close");
-    return queue(q, status, r);
-}
-
-static enum MHD_Result send_render(struct hreq *q, const struct render *rd, const char *allow)
-{
-    return send_body(q, rd->status, rd->body, "application/json; charset=utf-8", rd->retry_after_s,
-                     allow);
-}
-
-static enum MHD_Result send_error(struct hreq *q, const struct api_error *e)
-{
-    struct render rd;
-    render_error(e, &rd);
-    return send_render(q, &rd, e->allow);
-}
-
-static enum MHD_Result send_unavailable(struct hreq *q, const char *reason)
-{
-    struct render rd;
-    render_unavailable(reason, 0, &rd);
-    return send_render(q, &rd, NULL);
-}
-
-/* The 503s with a reason of the contract (a server group's, or a server's bounds), and a
- * sentence for people. */
-static const struct {
-    const char *reason, *message;
-} unavailable_messages[] = {
-    {FWD_FENCED, "this server has just lost the blob container to another server and answers "
-                 "no requests until it has rejoined the group as a standby"},
-    {FWD_NO_ACTIVE, "no server of the group is active (a takeover is in progress): retry, here "
-                    "or on another server"},
-    {FWD_ACTIVE_LOST, "the connection to the active server was lost after the request may have "
-                      "reached it: retry (acquire with the same lease_id)"},
-    {FWD_BUSY, "this standby forwards no more waiting requests to the active at once: retry, or "
-               "send it to the active server"},
-    {HTTP_UNCONFIRMED, "this server cannot confirm with blob storage that it is still the active "
-                       "one, and answers nothing until it can: retry, here or on another server"},
-    {HTTP_TOO_MANY_WAITING, "this server holds as many waiting requests (blocking acquires, "
-                            "watches) as it takes at once: retry later"},
-    {HTTP_TOO_MANY_CONNECTIONS, "this server is at its connection limit, and serves only health "
-                                "checks on this connection: retry later"},
-};
-
-static enum MHD_Result send_group_unavailable(struct hreq *q, const char *reason)
-{
-    const char *msg = reason;
-    for (size_t i = 0; i < sizeof unavailable_messages / sizeof unavailable_messages[0]; i++)
-        if (strcmp(reason, unavailable_messages[i].reason) == 0)
-            msg = unavailable_messages[i].message;
-    struct render rd;
-    render_unavailable_message(reason, msg, 1, &rd);
-    return send_render(q, &rd, NULL);
-}
-
-/* The active's answer as it gave it: status, body, and the headers clients act on. */
-static enum MHD_Result send_relayed(struct hreq *q)
-{
-    struct fwd_req *f = &q->fwd;
-    char *body = f->answer;
-    size_t len = f->answer_len;
-    f->answer = NULL;
-    struct MHD_Response *r = MHD_create_response_from_buffer(
-        len, body ? body : (void *)"", body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
-    if (!r) {
-        free(body);
-        return MHD_NO;
-    }
-    for (int i = 0; i < FWD_NHEADERS; i++) {
-        const char *v = f->headers[i];
-        if (i == FWD_H_REQUEST_ID && !v)
-            v = q->rid;
-        if (v)
-            MHD_add_response_header(r, fwd_header_names[i], v);
-    }
-    MHD_add_response_header(r, "Cache-Control", "no-store");
-    if (q->close)
-        MHD_add_response_header(r, "Connection", "close");
-    q->status = f->status;
-    q->phase = PH_DONE;
-    enum MHD_Result rc = MHD_queue_response(q->conn, (unsigned)f->status, r);
-    MHD_destroy_response(r);
-    return rc;
-}
 
 /* ---- answers from actors --------------------------------------------------------- */
 
@@ -371,7 +105,7 @@ static void on_ev_done(struct ev_wait *w, bool changed)
     MHD_resume_connection(q->conn);
 }
 
-static void suspend(struct hreq *q)
+void http_i_suspend(struct hreq *q)
 {
     atomic_fetch_add(&q->h->stats.suspended, 1);
     q->counted = true;
@@ -380,7 +114,7 @@ static void suspend(struct hreq *q)
 
 /* A resumed connection whose client has gone is closed by libmicrohttpd without calling
  * the handler again: the completion callback settles the count then. */
-static void uncount(struct hreq *q)
+void http_i_uncount(struct hreq *q)
 {
     if (q->counted) {
         q->counted = false;
@@ -388,26 +122,24 @@ static void uncount(struct hreq *q)
     }
 }
 
-static enum MHD_Result dispatch(struct hreq *q);
-
 static enum MHD_Result answer_forwarded(struct hreq *q)
 {
     q->forwarding = false;
     switch (q->fwd.outcome) {
     case FWD_RELAYED:
-        return send_relayed(q);
+        return http_i_send_relayed(q);
     case FWD_SERVE_HERE:
         /* Held, and this server now serves: from the start, as a request just arrived. */
         q->here = true;
         res_req_clear(&q->ra.rq);
         memset(&q->ra, 0, sizeof q->ra);
-        return dispatch(q);
+        return http_i_dispatch(q);
     case FWD_REFUSED:
         if (strcmp(q->fwd.reason, FWD_SHUTTING_DOWN) == 0) {
             q->close = true;
-            return send_unavailable(q, "shutting down");
+            return http_i_send_unavailable(q, "shutting down");
         }
-        return send_group_unavailable(q, q->fwd.reason);
+        return http_i_send_group_unavailable(q, q->fwd.reason);
     case FWD_GONE:
         break;
     }
@@ -435,7 +167,7 @@ static const char *not_serving(struct hreq *q)
 
 static enum MHD_Result answer_resumed(struct hreq *q)
 {
-    uncount(q);
+    http_i_uncount(q);
     if (q->forwarding)
         return answer_forwarded(q);
     if (q->ev_held) {
@@ -447,11 +179,11 @@ static enum MHD_Result answer_resumed(struct hreq *q)
         }
         if (atomic_load(&q->h->draining)) {
             q->close = true;
-            return send_unavailable(q, "shutting down");
+            return http_i_send_unavailable(q, "shutting down");
         }
         const char *stale = not_serving(q);
         if (stale)
-            return send_group_unavailable(q, stale);
+            return http_i_send_group_unavailable(q, stale);
         return q->route == ROUTE_EVENTS ? answer_events(q) : start_list(q);
     }
     struct render rd;
@@ -461,10 +193,10 @@ static enum MHD_Result answer_resumed(struct hreq *q)
         for (size_t i = 0; i < l->n && !failed; i++)
             failed = l->items[i].req.rq.status == RES_ERR_UNAVAILABLE;
         if (failed)
-            return send_unavailable(q, l->store_error ? "the store could not be read"
-                                                      : "a resource could not be read");
+            return http_i_send_unavailable(q, l->store_error ? "the store could not be read"
+                                                             : "a resource could not be read");
         render_list(l, l->full && l->n ? l->items[l->n - 1].name : NULL, q->list_index, &rd);
-        return send_render(q, &rd, NULL);
+        return http_i_send_render(q, &rd, NULL);
     }
     if (q->ra.rq.status == RES_GONE) {
         q->status = 499; /* nobody to answer: close */
@@ -476,10 +208,10 @@ static enum MHD_Result answer_resumed(struct hreq *q)
     if (q->ra.rq.status == RES_OK_STATE || q->ra.rq.status == RES_ERR_HELD) {
         const char *stale = not_serving(q);
         if (stale)
-            return send_group_unavailable(q, stale);
+            return http_i_send_group_unavailable(q, stale);
     }
     render_answer(q->name, q->name_len, &q->ra.rq, &rd);
-    return send_render(q, &rd, NULL);
+    return http_i_send_render(q, &rd, NULL);
 }
 
 /* ---- dispatch -------------------------------------------------------------------- */
@@ -499,25 +231,22 @@ static enum MHD_Result query_param(void *cls, enum MHD_ValueKind kind, const cha
     return c->ok ? MHD_YES : MHD_NO;
 }
 
-static enum MHD_Result serve_metrics(struct hreq *q);
-static enum MHD_Result serve_servers(struct hreq *q);
-static enum MHD_Result serve_ui(struct hreq *q);
 static enum MHD_Result forward(struct hreq *q, uint64_t wait_ms);
 
 /* Answers a complete request: at once, or by handing it to the actors (the connection is
- * then suspended until the answer). Called only through dispatch(). */
+ * then suspended until the answer). Called only through http_i_dispatch(). */
 static enum MHD_Result serve_request(struct hreq *q);
 
 /* Everything that reaches into the runtime, the store or the forwarder from libmicrohttpd's
  * threads goes through here, so that http_quiesce() can wait for it to be over. */
-static enum MHD_Result dispatch(struct hreq *q)
+enum MHD_Result http_i_dispatch(struct hreq *q)
 {
     struct http *h = q->h;
     atomic_fetch_add(&h->dispatching, 1);
     enum MHD_Result rc;
     if (atomic_load(&h->draining)) {
         q->close = true;
-        rc = send_unavailable(q, "shutting down");
+        rc = http_i_send_unavailable(q, "shutting down");
     } else {
         rc = serve_request(q);
     }
@@ -531,18 +260,18 @@ static enum MHD_Result serve_request(struct hreq *q)
     if (q->too_large) {
         q->close = true;
         if (q->oom)
-            return send_unavailable(q, "out of memory");
+            return http_i_send_unavailable(q, "out of memory");
         api_fail(&q->err, 413, "body_too_large", NULL, "the body is over %d bytes", API_MAX_BODY);
-        return send_error(q, &q->err);
+        return http_i_send_error(q, &q->err);
     }
     if (q->failed)
-        return send_error(q, &q->err);
+        return http_i_send_error(q, &q->err);
 
     switch (q->route) {
     case ROUTE_HEALTHZ: {
         struct render rd;
         render_status(200, "ok", NULL, NULL, &rd);
-        return send_render(q, &rd, NULL);
+        return http_i_send_render(q, &rd, NULL);
     }
     case ROUTE_READYZ: {
         char why[256] = "";
@@ -552,12 +281,12 @@ static enum MHD_Result serve_request(struct hreq *q)
         render_status(ready ? 200 : 503, ready ? "ready" : "unavailable", ready ? NULL : why,
                       details.oom ? NULL : details.p, &rd);
         mx_buf_free(&details);
-        return send_render(q, &rd, NULL);
+        return http_i_send_render(q, &rd, NULL);
     }
     case ROUTE_METRICS:
-        return serve_metrics(q);
+        return http_i_serve_metrics(q);
     case ROUTE_UI:
-        return serve_ui(q);
+        return http_i_serve_ui(q);
     default:
         break;
     }
@@ -568,21 +297,21 @@ static enum MHD_Result serve_request(struct hreq *q)
     if (get) {
         MHD_get_connection_values(q->conn, MHD_GET_ARGUMENT_KIND, query_param, &qc);
         if (!qc.ok)
-            return send_error(q, &q->err);
+            return http_i_send_error(q, &q->err);
         q->query = qc.query;
     } else if (!api_decode_body(q->route, q->body, q->body_len, h->cfg.lim, &q->ra.rq, q->reason,
                                 sizeof q->reason, &q->err)) {
-        return send_error(q, &q->err);
+        return http_i_send_error(q, &q->err);
     }
     if (q->route == ROUTE_SERVERS)
-        return serve_servers(q); /* every role answers it itself */
+        return http_i_serve_servers(q); /* every role answers it itself */
     if (q->route == ROUTE_WHOAMI) {
         struct render rd; /* every role answers it itself */
         render_whoami(h->cfg.auth ? q->grant.name : NULL,
                       h->cfg.auth ? q->grant.scopes
                                   : AUTH_READ | AUTH_WRITE | AUTH_ADMIN | AUTH_METRICS,
                       &rd);
-        return send_render(q, &rd, NULL);
+        return http_i_send_render(q, &rd, NULL);
     }
     if (q->route == ROUTE_GET)
         api_query_finish(q->route, &qc.query, h->cfg.lim, &q->ra.rq);
@@ -594,7 +323,7 @@ static enum MHD_Result serve_request(struct hreq *q)
                      "the token '%s' is limited to resources under '%s': %s with that prefix",
                      q->grant.name, q->grant.prefix,
                      q->route == ROUTE_LIST ? "list" : "read the events");
-            return send_error(q, &q->err);
+            return http_i_send_error(q, &q->err);
         }
     }
     uint64_t held_ms = 0; /* how long a list watch or an events request may be held */
@@ -605,13 +334,13 @@ static enum MHD_Result serve_request(struct hreq *q)
     /* Every check of this server passed: a standby hands it on, a fenced server refuses. */
     enum http_role role = q->here ? HTTP_ROLE_SERVE : fwd_role(h->fwd);
     if (role == HTTP_ROLE_FENCED)
-        return send_group_unavailable(q, FWD_FENCED);
+        return http_i_send_group_unavailable(q, FWD_FENCED);
     uint64_t wait_ms = q->ra.rq.wait_ms > held_ms ? q->ra.rq.wait_ms : held_ms;
     if (wait_ms > 0 && !q->wait_slot) {
         if (atomic_fetch_add(&h->waiting, 1) >= h->max_waiting) {
             atomic_fetch_sub(&h->waiting, 1);
             atomic_fetch_add(&h->waits_refused, 1);
-            return send_group_unavailable(q, HTTP_TOO_MANY_WAITING);
+            return http_i_send_group_unavailable(q, HTTP_TOO_MANY_WAITING);
         }
         q->wait_slot = true;
     }
@@ -619,7 +348,7 @@ static enum MHD_Result serve_request(struct hreq *q)
         return forward(q, wait_ms);
     uint64_t until = atomic_load_explicit(&h->serve_until_ns, memory_order_relaxed);
     if (until && mx_mono_ns() > until)
-        return send_group_unavailable(q, HTTP_UNCONFIRMED);
+        return http_i_send_group_unavailable(q, HTTP_UNCONFIRMED);
 
     if ((q->route == ROUTE_LIST || q->route == ROUTE_EVENTS) && held_ms > 0 && h->cfg.events) {
         /* Held until a change under the prefix after the index given, or held_ms. */
@@ -631,7 +360,7 @@ static enum MHD_Result serve_request(struct hreq *q)
         memcpy(q->evw.prefix, prefix, q->evw.prefix_len);
         q->phase = PH_WAIT;
         q->ev_held = true;
-        suspend(q);
+        http_i_suspend(q);
         if (hangup_watch(h->hangup, q->fd, q->id, q) == 0)
             q->watched = true;
         if (!ev_wait_add(h->cfg.events, &q->evw)) {
@@ -684,7 +413,7 @@ static enum MHD_Result serve_request(struct hreq *q)
     }
     if (answer_suspend(&q->answer))
         return answer_resumed(q); /* answered during the send */
-    suspend(q);
+    http_i_suspend(q);
     if (answer_suspended(&q->answer))
         MHD_resume_connection(q->conn); /* answered while suspending */
     return MHD_YES;
@@ -699,7 +428,7 @@ static enum MHD_Result start_list(struct hreq *q)
      * this index misses no change the list did not show. */
     q->list_index = h->cfg.events ? ev_durable_index(h->cfg.events) : 0;
     q->phase = PH_WAIT;
-    suspend(q);
+    http_i_suspend(q);
     q->list = ra_list_start(h->cfg.rt, h->cfg.store, q->query.prefix, q->query.cursor, limit,
                             on_list_done, q);
     if (!q->list) {
@@ -718,10 +447,10 @@ static enum MHD_Result answer_events(struct hreq *q)
     size_t limit = q->query.has_limit ? (size_t)q->query.limit : API_DEFAULT_LIMIT;
     const char *prefix = q->query.prefix ? q->query.prefix : "";
     if (!h->cfg.events)
-        return send_unavailable(q, "events are not kept by this server");
+        return http_i_send_unavailable(q, "events are not kept by this server");
     struct ev_event *ev = calloc(limit, sizeof *ev);
     if (!ev)
-        return send_unavailable(q, "out of memory");
+        return http_i_send_unavailable(q, "out of memory");
     uint64_t next = 0;
     bool truncated = false;
     size_t n = ev_read(h->cfg.events, q->query.index, prefix, strlen(prefix), ev, limit, &next,
@@ -731,61 +460,7 @@ static enum MHD_Result answer_events(struct hreq *q)
     for (size_t i = 0; i < n; i++)
         ev_event_clear(&ev[i]);
     free(ev);
-    return send_render(q, &rd, NULL);
-}
-
-/* GET /ui/...: a file of the dashboard, from the binary (no copy: the table is constant);
- * /ui itself is sent to /ui/, where the page's relative links resolve. */
-static enum MHD_Result serve_ui(struct hreq *q)
-{
-    const struct ui_asset *a = q->asset;
-    bool redirect = q->ui_redirect;
-    if (!q->h->cfg.ui || (!a && !redirect)) {
-        api_fail(&q->err, 404, "not_found", NULL,
-                 q->h->cfg.ui ? "no such file of the dashboard"
-                              : "the dashboard is turned off (--ui off)");
-        return send_error(q, &q->err);
-    }
-    int status = redirect ? 301 : q->ui_not_modified ? 304 : 200;
-    size_t len = status == 200 ? a->len : 0;
-    struct MHD_Response *r = MHD_create_response_from_buffer(
-        len, len ? (void *)a->data : (void *)"", MHD_RESPMEM_PERSISTENT);
-    if (!r)
-        return MHD_NO;
-    MHD_add_response_header(r, "X-Request-Id", q->rid);
-    if (redirect) {
-        MHD_add_response_header(r, "Location", "/ui/");
-        MHD_add_response_header(r, "Cache-Control", "no-store");
-    } else {
-        if (status == 200)
-            MHD_add_response_header(r, "Content-Type", a->type);
-        MHD_add_response_header(r, "ETag", a->etag);
-        /* Kept, but asked about again each time: a new binary serves new files at once. */
-        MHD_add_response_header(r, "Cache-Control", "no-cache");
-    }
-    return queue(q, status, r);
-}
-
-/* GET /v1/servers: the group as the callback renders it. A server without a group (no
- * --ha) answers 200 too, naming itself alone: a 404 would be an error in every browser's
- * console, on every page of the dashboard. */
-static enum MHD_Result serve_servers(struct hreq *q)
-{
-    struct http *h = q->h;
-    if (!h->cfg.servers)
-        return send_body(q, 200,
-                         strdup("{\"self\":{\"url\":null,\"role\":\"alone\"},\"active\":null,"
-                                "\"servers\":[]}"),
-                         "application/json; charset=utf-8", 0, NULL);
-    struct mx_buf b = {0};
-    int rc = h->cfg.servers(h->cfg.ctx, &b);
-    char *body = mx_buf_take(&b);
-    if (rc != 0 || !body) {
-        free(body);
-        return send_unavailable(q, rc != 0 ? "the server group cannot be described now"
-                                           : "out of memory");
-    }
-    return send_body(q, 200, body, "application/json; charset=utf-8", 0, NULL);
+    return http_i_send_render(q, &rd, NULL);
 }
 
 /* Hands a checked request to the forwarder; the connection waits for its answer. */
@@ -793,7 +468,7 @@ static enum MHD_Result forward(struct hreq *q, uint64_t wait_ms)
 {
     struct http *h = q->h;
     if (!q->target) /* arrived before the first role change: its target was not kept */
-        return send_group_unavailable(q, FWD_NO_ACTIVE);
+        return http_i_send_group_unavailable(q, FWD_NO_ACTIVE);
     bool post = q->route == ROUTE_ACQUIRE || q->route == ROUTE_RENEW || q->route == ROUTE_RELEASE ||
                 q->route == ROUTE_BREAK;
     struct fwd_req *f = &q->fwd;
@@ -813,7 +488,7 @@ static enum MHD_Result forward(struct hreq *q, uint64_t wait_ms)
     f->done = on_forwarded;
     q->forwarding = true;
     q->phase = PH_WAIT;
-    suspend(q);
+    http_i_suspend(q);
     if (wait_ms > 0 && hangup_watch(h->hangup, q->fd, q->id, q) == 0)
         q->watched = true;
     if (fwd_submit(h->fwd, f) != 0) {
@@ -826,7 +501,7 @@ static enum MHD_Result forward(struct hreq *q, uint64_t wait_ms)
 
 /* ---- libmicrohttpd callbacks ----------------------------------------------------- */
 
-static void new_request_id(struct http *h, char *out, size_t len)
+void http_i_new_request_id(struct http *h, char *out, size_t len)
 {
     static _Thread_local uint64_t state;
     if (state == 0 && getrandom(&state, sizeof state, 0) != sizeof state)
@@ -838,7 +513,7 @@ static void new_request_id(struct http *h, char *out, size_t len)
     snprintf(out, len, "%016" PRIx64, (uint64_t)(state * 2685821657736338717ull));
 }
 
-static bool valid_request_id(const char *s)
+bool http_i_valid_request_id(const char *s)
 {
     size_t n = strlen(s);
     if (n == 0 || n > 64)
@@ -850,8 +525,6 @@ static bool valid_request_id(const char *s)
             return false;
     return true;
 }
-
-static struct conn *conn_of(struct MHD_Connection *conn);
 
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 {
@@ -873,11 +546,11 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
     q->body = q->small;
     q->body_cap = sizeof q->small;
     atomic_fetch_add(&h->stats.in_flight, 1);
-    conns_request_begins(h->conns, conn_of(conn));
+    conns_request_begins(h->conns, http_i_conn_of(conn));
     return q;
 }
 
-static struct conn *conn_of(struct MHD_Connection *conn)
+struct conn *http_i_conn_of(struct MHD_Connection *conn)
 {
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
@@ -899,7 +572,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
 }
 
 /* The scope each route needs; 0: open to all. */
-static unsigned route_scope(enum api_route r)
+unsigned http_i_route_scope(enum api_route r)
 {
     switch (r) {
     case ROUTE_ACQUIRE:
@@ -922,10 +595,10 @@ static unsigned route_scope(enum api_route r)
 
 /* With authorization on: a valid bearer token with the route's scope, and for a resource,
  * within the token's prefix. A failure becomes the request's answer. */
-static void authorize(struct hreq *q)
+void http_i_authorize(struct hreq *q)
 {
     struct http *h = q->h;
-    unsigned scope = route_scope(q->route);
+    unsigned scope = http_i_route_scope(q->route);
     if (!h->cfg.auth || (!scope && q->route != ROUTE_WHOAMI))
         return; /* whoami: any valid token, no scope */
     const char *hdr = MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, "Authorization");
@@ -950,170 +623,6 @@ static void authorize(struct hreq *q)
     }
 }
 
-/* ---- request framing and admission ------------------------------------------------ */
-
-/* The headers admission decides on (http/admit.h), as libmicrohttpd parsed them. */
-static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const char *key,
-                                    const char *value)
-{
-    (void)kind;
-    (void)value;
-    admit_count(cls, key);
-    return MHD_YES;
-}
-
-static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const char *key,
-                                   const char *value)
-{
-    (void)kind;
-    return admit_scan_next(cls, key, value) ? MHD_YES : MHD_NO;
-}
-
-static void read_headers(struct hreq *q, const char *method, const char *version,
-                         struct admit_headers *ah)
-{
-    memset(ah, 0, sizeof *ah);
-    ah->http10 = strcmp(version, MHD_HTTP_VERSION_1_0) == 0;
-    ah->https = q->h->cfg.tls_cert_file && q->h->cfg.tls_key_file;
-    ah->origin = MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, "Origin");
-    ah->host = MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, "Host");
-    ah->content_length = MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, "Content-Length");
-    ah->transfer_encoding =
-        MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, "Transfer-Encoding");
-    ah->content_type = MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, "Content-Type");
-    MHD_get_connection_values(q->conn, MHD_HEADER_KIND, count_header, ah);
-    /* The head as received, from the method on: see admit_scan. */
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(q->conn, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
-    if (ci) {
-        struct admit_scan sc = {.head = method, .end = method + ci->header_size};
-        MHD_get_connection_values(q->conn, MHD_HEADER_KIND, scan_header, &sc);
-        ah->nul_header = admit_scan_end(&sc);
-    }
-}
-
-static enum MHD_Result on_headers(struct hreq *q, const char *url, const char *method,
-                                  const char *version)
-{
-    struct http *h = q->h;
-    const char *rid = MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, "X-Request-Id");
-    if (rid && valid_request_id(rid))
-        snprintf(q->rid, sizeof q->rid, "%s", rid);
-    else
-        new_request_id(h, q->rid, sizeof q->rid);
-    q->head = strcmp(method, "HEAD") == 0;
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(q->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-    q->fd = ci ? ci->connect_fd : -1;
-
-    struct admit_headers ah;
-    read_headers(q, method, version, &ah);
-    if (!admit_framing(&ah, &q->err)) {
-        q->close = true; /* where this request ends is in doubt: nothing after it is read */
-        return send_error(q, &q->err);
-    }
-    const char *name;
-    if (q->bad_path) {
-        q->failed = true;
-        api_path_refused(&q->err);
-    } else if (!api_route(method, url, &q->route, &name, &q->name_len, &q->err)) {
-        q->failed = true;
-    } else {
-        if (name) {
-            memcpy(q->name, name, q->name_len);
-            q->name[q->name_len] = '\0';
-        }
-        if (q->route == ROUTE_UI) {
-            q->ui_redirect = strcmp(url, "/ui") == 0;
-            q->asset = ui_find(url);
-            const char *inm =
-                MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, "If-None-Match");
-            q->ui_not_modified = inm && q->asset && ui_etag_matches(inm, q->asset->etag);
-        }
-        /* The dashboard's files are public and change nothing, and a browser may send an
-         * Origin for a module script of the page itself: only their Host is checked. */
-        struct admit_headers oh = ah;
-        if (q->route == ROUTE_UI)
-            oh.origin = NULL;
-        if (!admit_origin_host(&oh, h->cfg.allowed_origins, h->cfg.allowed_hosts, h->check_host,
-                               &q->err))
-            q->failed = true;
-        else
-            authorize(q);
-    }
-
-    /* A connection beyond the limit is kept for health checks: anything else is refused
-     * and the connection closed, which gives the spare back. */
-    if (q->route != ROUTE_HEALTHZ && q->route != ROUTE_READYZ && conns_spare(conn_of(q->conn))) {
-        atomic_fetch_add(&h->spares_refused, 1);
-        q->close = true;
-        return send_group_unavailable(q, HTTP_TOO_MANY_CONNECTIONS);
-    }
-
-    /* Answers that need no body are sent before it is read; the connection then closes,
-     * which is what a client sending 64 KiB too much deserves. */
-    bool json_route = q->route == ROUTE_ACQUIRE || q->route == ROUTE_RENEW ||
-                      q->route == ROUTE_RELEASE || q->route == ROUTE_BREAK;
-    bool has_body;
-    struct api_error be;
-    bool body_ok = admit_body(&ah, json_route, &has_body, &be);
-    if (!body_ok && be.status == 413) {
-        q->close = true;
-        q->err = be;
-        return send_error(q, &q->err);
-    }
-    if (q->failed && has_body) {
-        /* Refused already (400, 401, 403, 404, 405): its body would only cost memory and
-         * hold the connection. (Without a body the answer comes at the final call, which
-         * follows at once, and the connection stays open: an answer queued now closes it.) */
-        q->close = true;
-        return send_error(q, &q->err);
-    }
-    if (!body_ok && !q->failed) { /* 415 */
-        q->close = true;
-        q->err = be;
-        return send_error(q, &q->err);
-    }
-    q->phase = PH_BODY;
-    return MHD_YES;
-}
-
-/* A body over the limit is read and thrown away (libmicrohttpd cannot answer in the
- * middle of a body) and answered 413 at its end, unless it goes on for more than this,
- * when the connection is simply closed. */
-#define DISCARD_MAX (1024 * 1024)
-
-static enum MHD_Result on_body(struct hreq *q, const char *data, size_t len)
-{
-    if (q->too_large || q->body_len + len > API_MAX_BODY) {
-        q->too_large = true;
-        q->discarded += len;
-        return q->discarded > DISCARD_MAX ? MHD_NO : MHD_YES;
-    }
-    if (q->body_len + len > q->body_cap) {
-        /* Most bodies fit the request's own buffer; a larger one doubles as it arrives, so
-         * that a client announcing 64 KiB and sending little costs little. */
-        size_t cap = q->body_cap * 2;
-        while (cap < q->body_len + len)
-            cap *= 2;
-        if (cap > API_MAX_BODY)
-            cap = API_MAX_BODY;
-        char *big = q->body == q->small ? malloc(cap) : realloc(q->body, cap);
-        if (!big) {
-            q->too_large = true; /* answered 503 at the end */
-            q->oom = true;
-            return MHD_YES;
-        }
-        if (q->body == q->small)
-            memcpy(big, q->small, q->body_len);
-        q->body = big;
-        q->body_cap = cap;
-    }
-    memcpy(q->body + q->body_len, data, len);
-    q->body_len += len;
-    return MHD_YES;
-}
-
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **con_cls)
@@ -1124,19 +633,19 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return MHD_NO; /* out of memory in on_uri: close */
     switch (q->phase) {
     case PH_HEADERS: {
-        enum MHD_Result rc = on_headers(q, url, method, version);
+        enum MHD_Result rc = http_i_on_headers(q, url, method, version);
         if (q->phase == PH_DONE) /* answered at once: no deadline while it is sent */
-            conns_request_received(q->h->conns, conn_of(conn));
+            conns_request_received(q->h->conns, http_i_conn_of(conn));
         return rc;
     }
     case PH_BODY:
         if (*upload_data_size > 0) {
             size_t n = *upload_data_size;
             *upload_data_size = 0;
-            return on_body(q, upload_data, n);
+            return http_i_on_body(q, upload_data, n);
         }
-        conns_request_received(q->h->conns, conn_of(conn));
-        return dispatch(q);
+        conns_request_received(q->h->conns, http_i_conn_of(conn));
+        return http_i_dispatch(q);
     case PH_WAIT:
         return answer_resumed(q);
     case PH_DONE:
@@ -1156,8 +665,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (!q)
         return;
     *con_cls = NULL;
-    conns_request_ends(h->conns, conn_of(conn));
-    uncount(q);
+    conns_request_ends(h->conns, http_i_conn_of(conn));
+    http_i_uncount(q);
     if (q->wait_slot)
         atomic_fetch_sub(&h->waiting, 1);
     int status = q->status ? q->status : 499;
@@ -1182,44 +691,6 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
     vsnprintf(msg, sizeof msg, fmt, ap);
     msg[strcspn(msg, "\n")] = '\0';
     mx_debug("http", "detail=%s", mx_log_quote(quoted, sizeof quoted, msg));
-}
-
-/* ---- metrics --------------------------------------------------------------------- */
-
-static enum MHD_Result serve_metrics(struct hreq *q)
-{
-    struct http *h = q->h;
-    struct mx_buf b = {0};
-    http_stats_write(&h->stats, &b);
-    /* The tracker's count: libmicrohttpd's own, asked of a connection's daemon, is that
-     * one thread's connections. */
-    prom_gauge(&b, "mutexd_http_connections", "Open HTTP connections.", conns_open(h->conns));
-    prom_counter(&b, "mutexd_http_connections_reaped_total",
-                 "Connections closed for staying too long between requests or on sending one, or "
-                 "to make room.",
-                 conns_reaped(h->conns));
-    prom_gauge(&b, "mutexd_http_waiting_requests",
-               "Requests that may wait (blocking acquires, watches) held or forwarded now.",
-               atomic_load(&h->waiting));
-    prom_counter(&b, "mutexd_http_waits_refused_total",
-                 "Requests that may wait answered 503 too_many_waiting_requests: as many were "
-                 "held already as the server takes.",
-                 atomic_load(&h->waits_refused));
-    prom_counter(&b, "mutexd_http_spare_connection_refusals_total",
-                 "Requests other than health checks answered 503 too_many_connections on a "
-                 "connection kept beyond --max-connections for health checks.",
-                 atomic_load(&h->spares_refused));
-    if (h->cfg.auth)
-        auth_metrics(h->cfg.auth, &b);
-    fwd_metrics(h->fwd, &b);
-    if (h->cfg.metrics)
-        h->cfg.metrics(h->cfg.ctx, &b);
-    if (b.oom) {
-        free(b.p);
-        return send_unavailable(q, "out of memory");
-    }
-    return send_body(q, 200, b.p ? b.p : strdup(""), "text/plain; version=0.0.4; charset=utf-8", 0,
-                     NULL);
 }
 
 /* ---- start and stop -------------------------------------------------------------- */
@@ -1325,7 +796,7 @@ int http_start(struct http **out, const struct http_config *cfg, char *err, size
     /* Whatever way they come, directly or from a standby, waiting requests take at most
      * three quarters of the connections: the rest stays for the requests that are answered
      * at once. And libmicrohttpd takes conns_spares() connections more, on which only
-     * /healthz and /readyz are served (see on_headers()): the probes of the standbys get in
+     * /healthz and /readyz are served (see http_i_on_headers()): the probes of the standbys get in
      * even when every other connection is taken. */
     h->max_waiting = max_conn * 3 / 4;
     if (fwd_start(&h->fwd, cfg->forward_timeout_ms, max_parked, err, errlen) != 0)
@@ -1396,7 +867,7 @@ const char *http_address(const struct http *h)
 
 void http_quiesce(struct http *h)
 {
-    /* seq_cst with dispatch(): a thread that missed the flag is counted, and we wait. */
+    /* seq_cst with http_i_dispatch(): a thread that missed the flag is counted, and we wait. */
     atomic_store(&h->draining, true);
     while (atomic_load(&h->dispatching) > 0)
         sched_yield();
@@ -1408,7 +879,7 @@ void http_quiesce(struct http *h)
         ev_flush(h->cfg.events); /* list watches and events requests: answered 503 */
     /* No MHD_quiesce_daemon(): it takes the listen socket out of the pool threads' epoll
      * sets from this thread, racing with those threads' own handling of it. Connections
-     * still arrive until http_stop(); dispatch() answers them 503 with Connection: close. */
+     * still arrive until http_stop(); http_i_dispatch() answers them 503 with Connection: close. */
 }
 
 void http_stop(struct http *h)

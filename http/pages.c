@@ -1,0 +1,96 @@
+/*
+ * The answers that are pages rather than lease requests (see request.h): the dashboard's
+ * files, GET /v1/servers, and /metrics.
+ */
+#include "http/request.h"
+
+/* GET /ui/...: a file of the dashboard, from the binary (no copy: the table is constant);
+ * /ui itself is sent to /ui/, where the page's relative links resolve. */
+enum MHD_Result http_i_serve_ui(struct hreq *q)
+{
+    const struct ui_asset *a = q->asset;
+    bool redirect = q->ui_redirect;
+    if (!q->h->cfg.ui || (!a && !redirect)) {
+        api_fail(&q->err, 404, "not_found", NULL,
+                 q->h->cfg.ui ? "no such file of the dashboard"
+                              : "the dashboard is turned off (--ui off)");
+        return http_i_send_error(q, &q->err);
+    }
+    int status = redirect ? 301 : q->ui_not_modified ? 304 : 200;
+    size_t len = status == 200 ? a->len : 0;
+    struct MHD_Response *r = MHD_create_response_from_buffer(
+        len, len ? (void *)a->data : (void *)"", MHD_RESPMEM_PERSISTENT);
+    if (!r)
+        return MHD_NO;
+    MHD_add_response_header(r, "X-Request-Id", q->rid);
+    if (redirect) {
+        MHD_add_response_header(r, "Location", "/ui/");
+        MHD_add_response_header(r, "Cache-Control", "no-store");
+    } else {
+        if (status == 200)
+            MHD_add_response_header(r, "Content-Type", a->type);
+        MHD_add_response_header(r, "ETag", a->etag);
+        /* Kept, but asked about again each time: a new binary serves new files at once. */
+        MHD_add_response_header(r, "Cache-Control", "no-cache");
+    }
+    return http_i_queue(q, status, r);
+}
+
+/* GET /v1/servers: the group as the callback renders it. A server without a group (no
+ * --ha) answers 200 too, naming itself alone: a 404 would be an error in every browser's
+ * console, on every page of the dashboard. */
+enum MHD_Result http_i_serve_servers(struct hreq *q)
+{
+    struct http *h = q->h;
+    if (!h->cfg.servers)
+        return http_i_send_body(
+            q, 200,
+            strdup("{\"self\":{\"url\":null,\"role\":\"alone\"},\"active\":null,"
+                   "\"servers\":[]}"),
+            "application/json; charset=utf-8", 0, NULL);
+    struct mx_buf b = {0};
+    int rc = h->cfg.servers(h->cfg.ctx, &b);
+    char *body = mx_buf_take(&b);
+    if (rc != 0 || !body) {
+        free(body);
+        return http_i_send_unavailable(q, rc != 0 ? "the server group cannot be described now"
+                                                  : "out of memory");
+    }
+    return http_i_send_body(q, 200, body, "application/json; charset=utf-8", 0, NULL);
+}
+
+enum MHD_Result http_i_serve_metrics(struct hreq *q)
+{
+    struct http *h = q->h;
+    struct mx_buf b = {0};
+    http_stats_write(&h->stats, &b);
+    /* The tracker's count: libmicrohttpd's own, asked of a connection's daemon, is that
+     * one thread's connections. */
+    prom_gauge(&b, "mutexd_http_connections", "Open HTTP connections.", conns_open(h->conns));
+    prom_counter(&b, "mutexd_http_connections_reaped_total",
+                 "Connections closed for staying too long between requests or on sending one, or "
+                 "to make room.",
+                 conns_reaped(h->conns));
+    prom_gauge(&b, "mutexd_http_waiting_requests",
+               "Requests that may wait (blocking acquires, watches) held or forwarded now.",
+               atomic_load(&h->waiting));
+    prom_counter(&b, "mutexd_http_waits_refused_total",
+                 "Requests that may wait answered 503 too_many_waiting_requests: as many were "
+                 "held already as the server takes.",
+                 atomic_load(&h->waits_refused));
+    prom_counter(&b, "mutexd_http_spare_connection_refusals_total",
+                 "Requests other than health checks answered 503 too_many_connections on a "
+                 "connection kept beyond --max-connections for health checks.",
+                 atomic_load(&h->spares_refused));
+    if (h->cfg.auth)
+        auth_metrics(h->cfg.auth, &b);
+    fwd_metrics(h->fwd, &b);
+    if (h->cfg.metrics)
+        h->cfg.metrics(h->cfg.ctx, &b);
+    if (b.oom) {
+        free(b.p);
+        return http_i_send_unavailable(q, "out of memory");
+    }
+    return http_i_send_body(q, 200, b.p ? b.p : strdup(""),
+                            "text/plain; version=0.0.4; charset=utf-8", 0, NULL);
+}
