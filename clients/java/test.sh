@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The Java client's checks: javac (with every lint warning an error) and jar of the client,
-# and its tests against real servers, in one JVM.
+# the example worker's (clients/examples/java/leader), and the tests of both against real
+# servers, in one JVM.
 # JDK 17, nothing downloaded (no Maven: pom.xml is for users and not built here).
 #
 #   MUTEXD_BIN=build/mutexd clients/java/test.sh [TEST-NAME-PART...]
@@ -34,9 +35,12 @@ mkdir -p "$work/tmp"
 echo "== clients/java: javac, jar" >&2
 "$root/clients/java/build.sh" "$work/mutexd-client.jar" "$work/classes"
 
-echo "== clients/java: the tests, against real servers" >&2
+echo "== clients/examples/java/leader: javac, jar" >&2
+"$root/clients/examples/java/leader/build.sh" "$work/leader.jar"
+
+echo "== clients/java: the tests, against real servers (the example worker's too)" >&2
 javac -Xlint:all -Werror --release 17 -cp "$work/mutexd-client.jar" -d "$work/test-classes" \
     $(find "$root/clients/java/test" -name '*.java')
-java -Djava.io.tmpdir="$work/tmp" -Dmutexd.root="$root" \
+java -Djava.io.tmpdir="$work/tmp" -Dmutexd.root="$root" -Dmutexd.leader.jar="$work/leader.jar" \
     -cp "$work/mutexd-client.jar:$work/test-classes" io.mutexd.TestRunner "$@"
 

@@ -224,15 +224,28 @@ public final class Client implements AutoCloseable {
 
     /** {@code <host name>:<pid>}, the owner sent when none is given. */
     public static String defaultOwner() {
-        String host = System.getenv("HOSTNAME");
-        if (host == null || host.isEmpty()) {
-            try {
-                host = InetAddress.getLocalHost().getHostName();
-            } catch (IOException e) {
-                host = "localhost";
+        return hostName() + ":" + ProcessHandle.current().pid();
+    }
+
+    /** The machine's host name (in a container, the container's), as the kernel has it. */
+    public static String hostName() {
+        try {
+            String h = Files.readString(Path.of("/proc/sys/kernel/hostname"), StandardCharsets.UTF_8).trim();
+            if (!h.isEmpty()) {
+                return h;
             }
+        } catch (IOException | RuntimeException e) {
+            // not Linux: asked otherwise
         }
-        return host + ":" + ProcessHandle.current().pid();
+        String h = System.getenv("HOSTNAME");
+        if (h != null && !h.isEmpty()) {
+            return h;
+        }
+        try {
+            return InetAddress.getLocalHost().getHostName();
+        } catch (IOException e) {
+            return "localhost";
+        }
     }
 
     /** A new random lease id (a version 4 UUID), as acquire proposes. */
