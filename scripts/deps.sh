@@ -63,6 +63,8 @@ test_pkgs+=("${deb_pkgs[@]}" lintian)
 test_pkgs+=(faketime)
 # The Go client and its example worker: Debian 12's Go (1.19), the standard library only.
 test_pkgs+=(golang-go)
+# The Java client and its example worker: javac and jar (clients/java/test.sh).
+test_pkgs+=(openjdk-17-jdk-headless)
 
 case "${1:-build}" in
 build) want=("${build_pkgs[@]}") ;;

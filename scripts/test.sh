@@ -170,6 +170,9 @@ MUTEXD_BIN=build/mutexd clients/node/test-support/debian-node18.sh --test client
 stage "Go client: gofmt, go vet, go test (and -race on the lock's renewal), its example worker"
 MUTEXD_BIN=build/mutexd clients/go/test.sh
 
+stage "Java client: javac, its tests against real servers, its example worker"
+MUTEXD_BIN=build/mutexd clients/java/test.sh
+
 # The dashboard (/ui/) in Debian's Chromium, headless (--no-sandbox: CI runs as root), with
 # real servers, a server group on Azurite among them (tests/browser).
 stage "browser tests (Chromium, headless)"

@@ -23,7 +23,7 @@ PROJECT = os.environ["COMPOSE_PROJECT_NAME"]
 HEALTHY_WITHIN_S = 180
 SERVERS = ("mutexd-a", "mutexd-b")
 # One worker in each client language, electing one leader among them.
-WORKERS = ("worker-python", "worker-node", "worker-go")
+WORKERS = ("worker-python", "worker-node", "worker-go", "worker-java")
 # `docker kill` of the active server: the other is active within this (a takeover after
 # SIGKILL takes 3-5 s).
 TAKEOVER_WITHIN_S = 10.0
@@ -62,12 +62,12 @@ def service_of(c):
 
 
 def workers():
-    """The three workers' containers (inspect documents)."""
+    """The workers' containers (inspect documents)."""
     return [c for service in WORKERS for c in containers(service)]
 
 
 def language(name):
-    """The language of the worker container `name`: python, node or go."""
+    """The language of the worker container `name`: python, node, go or java."""
     for c in workers():
         if name_of(c) == name:
             return service_of(c).split("-", 1)[1]
@@ -233,9 +233,9 @@ def one_leader(resource, hostnames, port, watch_s=6.0):
     if len(renewed) < 2:
         raise Failed("the leader %s did not renew its lease in %.0f s" % (first[0], watch_s))
     running = [name_of(c) for c in workers() if c["State"]["Status"] == "running"]
-    if len(running) != 3 or first[0] not in running:
-        raise Failed("the leader %s is not one of three running workers %s" % (first[0], running))
-    say("one leader among three languages: %s, in %s (fencing token %d), renewing; %s wait" % (
+    if len(running) != len(WORKERS) or first[0] not in running:
+        raise Failed("the leader %s is not one of the running workers %s" % (first[0], running))
+    say("one leader among four languages: %s, in %s (fencing token %d), renewing; %s wait" % (
         first[0], language(first[0]), first[1], ", ".join(
             "%s (%s)" % (n, language(n)) for n in sorted(running) if n != first[0])))
     return first
@@ -419,7 +419,7 @@ def main():
         wenv = wenvs[0]
         if any(e.get(k) != wenv.get(k) for e in wenvs for k in (
                 "MUTEXD_URL", "MUTEXD_RESOURCE", "MUTEXD_TTL_MS", "MUTEXD_RETRY_S")):
-            raise Failed("the three workers are not configured alike: %s" % wenvs)
+            raise Failed("the workers are not configured alike: %s" % wenvs)
         urls = wenv["MUTEXD_URL"].split(",")
         if sorted(urls) != sorted(s["url"] for s in srv.values()):
             raise Failed("the workers' MUTEXD_URL %r is not every server's" % wenv["MUTEXD_URL"])

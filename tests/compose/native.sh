@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the topology of docker-compose.yml natively, with no container engine: Azurite
 # from npm, the two servers of the group with exactly the environment the compose file
-# gives them, and three leader-election workers, in Python, Node.js and Go, with theirs
+# gives them, and four leader-election workers, in Python, Node.js, Go and Java, with theirs
 # (host names become
 # loopback addresses, ports free ones). Runs Azurite's health check as the compose file
 # writes it. Checks that the servers agree on one active, that exactly one worker leads,
@@ -120,13 +120,15 @@ if [ "$active" = mutexd-a ]; then standby=mutexd-b; else standby=mutexd-a; fi
 grep -q 'msg="mirror: shipping"' "$WORK/$active.log" || fail "the active server does not mirror to Azurite"
 echo "native: $active is active, $standby its standby"
 
-# Three workers, one in each client language, as the compose file configures them. The Go
-# one is built as its Dockerfile builds it (Debian's Go, nothing downloaded).
+# Four workers, one in each client language, as the compose file configures them. The Go
+# one is built as its Dockerfile builds it (Debian's Go, nothing downloaded), and so is
+# the Java one (javac and jar).
 ( cd clients/examples/go/leader && CGO_ENABLED=0 GOPROXY=off GOCACHE="${XDG_CACHE_HOME:-$HOME/.cache}/mutexd-go/build" \
     go build -trimpath -o "$WORK/mutexd-leader" . ) || fail "the Go worker does not build"
+TMPDIR=$WORK clients/examples/java/leader/build.sh "$WORK/mutexd-leader.jar" || fail "the Java worker does not build"
 declare -A wpid=() wlang=()
 i=0
-for lang in python node go; do
+for lang in python node go java; do
     i=$((i + 1))
     wenv=()
     while IFS= read -r kv; do
@@ -136,6 +138,7 @@ for lang in python node go; do
         python) cmd=(env PYTHONPATH="$ROOT/clients/python" /usr/bin/python3 -u clients/examples/python/leader.py) ;;
         node) cmd=(node clients/examples/node/leader.mjs) ;;
         go) cmd=("$WORK/mutexd-leader") ;;
+        java) cmd=(java -XX:TieredStopAtLevel=1 -jar "$WORK/mutexd-leader.jar") ;;
     esac
     env "${wenv[@]}" "${cmd[@]}" > "$WORK/worker$i.log" 2>&1 &
     wpid[$i]=$!
@@ -159,7 +162,7 @@ else:
     print("free")' 2>/dev/null | {
         read -r pid token || exit 0
         [ "$pid" = free ] && { echo free; exit 0; }
-        for i in 1 2 3; do
+        for i in 1 2 3 4; do
             if [ "${wpid[$i]}" = "$pid" ]; then echo "$i $token"; fi
         done
     }
@@ -191,12 +194,12 @@ for _ in $(seq 1 50); do
     sleep 0.2
 done
 [ -n "$leader" ] || fail "no worker leads"
-# The same one keeps it, and the other two are still running (and trying).
+# The same one keeps it, and the other three are still running (and trying).
 for _ in $(seq 1 20); do
     [ "$(leader_now "$standby")" = "$leader" ] || fail "the leader changed with nothing stopped"
     sleep 0.2
 done
-for i in 1 2 3; do
+for i in 1 2 3 4; do
     kill -0 "${wpid[$i]}" || fail "worker $i exited"
 done
 held=$(holder_now "$active") || true

@@ -23,7 +23,8 @@ def config(**env):
 
 SERVERS = ("mutexd-a", "mutexd-b")
 # One worker in each client language, all electing one leader.
-WORKERS = {"worker-python": "python", "worker-node": "node", "worker-go": "go"}
+WORKERS = {"worker-python": "python", "worker-node": "node", "worker-go": "go",
+           "worker-java": "java"}
 
 
 def test_services():
@@ -116,7 +117,7 @@ def test_workers():
         for s in SERVERS:
             assert w["depends_on"][s]["condition"] == "service_healthy"
         envs.append(w["environment"])
-    # The three contend for one resource, with the same timings.
+    # The four contend for one resource, with the same timings.
     assert all(e == envs[0] for e in envs)
 
 
@@ -152,7 +153,8 @@ def test_server_dockerfile():
 
 def test_worker_dockerfiles():
     for language, program in (("python", "leader.py"), ("node", "leader.mjs"),
-                              ("go", "clients/examples/go")):
+                              ("go", "clients/examples/go"),
+                              ("java", "clients/examples/java/leader")):
         d = dockerfile("clients/examples/%s/Dockerfile" % language)
         assert re.search(r"^ARG BASE_IMAGE=", d, re.M), language
         assert re.search(r"^USER \w+", d, re.M), language
@@ -164,6 +166,14 @@ def test_worker_dockerfiles():
         ("${BASE_IMAGE}", "build"), ("${BASE_IMAGE}", "")]
     assert "golang-go" in d and "GOPROXY=off" in d and "CGO_ENABLED=0" in d
     assert "golang" not in d.split("\nFROM ${BASE_IMAGE}\n", 1)[1]
+    # Java: built with Debian's JDK 17 (javac and jar, no Maven), run on its JRE alone.
+    d = dockerfile("clients/examples/java/Dockerfile")
+    assert re.findall(r"^FROM (\S+)(?: AS (\w+))?$", d, re.M) == [
+        ("${BASE_IMAGE}", "build"), ("${BASE_IMAGE}", "")]
+    build, runtime = d.split("\nFROM ${BASE_IMAGE}\n", 1)
+    assert "openjdk-17-jdk-headless" in build and "leader/build.sh" in build
+    assert "openjdk-17-jre-headless" in runtime and "jdk-headless" not in runtime
+    assert "mvn" not in d
 
 
 def test_runtime_libraries_match_the_binary():

@@ -1,0 +1,442 @@
+package io.mutexd;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.ScheduledThreadPoolExecutor;
+import java.util.concurrent.TimeUnit;
+import java.util.function.Consumer;
+
+/**
+ * A lease kept alive in the background ({@link Client#lock}, {@link Client#hold},
+ * {@link Client#runWhenLeader}); {@code try (Lease l = client.lock(...)) {...}} releases it.
+ * Thread-safe.
+ *
+ * <p>It is renewed every third of its TTL, by a thread of its own. It is lost the moment a
+ * renewal is answered {@code lease_lost} ({@link LeaseLostException}), or no renewal
+ * succeeded before its deadline ({@link LeaseExpiredException}); then {@link #lost()}
+ * completes with that exception and the {@link #onLost} listeners are called. The deadline
+ * is on this process's monotonic clock ({@link System#nanoTime()}): when the last
+ * successful renewal (or the acquire) was sent, plus the remaining time it was answered,
+ * less a safety margin ({@link #safetyMargin}). Renewals that fail for a reason that may
+ * pass are tried again every tenth of the TTL (at most every second), each on a new
+ * connection, until then; one attempt takes at most a third of the TTL, and never lasts
+ * past the deadline.
+ *
+ * <p>Stop the guarded work at once when the lease is lost; check {@link #isHeld()} (or
+ * {@link #check()}) right before each step of it: they compare the deadline with the clock
+ * themselves, so a process paused past it (SIGSTOP, a frozen VM) knows at its first check
+ * after resuming. Pass {@link #token()} to what you protect.
+ */
+public final class Lease implements AutoCloseable {
+    /** The TTL of lock and runWhenLeader when none is given. */
+    public static final Duration DEFAULT_TTL = Duration.ofSeconds(15);
+
+    private static final ScheduledExecutorService TIMERS = timers();
+
+    private static ScheduledExecutorService timers() {
+        ScheduledThreadPoolExecutor e = new ScheduledThreadPoolExecutor(1, r -> {
+            Thread t = new Thread(r, "mutexd-lease-deadlines");
+            t.setDaemon(true);
+            return t;
+        });
+        e.setRemoveOnCancelPolicy(true);
+        return e;
+    }
+
+    private final Client client;
+    private final String resource;
+    private final String leaseId;
+    private final long token;
+    private final long margin;
+    private final long ttlNanos;
+    private final CompletableFuture<MutexdException> lost = new CompletableFuture<>();
+
+    // Guarded by this.
+    private Grant grant;
+    private long deadline; // nanoTime: the last answer's deadline, less the margin
+    private long base; // nanoTime: when the last successful renewal (or the acquire) was sent
+    private MutexdException error;
+    private MutexdException lastError;
+    private long inflight; // nanoTime when the renewal under way was sent; 0: none
+    private boolean inflightSet;
+    private int renewals;
+    private boolean stopped;
+    private boolean released;
+    private MutexdException releaseError;
+    private final List<Consumer<MutexdException>> listeners = new ArrayList<>();
+    private Thread renewer;
+    private ScheduledFuture<?> timer;
+
+    Lease(Client client, Grant g) {
+        this.client = client;
+        this.grant = g;
+        this.resource = g.resource();
+        this.leaseId = g.leaseId();
+        this.token = g.fencingToken();
+        this.ttlNanos = TimeUnit.MILLISECONDS.toNanos(g.ttlMs());
+        this.margin = safetyMargin(Duration.ofMillis(g.ttlMs())).toNanos();
+        this.deadline = g.deadlineNanos() - margin;
+        this.base = g.deadlineNanos() - TimeUnit.MILLISECONDS.toNanos(g.expiresInMs());
+    }
+
+    /** A fiftieth of the TTL, at most 1 s: how long before the end of its TTL a lease is no longer counted on. */
+    public static Duration safetyMargin(Duration ttl) {
+        Duration m = ttl.dividedBy(50);
+        return m.compareTo(Duration.ofSeconds(1)) > 0 ? Duration.ofSeconds(1) : m;
+    }
+
+    synchronized void start() {
+        timer = TIMERS.schedule(this::expireIfDue, Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
+        renewer = new Thread(this::renewLoop, "mutexd-renew " + resource);
+        renewer.setDaemon(true);
+        renewer.start();
+    }
+
+    /** The lease's resource. */
+    public String resource() {
+        return resource;
+    }
+
+    /** The lease's id: the credential that renews and releases it. */
+    public String leaseId() {
+        return leaseId;
+    }
+
+    /** The fencing token (a renewal keeps it): pass it to what you protect. Unsigned 64-bit. */
+    public long token() {
+        return token;
+    }
+
+    /** The lease as the last successful acquire or renewal answered it. */
+    public synchronized Grant grant() {
+        return grant;
+    }
+
+    /**
+     * Whether the lease is held: not lost (compared with the clock now) and not released.
+     * Call it right before each step of the guarded work.
+     */
+    public boolean isHeld() {
+        expireIfDue();
+        synchronized (this) {
+            return error == null && !released;
+        }
+    }
+
+    /**
+     * Throws why the lease was lost ({@link LeaseLostException} or
+     * {@link LeaseExpiredException}), comparing the deadline with the clock now; an
+     * {@link IllegalStateException} once released; else returns.
+     */
+    public void check() {
+        expireIfDue();
+        synchronized (this) {
+            if (error != null) {
+                throw error;
+            }
+            if (released) {
+                throw new IllegalStateException("the lease on " + resource + " was released");
+            }
+        }
+    }
+
+    /** Why the lease was lost, or {@code null} while it is not. */
+    public MutexdException error() {
+        expireIfDue();
+        synchronized (this) {
+            return error;
+        }
+    }
+
+    /**
+     * Completes, with why ({@link LeaseLostException} or {@link LeaseExpiredException}), the
+     * moment the lease is lost; never if it is released first. A copy: completing it does
+     * nothing to the lease.
+     */
+    public CompletableFuture<MutexdException> lost() {
+        expireIfDue();
+        return lost.copy();
+    }
+
+    CompletableFuture<MutexdException> lostFuture() {
+        return lost;
+    }
+
+    /** Calls {@code listener} (from the thread that detects it) right after the lease is lost; at once if it is already. */
+    public void onLost(Consumer<MutexdException> listener) {
+        expireIfDue();
+        MutexdException e;
+        synchronized (this) {
+            if (error == null) {
+                listeners.add(listener);
+                return;
+            }
+            e = error;
+        }
+        listener.accept(e);
+    }
+
+    /** The deadline on {@link System#nanoTime()}: when the lease ends unless renewed, less the safety margin. */
+    public synchronized long deadlineNanos() {
+        return deadline;
+    }
+
+    /** The time left until the deadline; zero once lost or released. */
+    public Duration remaining() {
+        return Duration.ofNanos(remainingNanos());
+    }
+
+    long remainingNanos() {
+        if (!isHeld()) {
+            return 0;
+        }
+        return Math.max(0, deadlineNanos() - System.nanoTime());
+    }
+
+    /** How many renewals succeeded. */
+    public synchronized int renewals() {
+        return renewals;
+    }
+
+    /** The last failed renewal's error ({@code null} after a success). */
+    public synchronized MutexdException lastError() {
+        return lastError;
+    }
+
+    @Override
+    public String toString() {
+        return "lease on " + resource + ", fencing token " + Long.toUnsignedString(token) + (isHeld() ? "" : " (not held)");
+    }
+
+    /** Declares the lease lost if its deadline has passed. */
+    void expireIfDue() {
+        List<Consumer<MutexdException>> call;
+        MutexdException e;
+        synchronized (this) {
+            if (error != null || stopped || System.nanoTime() - deadline < 0) {
+                return;
+            }
+            String why;
+            if (lastError != null) {
+                why = "last error: " + lastError.getMessage();
+            } else if (inflightSet) {
+                why = String.format("a renewal sent %.1f s before had no answer yet",
+                        (System.nanoTime() - inflight) / 1e9);
+            } else {
+                why = "no renewal was tried since the last one succeeded: the process did not run in time (paused, or starved)";
+            }
+            e = new LeaseExpiredException("lease expired: no renewal of the lease on " + resource
+                    + " succeeded before its deadline (" + why + ")", lastError);
+            call = setLost(e);
+        }
+        notifyLost(call, e);
+    }
+
+    /** Marks the lease lost (this is locked); returns the listeners to call. */
+    private List<Consumer<MutexdException>> setLost(MutexdException e) {
+        if (error != null || stopped) {
+            return List.of();
+        }
+        error = e;
+        List<Consumer<MutexdException>> call = new ArrayList<>(listeners);
+        listeners.clear();
+        if (timer != null) {
+            timer.cancel(false);
+        }
+        if (renewer != null && renewer != Thread.currentThread()) {
+            renewer.interrupt();
+        }
+        return call;
+    }
+
+    private void notifyLost(List<Consumer<MutexdException>> call, MutexdException e) {
+        if (call.isEmpty() && lost.isDone()) {
+            return;
+        }
+        lost.complete(e);
+        for (Consumer<MutexdException> f : call) {
+            try {
+                f.accept(e);
+            } catch (RuntimeException x) {
+                // a listener's failure is its own
+            }
+        }
+    }
+
+    private void renewLoop() {
+        long period = ttlNanos / 3;
+        long retry = Math.max(TimeUnit.MILLISECONDS.toNanos(20), Math.min(ttlNanos / 10, TimeUnit.SECONDS.toNanos(1)));
+        long next;
+        synchronized (this) {
+            next = base + period;
+        }
+        while (true) {
+            long sent;
+            long dl;
+            synchronized (this) {
+                while (!stopped && error == null && next - System.nanoTime() > 0) {
+                    long w = next - System.nanoTime();
+                    try {
+                        TimeUnit.NANOSECONDS.timedWait(this, w);
+                    } catch (InterruptedException e) {
+                        if (stopped || error != null) {
+                            return;
+                        }
+                    }
+                }
+                if (stopped || error != null) {
+                    return;
+                }
+                sent = System.nanoTime();
+                dl = deadline;
+                inflight = sent;
+                inflightSet = dl - sent > 0;
+            }
+            if (dl - sent <= 0) { // the deadline passed before this renewal could be sent
+                expireIfDue();
+                return;
+            }
+            long limit = Math.min(Math.min(client.timeout().toNanos(), period), dl - sent);
+            Grant g = null;
+            MutexdException err = null;
+            try {
+                g = client.renew(resource, leaseId, null, null, Duration.ofNanos(limit), dl);
+            } catch (CancelledException e) {
+                Thread.interrupted();
+                return; // stopped or lost meanwhile
+            } catch (MutexdException e) {
+                err = e;
+            }
+            List<Consumer<MutexdException>> call = List.of();
+            synchronized (this) {
+                inflightSet = false;
+                Thread.interrupted(); // an interrupt that came after the answer
+                if (stopped || error != null) {
+                    return; // lost is final, even if this renewal crossed the deadline
+                }
+                if (err instanceof LeaseLostException) {
+                    call = setLost(err);
+                } else if (err != null) {
+                    lastError = err; // may pass: tried again, on a new connection, until the deadline
+                    next = System.nanoTime() + retry;
+                    continue;
+                } else if (System.nanoTime() - deadline >= 0) {
+                    call = null; // answered after the deadline: the lease is lost
+                } else {
+                    grant = g;
+                    base = sent;
+                    deadline = g.deadlineNanos() - margin;
+                    lastError = null;
+                    renewals++;
+                    if (timer != null) {
+                        timer.cancel(false);
+                    }
+                    timer = TIMERS.schedule(this::expireIfDue, Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
+                    next = sent + period;
+                    continue;
+                }
+            }
+            if (call == null) {
+                expireIfDue();
+            } else {
+                notifyLost(call, err);
+            }
+            return;
+        }
+    }
+
+    /** Stops renewing, without releasing, and waits for the renewing thread to end. */
+    public void stop() {
+        Thread r;
+        synchronized (this) {
+            stopped = true;
+            if (timer != null) {
+                timer.cancel(false);
+            }
+            r = renewer;
+            notifyAll();
+        }
+        if (r != null && r != Thread.currentThread()) {
+            r.interrupt();
+            boolean interrupted = false;
+            while (true) {
+                try {
+                    r.join();
+                    break;
+                } catch (InterruptedException e) {
+                    interrupted = true;
+                }
+            }
+            if (interrupted) {
+                Thread.currentThread().interrupt();
+            }
+        }
+    }
+
+    /**
+     * Stops renewing and releases the lease, so that the next waiter is granted at once. A
+     * lease lost by a {@code lease_lost} answer is not released (it is another's now): that
+     * exception is thrown. A lease lost by its deadline is still released if the server can be
+     * reached (nothing may have been granted since); else the server's {@code lease_lost} is
+     * thrown. A second call throws what the first threw, or returns.
+     */
+    public void release() {
+        expireIfDue();
+        MutexdException lostWith;
+        synchronized (this) {
+            if (released) {
+                if (releaseError != null) {
+                    throw releaseError;
+                }
+                return;
+            }
+            released = true;
+            lostWith = error;
+        }
+        stop();
+        MutexdException err = null;
+        if (lostWith instanceof LeaseLostException) {
+            err = lostWith;
+        } else {
+            boolean interrupted = Thread.interrupted();
+            try {
+                client.release(resource, leaseId);
+            } catch (MutexdException e) {
+                err = e;
+            } finally {
+                if (interrupted) {
+                    Thread.currentThread().interrupt();
+                }
+            }
+        }
+        synchronized (this) {
+            releaseError = err;
+        }
+        if (err != null) {
+            throw err;
+        }
+    }
+
+    /**
+     * Releases the lease ({@link #release()}), for try-with-resources; a lease already lost
+     * (its loss was signalled) is released if it can be and throws nothing.
+     */
+    @Override
+    public void close() {
+        boolean wasLost;
+        synchronized (this) {
+            wasLost = error != null;
+        }
+        try {
+            release();
+        } catch (LeaseLostException e) {
+            if (!wasLost && error() == null) {
+                throw e;
+            }
+        }
+    }
+}
