@@ -235,8 +235,8 @@ def one_leader(resource, hostnames, port, watch_s=6.0):
     running = [name_of(c) for c in workers() if c["State"]["Status"] == "running"]
     if len(running) != len(WORKERS) or first[0] not in running:
         raise Failed("the leader %s is not one of the running workers %s" % (first[0], running))
-    say("one leader among four languages: %s, in %s (fencing token %d), renewing; %s wait" % (
-        first[0], language(first[0]), first[1], ", ".join(
+    say("one leader among %d languages: %s, in %s (fencing token %d), renewing; %s wait" % (
+        len(WORKERS), first[0], language(first[0]), first[1], ", ".join(
             "%s (%s)" % (n, language(n)) for n in sorted(running) if n != first[0])))
     return first
 

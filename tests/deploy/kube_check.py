@@ -26,6 +26,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import containers_check as cc  # noqa: E402
 
 SERVERS = ("mutexd-0", "mutexd-1", "mutexd-2")
+# The workers kube_pods.py plays (the compose file has a Java one beside them too).
+WORKERS = ("worker-python", "worker-node", "worker-go")
 READY_WITHIN_S = 120
 
 
@@ -90,6 +92,7 @@ def main():
     args = ap.parse_args()
     ports = [int(p) for p in args.ports.split(",")]
     cc.SERVERS = SERVERS
+    cc.WORKERS = WORKERS
     cc.servers = servers_of(ports)
     passed = 0
     try:
