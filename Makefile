@@ -44,7 +44,7 @@ define locked
 endef
 
 .PHONY: all build build-locked server server-locked run install install-locked uninstall deb \
-	deb-locked azurite azurite-stop diagram screenshots check test bench fuzz fmt clean
+	deb-locked azurite azurite-stop diagram screenshots check test bench fuzz fmt clean java
 
 all: build
 
@@ -121,6 +121,14 @@ deb-locked:
 	@rm -f $(DEB_BUILD)/mutexd_*.deb
 	@cd $(DEB_BUILD) && cpack -G DEB >cpack.log 2>&1 || { cat cpack.log >&2; exit 1; }
 	@ls $(DEB_BUILD)/mutexd_*.deb
+
+# The Java client, $(BUILD)/mutexd-client.jar: javac and jar from the JDK 17, nothing
+# downloaded (clients/java/pom.xml is for those who build with Maven).
+java:
+	@command -v javac >/dev/null || scripts/deps.sh test
+	@mkdir -p $(BUILD)
+	clients/java/build.sh $(BUILD)/mutexd-client.jar
+	@echo "the Java client: $(BUILD)/mutexd-client.jar"
 
 # Azurite, the Azure Storage emulator (blob service only, in memory), in the background on
 # 127.0.0.1:10000: what the connection string UseDevelopmentStorage=true names. Its PID and
