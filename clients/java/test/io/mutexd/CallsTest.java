@@ -108,8 +108,12 @@ final class CallsTest {
         T.eq("granted", more.events().get(0).type(), "a followed event");
         T.check(more.events().get(0).shared(), "shared");
 
-        // Without --ha: 404 (GroupTest reads a group's servers).
-        T.eq("not_found", T.expect(NotFoundException.class, c::servers).code(), "servers without a group");
+        // Without --ha: role "alone", no active, no servers (GroupTest reads a group's).
+        ServerGroup alone = c.servers();
+        T.eq("alone", alone.self().role(), "servers without a group: role");
+        T.eq(null, alone.self().url(), "servers without a group: url");
+        T.eq(null, alone.active(), "servers without a group: active");
+        T.eq(0, alone.servers().size(), "servers without a group: servers");
         Whoami me = c.whoami();
         T.eq(null, me.name(), "no token");
         T.eq(List.of("read", "write", "admin", "metrics"), me.scopes(), "every scope without authorization");
