@@ -17,7 +17,7 @@ import pytest
 
 from azure import Azurite
 from ha_group import SLOW, Load, groups  # noqa: F401
-from ha_history import GroupClient
+from ha_history import EventsReader, GroupClient
 
 NOT_JSON = ["01", "1.", "-.5", "1.e3"]
 
@@ -103,39 +103,6 @@ def test_the_deepest_metadata_allowed_does_not_stop_a_takeover(groups):  # noqa:
     assert not any("cannot be decoded" in l for s in g.servers for l in s.lines)
 
 
-class EventsReader:
-    """Polls GET /v1/events?after=<next> on the group, as a tool following the feed would,
-    keeping every event and every read's `truncated`."""
-
-    def __init__(self, urls):
-        self.c = GroupClient(urls, timeout=3.0)
-        self.events, self.reads = [], []
-        self.next = 0
-        self.stop = threading.Event()
-        self.t = threading.Thread(target=self.run, daemon=True)
-        self.t.start()
-
-    def read_once(self, wait_ms=300):
-        st, body = self.c.request("GET", "/v1/events?after=%d&limit=1000&wait_ms=%d"
-                                  % (self.next, wait_ms), deadline=time.monotonic() + 10)
-        if st != 200:
-            return 0
-        self.reads.append((self.next, body["truncated"], len(body["events"])))
-        self.events += body["events"]
-        self.next = body["next"]
-        return len(body["events"])
-
-    def run(self):
-        while not self.stop.is_set():
-            self.read_once()
-
-    def finish(self):
-        self.stop.set()
-        self.t.join(30)
-        while self.read_once(wait_ms=0):
-            pass
-
-
 @pytest.mark.heavy
 def test_events_through_a_kill_show_no_phantom_and_skip_nothing(groups):  # noqa: F811
     """A reader follows GET /v1/events?after=<next> while the active, its appends held
@@ -146,7 +113,8 @@ def test_events_through_a_kill_show_no_phantom_and_skip_nothing(groups):  # noqa
     g.start()
     active = g.active()
     load = Load(g, n=16, ttl_ms=3000, ledgers=1)
-    reader = EventsReader(g.urls())
+    stop = threading.Event()
+    reader = EventsReader(g.urls(), stop)
     load.wait_answered(300)
     g.proxy(active).add(action="delay", delay=0.3, method="PUT", query=r"comp=appendblock",
                         times=None)
@@ -156,6 +124,7 @@ def test_events_through_a_kill_show_no_phantom_and_skip_nothing(groups):  # noqa
     load.wait_answered(load.answered() + 300)
     time.sleep(5)  # the unanswered leases of the old term run out on the new active
     load.stop()
+    stop.set()
     reader.finish()
 
     c = GroupClient([new.url])
@@ -169,7 +138,7 @@ def test_events_through_a_kill_show_no_phantom_and_skip_nothing(groups):  # noqa
     seen = {e["index"]: e for e in reader.events}
     missed = [e for e in term if e["index"] not in seen]
     assert not missed, "%d events of the new term never reached the reader, the first %r; " \
-        "reads %r" % (len(missed), missed[0], [r for r in reader.reads if r[1]][:5])
+        "reads %r" % (len(missed), missed[0], [r for r in reader.reads if r[2]][:5])
     differ = [(seen[e["index"]], e) for e in term if seen[e["index"]] != e]
     assert not differ, differ[:3]
 
