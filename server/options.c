@@ -25,20 +25,6 @@
 #include "blob/blob.h"
 #include "persistence/mirror.h"
 
-/* T_ADDR: HOST:PORT; T_FILE: a file that must be readable now; T_URL: http(s)://HOST:PORT;
- * T_BOOL: a flag without a value, its variable 1 or 0; T_ONOFF: on or off, flag and
- * variable alike. */
-enum type { T_STR, T_U64, T_LEVEL, T_ADDR, T_FILE, T_URL, T_BOOL, T_ONOFF };
-
-struct def {
-    const char *flag, *env, *metavar;
-    enum type type;
-    size_t offset;
-    const char *def; /* NULL: none (strings) or computed (threads) */
-    uint64_t min, max;
-    const char *help;
-};
-
 #define OFF(f) offsetof(struct options, f)
 
 /* What --version says the build has: sd_notify for systemd (CMake MUTEXD_SYSTEMD), and the
@@ -54,7 +40,7 @@ struct def {
 #define BUILT_FAULTS "-fault-injection"
 #endif
 
-static const struct def defs[] = {
+static const struct option_def defs[] = {
     {"listen", "MUTEXD_LISTEN", "HOST:PORT", T_ADDR, OFF(listen), "127.0.0.1:8080", 0, 0,
      "address to serve HTTP on (PORT 0: any free port, logged at start)"},
     {"data-dir", "MUTEXD_DATA_DIR", "DIR", T_STR, OFF(data_dir), "./data", 0, 0,
@@ -142,6 +128,12 @@ static const struct def defs[] = {
 };
 #define NDEFS (sizeof defs / sizeof defs[0])
 
+const struct option_def *options_table(size_t *n)
+{
+    *n = NDEFS;
+    return defs;
+}
+
 static void usage(FILE *f)
 {
     fprintf(f, "usage: mutexd [OPTION]...\n\n"
@@ -177,7 +169,7 @@ static void usage(FILE *f)
  * got, and the tests use it). The host must resolve. getaddrinfo() alone would not do:
  * it takes a port above 65535 modulo 65536 (99999 is 34463).
  */
-static int check_addr(const struct def *d, const char *value, const char *from)
+static int check_addr(const struct option_def *d, const char *value, const char *from)
 {
     const char *colon = strrchr(value, ':');
     char host[256];
@@ -218,7 +210,7 @@ static int check_addr(const struct def *d, const char *value, const char *from)
 }
 
 /* A file read at start (and, for tokens, on SIGHUP): it must be there and readable now. */
-static int check_file(const struct def *d, const char *value, const char *from)
+static int check_file(const struct option_def *d, const char *value, const char *from)
 {
     int fd = open(value, O_RDONLY | O_CLOEXEC);
     struct stat st;
@@ -235,7 +227,8 @@ static int check_file(const struct def *d, const char *value, const char *from)
 
 static bool valid_url(const char *s);
 
-static int set_value(struct options *o, const struct def *d, const char *value, const char *from)
+static int set_value(struct options *o, const struct option_def *d, const char *value,
+                     const char *from)
 {
     void *field = (char *)o + d->offset;
     switch (d->type) {

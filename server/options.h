@@ -6,6 +6,7 @@
 #define MX_OPTIONS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* TLS 1.2 and 1.3, AEAD suites with forward secrecy only (GnuTLS priority syntax). */
@@ -44,6 +45,24 @@ struct options {
     const char *fault_role, *fault_role_after, *fault_served_by;
     uint64_t fault_role_after_ms;
 };
+
+/* The option table: every flag, its environment variable, type, field and bounds (for the
+ * usage text, and for tests that check every option alike). */
+/* T_ADDR: HOST:PORT; T_FILE: a file that must be readable now; T_URL: http(s)://HOST:PORT;
+ * T_BOOL: a flag without a value, its variable 1 or 0; T_ONOFF: on or off, flag and
+ * variable alike. */
+enum option_type { T_STR, T_U64, T_LEVEL, T_ADDR, T_FILE, T_URL, T_BOOL, T_ONOFF };
+
+struct option_def {
+    const char *flag, *env, *metavar;
+    enum option_type type;
+    size_t offset;   /* of its field in struct options */
+    const char *def; /* NULL: none (strings) or computed (threads) */
+    uint64_t min, max;
+    const char *help;
+};
+
+const struct option_def *options_table(size_t *n);
 
 /* Returns -1 to go on, or the exit status to leave with (0 after --help or --version, 2
  * after a bad option, which it has reported on stderr). */

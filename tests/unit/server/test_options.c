@@ -2,8 +2,7 @@
  * Server options (server/options.c): every numeric flag and its environment variable take
  * their bounds and refuse one past each, text that is not a whole number, and a flag with
  * no value; a flag wins over its variable; the cross-option checks refuse what cannot
- * work. The option table is reached by including the file, as curl's unit tests reach
- * statics.
+ * work. The checks run over the whole option table (options_table()).
  */
 #include "tests/unit/testutil.h"
 
@@ -12,7 +11,17 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "server/options.c"
+#include "server/options.h"
+
+#define OFF(f) offsetof(struct options, f)
+
+static const struct option_def *defs;
+static size_t NDEFS;
+
+__attribute__((constructor)) static void load_table(void)
+{
+    defs = options_table(&NDEFS);
+}
 
 static void clear_env(void)
 {
@@ -36,13 +45,13 @@ static int parse(struct options *o, int n, const char **args)
     return options_parse(o, n + 1, argv);
 }
 
-static uint64_t field(const struct options *o, const struct def *d)
+static uint64_t field(const struct options *o, const struct option_def *d)
 {
     return *(const uint64_t *)((const char *)o + d->offset);
 }
 
 /* One numeric option set to `value`, by flag or by its variable: parses, or not. */
-static int set(const struct def *d, bool by_env, const char *value, struct options *o)
+static int set(const struct option_def *d, bool by_env, const char *value, struct options *o)
 {
     clear_env();
     char flag[64];
@@ -56,7 +65,7 @@ static int set(const struct def *d, bool by_env, const char *value, struct optio
 }
 
 /* The cross-option checks tie min-ttl to max-ttl: keep the other one out of the way. */
-static bool needs_room(const struct def *d)
+static bool needs_room(const struct option_def *d)
 {
     return d->offset == OFF(min_ttl_ms) || d->offset == OFF(max_ttl_ms);
 }
@@ -66,7 +75,7 @@ static void every_numeric_option_takes_its_bounds_and_refuses_past_them(void **s
     (void)state;
     size_t checked = 0;
     for (size_t i = 0; i < NDEFS; i++) {
-        const struct def *d = &defs[i];
+        const struct option_def *d = &defs[i];
         if (d->type != T_U64)
             continue;
         for (int by_env = 0; by_env <= 1; by_env++) {
@@ -166,7 +175,7 @@ static void group_options_have_the_contracts_defaults(void **state)
         {"forward-timeout-ms", 100, 600000},
     };
     for (size_t i = 0; i < sizeof bounds / sizeof bounds[0]; i++) {
-        const struct def *d = NULL;
+        const struct option_def *d = NULL;
         for (size_t k = 0; k < NDEFS; k++)
             if (strcmp(defs[k].flag, bounds[i].flag) == 0)
                 d = &defs[k];
