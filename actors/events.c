@@ -215,18 +215,6 @@ void ev_flush(struct ev_log *log)
     complete(all, false);
 }
 
-void ev_reset(struct ev_log *log)
-{
-    pthread_mutex_lock(&log->lock);
-    for (uint32_t i = 0; i < log->count; i++)
-        ev_event_clear(&log->ring[(log->head + i) % log->capacity]);
-    log->head = log->count = 0;
-    log->first_kept = 0;
-    log->phead = log->pcount = 0; /* the previous state's changes are gone with it */
-    log->ok_max = log->fail_tail = 0;
-    pthread_mutex_unlock(&log->lock);
-}
-
 void ev_close(struct ev_log *log)
 {
     if (!log)

@@ -121,8 +121,6 @@ bool ev_wait_cancel(struct ev_log *log, struct ev_wait *w);
 
 /* Completes every wait now (changed false): at shutdown, once no new one is added. */
 void ev_flush(struct ev_log *log);
-/* Forgets every event kept (the index goes on): a new start of the server's state. */
-void ev_reset(struct ev_log *log);
 
 /* Requests waiting now. */
 size_t ev_waiting(struct ev_log *log);

@@ -87,6 +87,11 @@ enum MHD_Result http_i_serve_metrics(struct hreq *q)
     fwd_metrics(h->fwd, &b);
     if (h->cfg.metrics)
         h->cfg.metrics(h->cfg.ctx, &b);
+    /* Without a core (a standby), the front counts its requests itself. */
+    pthread_rwlock_rdlock(&h->core_lock);
+    if (atomic_load(&h->core_published) && h->core.metrics)
+        h->core.metrics(h->core.ctx, &b);
+    pthread_rwlock_unlock(&h->core_lock);
     if (b.oom) {
         free(b.p);
         return http_i_send_unavailable(q, "out of memory");

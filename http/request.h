@@ -45,6 +45,12 @@ enum phase { PH_HEADERS, PH_BODY, PH_WAIT, PH_DONE };
 
 struct http {
     struct http_config cfg;
+    /* The core served with (http_set_core()): its fields are written by the role-setting
+     * thread while no request of role serve reads them, then `core_published` set; pages
+     * that read the core's figures (/metrics, /readyz) hold `core_lock` for reading. */
+    struct http_core core;
+    _Atomic bool core_published;
+    pthread_rwlock_t core_lock;
     struct MHD_Daemon *daemon;
     struct hangup *hangup;
     struct conns *conns;

@@ -70,12 +70,12 @@ static void on_hangup(void *ctx, uint64_t id, void *arg)
     if (q->forwarding) {
         fwd_cancel(h->fwd, &q->fwd); /* the transfer is closed: the active drops its waiter */
     } else if (q->ev_held) {
-        if (ev_wait_cancel(h->cfg.events, &q->evw)) {
+        if (ev_wait_cancel(h->core.events, &q->evw)) {
             q->ev_gone = true;
             MHD_resume_connection(q->conn);
         }
     } else {
-        ra_send_drop(h->cfg.rt, q->name, q->name_len, id);
+        ra_send_drop(h->core.rt, q->name, q->name_len, id);
     }
 }
 
@@ -276,7 +276,7 @@ static enum MHD_Result serve_request(struct hreq *q)
     case ROUTE_READYZ: {
         char why[256] = "";
         struct mx_buf details = {0};
-        bool ready = h->cfg.ready ? h->cfg.ready(h->cfg.ctx, why, sizeof why, &details) : true;
+        bool ready = http_ready(h, why, sizeof why, &details);
         struct render rd;
         render_status(ready ? 200 : 503, ready ? "ready" : "unavailable", ready ? NULL : why,
                       details.oom ? NULL : details.p, &rd);
@@ -350,7 +350,7 @@ static enum MHD_Result serve_request(struct hreq *q)
     if (until && mx_mono_ns() > until)
         return http_i_send_group_unavailable(q, HTTP_UNCONFIRMED);
 
-    if ((q->route == ROUTE_LIST || q->route == ROUTE_EVENTS) && held_ms > 0 && h->cfg.events) {
+    if ((q->route == ROUTE_LIST || q->route == ROUTE_EVENTS) && held_ms > 0 && h->core.events) {
         /* Held until a change under the prefix after the index given, or held_ms. */
         const char *prefix = qc.query.prefix ? qc.query.prefix : "";
         q->evw = (struct ev_wait){.prefix_len = strlen(prefix),
@@ -363,7 +363,7 @@ static enum MHD_Result serve_request(struct hreq *q)
         http_i_suspend(q);
         if (hangup_watch(h->hangup, q->fd, q->id, q) == 0)
             q->watched = true;
-        if (!ev_wait_add(h->cfg.events, &q->evw)) {
+        if (!ev_wait_add(h->core.events, &q->evw)) {
             /* A change is known already: answer now, through the resumed path. */
             if (q->watched) {
                 hangup_unwatch(h->hangup, q->id);
@@ -399,9 +399,9 @@ static enum MHD_Result serve_request(struct hreq *q)
      * the writer and back. Under load the writer batches, and this thread reads on: a
      * commit here would hold up every request queued on its connections. */
     struct store_batch batch;
-    store_batch_begin(h->cfg.store, &batch);
-    int rc = ra_send(h->cfg.rt, q->name, q->name_len, &q->ra, &batch);
-    long parked = h->cfg.parked ? h->cfg.parked(h->cfg.ctx) : 0;
+    store_batch_begin(h->core.store, &batch);
+    int rc = ra_send(h->core.rt, q->name, q->name_len, &q->ra, &batch);
+    long parked = h->core.parked ? h->core.parked(h->core.ctx) : 0;
     store_batch_end(&batch, atomic_load(&h->stats.suspended) <= parked + 1 &&
                                 !conns_others_readable(h->conns));
     if (rc != RT_OK) {
@@ -426,10 +426,10 @@ static enum MHD_Result start_list(struct hreq *q)
     int limit = q->query.has_limit ? (int)q->query.limit : API_DEFAULT_LIMIT;
     /* Every change up to it is committed, so the list read next shows it: a watch from
      * this index misses no change the list did not show. */
-    q->list_index = h->cfg.events ? ev_durable_index(h->cfg.events) : 0;
+    q->list_index = h->core.events ? ev_durable_index(h->core.events) : 0;
     q->phase = PH_WAIT;
     http_i_suspend(q);
-    q->list = ra_list_start(h->cfg.rt, h->cfg.store, q->query.prefix, q->query.cursor, limit,
+    q->list = ra_list_start(h->core.rt, h->core.store, q->query.prefix, q->query.cursor, limit,
                             on_list_done, q);
     if (!q->list) {
         /* Not started: answer out of memory through the resumed path. */
@@ -446,14 +446,14 @@ static enum MHD_Result answer_events(struct hreq *q)
     struct http *h = q->h;
     size_t limit = q->query.has_limit ? (size_t)q->query.limit : API_DEFAULT_LIMIT;
     const char *prefix = q->query.prefix ? q->query.prefix : "";
-    if (!h->cfg.events)
+    if (!h->core.events)
         return http_i_send_unavailable(q, "events are not kept by this server");
     struct ev_event *ev = calloc(limit, sizeof *ev);
     if (!ev)
         return http_i_send_unavailable(q, "out of memory");
     uint64_t next = 0;
     bool truncated = false;
-    size_t n = ev_read(h->cfg.events, q->query.index, prefix, strlen(prefix), ev, limit, &next,
+    size_t n = ev_read(h->core.events, q->query.index, prefix, strlen(prefix), ev, limit, &next,
                        &truncated);
     struct render rd;
     render_events(ev, n, next, truncated, &rd);
@@ -732,12 +732,43 @@ void http_set_serve_until(struct http *h, uint64_t mono_ns)
     atomic_store(&h->serve_until_ns, mono_ns);
 }
 
-void http_set_core(struct http *h, struct rt *rt, struct store *store)
+void http_set_core(struct http *h, const struct http_core *core)
 {
-    /* Read only by requests served here, which see HTTP_ROLE_SERVE (an atomic set after
-     * this) first. */
-    h->cfg.rt = rt;
-    h->cfg.store = store;
+    pthread_rwlock_wrlock(&h->core_lock);
+    if (core) {
+        /* Read by requests served here only once they see HTTP_ROLE_SERVE (an atomic set
+         * after this), and by the pages under the lock. */
+        h->core = *core;
+        atomic_store(&h->core_published, true);
+    } else {
+        /* The fields stay: requests suspended before http_quiesce() may still be answered
+         * through them, until the core's runtime and store have shut down. */
+        atomic_store(&h->core_published, false);
+    }
+    pthread_rwlock_unlock(&h->core_lock);
+}
+
+bool http_ready(struct http *h, char *why, size_t len, struct mx_buf *details)
+{
+    if (h->cfg.ready && !h->cfg.ready(h->cfg.ctx, why, len, details))
+        return false;
+    bool ready = true;
+    pthread_rwlock_rdlock(&h->core_lock);
+    if (!atomic_load(&h->core_published)) {
+        if (!h->cfg.ready) {
+            snprintf(why, len, "recovering");
+            ready = false;
+        }
+    } else if (h->core.ready) {
+        struct mx_buf more = {0};
+        ready = h->core.ready(h->core.ctx, why, len, &more);
+        if (more.len)
+            mx_buf_printf(details, "%s%s", details->len ? "," : "", more.p);
+        details->oom |= more.oom;
+        mx_buf_free(&more);
+    }
+    pthread_rwlock_unlock(&h->core_lock);
+    return ready;
 }
 
 /* Frees what http_start() made, as far as it got: its failure and http_stop() end here
@@ -755,6 +786,7 @@ static void teardown(struct http *h)
         close(h->listen_fd);
     free(h->tls_cert);
     free(h->tls_key);
+    pthread_rwlock_destroy(&h->core_lock);
     free(h);
 }
 
@@ -766,6 +798,8 @@ int http_start(struct http **out, const struct http_config *cfg, char *err, size
         return -1;
     }
     h->cfg = *cfg;
+    h->cfg.core = NULL; /* the caller's; copied below */
+    pthread_rwlock_init(&h->core_lock, NULL);
     h->listen_fd = -1;
     http_stats_init(&h->stats);
     unsigned threads = cfg->threads ? cfg->threads : 1; /* the options decide the default */
@@ -804,7 +838,9 @@ int http_start(struct http **out, const struct http_config *cfg, char *err, size
     /* Without a core (a server of a group that does not know the group yet) there is
      * nothing to serve with: requests waiting in the listen queue are read the moment the
      * daemon starts, and are held until a role is set. */
-    if (!cfg->rt)
+    if (cfg->core)
+        http_set_core(h, cfg->core);
+    else
         http_set_role(h, HTTP_ROLE_HOLD, NULL);
     if (apply_fault_roles(h, err, errlen) != 0)
         goto fail;
@@ -875,8 +911,8 @@ void http_quiesce(struct http *h)
     /* Every request forwarded or held is answered 503 now: the active's waiters are dropped
      * as their transfers close, and nothing here waits for a server elsewhere. */
     fwd_stop(h->fwd);
-    if (h->cfg.events)
-        ev_flush(h->cfg.events); /* list watches and events requests: answered 503 */
+    if (atomic_load(&h->core_published) && h->core.events)
+        ev_flush(h->core.events); /* list watches and events requests: answered 503 */
     /* No MHD_quiesce_daemon(): it takes the listen socket out of the pool threads' epoll
      * sets from this thread, racing with those threads' own handling of it. Connections
      * still arrive until http_stop(); http_i_dispatch() answers them 503 with Connection: close. */

@@ -26,6 +26,25 @@ struct store; /* only handed on to the actors (ra_list_start) */
 
 struct http;
 
+/* What a data set (server/core.h) gives the front to serve it: its actors, store and
+ * events, and its figures. The callbacks take `ctx` and are called from any thread while
+ * the core is published (see http_set_core()). */
+struct http_core {
+    struct rt *rt;
+    struct store *store;
+    struct ev_log *events; /* the change index, the recent events and the waits for them */
+    void *ctx;
+    /* /readyz: true when ready, else false with a reason; may add JSON members to
+     * `details`. */
+    bool (*ready)(void *ctx, char *why, size_t len, struct mx_buf *details);
+    /* /metrics: appends the core's metrics. */
+    void (*metrics)(void *ctx, struct mx_buf *b);
+    /* Lease requests parked in the actors (waiters and watchers): those of the suspended
+     * requests that wait for a lease or a change, not for a commit. A hint, read without a
+     * lock. */
+    long (*parked)(void *ctx);
+};
+
 struct http_config {
     const char *listen;        /* HOST:PORT; PORT 0 picks a free port */
     unsigned threads;          /* libmicrohttpd's pool (options_parse decides the default) */
@@ -39,20 +58,18 @@ struct http_config {
     const char *allowed_origins; /* a request with another Origin is refused */
     const char *allowed_hosts;   /* NULL: Host checked on a loopback listener only */
     bool ui;                     /* serve the dashboard under /ui/ (http/ui.h); false: 404 there */
-    struct rt *rt;
-    struct store *store;
-    struct ev_log *events; /* the change index, the recent events and the waits for them */
-    struct auth *auth;     /* NULL: no authorization */
+    struct auth *auth;           /* NULL: no authorization */
     const struct res_limits *lim;
-    /* /readyz: true when ready, else false with a reason; may add JSON members to the
-     * answer in `details` (as `"k":v,...`). Any thread. */
+    /* The data set served here, published at start (NULL: a server of a group that has not
+     * taken it over yet: requests are held until a role is set); see http_set_core(). */
+    const struct http_core *core;
+    /* /readyz, before the core is asked: false with a reason when the server is not ready
+     * whatever its core says (a standby that knows no active); may add JSON members to the
+     * answer in `details` (as `"k":v,...`). NULL: ready when a core is published. Any
+     * thread. */
     bool (*ready)(void *ctx, char *why, size_t len, struct mx_buf *details);
-    /* /metrics: appends the other modules' metrics. Any thread. */
+    /* /metrics: appends the process's metrics (the group's), before the core's. Any thread. */
     void (*metrics)(void *ctx, struct mx_buf *b);
-    /* Lease requests parked in the actors (waiters and watchers): those of the suspended
-     * requests that wait for a lease or a change, not for a commit. NULL: none. Any thread;
-     * a hint, read without a lock. */
-    long (*parked)(void *ctx);
     /* Forwarding (see http_set_role()). A held request waits at most forward_timeout_ms
      * from its arrival, and a forwarded one its own wait_ms plus this (0: 10000). */
     uint64_t forward_timeout_ms;
@@ -74,11 +91,17 @@ int http_start(struct http **out, const struct http_config *cfg, char *err, size
 /* Any thread, any time. `active_url`: the active's advertised URL (HTTP_ROLE_FORWARD;
  * copied). Requests held or about to be forwarded follow the new role at once; those
  * already sent to the active finish there. Starts as HTTP_ROLE_SERVE, or HTTP_ROLE_HOLD
- * when started without a core (cfg.rt NULL). */
+ * when started without a core (cfg.core NULL). */
 void http_set_role(struct http *h, enum http_role role, const char *active_url);
-/* A server of a group that starts without a core (a standby) gets one when it takes over:
- * call before http_set_role(HTTP_ROLE_SERVE), from the thread that sets roles. */
-void http_set_core(struct http *h, struct rt *rt, struct store *store);
+/* Publishes the core the front serves with (copied), once, atomically: a server of a group
+ * that starts without one (a standby) gets one when it takes over; call before
+ * http_set_role(HTTP_ROLE_SERVE), from the thread that sets roles. NULL takes it back,
+ * after http_quiesce() and before the core closes: it returns once no /metrics or /readyz
+ * answer is still reading the core, and none reads it after. */
+void http_set_core(struct http *h, const struct http_core *core);
+/* What /readyz answers: the config's `ready`, then the published core's (not ready,
+ * "recovering", when none is published and the config has no `ready`). Any thread. */
+bool http_ready(struct http *h, char *why, size_t len, struct mx_buf *details);
 /* The active of a group serves /v1 requests only until `mono_ns` (0: no bound), the time
  * by which it must have confirmed again that it owns the container; after it, each one is
  * answered 503 `unavailable`, reason HTTP_UNCONFIRMED. Any thread, any time. */

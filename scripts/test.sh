@@ -213,7 +213,7 @@ stage "build with ThreadSanitizer"
 configure build-tsan -DMUTEXD_TSAN=ON
 export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
 
-stage "runtime and store unit tests under TSan"
+stage "runtime, store and core unit tests under TSan"
 ctest --test-dir build-tsan --output-on-failure -L "runtime|store"
 
 stage "integration tests under TSan"

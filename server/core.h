@@ -1,75 +1,68 @@
 /*
- * The server's core: what runs behind the HTTP front (the store, the blob mirror, the
- * actors and their alarms), started and stopped as one. A single server starts it once; a
- * server of a group starts it when it takes the container over (server/group.c).
+ * A core: one data set served, and everything behind the HTTP front that serves it (the
+ * store, the blob mirror, the actors and their alarms, the change index and the recent
+ * events), opened and closed as one. A lone server opens one at start; a server of a group
+ * opens one when it takes the container over (server/group.c). Nothing of it is global to
+ * the process: two cores on two data directories run side by side.
  *
- * Threads: the main thread's, but for what the HTTP threads read for /metrics and their
- * parked-requests hint: they read the core only while `core_published` says it is whole,
- * /metrics under `core_lock` (start_core() publishes it last, close_core() takes it back
- * first, under the lock, so a page being rendered holds the core until it is done).
+ * Threads: core_open() and core_close() from one thread (the main thread); the core's
+ * figures (core_front()'s callbacks) from any thread while it is published.
  */
 #ifndef MX_CORE_H
 #define MX_CORE_H
 
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
-#include <stdint.h>
 
 #include "actors/resource.h"
-#include "actors/resource_actor.h"
-#include "actors/runtime.h"
-#include "http/auth.h"
+#include "common/buf.h"
 #include "http/server.h"
 #include "persistence/mirror.h"
-#include "persistence/store.h"
-#include "server/ha.h"
 #include "server/options.h"
 
-struct server {
-    struct options opt;
-    pthread_mutex_t core_lock;   /* held to publish the core, take it back, render it */
-    _Atomic bool core_published; /* the core is whole (set and cleared under core_lock) */
-    struct store *store;
-    struct mirror *mirror; /* NULL: no blob mirror */
-    struct rt *rt;
-    struct http *http;
-    struct auth *auth; /* NULL: no authorization */
-    struct res_domain domain;
-    struct ra_ctx actx;
-    _Atomic bool recovered;
-    struct ha *ha;            /* NULL: not in a server group */
-    _Atomic bool forwarding;  /* a standby that knows the active */
-    char *const *argv;        /* as given, to start again as a standby when fenced */
-    size_t leases;            /* leases in force when the core started */
-    struct mirror_copy *copy; /* a standby's warm copy of the container */
-    bool copy_ok;             /* it followed the journal at the last look */
-    uint64_t copy_said_ns;    /* when a failure to follow was last logged */
-    /* The active: when it last confirmed it owns the container (mono ns). */
-    uint64_t owned_ns;
-    /* A takeover stopped by a journal line that cannot be decoded: when it is tried again
-     * (mono ns; 0: none) and when that was last logged. */
-    _Atomic uint64_t blocked_until_ns; /* read by /metrics too */
-    uint64_t blocked_said_ns;
-    _Atomic uint64_t takeovers_blocked;
+struct core;
+
+struct core_config {
+    /* The data directory, the actors' threads and limits, the mirror's settings and the
+     * grace periods (read during core_open() only). */
+    const struct options *opt;
+    /* A standby's warm copy of the container, restored from when it takes over (NULL:
+     * none). Lent: the core reads it during core_open() only. */
+    struct mirror_copy *warm;
 };
 
 enum core_rc {
     CORE_OK = 0,
-    CORE_FAILED = -1,  /* `failed` and err say what and why */
-    CORE_BLOCKED = -2, /* the container holds a line that cannot be decoded: no takeover until
-                          it is repaired (docs/ha.md, "A journal that cannot be read") */
+    CORE_FAILED,  /* `failed` and err say what and why */
+    CORE_BLOCKED, /* the container holds a line that cannot be decoded: no takeover until it
+                     is repaired (docs/ha.md, "A journal that cannot be read") */
 };
 
 /* Opens the store and starts everything behind HTTP: the mirror (restoring first when the
- * store is new), the actors, the alarms, and the leases in force. CORE_OK, or CORE_FAILED or
- * CORE_BLOCKED with what failed and why; close_core() stops what had started. */
-enum core_rc start_core(struct server *s, char *err, size_t errlen, const char **failed);
+ * store is new), the actors, the alarms, and the leases in force. CORE_OK with *out set, or
+ * CORE_FAILED or CORE_BLOCKED with what failed and why, *out NULL and nothing left
+ * running. */
+enum core_rc core_open(struct core **out, const struct core_config *cfg, char *err, size_t errlen,
+                       const char **failed);
 
-/* Stops what runs behind HTTP, in order: alarms, actors, the mirror's reads, the store,
- * the mirror (which ships what the store committed last). Any of them may not have
- * started; what was stopped is set to NULL. */
-void close_core(struct server *s);
+/* Stops everything, in order: alarms, actors, the mirror's reads, the store, the mirror
+ * (which ships what the store committed last), the events (their waits complete). Taken
+ * back from the HTTP front first (http_set_core(h, NULL)). NULL: nothing. */
+void core_close(struct core *c);
+
+/* What the HTTP front serves the core with (http_config.core, http_set_core()): its actors,
+ * store and events, and its readiness, metrics and parked requests. */
+void core_front(struct core *c, struct http_core *out);
+
+/* The limits a request is checked against, from the options: on every server of a group,
+ * and by the HTTP front and every core of a process, alike. */
+void core_limits(const struct options *o, struct res_limits *out);
+
+/* The blob mirror (NULL: none). */
+struct mirror *core_mirror(struct core *c);
+/* Leases in force when the core opened. */
+size_t core_leases(const struct core *c);
+/* The store commits: true, else false with why. */
+bool core_healthy(struct core *c, char *why, size_t len);
 
 #endif

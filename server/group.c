@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -25,6 +26,7 @@
 #include "common/log.h"
 #include "common/prom.h"
 #include "blob/blob.h"
+#include "server/ha.h"
 
 /* A takeover stopped by a line of the container that cannot be decoded is tried again
  * this often (an operator may have repaired the container), and logged at most this
@@ -32,46 +34,107 @@
 #define BLOCKED_RETRY_NS (10000 * MX_NS_PER_MS)
 #define BLOCKED_SAY_NS   (60000 * MX_NS_PER_MS)
 
+struct group {
+    const struct options *opt;
+    struct http *http;
+    struct ha *ha;
+    struct core *core;        /* NULL: a standby */
+    _Atomic bool forwarding;  /* a standby that knows the active */
+    struct mirror_copy *copy; /* a standby's warm copy of the container */
+    bool copy_ok;             /* it followed the journal at the last look */
+    uint64_t copy_said_ns;    /* when a failure to follow was last logged */
+    /* The active: when it last confirmed it owns the container (mono ns). */
+    uint64_t owned_ns;
+    /* A takeover stopped by a journal line that cannot be decoded: when it is tried again
+     * (mono ns; 0: none) and when that was last logged. */
+    _Atomic uint64_t blocked_until_ns; /* read by /metrics too */
+    uint64_t blocked_said_ns;
+    _Atomic uint64_t takeovers_blocked;
+};
+
 int group_render_servers(void *ctx, struct mx_buf *out)
 {
-    struct server *s = ctx;
-    return ha_render_servers(s->ha, out);
+    struct group *g = ctx;
+    return ha_render_servers(g->ha, out);
 }
 
-int group_open(struct server *s, char *err, size_t errlen, const char **failed)
+int group_open(struct group **out, const struct options *opt, char *err, size_t errlen,
+               const char **failed)
 {
+    *out = NULL;
+    *failed = "cannot join the server group";
+    struct group *g = calloc(1, sizeof *g);
+    if (!g) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    g->opt = opt;
     struct ha_config hc = {
-        .advertise_url = s->opt.advertise_url,
-        .connection_string = s->opt.blob_connection_string,
-        .container = s->opt.blob_container,
-        .failover_after_ms = s->opt.failover_after_ms,
+        .advertise_url = opt->advertise_url,
+        .connection_string = opt->blob_connection_string,
+        .container = opt->blob_container,
+        .failover_after_ms = opt->failover_after_ms,
     };
     if (blob_global_init() != 0) {
-        *failed = "cannot join the server group";
         snprintf(err, errlen, "cannot initialize libcurl");
+        free(g);
         return -1;
     }
-    if (ha_open(&s->ha, &hc, err, errlen) != 0 ||
-        mirror_copy_open(&s->copy, s->opt.blob_connection_string, s->opt.blob_container, err,
-                         errlen) != 0) {
-        ha_close(s->ha);
-        s->ha = NULL;
+    if (ha_open(&g->ha, &hc, err, errlen) != 0 ||
+        mirror_copy_open(&g->copy, opt->blob_connection_string, opt->blob_container, err, errlen) !=
+            0) {
+        ha_close(g->ha);
         blob_global_cleanup();
-        *failed = "cannot join the server group";
+        free(g);
         return -1;
     }
+    *out = g;
     return 0;
 }
 
-void group_close(struct server *s)
+void group_attach(struct group *g, struct http *h)
 {
-    if (!s->ha)
+    g->http = h;
+}
+
+void group_close(struct group *g)
+{
+    if (!g)
         return;
-    ha_close(s->ha);
-    s->ha = NULL;
-    mirror_copy_free(s->copy);
-    s->copy = NULL;
+    if (g->core) {
+        http_set_core(g->http, NULL);
+        core_close(g->core);
+    }
+    ha_close(g->ha);
+    mirror_copy_free(g->copy);
     blob_global_cleanup();
+    free(g);
+}
+
+struct core *group_core(struct group *g)
+{
+    return g->core;
+}
+
+const char *group_role(struct group *g)
+{
+    return ha_role_name(ha_role(g->ha));
+}
+
+bool group_ready(void *ctx, char *why, size_t len, struct mx_buf *details)
+{
+    struct group *g = ctx;
+    enum ha_role role = ha_role(g->ha);
+    mx_buf_printf(details, "\"role\":\"%s\"", ha_role_name(role));
+    if (role == HA_FENCED) {
+        snprintf(why, len, "fenced");
+        return false;
+    }
+    if (role != HA_ACTIVE && !atomic_load(&g->forwarding)) {
+        snprintf(why, len, "no_active_server");
+        return false;
+    }
+    return true; /* a standby is ready when it can forward; the active asks its core next */
 }
 
 /* A server of a group keeps no store of its own between terms as active: the container is
@@ -91,7 +154,7 @@ static int wipe_store(const char *dir, char *err, size_t errlen)
 }
 
 /* The container is free, or its holder was given up: read it and serve. */
-static void take_over(struct server *s)
+static void take_over(struct group *s)
 {
     uint64_t t0 = mx_mono_ns();
     uint64_t blocked = atomic_load(&s->blocked_until_ns);
@@ -102,11 +165,11 @@ static void take_over(struct server *s)
     ha_set_role(s->ha, HA_JOINING);
     char err[512] = "", quoted[1100];
     const char *failed = "cannot clear the data directory";
-    enum core_rc rc = wipe_store(s->opt.data_dir, err, sizeof err) == 0 ? CORE_OK : CORE_FAILED;
+    enum core_rc rc = wipe_store(s->opt->data_dir, err, sizeof err) == 0 ? CORE_OK : CORE_FAILED;
+    struct core_config cc = {.opt = s->opt, .warm = s->copy};
     if (rc == CORE_OK)
-        rc = start_core(s, err, sizeof err, &failed);
+        rc = core_open(&s->core, &cc, err, sizeof err, &failed);
     if (rc != CORE_OK) {
-        close_core(s);
         ha_set_role(s->ha, HA_STANDBY);
         if (rc == CORE_BLOCKED) {
             /* The container holds a line this server cannot decode: serving from what is
@@ -130,18 +193,21 @@ static void take_over(struct server *s)
     s->blocked_said_ns = 0;
     /* It owned the container when its mirror took the lease and wrote the owner blob. */
     s->owned_ns = mx_mono_ns();
-    http_set_serve_until(s->http, s->owned_ns + s->opt.failover_after_ms * MX_NS_PER_MS);
-    http_set_core(s->http, s->rt, s->store);
+    http_set_serve_until(s->http, s->owned_ns + s->opt->failover_after_ms * MX_NS_PER_MS);
+    struct http_core hc;
+    core_front(s->core, &hc);
+    http_set_core(s->http, &hc); /* whole, once */
     http_set_role(s->http, HTTP_ROLE_SERVE, NULL);
-    ha_set_active(s->ha, mirror_generation(s->mirror));
+    struct mirror *m = core_mirror(s->core);
+    ha_set_active(s->ha, mirror_generation(m));
     uint64_t ms = (mx_mono_ns() - t0) / MX_NS_PER_MS;
     ha_count_takeover(s->ha, ms);
     mx_info("serving as the active server", "generation=%" PRIu64 " leases=%zu took_ms=%" PRIu64,
-            mirror_generation(s->mirror), s->leases, ms);
+            mirror_generation(m), core_leases(s->core), ms);
 }
 
 /* A standby keeps its copy of the container warm. */
-static void follow(struct server *s, const struct ha_view *v)
+static void follow(struct group *s, const struct ha_view *v)
 {
     if (!v->named.journal[0])
         return;
@@ -156,9 +222,9 @@ static void follow(struct server *s, const struct ha_view *v)
     s->copy_ok = ok;
 }
 
-int group_tick(struct server *s)
+int group_tick(struct group *s)
 {
-    if (!s->rt) {
+    if (!s->core) {
         struct ha_view v;
         if (ha_watch(s->ha, &v) == HA_TAKE) {
             take_over(s);
@@ -169,31 +235,34 @@ int group_tick(struct server *s)
                 ha_set_role(s->ha, HA_STANDBY);
             follow(s, &v);
         }
-        if (!s->rt) {
+        if (!s->core) {
             uint64_t changes = 0, ms = 0;
             mirror_copy_lag(s->copy, &changes, &ms);
             ha_heartbeat(s->ha, s->copy_ok, changes, ms);
         }
         return 0;
     }
-    if (!mirror_fenced(s->mirror) && !ha_still_owner(s->ha, &s->owned_ns))
-        mirror_give_up(s->mirror, "the owner blob names another server");
-    if (mirror_fenced(s->mirror)) {
+    struct mirror *m = core_mirror(s->core);
+    if (!mirror_fenced(m) && !ha_still_owner(s->ha, &s->owned_ns))
+        mirror_give_up(m, "the owner blob names another server");
+    if (mirror_fenced(m)) {
         ha_set_role(s->ha, HA_FENCED);
         http_set_role(s->http, HTTP_ROLE_FENCED, NULL);
         return 1;
     }
     /* Served while it owned the container within the failover time: a standby that cannot
      * reach it may take over once that has passed. */
-    http_set_serve_until(s->http, s->owned_ns + s->opt.failover_after_ms * MX_NS_PER_MS);
+    http_set_serve_until(s->http, s->owned_ns + s->opt->failover_after_ms * MX_NS_PER_MS);
     uint64_t changes, ms;
-    mirror_lag(s->mirror, &changes, &ms);
+    mirror_lag(m, &changes, &ms);
     ha_heartbeat(s->ha, true, changes, ms);
     return 0;
 }
 
-void group_metrics(struct server *s, struct mx_buf *b)
+void group_metrics(void *ctx, struct mx_buf *b)
 {
+    struct group *s = ctx;
+    ha_metrics(s->ha, b);
     prom_counter(b, "mutexd_takeovers_blocked_total",
                  "Takeovers stopped because the container holds a line that cannot be decoded.",
                  atomic_load(&s->takeovers_blocked));

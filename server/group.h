@@ -2,33 +2,53 @@
  * The server group's takeover sequence (docs/ha.md): a server started with --ha joins as a
  * standby (forwarding, keeping a warm copy of the container), takes the container over
  * when it is free or its active has been given up, serves while it can confirm it owns
- * it, and notices when another server has taken it.
+ * it, and notices when another server has taken it. The group owns the HA state and, while
+ * this server is the active, its core, which it publishes to the HTTP front once whole.
  *
- * Threads: the main thread's, between signals.
+ * Threads: the main thread's, between signals; but the `ctx` callbacks of the HTTP front
+ * (group_ready(), group_metrics(), group_render_servers()), which any thread may call.
  */
 #ifndef MX_GROUP_H
 #define MX_GROUP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "common/buf.h"
+#include "http/server.h"
 #include "server/core.h"
+#include "server/options.h"
 
 /* How often group_tick() is called (ms). */
 #define GROUP_TICK_MS 100
 
-/* Joins the group of the container (no core is started: the server is a standby until it
- * takes over). 0, or -1 with what failed and why. */
-int group_open(struct server *s, char *err, size_t errlen, const char **failed);
-void group_close(struct server *s);
+struct group;
+
+/* Joins the group of the container `opt` names (no core is opened: the server is a standby
+ * until it takes over). 0, or -1 with what failed and why. `opt` must outlive the group. */
+int group_open(struct group **out, const struct options *opt, char *err, size_t errlen,
+               const char **failed);
+/* The HTTP front whose role the group sets and to which it publishes its core: once, before
+ * the first group_tick(). */
+void group_attach(struct group *g, struct http *h);
+/* Takes the core back from the HTTP front and closes it (after http_quiesce()), then
+ * leaves the group. NULL: nothing. */
+void group_close(struct group *g);
 
 /* One look at the group. Returns 1 when this server was fenced and must start again. */
-int group_tick(struct server *s);
+int group_tick(struct group *g);
 
-/* The body of GET /v1/servers (the HTTP front's `servers` hook; `ctx` is the server). */
+/* The core, while this server is the active (NULL: a standby). Main thread. */
+struct core *group_core(struct group *g);
+/* This server's role in the group ("standby", "active"...), for the logs. */
+const char *group_role(struct group *g);
+
+/* The HTTP front's callbacks (`ctx`: the group). /readyz: a standby is ready when it knows
+ * an active to forward to; the active when its core is (asked next). */
+bool group_ready(void *ctx, char *why, size_t len, struct mx_buf *details);
+/* /metrics: the group's and the takeover sequence's. */
+void group_metrics(void *ctx, struct mx_buf *b);
+/* The body of GET /v1/servers. */
 int group_render_servers(void *ctx, struct mx_buf *out);
-
-/* Metrics of the takeover sequence. */
-void group_metrics(struct server *s, struct mx_buf *b);
 
 #endif

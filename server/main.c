@@ -27,49 +27,15 @@
 #include "server/notify.h"
 #include "server/probe.h"
 
-static bool server_ready(void *ctx, char *why, size_t len, struct mx_buf *details)
-{
-    struct server *s = ctx;
-    if (s->ha) {
-        enum ha_role role = ha_role(s->ha);
-        mx_buf_printf(details, "\"role\":\"%s\"%s", ha_role_name(role),
-                      role == HA_ACTIVE ? "," : "");
-        if (role == HA_FENCED) {
-            snprintf(why, len, "fenced");
-            return false;
-        }
-        if (role != HA_ACTIVE) {
-            if (!atomic_load(&s->forwarding)) {
-                snprintf(why, len, "no_active_server");
-                return false;
-            }
-            return true; /* a standby is ready when it can forward */
-        }
-    }
-    if (s->mirror) {
-        uint64_t changes, ms;
-        mirror_lag(s->mirror, &changes, &ms);
-        mx_buf_printf(details,
-                      "\"mirror\":{\"mode\":\"%s\",\"lag_changes\":%" PRIu64 ",\"lag_ms\":%" PRIu64
-                      "}",
-                      mirror_mode(s->mirror) == MIRROR_SYNC ? "sync" : "async", changes, ms);
-    }
-    if (!atomic_load(&s->recovered)) {
-        snprintf(why, len, "recovering");
-        return false;
-    }
-    if (!store_healthy(s->store, why, len))
-        return false;
-    if (s->mirror && !mirror_ready(s->mirror, why, len))
-        return false;
-    uint64_t grace = atomic_load(&s->domain.grace_until_ns), now = mx_mono_ns();
-    if (grace && now < grace) {
-        snprintf(why, len, "restore grace period: no new leases for %" PRIu64 " s",
-                 ((grace - now) / 1000000000u + 1));
-        return false;
-    }
-    return true;
-}
+/* The process: its options, and what it serves with. */
+struct server {
+    struct options opt;
+    struct http *http;
+    struct auth *auth;     /* NULL: no authorization */
+    struct res_limits lim; /* what a request is checked against */
+    struct core *core;     /* a lone server's (NULL in a group: the group holds it) */
+    struct group *group;   /* NULL: not in a server group */
+};
 
 /* The service manager is told what /readyz would answer, and whether the server is healthy:
  * the store commits (a store whose commits keep failing, a full or failed disk, stops the
@@ -78,10 +44,11 @@ static void server_notify(struct server *s, struct notify *n)
 {
     char why[256] = "", sick[256] = "", status[600];
     struct mx_buf details = {0};
-    bool ready = server_ready(s, why, sizeof why, &details);
+    bool ready = http_ready(s->http, why, sizeof why, &details);
     mx_buf_free(&details);
-    bool healthy = !s->store || store_healthy(s->store, sick, sizeof sick);
-    const char *role = s->ha ? ha_role_name(ha_role(s->ha)) : NULL;
+    struct core *c = s->group ? group_core(s->group) : s->core;
+    bool healthy = !c || core_healthy(c, sick, sizeof sick);
+    const char *role = s->group ? group_role(s->group) : NULL;
     if (!healthy)
         snprintf(status, sizeof status, "unhealthy: the store fails: %s", sick);
     else if (!ready)
@@ -105,60 +72,6 @@ static int wait_signal(const sigset_t *set, uint64_t deadline_ns)
     struct timespec ts = {(time_t)(left / 1000000000u), (long)(left % 1000000000u)};
     sig = sigtimedwait(set, NULL, &ts);
     return sig > 0 ? sig : 0;
-}
-
-/* The HTTP front's hint: requests parked on resources (waiting, watching). */
-static long server_parked(void *ctx)
-{
-    struct server *s = ctx;
-    /* Acquire: the domain was set up before the core was published. */
-    if (!atomic_load_explicit(&s->core_published, memory_order_acquire))
-        return 0;
-    return (long)(atomic_load_explicit(&s->domain.waiters, memory_order_relaxed) +
-                  atomic_load_explicit(&s->domain.watchers, memory_order_relaxed) +
-                  (s->domain.events ? ev_waiting(s->domain.events) : 0));
-}
-
-static void core_metrics(struct server *s, struct mx_buf *b);
-
-/* HTTP threads. Without a core (a standby), the HTTP front counts its requests itself. */
-static void server_metrics(void *ctx, struct mx_buf *b)
-{
-    struct server *s = ctx;
-    if (s->ha) {
-        ha_metrics(s->ha, b);
-        group_metrics(s, b);
-    }
-    pthread_mutex_lock(&s->core_lock);
-    if (atomic_load_explicit(&s->core_published, memory_order_relaxed))
-        core_metrics(s, b);
-    pthread_mutex_unlock(&s->core_lock);
-}
-
-/* The core's figures; core_lock held, the core published. */
-static void core_metrics(struct server *s, struct mx_buf *b)
-{
-    struct res_domain *d = &s->domain;
-    struct rt_stats st;
-    rt_get_stats(s->rt, &st);
-
-    res_domain_metrics(d, b);
-    prom_gauge(b, "mutexd_actors_active", "Resource actors in memory.", st.active);
-    prom_header(
-        b, "mutexd_lease_alarms", "gauge",
-        "Lease expiries set as alarms (every lease in force, its resource in memory or not).");
-    mx_buf_printf(b, "mutexd_lease_alarms %zu\n", rt_alarms_count(s->actx.alarms));
-    prom_counter(b, "mutexd_actor_activations_total", "Actors activated.", st.activations);
-    prom_counter(b, "mutexd_actor_deactivations_total", "Idle actors deactivated.",
-                 st.deactivations);
-    prom_counter(b, "mutexd_actor_messages_total", "Messages handled by actors.", st.messages);
-    prom_gauge(b, "mutexd_actor_run_queue", "Actors waiting for a worker thread.", st.run_queue);
-    prom_counter(b, "mutexd_actor_mailbox_refused_total",
-                 "Messages refused because a mailbox was full.", st.mailbox_refused);
-
-    store_metrics(s->store, b);
-    if (s->mirror)
-        mirror_metrics(s->mirror, b);
 }
 
 /* Refuses a data directory other users can write (they could replace the store, or read
@@ -196,10 +109,6 @@ int main(int argc, char **argv)
 {
     struct server s;
     memset(&s, 0, sizeof s);
-    pthread_mutex_init(&s.core_lock, NULL);
-    /* A fenced server starts itself again with the same arguments (getopt may have
-     * reordered them; mutexd takes no operands, so their order does not matter). */
-    s.argv = argv;
     int rc = options_parse(&s.opt, argc, argv);
     if (rc >= 0)
         return rc; /* --help, --version, or a bad option (already reported) */
@@ -224,7 +133,7 @@ int main(int argc, char **argv)
     }
 
     /* Every failure to start goes to `fail` with what failed and why: one way out, which
-     * stops whatever had started (close_core() takes any of it not started). */
+     * stops whatever had started (core_close() and group_close() take NULL). */
     char err[512] = "";
     const char *failed = NULL;
     /* The tokens file is read before the store is opened: a bad one leaves no data
@@ -240,24 +149,14 @@ int main(int argc, char **argv)
         failed = "refusing the data directory";
         goto fail;
     }
-    /* The limits a request is checked against, on every server of a group alike. */
-    s.domain.lim = (struct res_limits){
-        .min_ttl_ms = s.opt.min_ttl_ms,
-        .max_ttl_ms = s.opt.max_ttl_ms,
-        .max_wait_ms = s.opt.max_wait_ms,
-        .max_waiters = (uint32_t)s.opt.max_waiters,
-        .max_holders = (uint32_t)s.opt.max_holders,
-    };
-    /* The change index and the recent events, for the process's life: a new start of the
-     * core (a takeover) forgets the events, not the log. */
-    if (ev_open(&s.domain.events, (uint32_t)s.opt.event_history, &s.domain.last_index) != 0) {
-        failed = "cannot start the event log";
-        snprintf(err, sizeof err, "out of memory or threads");
+    core_limits(&s.opt, &s.lim);
+    struct http_core front; /* a lone server's core, served from the first request */
+    struct core_config cc = {.opt = &s.opt};
+    if (s.opt.ha ? group_open(&s.group, &s.opt, err, sizeof err, &failed) != 0
+                 : core_open(&s.core, &cc, err, sizeof err, &failed) != CORE_OK)
         goto fail;
-    }
-    if (s.opt.ha ? group_open(&s, err, sizeof err, &failed) != 0
-                 : start_core(&s, err, sizeof err, &failed) != 0)
-        goto fail;
+    if (s.core)
+        core_front(s.core, &front);
 
     struct http_config hc = {
         .auth = s.auth,
@@ -271,17 +170,14 @@ int main(int argc, char **argv)
         .allowed_origins = s.opt.allowed_origins,
         .allowed_hosts = s.opt.allowed_hosts,
         .ui = s.opt.ui,
-        .rt = s.rt,
-        .store = s.store,
-        .events = s.domain.events,
-        .lim = &s.domain.lim,
-        .ready = server_ready,
-        .metrics = server_metrics,
-        .parked = server_parked,
+        .lim = &s.lim,
+        .core = s.core ? &front : NULL,
+        .ready = s.group ? group_ready : NULL,
+        .metrics = s.group ? group_metrics : NULL,
         .forward_timeout_ms = s.opt.forward_timeout_ms,
         .served_by = s.opt.ha ? s.opt.advertise_url : s.opt.fault_served_by,
-        .servers = s.opt.ha ? group_render_servers : NULL,
-        .ctx = &s,
+        .servers = s.group ? group_render_servers : NULL,
+        .ctx = s.group,
         .fault_role = s.opt.fault_role,
         .fault_role_after = s.opt.fault_role_after,
         .fault_role_after_ms = s.opt.fault_role_after_ms,
@@ -290,19 +186,20 @@ int main(int argc, char **argv)
         failed = "cannot start the HTTP server";
         goto fail;
     }
-    atomic_store(&s.recovered, true);
+    if (s.group)
+        group_attach(s.group, s.http);
     mx_info("started", "version=%s address=%s data_dir=%s leases=%zu role=%s", MUTEXD_VERSION,
-            http_address(s.http), s.opt.data_dir, s.leases,
-            s.ha ? ha_role_name(ha_role(s.ha)) : "active");
+            http_address(s.http), s.opt.data_dir, s.core ? core_leases(s.core) : (size_t)0,
+            s.group ? group_role(s.group) : "active");
 
     int sig = 0;
     bool fenced = false;
-    uint64_t group_at = s.ha ? mx_mono_ns() + GROUP_TICK_MS * MX_NS_PER_MS : 0;
+    uint64_t group_at = s.group ? mx_mono_ns() + GROUP_TICK_MS * MX_NS_PER_MS : 0;
     for (;;) {
         /* A server of a group looks at the group between signals, and the service manager
          * (if any) is told how the server is when it is due. */
-        if (s.ha && mx_mono_ns() >= group_at) {
-            if (group_tick(&s) != 0) {
+        if (s.group && mx_mono_ns() >= group_at) {
+            if (group_tick(s.group) != 0) {
                 fenced = true;
                 break;
             }
@@ -340,13 +237,16 @@ int main(int argc, char **argv)
         notify_stopping(&notify, "stopping: answering the requests in flight");
     }
     http_quiesce(s.http);
-    close_core(&s);
+    if (s.core)
+        http_set_core(s.http, NULL);
+    core_close(s.core);
+    group_close(s.group); /* takes its core back and closes it first */
     http_stop(s.http);
-    group_close(&s);
-    ev_close(s.domain.events);
     auth_free(s.auth);
     if (fenced) {
-        execv("/proc/self/exe", s.argv);
+        /* The same arguments (getopt may have reordered them; mutexd takes no operands, so
+         * their order does not matter). */
+        execv("/proc/self/exe", argv);
         mx_error("cannot start again", "error=%s", strerror(errno));
         return 1;
     }
@@ -360,9 +260,8 @@ fail:;
     char status[700];
     snprintf(status, sizeof status, "failed: %s: %s", failed, err);
     notify_status(&notify, status);
-    close_core(&s);
-    group_close(&s);
-    ev_close(s.domain.events);
+    core_close(s.core);
+    group_close(s.group);
     auth_free(s.auth);
     return 1;
 }

@@ -71,12 +71,6 @@ static void indexes_increase_and_the_ring_keeps_the_last(void **st)
     assert_int_equal(n, 0);
     assert_false(truncated);
     assert_int_equal(next, ev_last_index(log));
-    /* A new start forgets the events, not the index. */
-    ev_reset(log);
-    n = ev_read(log, 501, "", 0, ev, 8, &next, &truncated);
-    assert_int_equal(n, 0);
-    assert_true(truncated);
-    assert_int_equal(record(log, "d", EV_GRANTED, 0), 504);
     ev_close(log);
 }
 

@@ -1,0 +1,371 @@
+/*
+ * The server group's takeover sequence (server/group.h) against a real Azurite
+ * (scripts/with-azurite.sh sets MUTEXD_TEST_BLOB_CONNECTION_STRING; without it every case
+ * fails). Each server is a group and an HTTP front on loopback in this process, each on
+ * its own data directory, all on one container: the takeover's steps and each way it
+ * fails, ticked by hand as main() ticks them.
+ */
+#include "tests/unit/testutil.h"
+#include "tests/unit/testhttp.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include "blob/blob.h"
+#include "blob/internal.h"
+#include "common/clock.h"
+#include "persistence/owner.h"
+#include "server/group.h"
+
+#define CS_ENV "MUTEXD_TEST_BLOB_CONNECTION_STRING"
+
+struct member {
+    char dir[64];
+    char listen[64], url[96];
+    struct options opt;
+    struct res_limits lim;
+    struct group *group;
+    struct http *http;
+};
+
+static const char *connection_string(void)
+{
+    const char *cs = getenv(CS_ENV);
+    if (!cs || !cs[0])
+        fail_msg(CS_ENV " is not set: run this test through scripts/with-azurite.sh");
+    return cs;
+}
+
+/* A fresh container name for the case. */
+static void container_name(char *out, size_t cap)
+{
+    snprintf(out, cap, "g%ld-%ld", (long)getpid(), (long)time(NULL));
+}
+
+/* A free loopback port, so that the advertised URL is known before the front listens. */
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+/* mutexd --ha on `container`, as the command line would give it. */
+static void member_options(struct member *m, const char *container)
+{
+    int port = free_port();
+    snprintf(m->listen, sizeof m->listen, "127.0.0.1:%d", port);
+    snprintf(m->url, sizeof m->url, "http://127.0.0.1:%d", port);
+    char *argv[] = {"mutexd",
+                    "--data-dir",
+                    m->dir,
+                    "--listen",
+                    m->listen,
+                    "--threads",
+                    "2",
+                    "--ha",
+                    "--mirror",
+                    "sync",
+                    "--blob-connection-string",
+                    (char *)connection_string(),
+                    "--blob-container",
+                    (char *)container,
+                    "--advertise-url",
+                    m->url,
+                    "--failover-after-ms",
+                    "1000",
+                    NULL};
+    optind = 0;
+    assert_int_equal(options_parse(&m->opt, (int)(sizeof argv / sizeof argv[0]) - 1, argv), -1);
+}
+
+/* Joins the group as main() does: the group first, then the front (holding), attached. */
+static void join(struct member *m, const char *container)
+{
+    mx_temp_dir(m->dir, "group");
+    member_options(m, container);
+    core_limits(&m->opt, &m->lim);
+    char err[512] = "";
+    const char *failed = NULL;
+    if (group_open(&m->group, &m->opt, err, sizeof err, &failed) != 0)
+        fail_msg("%s: %s", failed, err);
+    struct http_config hc = {
+        .listen = m->listen,
+        .threads = 2,
+        .lim = &m->lim,
+        .ready = group_ready,
+        .metrics = group_metrics,
+        .served_by = m->opt.advertise_url,
+        .servers = group_render_servers,
+        .ctx = m->group,
+    };
+    if (http_start(&m->http, &hc, err, sizeof err) != 0)
+        fail_msg("http: %s", err);
+    group_attach(m->group, m->http);
+}
+
+/* Leaves as main() does at SIGTERM. */
+static void leave(struct member *m)
+{
+    http_quiesce(m->http);
+    group_close(m->group);
+    http_stop(m->http);
+    m->group = NULL;
+}
+
+/* Ticks until the member has a core (true) or `ms` passed (false). */
+static bool tick_until_active(struct member *m, long ms)
+{
+    uint64_t end = mx_mono_ns() + (uint64_t)ms * MX_NS_PER_MS;
+    while (mx_mono_ns() < end) {
+        assert_int_equal(group_tick(m->group), 0);
+        if (group_core(m->group))
+            return true;
+        mx_sleep_ms(GROUP_TICK_MS);
+    }
+    return false;
+}
+
+/* A new container with an active, `a`, and (when `b` is given) a standby, `b`. */
+static void active_and_standby(char container[64], struct member *a, struct member *b)
+{
+    container_name(container, 64);
+    join(a, container);
+    assert_true(tick_until_active(a, 10000));
+    if (!b)
+        return;
+    join(b, container);
+    assert_false(tick_until_active(b, 3 * GROUP_TICK_MS));
+}
+
+static long request(const struct member *m, const char *path, const char *json, struct mx_buf *body,
+                    char served_by[128])
+{
+    return mx_test_request(m->url, path, json, body, served_by);
+}
+
+/* The member's /metrics holds `line`. */
+static bool metric(const struct member *m, const char *line)
+{
+    struct mx_buf b = {0};
+    assert_int_equal(request(m, "/metrics", NULL, &b, NULL), 200);
+    bool has = b.p && strstr(b.p, line);
+    mx_buf_free(&b);
+    return has;
+}
+
+static void readyz(const struct member *m, long want_status, const char *want_text)
+{
+    struct mx_buf b = {0};
+    long st = request(m, "/readyz", NULL, &b, NULL);
+    if (st != want_status || !b.p || !strstr(b.p, want_text))
+        fail_msg("%s/readyz: %ld %s (want %ld with %s)", m->url, st, b.p ? b.p : "", want_status,
+                 want_text);
+    mx_buf_free(&b);
+}
+
+/* A blob client of its own on `container`, and what the owner blob says now. */
+static struct blob_client *owner_now(const char *container, struct owner_view *v)
+{
+    struct blob_account acc;
+    char err[256];
+    assert_int_equal(blob_parse_connection_string(connection_string(), &acc, err, sizeof err), 0);
+    struct blob_client *c;
+    assert_int_equal(blob_client_new(&acc, container, NULL, &c, err, sizeof err), 0);
+    struct blob_result r = {0};
+    assert_int_equal(owner_read(c, v, &r), OWNER_OK);
+    blob_result_free(&r);
+    return c;
+}
+
+static int setup(void **st)
+{
+    (void)st;
+    return blob_global_init();
+}
+
+static int teardown(void **st)
+{
+    (void)st;
+    blob_global_cleanup();
+    return 0;
+}
+
+/* The first server of a new container takes it at its first tick, publishes its core and
+ * serves; the next one stays a standby, forwards to it, and is ready. */
+static void the_first_takes_over_and_the_next_forwards(void **st)
+{
+    (void)st;
+    char container[64];
+    container_name(container, sizeof container);
+    struct member a, b;
+    join(&a, container);
+    /* Holding, not ready, before its first look at the group. */
+    readyz(&a, 503, "no_active_server");
+    assert_true(tick_until_active(&a, 10000));
+    assert_string_equal(group_role(a.group), "active");
+    readyz(&a, 200, "\"role\":\"active\",\"mirror\":{\"mode\":\"sync\"");
+    assert_true(metric(&a, "mutexd_takeovers_total 1\n"));
+    assert_true(metric(&a, "mutexd_grants_total 0\n")); /* the published core's figures */
+
+    join(&b, container);
+    assert_false(tick_until_active(&b, 3 * GROUP_TICK_MS));
+    assert_null(group_core(b.group));
+    assert_string_equal(group_role(b.group), "standby");
+    readyz(&b, 200, "\"role\":\"standby\"");
+    assert_false(metric(&b, "mutexd_grants_total")); /* a standby has no core */
+    char by[128];
+    assert_int_equal(request(&b, "/v1/resources/r/acquire", "{\"owner\":\"w\"}", NULL, by), 200);
+    assert_string_equal(by, a.url);
+    assert_true(metric(&a, "mutexd_grants_total 1\n"));
+    leave(&b);
+    leave(&a);
+}
+
+/* The active leaves (SIGTERM): the standby takes over with the lease it granted. */
+static void a_standby_takes_over_with_the_leases(void **st)
+{
+    (void)st;
+    char container[64];
+    struct member a, b;
+    active_and_standby(container, &a, &b);
+    struct mx_buf body = {0};
+    assert_int_equal(request(&a, "/v1/resources/kept/acquire",
+                             "{\"owner\":\"w\",\"ttl_ms\":600000}", &body, NULL),
+                     200);
+    mx_buf_free(&body);
+    leave(&a);
+    assert_true(tick_until_active(&b, 20000));
+    assert_int_equal(core_leases(group_core(b.group)), 1);
+    char by[128];
+    assert_int_equal(request(&b, "/v1/resources/kept", NULL, &body, by), 200);
+    assert_string_equal(by, b.url);
+    assert_non_null(strstr(body.p, "\"owner\":\"w\""));
+    mx_buf_free(&body);
+    leave(&b);
+}
+
+/* A takeover whose core cannot open (the data directory cannot be cleared) leaves nothing
+ * half-set: the server stays a standby without a core, and takes over once it can. */
+static void a_takeover_that_fails_stays_a_standby_and_tries_again(void **st)
+{
+    (void)st;
+    char container[64];
+    container_name(container, sizeof container);
+    struct member a;
+    join(&a, container);
+    /* The store's file is a directory with a file in it: it cannot be removed. */
+    char path[128];
+    snprintf(path, sizeof path, "%s/mutexd.db", a.dir);
+    assert_int_equal(mkdir(path, 0700), 0);
+    snprintf(path, sizeof path, "%s/mutexd.db/x", a.dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fclose(f);
+    assert_false(tick_until_active(&a, 5 * GROUP_TICK_MS));
+    assert_string_equal(group_role(a.group), "standby");
+    readyz(&a, 503, "no_active_server");
+    assert_false(metric(&a, "mutexd_grants_total"));
+    assert_true(metric(&a, "mutexd_takeovers_total 0\n"));
+    /* Repaired: the next tick takes over. */
+    assert_int_equal(unlink(path), 0);
+    snprintf(path, sizeof path, "%s/mutexd.db", a.dir);
+    assert_int_equal(rmdir(path), 0);
+    assert_true(tick_until_active(&a, 10000));
+    readyz(&a, 200, "\"role\":\"active\"");
+    leave(&a);
+}
+
+/* A journal line that cannot be decoded blocks the takeover (no core, counted, retried
+ * later), rather than serving a state without it. */
+static void an_undecodable_journal_line_blocks_the_takeover(void **st)
+{
+    (void)st;
+    char container[64];
+    struct member a, b;
+    active_and_standby(container, &a, NULL);
+    for (int i = 0; i < 5; i++) {
+        char path[64];
+        snprintf(path, sizeof path, "/v1/resources/k%d/acquire", i);
+        assert_int_equal(request(&a, path, "{\"owner\":\"w\",\"ttl_ms\":600000}", NULL, NULL), 200);
+    }
+    join(&b, container);
+    assert_false(tick_until_active(&b, 3 * GROUP_TICK_MS));
+
+    /* The journal the owner blob names gets a line that is no record. */
+    struct owner_view v;
+    struct blob_client *c = owner_now(container, &v);
+    struct blob_result r = {0};
+    assert_true(v.meta.journal[0] != '\0');
+    static const char garbage[] = "this line is not a journal record\n";
+    assert_int_equal(blob_append_block(c, v.meta.journal, garbage, strlen(garbage), -1, NULL, &r),
+                     0);
+    assert_int_equal(r.status, 201);
+    blob_result_free(&r);
+    blob_client_free(c);
+
+    leave(&a);
+    assert_false(tick_until_active(&b, 3000));
+    assert_null(group_core(b.group));
+    assert_string_equal(group_role(b.group), "standby");
+    assert_true(metric(&b, "mutexd_takeover_blocked 1\n"));
+    assert_true(metric(&b, "mutexd_takeovers_blocked_total 1\n")); /* not again before 10 s */
+    leave(&b);
+}
+
+/* Another server takes the container (its lease broken, its name written): the active
+ * notices at a tick, is fenced, and says so. */
+static void an_active_another_server_replaced_is_fenced(void **st)
+{
+    (void)st;
+    char container[64];
+    struct member a;
+    active_and_standby(container, &a, NULL);
+
+    struct owner_view v;
+    struct blob_client *c = owner_now(container, &v);
+    struct blob_result r = {0};
+    assert_int_equal(owner_break_if(c, v.etag, &r), OWNER_OK);
+    blob_result_free(&r);
+    const char *lease = "0f0e0d0c-0b0a-4908-8706-050403020100";
+    assert_int_equal(owner_take(c, lease, &r), OWNER_OK);
+    blob_result_free(&r);
+    struct owner_meta other = v.meta;
+    snprintf(other.url, sizeof other.url, "http://127.0.0.1:1");
+    other.generation++;
+    assert_int_equal(owner_publish(c, lease, &other, &r), OWNER_OK);
+    blob_result_free(&r);
+
+    int fenced = 0;
+    uint64_t end = mx_mono_ns() + 10000 * MX_NS_PER_MS;
+    while (!fenced && mx_mono_ns() < end) {
+        fenced = group_tick(a.group);
+        mx_sleep_ms(GROUP_TICK_MS);
+    }
+    assert_int_equal(fenced, 1);
+    assert_string_equal(group_role(a.group), "fenced");
+    readyz(&a, 503, "fenced");
+    leave(&a);
+    owner_release(c, lease, &r);
+    blob_result_free(&r);
+    blob_client_free(c);
+}
+
+int main(int argc, char **argv);
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test_setup_teardown(the_first_takes_over_and_the_next_forwards, setup, teardown),
+    cmocka_unit_test_setup_teardown(a_standby_takes_over_with_the_leases, setup, teardown),
+    cmocka_unit_test_setup_teardown(a_takeover_that_fails_stays_a_standby_and_tries_again, setup,
+                                    teardown),
+    cmocka_unit_test_setup_teardown(an_undecodable_journal_line_blocks_the_takeover, setup,
+                                    teardown),
+    cmocka_unit_test_setup_teardown(an_active_another_server_replaced_is_fenced, setup, teardown),
+};
+MX_TEST_MAIN(tests)
