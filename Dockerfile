@@ -10,7 +10,7 @@ FROM ${BASE_IMAGE} AS build
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
       gcc libc6-dev make cmake pkg-config \
-      libmicrohttpd-dev libcjson-dev libsqlite3-dev libcurl4-openssl-dev libssl-dev \
+      libmicrohttpd-dev libcjson-dev libsqlite3-dev libcurl4-openssl-dev libssl-dev zlib1g-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY CMakeLists.txt VERSION ./

@@ -84,7 +84,8 @@ bool api_valid_resource(const char *name, size_t len)
         }
         char c = name[i];
         if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-              c == '.' || c == '_' || c == '~' || c == ':' || c == '@' || c == '-'))
+              c == '.' || c == '_' || c == '~' || c == ':' || c == '@' || c == '-' || c == '{' ||
+              c == '}'))
             return false;
     }
     return true;
@@ -113,7 +114,7 @@ bool api_path_refused(struct api_error *e)
 static bool invalid_resource(struct api_error *e)
 {
     return api_fail(e, 400, "invalid_resource", NULL,
-                    "a resource name is 1 to 256 characters of A-Z a-z 0-9 . _ ~ : @ - and /, "
+                    "a resource name is 1 to 256 characters of A-Z a-z 0-9 . _ ~ : @ - { } and /, "
                     "with no empty, '.' or '..' segment and no leading or trailing '/'");
 }
 

@@ -15,7 +15,8 @@ set -euo pipefail
 # libcmocka-dev: the default CMake configuration (MUTEXD_TESTS=ON, `make build`) compiles
 # the unit tests; `make run` builds the server alone and would do without it.
 build_pkgs=(build-essential cmake pkg-config
-    libmicrohttpd-dev libcjson-dev libsqlite3-dev libcurl4-openssl-dev libssl-dev libcmocka-dev)
+    libmicrohttpd-dev libcjson-dev libsqlite3-dev libcurl4-openssl-dev libssl-dev libcmocka-dev
+    zlib1g-dev)
 # `make deb`: dpkg-buildflags and dpkg-shlibdeps (dpkg-dev), file, with which CPack finds
 # the binaries whose libraries make the package's Depends, and libsystemd-dev: the package's
 # server notifies systemd (MUTEXD_SYSTEMD=ON).

@@ -490,6 +490,25 @@ def test_invalid_resource_names(client, name):
     check_error(client.post(name, "acquire", {"owner": "o"}), 400, "invalid_resource")
 
 
+def test_hash_tags_are_names_percent_encoded_or_not(client):
+    """`{` and `}` make hash tags (docs/api.md, "Partitions"): a name may hold them, sent
+    percent-encoded as clients send them or as they are; the answers and the list show the
+    name decoded."""
+    r = client.acquire("%7Border-7%7D/lock", ttl_ms=60000)
+    assert r.status == 200, r.body
+    assert r.json["resource"] == "{order-7}/lock"
+    r = client.acquire("{order-7}/stock", ttl_ms=60000)
+    assert r.status == 200, r.body
+    assert r.json["resource"] == "{order-7}/stock"
+    assert client.get("%7Border-7%7D/lock").json["state"] == "held"
+    names = [x["resource"] for x in
+             client.request("GET", "/v1/resources?prefix=%7Border-7%7D/").json["resources"]]
+    assert names == ["{order-7}/lock", "{order-7}/stock"]
+    for bad in ["a%7Bb%00", "a{b c}"]:
+        check_error(client.post(bad.replace(" ", "%20"), "acquire", {"owner": "o"}), 400,
+                    "invalid_resource")
+
+
 def test_resource_name_limits(client):
     name = "/".join(["seg"] * 63) + "/abcd"  # 256 bytes
     assert len(name) == 256
