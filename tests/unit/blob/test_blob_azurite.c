@@ -3,7 +3,7 @@
  * MUTEXD_TEST_BLOB_CONNECTION_STRING; without it every case fails (it must never pass by not
  * running). Each case works in a container of its own.
  */
-#include "tests/unit/testutil.h"
+#include "tests/unit/azurite.h"
 
 #include <string.h>
 #include <unistd.h>
@@ -11,73 +11,15 @@
 #include "blob/blob.h"
 #include "blob/internal.h"
 
-#define CS_ENV       "MUTEXD_TEST_BLOB_CONNECTION_STRING"
 #define SPECIAL_NAME "dir one/sub+dir/\xC3\xA4 %#?=&;@'.txt"
 
-static struct blob_account account(void)
-{
-    const char *cs = getenv(CS_ENV);
-    if (!cs || !cs[0])
-        fail_msg(CS_ENV " is not set: run this test through scripts/with-azurite.sh");
-    struct blob_account a;
-    char err[256];
-    if (blob_parse_connection_string(cs, &a, err, sizeof err) != 0)
-        fail_msg(CS_ENV ": %s", err);
-    return a;
-}
-
-static struct blob_client *client_for(const struct blob_account *a, const char *container,
-                                      const struct blob_options *opts)
-{
-    struct blob_client *c;
-    char err[256];
-    if (blob_client_new(a, container, opts, &c, err, sizeof err) != 0)
-        fail_msg("client: %s", err);
-    return c;
-}
-
-/* A client on a fresh container of its own. */
-static struct blob_client *open_client(char *container, size_t cap)
-{
-    static unsigned n;
-    snprintf(container, cap, "t%ld-%u-%ld", (long)getpid(), n++, (long)time(NULL));
-    struct blob_account a = account();
-    struct blob_client *c = client_for(&a, container, NULL);
-    struct blob_result r = {0};
-    if (blob_create_container(c, &r) != 0)
-        fail_msg("create container: status %ld %s %s", r.status, r.error_code, r.message);
-    assert_int_equal(r.status, 201);
-    blob_result_free(&r);
-    return c;
-}
-
-static int setup(void **st)
-{
-    (void)st;
-    return blob_global_init();
-}
-
-static int teardown(void **st)
-{
-    (void)st;
-    blob_global_cleanup();
-    return 0;
-}
-
-#define EXPECT(call, want_rc, want_status, want_code)                                              \
-    do {                                                                                           \
-        int rc_ = (call);                                                                          \
-        if (rc_ != (want_rc) || r.status != (want_status) ||                                       \
-            strcmp(r.error_code, (want_code)) != 0)                                                \
-            fail_msg("%s: rc %d status %ld code '%s' message '%s' (want %d %d '%s')", #call, rc_,  \
-                     r.status, r.error_code, r.message, (want_rc), (want_status), (want_code));    \
-    } while (0)
+#define EXPECT MX_AZ_EXPECT
 
 static void container_create_is_idempotent(void **st)
 {
     (void)st;
     char name[64];
-    struct blob_client *c = open_client(name, sizeof name);
+    struct blob_client *c = mx_azurite_container(name, sizeof name);
     struct blob_result r = {0};
     /* Again: already there, still success, and the status tells. */
     EXPECT(blob_create_container(c, &r), 0, 409, "ContainerAlreadyExists");
@@ -92,7 +34,7 @@ static void put_get_special_name(void **st)
 {
     (void)st;
     char name[64];
-    struct blob_client *c = open_client(name, sizeof name);
+    struct blob_client *c = mx_azurite_container(name, sizeof name);
     struct blob_result r = {0};
     char body[300];
     for (size_t i = 0; i < sizeof body; i++)
@@ -131,7 +73,7 @@ static void empty_and_large_blobs(void **st)
 {
     (void)st;
     char name[64];
-    struct blob_client *c = open_client(name, sizeof name);
+    struct blob_client *c = mx_azurite_container(name, sizeof name);
     struct blob_result r = {0};
     /* 0 bytes: Content-Length is signed as "". */
     EXPECT(blob_put(c, "empty", NULL, 0, NULL, &r), 0, 201, "");
@@ -151,8 +93,9 @@ static void empty_and_large_blobs(void **st)
     assert_memory_equal(r.body, big, n);
 
     /* A client that accepts at most 1 MiB refuses the body, and says so. */
-    struct blob_account a = account();
-    struct blob_client *small = client_for(&a, name, &(struct blob_options){.max_body = 1u << 20});
+    struct blob_account a = mx_azurite_account();
+    struct blob_client *small =
+        mx_azurite_client(&a, name, &(struct blob_options){.max_body = 1u << 20});
     EXPECT(blob_get(small, "big", NULL, &r), -1, 0, "");
     assert_non_null(strstr(r.message, "larger than"));
     assert_null(r.body);
@@ -168,7 +111,7 @@ static void conditional_put(void **st)
 {
     (void)st;
     char name[64];
-    struct blob_client *c = open_client(name, sizeof name);
+    struct blob_client *c = mx_azurite_container(name, sizeof name);
     struct blob_result r = {0};
     char e1[BLOB_ETAG_MAX], e2[BLOB_ETAG_MAX];
 
@@ -214,7 +157,7 @@ static void list_pages(void **st)
 {
     (void)st;
     char name[64];
-    struct blob_client *c = open_client(name, sizeof name);
+    struct blob_client *c = mx_azurite_container(name, sizeof name);
     struct blob_result r = {0};
     enum { N = 8 };
     const char *names[N] = {"list/item-0",
@@ -269,7 +212,7 @@ static void delete_then_get(void **st)
 {
     (void)st;
     char name[64];
-    struct blob_client *c = open_client(name, sizeof name);
+    struct blob_client *c = mx_azurite_container(name, sizeof name);
     struct blob_result r = {0};
     char e1[BLOB_ETAG_MAX];
     EXPECT(blob_put(c, "gone", "a", 1, NULL, &r), 0, 201, "");
@@ -292,7 +235,7 @@ static void append_blocks(void **st)
 {
     (void)st;
     char name[64];
-    struct blob_client *c = open_client(name, sizeof name);
+    struct blob_client *c = mx_azurite_container(name, sizeof name);
     struct blob_result r = {0};
     const char *jn = "journal/1/0";
     const struct blob_cond create_only = {.if_none_match = "*"};
@@ -341,18 +284,14 @@ static void wrong_key_is_403(void **st)
 {
     (void)st;
     char name[64];
-    struct blob_client *good = open_client(name, sizeof name);
-    struct blob_account a = account();
+    struct blob_client *good = mx_azurite_container(name, sizeof name);
+    struct blob_account a = mx_azurite_account();
     /* Another valid 64-byte key. */
     char err[128];
     assert_int_equal(
-        blob_account_init(&a, a.endpoint, a.name,
-                          "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8gISIjJCUmJygpKissLS4vMDEyMzQ1"
-                          "Njc4OTo7PD0+Pw==",
-                          err, sizeof err),
-        0);
+        blob_account_init(&a, a.endpoint, a.name, MX_AZURITE_OTHER_KEY, err, sizeof err), 0);
     assert_int_equal(a.key_len, 64);
-    struct blob_client *bad = client_for(&a, name, NULL);
+    struct blob_client *bad = mx_azurite_client(&a, name, NULL);
     struct blob_result r = {0};
     assert_int_equal(blob_put(bad, "x", "y", 1, NULL, &r), -1);
     assert_int_equal(r.status, 403);
@@ -371,7 +310,7 @@ static void leases(void **st)
 {
     (void)st;
     char name[64];
-    struct blob_client *c = open_client(name, sizeof name);
+    struct blob_client *c = mx_azurite_container(name, sizeof name);
     struct blob_result r = {0};
     const char *id = "6e8d5f33-5db8-44ef-a5c1-ec5e2c5ea949";
     const char *other = "0f0e0d0c-0b0a-4908-8706-050403020100";
@@ -412,7 +351,7 @@ static void seal_and_metadata(void **st)
 {
     (void)st;
     char name[64];
-    struct blob_client *c = open_client(name, sizeof name);
+    struct blob_client *c = mx_azurite_container(name, sizeof name);
     struct blob_result r = {0};
     const char *id = "6e8d5f33-5db8-44ef-a5c1-ec5e2c5ea949";
     const char *other = "0f0e0d0c-0b0a-4908-8706-050403020100";
@@ -476,7 +415,7 @@ static void connection_is_reused(void **st)
 {
     (void)st;
     char name[64];
-    struct blob_client *c = open_client(name, sizeof name);
+    struct blob_client *c = mx_azurite_container(name, sizeof name);
     struct blob_result r = {0};
     for (int i = 0; i < 50; i++) {
         EXPECT(blob_put(c, "reuse", "abc", 3, NULL, &r), 0, 201, "");
@@ -490,16 +429,17 @@ static void connection_is_reused(void **st)
 
 int main(int argc, char **argv);
 static const struct CMUnitTest tests[] = {
-    cmocka_unit_test_setup_teardown(container_create_is_idempotent, setup, teardown),
-    cmocka_unit_test_setup_teardown(put_get_special_name, setup, teardown),
-    cmocka_unit_test_setup_teardown(empty_and_large_blobs, setup, teardown),
-    cmocka_unit_test_setup_teardown(conditional_put, setup, teardown),
-    cmocka_unit_test_setup_teardown(list_pages, setup, teardown),
-    cmocka_unit_test_setup_teardown(delete_then_get, setup, teardown),
-    cmocka_unit_test_setup_teardown(append_blocks, setup, teardown),
-    cmocka_unit_test_setup_teardown(wrong_key_is_403, setup, teardown),
-    cmocka_unit_test_setup_teardown(leases, setup, teardown),
-    cmocka_unit_test_setup_teardown(seal_and_metadata, setup, teardown),
-    cmocka_unit_test_setup_teardown(connection_is_reused, setup, teardown),
+    cmocka_unit_test_setup_teardown(container_create_is_idempotent, mx_azurite_setup,
+                                    mx_azurite_teardown),
+    cmocka_unit_test_setup_teardown(put_get_special_name, mx_azurite_setup, mx_azurite_teardown),
+    cmocka_unit_test_setup_teardown(empty_and_large_blobs, mx_azurite_setup, mx_azurite_teardown),
+    cmocka_unit_test_setup_teardown(conditional_put, mx_azurite_setup, mx_azurite_teardown),
+    cmocka_unit_test_setup_teardown(list_pages, mx_azurite_setup, mx_azurite_teardown),
+    cmocka_unit_test_setup_teardown(delete_then_get, mx_azurite_setup, mx_azurite_teardown),
+    cmocka_unit_test_setup_teardown(append_blocks, mx_azurite_setup, mx_azurite_teardown),
+    cmocka_unit_test_setup_teardown(wrong_key_is_403, mx_azurite_setup, mx_azurite_teardown),
+    cmocka_unit_test_setup_teardown(leases, mx_azurite_setup, mx_azurite_teardown),
+    cmocka_unit_test_setup_teardown(seal_and_metadata, mx_azurite_setup, mx_azurite_teardown),
+    cmocka_unit_test_setup_teardown(connection_is_reused, mx_azurite_setup, mx_azurite_teardown),
 };
 MX_TEST_MAIN(tests)
