@@ -6,6 +6,7 @@
  * fails, ticked by hand as main() ticks them.
  */
 #include "tests/unit/testutil.h"
+#include "tests/unit/azurite.h"
 #include "tests/unit/testhttp.h"
 
 #include <arpa/inet.h>
@@ -20,8 +21,6 @@
 #include "persistence/owner.h"
 #include "server/group.h"
 
-#define CS_ENV "MUTEXD_TEST_BLOB_CONNECTION_STRING"
-
 struct member {
     char dir[64];
     char listen[64], url[96];
@@ -30,20 +29,6 @@ struct member {
     struct group *group;
     struct http *http;
 };
-
-static const char *connection_string(void)
-{
-    const char *cs = getenv(CS_ENV);
-    if (!cs || !cs[0])
-        fail_msg(CS_ENV " is not set: run this test through scripts/with-azurite.sh");
-    return cs;
-}
-
-/* A fresh container name for the case. */
-static void container_name(char *out, size_t cap)
-{
-    snprintf(out, cap, "g%ld-%ld", (long)getpid(), (long)time(NULL));
-}
 
 /* A free loopback port, so that the advertised URL is known before the front listens. */
 static int free_port(void)
@@ -74,7 +59,7 @@ static void member_options(struct member *m, const char *container)
                     "--mirror",
                     "sync",
                     "--blob-connection-string",
-                    (char *)connection_string(),
+                    (char *)mx_azurite_connection_string(),
                     "--blob-container",
                     (char *)container,
                     "--advertise-url",
@@ -136,7 +121,7 @@ static bool tick_until_active(struct member *m, long ms)
 /* A new container with an active, `a`, and (when `b` is given) a standby, `b`. */
 static void active_and_standby(char container[64], struct member *a, struct member *b)
 {
-    container_name(container, 64);
+    mx_azurite_name(container, 64);
     join(a, container);
     assert_true(tick_until_active(a, 10000));
     if (!b)
@@ -174,28 +159,12 @@ static void readyz(const struct member *m, long want_status, const char *want_te
 /* A blob client of its own on `container`, and what the owner blob says now. */
 static struct blob_client *owner_now(const char *container, struct owner_view *v)
 {
-    struct blob_account acc;
-    char err[256];
-    assert_int_equal(blob_parse_connection_string(connection_string(), &acc, err, sizeof err), 0);
-    struct blob_client *c;
-    assert_int_equal(blob_client_new(&acc, container, NULL, &c, err, sizeof err), 0);
+    struct blob_account acc = mx_azurite_account();
+    struct blob_client *c = mx_azurite_client(&acc, container, NULL);
     struct blob_result r = {0};
     assert_int_equal(owner_read(c, v, &r), OWNER_OK);
     blob_result_free(&r);
     return c;
-}
-
-static int setup(void **st)
-{
-    (void)st;
-    return blob_global_init();
-}
-
-static int teardown(void **st)
-{
-    (void)st;
-    blob_global_cleanup();
-    return 0;
 }
 
 /* The first server of a new container takes it at its first tick, publishes its core and
@@ -204,7 +173,7 @@ static void the_first_takes_over_and_the_next_forwards(void **st)
 {
     (void)st;
     char container[64];
-    container_name(container, sizeof container);
+    mx_azurite_name(container, sizeof container);
     struct member a, b;
     join(&a, container);
     /* Holding, not ready, before its first look at the group. */
@@ -258,7 +227,7 @@ static void a_takeover_that_fails_stays_a_standby_and_tries_again(void **st)
 {
     (void)st;
     char container[64];
-    container_name(container, sizeof container);
+    mx_azurite_name(container, sizeof container);
     struct member a;
     join(&a, container);
     /* The store's file is a directory with a file in it: it cannot be removed. */
@@ -360,12 +329,15 @@ static void an_active_another_server_replaced_is_fenced(void **st)
 
 int main(int argc, char **argv);
 static const struct CMUnitTest tests[] = {
-    cmocka_unit_test_setup_teardown(the_first_takes_over_and_the_next_forwards, setup, teardown),
-    cmocka_unit_test_setup_teardown(a_standby_takes_over_with_the_leases, setup, teardown),
-    cmocka_unit_test_setup_teardown(a_takeover_that_fails_stays_a_standby_and_tries_again, setup,
-                                    teardown),
-    cmocka_unit_test_setup_teardown(an_undecodable_journal_line_blocks_the_takeover, setup,
-                                    teardown),
-    cmocka_unit_test_setup_teardown(an_active_another_server_replaced_is_fenced, setup, teardown),
+    cmocka_unit_test_setup_teardown(the_first_takes_over_and_the_next_forwards, mx_azurite_setup,
+                                    mx_azurite_teardown),
+    cmocka_unit_test_setup_teardown(a_standby_takes_over_with_the_leases, mx_azurite_setup,
+                                    mx_azurite_teardown),
+    cmocka_unit_test_setup_teardown(a_takeover_that_fails_stays_a_standby_and_tries_again,
+                                    mx_azurite_setup, mx_azurite_teardown),
+    cmocka_unit_test_setup_teardown(an_undecodable_journal_line_blocks_the_takeover,
+                                    mx_azurite_setup, mx_azurite_teardown),
+    cmocka_unit_test_setup_teardown(an_active_another_server_replaced_is_fenced, mx_azurite_setup,
+                                    mx_azurite_teardown),
 };
 MX_TEST_MAIN(tests)
