@@ -117,6 +117,7 @@ struct blob_client {
     long connect_timeout_ms, timeout_ms, stall_s;
     size_t max_body;
     long connects;
+    char prefix[BLOB_PREFIX_MAX + 1]; /* blob_options.prefix, or "" */
     char errbuf[CURL_ERROR_SIZE];
 };
 
@@ -158,6 +159,10 @@ int blob_client_new(const struct blob_account *account, const char *container,
         blob_set_err(err, errlen, "the account is not initialized");
         return -1;
     }
+    if (opts && opts->prefix && strlen(opts->prefix) > BLOB_PREFIX_MAX) {
+        blob_set_err(err, errlen, "a blob name prefix is at most 63 bytes");
+        return -1;
+    }
     struct blob_client *c = calloc(1, sizeof *c);
     if (!c) {
         blob_set_err(err, errlen, "out of memory");
@@ -183,6 +188,8 @@ int blob_client_new(const struct blob_account *account, const char *container,
             c->max_body = opts->max_body;
         if (opts->stall_ms > 0)
             c->stall_s = (opts->stall_ms + 999) / 1000;
+        if (opts->prefix)
+            memcpy(c->prefix, opts->prefix, strlen(opts->prefix) + 1);
     }
     *out = c;
     return 0;
@@ -424,7 +431,8 @@ struct call {
     char lease_id[BLOB_LEASE_ID_MAX];
     char proposed_id[BLOB_LEASE_ID_MAX];
     char num[24];
-    const char *problem; /* an argument that cannot be sent, found before the reset */
+    char name[BLOB_NAME_MAX + 1]; /* the blob's name with the client's prefix */
+    const char *problem;          /* an argument that cannot be sent, found before the reset */
 };
 
 /* The operations below never add more than the arrays hold; the bounds are checked again when
@@ -473,16 +481,21 @@ static void copy_id(struct call *k, char *dst, const char *id, const char *what)
 
 /* Starts an operation on `blob` (NULL: the container): checks and copies the name and the
  * conditions. Call call_start() next, after any other argument is copied. */
-static void call_init(struct call *k, const char *verb, const char *blob,
-                      const struct blob_cond *cond)
+static void call_init(const struct blob_client *c, struct call *k, const char *verb,
+                      const char *blob, const struct blob_cond *cond)
 {
     memset(k, 0, sizeof *k);
     k->req.verb = verb;
     k->req.blob = blob; /* names are not in any result, so no copy is needed */
     if (blob) {
-        size_t n = strnlen(blob, BLOB_NAME_MAX + 1);
-        if (n == 0 || n > BLOB_NAME_MAX)
+        size_t n = strnlen(blob, BLOB_NAME_MAX + 1), np = strlen(c->prefix);
+        if (n == 0 || n + np > BLOB_NAME_MAX) {
             k->problem = "a blob name is 1 to 1024 bytes";
+        } else if (np) {
+            memcpy(k->name, c->prefix, np);
+            memcpy(k->name + np, blob, n + 1);
+            k->req.blob = k->name;
+        }
     }
     if (!cond)
         return;
@@ -514,7 +527,7 @@ static int call_start(struct call *k, struct blob_result *res)
 int blob_create_container(struct blob_client *c, struct blob_result *res)
 {
     struct call k;
-    call_init(&k, "PUT", NULL, NULL);
+    call_init(c, &k, "PUT", NULL, NULL);
     call_query(&k, "restype", "container");
     call_start(&k, res);
     int rc = perform(c, &k.req, 201, res);
@@ -526,7 +539,7 @@ int blob_create_container(struct blob_client *c, struct blob_result *res)
 int blob_delete_container(struct blob_client *c, struct blob_result *res)
 {
     struct call k;
-    call_init(&k, "DELETE", NULL, NULL);
+    call_init(c, &k, "DELETE", NULL, NULL);
     call_query(&k, "restype", "container");
     call_start(&k, res);
     return perform(c, &k.req, 202, res);
@@ -536,7 +549,7 @@ int blob_put(struct blob_client *c, const char *name, const void *data, size_t l
              const struct blob_cond *cond, struct blob_result *res)
 {
     struct call k;
-    call_init(&k, "PUT", name, cond);
+    call_init(c, &k, "PUT", name, cond);
     if (!data && len && !k.problem)
         k.problem = "no data for a non-empty blob";
     if (call_start(&k, res) != 0)
@@ -552,7 +565,7 @@ int blob_get(struct blob_client *c, const char *name, const struct blob_cond *co
              struct blob_result *res)
 {
     struct call k;
-    call_init(&k, "GET", name, cond);
+    call_init(c, &k, "GET", name, cond);
     if (call_start(&k, res) != 0)
         return -1;
     return perform(c, &k.req, 200, res);
@@ -561,7 +574,7 @@ int blob_get(struct blob_client *c, const char *name, const struct blob_cond *co
 int blob_get_from(struct blob_client *c, const char *name, int64_t offset, struct blob_result *res)
 {
     struct call k;
-    call_init(&k, "GET", name, NULL);
+    call_init(c, &k, "GET", name, NULL);
     if (offset < 0 && !k.problem)
         k.problem = "a negative offset";
     if (call_start(&k, res) != 0)
@@ -581,7 +594,7 @@ int blob_get_from(struct blob_client *c, const char *name, int64_t offset, struc
 int blob_head(struct blob_client *c, const char *name, struct blob_result *res)
 {
     struct call k;
-    call_init(&k, "HEAD", name, NULL);
+    call_init(c, &k, "HEAD", name, NULL);
     if (call_start(&k, res) != 0)
         return -1;
     return perform(c, &k.req, 200, res);
@@ -591,7 +604,7 @@ int blob_delete(struct blob_client *c, const char *name, const struct blob_cond 
                 struct blob_result *res)
 {
     struct call k;
-    call_init(&k, "DELETE", name, cond);
+    call_init(c, &k, "DELETE", name, cond);
     if (call_start(&k, res) != 0)
         return -1;
     return perform(c, &k.req, 202, res);
@@ -601,7 +614,7 @@ int blob_create_append(struct blob_client *c, const char *name, const struct blo
                        struct blob_result *res)
 {
     struct call k;
-    call_init(&k, "PUT", name, cond);
+    call_init(c, &k, "PUT", name, cond);
     if (call_start(&k, res) != 0)
         return -1;
     call_xms(&k, "x-ms-blob-type", "AppendBlob");
@@ -612,7 +625,7 @@ int blob_append_block(struct blob_client *c, const char *name, const void *data,
                       int64_t append_pos, const struct blob_cond *cond, struct blob_result *res)
 {
     struct call k;
-    call_init(&k, "PUT", name, cond);
+    call_init(c, &k, "PUT", name, cond);
     if ((!data || len == 0 || len > MAX_APPEND_BLOCK) && !k.problem)
         k.problem = "an appended block is 1 byte to 4 MiB";
     if (call_start(&k, res) != 0)
@@ -634,11 +647,20 @@ int blob_list_page(struct blob_client *c, const char *prefix, const char *marker
     struct call k;
     int rc = -1;
     /* Copied before `out` is freed: the marker is usually out->next_marker. */
-    char *pfx = prefix && prefix[0] ? strdup(prefix) : NULL;
+    size_t np = strlen(c->prefix);
+    const char *asked = prefix ? prefix : "";
+    char *pfx = NULL;
+    if (np || asked[0]) {
+        size_t na = strlen(asked);
+        if ((pfx = malloc(np + na + 1)) != NULL) {
+            memcpy(pfx, c->prefix, np);
+            memcpy(pfx + np, asked, na + 1);
+        }
+    }
     char *mark = marker && marker[0] ? strdup(marker) : NULL;
-    bool oom = (prefix && prefix[0] && !pfx) || (marker && marker[0] && !mark);
+    bool oom = ((np || asked[0]) && !pfx) || (marker && marker[0] && !mark);
     blob_list_free(out);
-    call_init(&k, "GET", NULL, NULL);
+    call_init(c, &k, "GET", NULL, NULL);
     call_start(&k, res);
     if (oom) {
         local_fail(res, "out of memory");
@@ -660,6 +682,12 @@ int blob_list_page(struct blob_client *c, const char *prefix, const char *marker
         local_fail(res, "the listing could not be parsed");
         goto out;
     }
+    /* Every name listed starts with the prefix asked for: the client's is cut. */
+    for (size_t i = 0; np && i < out->count; i++) {
+        char *name = out->items[i].name;
+        if (strncmp(name, c->prefix, np) == 0)
+            memmove(name, name + np, strlen(name + np) + 1);
+    }
     rc = 0;
 out:
     free(pfx);
@@ -671,7 +699,7 @@ int blob_seal(struct blob_client *c, const char *name, const struct blob_cond *c
               struct blob_result *res)
 {
     struct call k;
-    call_init(&k, "PUT", name, cond);
+    call_init(c, &k, "PUT", name, cond);
     if (call_start(&k, res) != 0)
         return -1;
     call_query(&k, "comp", "seal");
@@ -683,7 +711,7 @@ int blob_set_metadata(struct blob_client *c, const char *name, const struct blob
 {
     struct call k;
     char names[BLOB_META_MAX][BLOB_META_NAME_MAX + 10];
-    call_init(&k, "PUT", name, cond);
+    call_init(c, &k, "PUT", name, cond);
     if (n > BLOB_META_MAX && !k.problem)
         k.problem = "too many metadata pairs";
     for (size_t i = 0; i < n && !k.problem; i++) {
@@ -704,9 +732,10 @@ int blob_set_metadata(struct blob_client *c, const char *name, const struct blob
 }
 
 /* A lease action on `name`; `id` (may be NULL) goes in x-ms-lease-id. */
-static void lease_init(struct call *k, const char *name, const char *action, const char *id)
+static void lease_init(const struct blob_client *c, struct call *k, const char *name,
+                       const char *action, const char *id)
 {
-    call_init(k, "PUT", name, NULL);
+    call_init(c, k, "PUT", name, NULL);
     call_query(k, "comp", "lease");
     call_xms(k, "x-ms-lease-action", action);
     if (id) {
@@ -719,7 +748,7 @@ int blob_lease_acquire(struct blob_client *c, const char *name, int duration,
                        const char *proposed_id, struct blob_result *res)
 {
     struct call k;
-    lease_init(&k, name, "acquire", NULL);
+    lease_init(c, &k, name, "acquire", NULL);
     if (duration != -1 && (duration < 15 || duration > 60) && !k.problem)
         k.problem = "a lease lasts 15 to 60 seconds, or -1 for ever";
     snprintf(k.num, sizeof k.num, "%d", duration);
@@ -737,7 +766,7 @@ static int lease_with_id(struct blob_client *c, const char *name, const char *ac
                          const char *lease_id, struct blob_result *res)
 {
     struct call k;
-    lease_init(&k, name, action, lease_id);
+    lease_init(c, &k, name, action, lease_id);
     if (!lease_id && !k.problem)
         k.problem = "no lease_id";
     if (call_start(&k, res) != 0)
@@ -761,7 +790,7 @@ static int lease_break(struct blob_client *c, const char *name, int break_period
                        const char *if_match, struct blob_result *res)
 {
     struct call k;
-    call_init(&k, "PUT", name, &(struct blob_cond){.if_match = if_match});
+    call_init(c, &k, "PUT", name, &(struct blob_cond){.if_match = if_match});
     call_query(&k, "comp", "lease");
     call_xms(&k, "x-ms-lease-action", "break");
     if (break_period > 60 && !k.problem)

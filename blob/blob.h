@@ -129,7 +129,12 @@ struct blob_options {
     size_t max_body;         /* response bodies larger than this fail the call; 0: 64 MiB */
     long stall_ms; /* a request that moves no byte for this long fails (rounded up to whole
                     * seconds); 0: only timeout_ms bounds it */
+    /* Prepended to every blob name, and to a listing's prefix (and cut from the names it
+     * lists): the client sees the blobs under it as a container of their own (a partition's,
+     * "p/007/"). At most BLOB_PREFIX_MAX bytes. NULL or "": none. */
+    const char *prefix;
 };
+#define BLOB_PREFIX_MAX 63
 
 /*
  * Creates a client for `container` (3 to 63 characters of a-z, 0-9 and '-') of `account`

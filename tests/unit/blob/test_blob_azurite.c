@@ -427,11 +427,67 @@ static void connection_is_reused(void **st)
     blob_client_free(c);
 }
 
+/* A client with a name prefix sees the blobs under it as a container of its own: its
+ * names, leases and listings, and nothing outside it (a partition's blobs, "p/003/"). */
+static void a_prefix_is_a_container_of_its_own(void **st)
+{
+    (void)st;
+    char name[64];
+    struct blob_client *whole = mx_azurite_container(name, sizeof name);
+    struct blob_account a = mx_azurite_account();
+    struct blob_options three = {.prefix = "p/003/"}, four = {.prefix = "p/004/"};
+    struct blob_client *p3 = mx_azurite_client(&a, name, &three);
+    struct blob_client *p4 = mx_azurite_client(&a, name, &four);
+    struct blob_result r = {0};
+    EXPECT(blob_put(p3, "owner", "3", 1, NULL, &r), 0, 201, "");
+    EXPECT(blob_put(p3, "journal/1", "j", 1, NULL, &r), 0, 201, "");
+    EXPECT(blob_put(p4, "owner", "4", 1, NULL, &r), 0, 201, "");
+    EXPECT(blob_put(whole, "owner", "0", 1, NULL, &r), 0, 201, "");
+    /* The names are the prefixed ones in the container. */
+    EXPECT(blob_get(whole, "p/003/owner", NULL, &r), 0, 200, "");
+    assert_int_equal(r.body_len, 1);
+    assert_int_equal(r.body[0], '3');
+    EXPECT(blob_get(p4, "owner", NULL, &r), 0, 200, "");
+    assert_int_equal(r.body[0], '4');
+    EXPECT(blob_get(p4, "journal/1", NULL, &r), -1, 404, "BlobNotFound");
+    /* A lease on one partition's owner blob is that blob's alone. */
+    EXPECT(blob_lease_acquire(p3, "owner", 15, NULL, &r), 0, 201, "");
+    EXPECT(blob_lease_acquire(p4, "owner", 15, NULL, &r), 0, 201, "");
+    EXPECT(blob_lease_acquire(whole, "owner", 15, NULL, &r), 0, 201, "");
+    /* Listings: the client's blobs only, named without the prefix. */
+    struct blob_list l = {0};
+    EXPECT(blob_list_page(p3, NULL, NULL, 0, &l, &r), 0, 200, "");
+    assert_int_equal(l.count, 2);
+    assert_string_equal(l.items[0].name, "journal/1");
+    assert_string_equal(l.items[1].name, "owner");
+    EXPECT(blob_list_page(p3, "jour", NULL, 0, &l, &r), 0, 200, "");
+    assert_int_equal(l.count, 1);
+    assert_string_equal(l.items[0].name, "journal/1");
+    EXPECT(blob_list_page(whole, "p/", NULL, 0, &l, &r), 0, 200, "");
+    assert_int_equal(l.count, 3);
+    assert_string_equal(l.items[2].name, "p/004/owner");
+    blob_list_free(&l);
+    /* A prefix longer than the client takes. */
+    char long_prefix[80], err[128];
+    memset(long_prefix, 'p', sizeof long_prefix - 1);
+    long_prefix[sizeof long_prefix - 1] = '\0';
+    struct blob_options too_long = {.prefix = long_prefix};
+    struct blob_client *none = NULL;
+    assert_int_equal(blob_client_new(&a, name, &too_long, &none, err, sizeof err), -1);
+    assert_null(none);
+    blob_result_free(&r);
+    blob_client_free(p3);
+    blob_client_free(p4);
+    blob_client_free(whole);
+}
+
 int main(int argc, char **argv);
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test_setup_teardown(container_create_is_idempotent, mx_azurite_setup,
                                     mx_azurite_teardown),
     cmocka_unit_test_setup_teardown(put_get_special_name, mx_azurite_setup, mx_azurite_teardown),
+    cmocka_unit_test_setup_teardown(a_prefix_is_a_container_of_its_own, mx_azurite_setup,
+                                    mx_azurite_teardown),
     cmocka_unit_test_setup_teardown(empty_and_large_blobs, mx_azurite_setup, mx_azurite_teardown),
     cmocka_unit_test_setup_teardown(conditional_put, mx_azurite_setup, mx_azurite_teardown),
     cmocka_unit_test_setup_teardown(list_pages, mx_azurite_setup, mx_azurite_teardown),
