@@ -3,6 +3,7 @@
  */
 #include "common/partition.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <zlib.h>
 
@@ -31,4 +32,12 @@ uint32_t mx_name_hash(const char *name, size_t len)
 unsigned mx_partition(const char *name, size_t len, unsigned count)
 {
     return count > 1 ? mx_name_hash(name, len) % count : 0;
+}
+
+void mx_partition_prefix(unsigned p, unsigned count, char out[MX_PARTITION_PREFIX_MAX])
+{
+    if (count <= 1)
+        out[0] = '\0';
+    else
+        snprintf(out, MX_PARTITION_PREFIX_MAX, "p/%03u/", p % 1000u);
 }

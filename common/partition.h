@@ -22,4 +22,10 @@ uint32_t mx_name_hash(const char *name, size_t len);
  * count - 1. */
 unsigned mx_partition(const char *name, size_t len, unsigned count);
 
+/* Where partition `p` of `count` keeps its blobs in the container (blob_options.prefix):
+ * "p/<ppp>/" (three digits), or "" when there is one partition, whose blobs are the
+ * container's own, as before partitions. `out`: MX_PARTITION_PREFIX_MAX bytes. */
+#define MX_PARTITION_PREFIX_MAX 8
+void mx_partition_prefix(unsigned p, unsigned count, char out[MX_PARTITION_PREFIX_MAX]);
+
 #endif

@@ -784,11 +784,13 @@ int mirror_open(struct mirror **out, const struct mirror_config *cfg, struct sto
      * seconds, and after a minute whatever happens. */
     long stall = (long)m->cfg.request_timeout_ms;
     struct blob_options quick = {.connect_timeout_ms = (long)m->cfg.request_timeout_ms,
-                                 .timeout_ms = (long)m->cfg.request_timeout_ms},
+                                 .timeout_ms = (long)m->cfg.request_timeout_ms,
+                                 .prefix = cfg->blob_prefix},
                         slow = {.connect_timeout_ms = (long)m->cfg.request_timeout_ms,
                                 .timeout_ms = 60000,
                                 .stall_ms = stall,
-                                .max_body = 4ull * 1024 * 1024 * 1024};
+                                .max_body = 4ull * 1024 * 1024 * 1024,
+                                .prefix = cfg->blob_prefix};
     struct blob_result r = {0};
     if (blob_parse_connection_string(cfg->connection_string, &m->account, err, errlen) != 0 ||
         blob_client_new(&m->account, cfg->container, &quick, &m->c, err, errlen) != 0 ||

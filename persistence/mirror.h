@@ -36,6 +36,9 @@ enum mirror_mode { MIRROR_OFF = 0, MIRROR_ASYNC, MIRROR_SYNC };
 struct mirror_config {
     const char *connection_string;
     const char *container;
+    /* The group's blobs are under this prefix of the container (blob_options.prefix: a
+     * partition's, "p/003/"); NULL or "": the container's own. */
+    const char *blob_prefix;
     const char *data_dir; /* where the owner lease's id is kept across restarts */
     enum mirror_mode mode;
     uint64_t snapshot_every_changes; /* 0: 100000 */
@@ -91,7 +94,7 @@ enum mirror_read mirror_restore(struct mirror *m, struct mirror_restored *out, c
  * since. Every call from one thread.
  */
 int mirror_copy_open(struct mirror_copy **out, const char *connection_string, const char *container,
-                     char *err, size_t errlen);
+                     const char *blob_prefix, char *err, size_t errlen);
 void mirror_copy_free(struct mirror_copy *c);
 /* Brings the copy up to the snapshot and journal blob the owner blob names now (`named`,
  * owner.h): reads what was appended since the last call, or that snapshot and its journal

@@ -199,7 +199,7 @@ struct mirror_copy {
 };
 
 int mirror_copy_open(struct mirror_copy **out, const char *connection_string, const char *container,
-                     char *err, size_t errlen)
+                     const char *blob_prefix, char *err, size_t errlen)
 {
     struct mirror_copy *c = calloc(1, sizeof *c);
     if (!c) {
@@ -212,7 +212,8 @@ int mirror_copy_open(struct mirror_copy **out, const char *connection_string, co
     struct blob_options slow = {.connect_timeout_ms = 2000,
                                 .timeout_ms = 60000,
                                 .stall_ms = 2000,
-                                .max_body = 4ull * 1024 * 1024 * 1024};
+                                .max_body = 4ull * 1024 * 1024 * 1024,
+                                .prefix = blob_prefix};
     if (blob_parse_connection_string(connection_string, &c->account, err, errlen) != 0 ||
         blob_client_new(&c->account, container, &slow, &c->c, err, errlen) != 0) {
         mirror_copy_free(c);

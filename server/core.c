@@ -19,7 +19,8 @@
 #include "persistence/store.h"
 
 struct core {
-    const struct options *opt; /* during core_open() only */
+    const struct options *opt;             /* during core_open() only */
+    char blob_prefix[BLOB_PREFIX_MAX + 1]; /* the mirror's (core_config.blob_prefix) */
     struct store *store;
     struct mirror *mirror; /* NULL: no blob mirror */
     bool blob_init;        /* blob_global_init() was called for the mirror */
@@ -62,6 +63,7 @@ static enum core_rc open_mirror(struct core *s, struct mirror_copy *warm, bool *
     struct mirror_config mc = {
         .connection_string = o->blob_connection_string,
         .container = o->blob_container,
+        .blob_prefix = s->blob_prefix,
         .data_dir = o->data_dir,
         .mode = (enum mirror_mode)o->mirror_mode,
         .snapshot_every_changes = o->snapshot_every_changes,
@@ -149,6 +151,7 @@ enum core_rc core_open(struct core **out, const struct core_config *cfg, char *e
         return CORE_FAILED;
     }
     s->opt = cfg->opt;
+    snprintf(s->blob_prefix, sizeof s->blob_prefix, "%s", cfg->blob_prefix ? cfg->blob_prefix : "");
     enum core_rc crc = open_all(s, cfg, err, errlen, failed);
     if (crc != CORE_OK) {
         core_close(s); /* nothing is left half-set */

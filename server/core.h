@@ -29,6 +29,9 @@ struct core_config {
     /* A standby's warm copy of the container, restored from when it takes over (NULL:
      * none). Lent: the core reads it during core_open() only. */
     struct mirror_copy *warm;
+    /* Where the data set's blobs are in the container (blob_options.prefix; a partition's):
+     * NULL or "": the container's own. Copied. */
+    const char *blob_prefix;
 };
 
 enum core_rc {

@@ -24,6 +24,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/partition.h"
 #include "common/prom.h"
 #include "blob/blob.h"
 #include "server/ha.h"
@@ -36,6 +37,7 @@
 
 struct group {
     const struct options *opt;
+    char blob_prefix[MX_PARTITION_PREFIX_MAX]; /* the partition's, or "" */
     struct http *http;
     struct ha *ha;
     struct core *core;        /* NULL: a standby */
@@ -58,9 +60,10 @@ int group_render_servers(void *ctx, struct mx_buf *out)
     return ha_render_servers(g->ha, out);
 }
 
-int group_open(struct group **out, const struct options *opt, char *err, size_t errlen,
+int group_open(struct group **out, const struct group_config *cfg, char *err, size_t errlen,
                const char **failed)
 {
+    const struct options *opt = cfg->opt;
     *out = NULL;
     *failed = "cannot join the server group";
     struct group *g = calloc(1, sizeof *g);
@@ -69,7 +72,9 @@ int group_open(struct group **out, const struct options *opt, char *err, size_t 
         return -1;
     }
     g->opt = opt;
+    mx_partition_prefix(cfg->partition, cfg->partitions, g->blob_prefix);
     struct ha_config hc = {
+        .blob_prefix = g->blob_prefix,
         .advertise_url = opt->advertise_url,
         .connection_string = opt->blob_connection_string,
         .container = opt->blob_container,
@@ -81,8 +86,8 @@ int group_open(struct group **out, const struct options *opt, char *err, size_t 
         return -1;
     }
     if (ha_open(&g->ha, &hc, err, errlen) != 0 ||
-        mirror_copy_open(&g->copy, opt->blob_connection_string, opt->blob_container, err, errlen) !=
-            0) {
+        mirror_copy_open(&g->copy, opt->blob_connection_string, opt->blob_container, g->blob_prefix,
+                         err, errlen) != 0) {
         ha_close(g->ha);
         blob_global_cleanup();
         free(g);
@@ -166,7 +171,7 @@ static void take_over(struct group *s)
     char err[512] = "", quoted[1100];
     const char *failed = "cannot clear the data directory";
     enum core_rc rc = wipe_store(s->opt->data_dir, err, sizeof err) == 0 ? CORE_OK : CORE_FAILED;
-    struct core_config cc = {.opt = s->opt, .warm = s->copy};
+    struct core_config cc = {.opt = s->opt, .warm = s->copy, .blob_prefix = s->blob_prefix};
     if (rc == CORE_OK)
         rc = core_open(&s->core, &cc, err, sizeof err, &failed);
     if (rc != CORE_OK) {

@@ -24,9 +24,16 @@
 
 struct group;
 
-/* Joins the group of the container `opt` names (no core is opened: the server is a standby
- * until it takes over). 0, or -1 with what failed and why. `opt` must outlive the group. */
-int group_open(struct group **out, const struct options *opt, char *err, size_t errlen,
+struct group_config {
+    const struct options *opt; /* must outlive the group */
+    /* The partition this group is of `partitions` in the container (common/partition.h):
+     * its blobs are under mx_partition_prefix(); one partition: the container's own. */
+    unsigned partition, partitions;
+};
+
+/* Joins the group (no core is opened: the server is a standby until it takes over). 0, or
+ * -1 with what failed and why. */
+int group_open(struct group **out, const struct group_config *cfg, char *err, size_t errlen,
                const char **failed);
 /* The HTTP front whose role the group sets and to which it publishes its core: once, before
  * the first group_tick(). */

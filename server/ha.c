@@ -32,7 +32,8 @@
 struct ha {
     struct ha_config cfg;
     struct blob_account account;
-    struct blob_client *c;
+    struct blob_client *c;  /* the group's blobs (under cfg.blob_prefix) */
+    struct blob_client *hb; /* the container's: heartbeats */
     CURL *probe;
     char probe_url[300];
     uint64_t last_ok_ns;   /* the active last answered its /healthz */
@@ -92,9 +93,13 @@ int ha_open(struct ha **out, const struct ha_config *cfg, char *err, size_t errl
     pthread_mutex_init(&h->lock, NULL);
     server_id(cfg->advertise_url, h->id);
     /* Short timeouts: a standby looks several times a second. */
-    struct blob_options quick = {.connect_timeout_ms = 1000, .timeout_ms = 2000};
+    struct blob_options quick = {.connect_timeout_ms = 1000, .timeout_ms = 2000},
+                        group = {.connect_timeout_ms = 1000,
+                                 .timeout_ms = 2000,
+                                 .prefix = cfg->blob_prefix};
     if (blob_parse_connection_string(cfg->connection_string, &h->account, err, errlen) != 0 ||
-        blob_client_new(&h->account, cfg->container, &quick, &h->c, err, errlen) != 0)
+        blob_client_new(&h->account, cfg->container, &group, &h->c, err, errlen) != 0 ||
+        blob_client_new(&h->account, cfg->container, &quick, &h->hb, err, errlen) != 0)
         goto fail;
     /* A blob store slow or out of reach for a moment (a takeover elsewhere, a restart) is
      * no reason not to join: try for up to 30 s. */
@@ -129,14 +134,15 @@ void ha_close(struct ha *h)
 {
     if (!h)
         return;
-    if (h->c) {
+    if (h->hb) {
         struct blob_result r = {0};
         char name[64];
         snprintf(name, sizeof name, "servers/%s.json", h->id);
-        blob_delete(h->c, name, NULL, &r); /* gone from the listing at once */
+        blob_delete(h->hb, name, NULL, &r); /* gone from the listing at once */
         blob_result_free(&r);
-        blob_client_free(h->c);
+        blob_client_free(h->hb);
     }
+    blob_client_free(h->c);
     if (h->probe)
         curl_easy_cleanup(h->probe);
     blob_account_wipe(&h->account);
@@ -299,12 +305,12 @@ static void read_group(struct ha *h)
     int64_t now = mx_wall_ms();
     bool ok = arr != NULL;
     for (int pages = 0; ok && pages < 10; pages++) {
-        if (blob_list_page(h->c, "servers/", marker, 100, &page, &r) != 0) {
+        if (blob_list_page(h->hb, "servers/", marker, 100, &page, &r) != 0) {
             ok = false;
             break;
         }
         for (size_t i = 0; i < page.count; i++) {
-            if (blob_get(h->c, page.items[i].name, NULL, &r) != 0 || !r.body)
+            if (blob_get(h->hb, page.items[i].name, NULL, &r) != 0 || !r.body)
                 continue;
             cJSON *o = cJSON_ParseWithLength(r.body, r.body_len);
             cJSON *seen = o ? cJSON_GetObjectItemCaseSensitive(o, "seen_ms") : NULL;
@@ -365,7 +371,7 @@ void ha_heartbeat(struct ha *h, bool has_copy, uint64_t lag_changes, uint64_t la
         char name[64];
         struct blob_result r = {0};
         snprintf(name, sizeof name, "servers/%s.json", h->id);
-        blob_put(h->c, name, text, strlen(text), NULL, &r);
+        blob_put(h->hb, name, text, strlen(text), NULL, &r);
         blob_result_free(&r);
         free(text);
     }

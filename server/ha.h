@@ -24,6 +24,10 @@ struct ha_config {
     const char *connection_string;
     const char *container;
     uint64_t failover_after_ms; /* the active unanswered this long: take over */
+    /* The blobs of the group watched (its owner blob) are under this prefix of the container
+     * (blob_options.prefix: a partition's, "p/003/"); NULL or "": the container's own.
+     * Heartbeats are the container's, whatever the prefix. */
+    const char *blob_prefix;
 };
 
 enum ha_role { HA_JOINING, HA_STANDBY, HA_ACTIVE, HA_FENCED };

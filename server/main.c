@@ -152,7 +152,8 @@ int main(int argc, char **argv)
     core_limits(&s.opt, &s.lim);
     struct http_core front; /* a lone server's core, served from the first request */
     struct core_config cc = {.opt = &s.opt};
-    if (s.opt.ha ? group_open(&s.group, &s.opt, err, sizeof err, &failed) != 0
+    struct group_config gc = {.opt = &s.opt, .partition = 0, .partitions = 1};
+    if (s.opt.ha ? group_open(&s.group, &gc, err, sizeof err, &failed) != 0
                  : core_open(&s.core, &cc, err, sizeof err, &failed) != CORE_OK)
         goto fail;
     if (s.core)

@@ -28,6 +28,7 @@ struct member {
     struct res_limits lim;
     struct group *group;
     struct http *http;
+    unsigned partition, partitions; /* 0 of 1 unless a case sets them before join() */
 };
 
 /* A free loopback port, so that the advertised URL is known before the front listens. */
@@ -79,7 +80,9 @@ static void join(struct member *m, const char *container)
     core_limits(&m->opt, &m->lim);
     char err[512] = "";
     const char *failed = NULL;
-    if (group_open(&m->group, &m->opt, err, sizeof err, &failed) != 0)
+    struct group_config gc = {
+        .opt = &m->opt, .partition = m->partition, .partitions = m->partitions};
+    if (group_open(&m->group, &gc, err, sizeof err, &failed) != 0)
         fail_msg("%s: %s", failed, err);
     struct http_config hc = {
         .listen = m->listen,
@@ -174,7 +177,7 @@ static void the_first_takes_over_and_the_next_forwards(void **st)
     (void)st;
     char container[64];
     mx_azurite_name(container, sizeof container);
-    struct member a, b;
+    struct member a = {0}, b = {0};
     join(&a, container);
     /* Holding, not ready, before its first look at the group. */
     readyz(&a, 503, "no_active_server");
@@ -203,7 +206,7 @@ static void a_standby_takes_over_with_the_leases(void **st)
 {
     (void)st;
     char container[64];
-    struct member a, b;
+    struct member a = {0}, b = {0};
     active_and_standby(container, &a, &b);
     struct mx_buf body = {0};
     assert_int_equal(request(&a, "/v1/resources/kept/acquire",
@@ -228,7 +231,7 @@ static void a_takeover_that_fails_stays_a_standby_and_tries_again(void **st)
     (void)st;
     char container[64];
     mx_azurite_name(container, sizeof container);
-    struct member a;
+    struct member a = {0};
     join(&a, container);
     /* The store's file is a directory with a file in it: it cannot be removed. */
     char path[128];
@@ -258,7 +261,7 @@ static void an_undecodable_journal_line_blocks_the_takeover(void **st)
 {
     (void)st;
     char container[64];
-    struct member a, b;
+    struct member a = {0}, b = {0};
     active_and_standby(container, &a, NULL);
     for (int i = 0; i < 5; i++) {
         char path[64];
@@ -295,7 +298,7 @@ static void an_active_another_server_replaced_is_fenced(void **st)
 {
     (void)st;
     char container[64];
-    struct member a;
+    struct member a = {0};
     active_and_standby(container, &a, NULL);
 
     struct owner_view v;
@@ -327,6 +330,66 @@ static void an_active_another_server_replaced_is_fenced(void **st)
     blob_client_free(c);
 }
 
+/* Two partitions of one container are two groups: each has its own owner blob, lease,
+ * journal and generation under its prefix, and one server may be the active of one while
+ * another is the active of the other; a standby of a partition forwards to that partition's
+ * active, and the container's own owner blob is never written. */
+static void two_partitions_of_one_container_are_two_groups(void **st)
+{
+    (void)st;
+    char container[64];
+    mx_azurite_name(container, sizeof container);
+    struct member p0 = {.partition = 0, .partitions = 2}, p1 = {.partition = 1, .partitions = 2},
+                  p0b = {.partition = 0, .partitions = 2};
+    join(&p0, container);
+    join(&p1, container);
+    assert_true(tick_until_active(&p0, 10000));
+    assert_true(tick_until_active(&p1, 10000)); /* not held off by partition 0's owner */
+    join(&p0b, container);
+    assert_false(tick_until_active(&p0b, 3 * GROUP_TICK_MS));
+    char by[128];
+    assert_int_equal(request(&p0b, "/v1/resources/{a}/acquire", "{\"owner\":\"w\"}", NULL, by),
+                     200);
+    assert_string_equal(by, p0.url);
+    assert_int_equal(request(&p1, "/v1/resources/{b}/acquire", "{\"owner\":\"w\"}", NULL, by), 200);
+    assert_string_equal(by, p1.url);
+
+    /* Each partition's owner blob names its own active, of its own first generation. */
+    struct blob_account acc = mx_azurite_account();
+    const char *prefixes[2] = {"p/000/", "p/001/"};
+    const char *urls[2] = {p0.url, p1.url};
+    for (int i = 0; i < 2; i++) {
+        struct blob_options o = {.prefix = prefixes[i]};
+        struct blob_client *c = mx_azurite_client(&acc, container, &o);
+        struct owner_view v;
+        struct blob_result r = {0};
+        assert_int_equal(owner_read(c, &v, &r), OWNER_OK);
+        assert_true(v.exists);
+        assert_string_equal(v.meta.url, urls[i]);
+        assert_int_equal(v.meta.generation, 1);
+        assert_true(v.meta.journal[0] != '\0');
+        blob_result_free(&r);
+        blob_client_free(c);
+    }
+    struct blob_client *whole = mx_azurite_client(&acc, container, NULL);
+    struct blob_result r = {0};
+    assert_int_equal(blob_head(whole, "owner", &r), -1);
+    assert_int_equal(r.status, 404);
+    blob_result_free(&r);
+    blob_client_free(whole);
+
+    /* Partition 0's active leaves: its standby takes partition 0 over; partition 1 keeps its
+     * active all along. */
+    leave(&p0);
+    assert_true(tick_until_active(&p0b, 20000));
+    assert_int_equal(group_tick(p1.group), 0);
+    assert_non_null(group_core(p1.group));
+    assert_int_equal(request(&p0b, "/v1/resources/{a}", NULL, NULL, by), 200);
+    assert_string_equal(by, p0b.url);
+    leave(&p0b);
+    leave(&p1);
+}
+
 int main(int argc, char **argv);
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test_setup_teardown(the_first_takes_over_and_the_next_forwards, mx_azurite_setup,
@@ -336,6 +399,8 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test_setup_teardown(a_takeover_that_fails_stays_a_standby_and_tries_again,
                                     mx_azurite_setup, mx_azurite_teardown),
     cmocka_unit_test_setup_teardown(an_undecodable_journal_line_blocks_the_takeover,
+                                    mx_azurite_setup, mx_azurite_teardown),
+    cmocka_unit_test_setup_teardown(two_partitions_of_one_container_are_two_groups,
                                     mx_azurite_setup, mx_azurite_teardown),
     cmocka_unit_test_setup_teardown(an_active_another_server_replaced_is_fenced, mx_azurite_setup,
                                     mx_azurite_teardown),
