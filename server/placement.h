@@ -1,0 +1,64 @@
+/*
+ * Which server should own which partition of a partitioned group, and what one server does
+ * about it now (docs/architecture.md, "Partitions"). Pure: no clock, no blob store; every
+ * server computes the same answer from the same view, so ownership converges without a
+ * coordinator and without ping-pong.
+ *
+ * The target is bounded-load rendezvous hashing: the partitions in order, each to the live
+ * server of highest weight (SipHash of its URL and the partition, under a fixed, published
+ * key) that holds fewer than ceil(partitions / servers) of them. A server then claims at
+ * once a free partition whose target it is; claims any other free partition once it has
+ * been free long enough that its target is surely not coming (an orphan); and gives away
+ * a partition it owns whose target is another server that has been live long enough, a
+ * few at a time. A membership change moves only what the new target moves.
+ *
+ * Threads: any; nothing is shared.
+ */
+#ifndef MX_PLACEMENT_H
+#define MX_PLACEMENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* A partition's weight for a server: the rendezvous hash. */
+uint64_t place_weight(const char *url, unsigned partition);
+
+/* The target owner of every partition: target[p] is an index into `urls` (the live
+ * servers, in any order: the answer does not depend on it), or -1 when there are none. */
+void place_target(unsigned partitions, const char *const *urls, size_t nurls, int *target);
+
+struct place_view {
+    unsigned partitions;
+    const char *self; /* this server's URL: one of `urls` */
+    /* The live servers (their heartbeats are fresh), and since when each has been seen
+     * live (ms, any clock the caller keeps; the same as now_ms). */
+    const char *const *urls;
+    const int64_t *live_since_ms;
+    size_t nurls;
+    /* Per partition: its owner's URL, or NULL when none holds it; and since when it has
+     * been seen free (ms; ignored when owned). */
+    const char *const *owner;
+    const int64_t *free_since_ms;
+    int64_t now_ms;
+};
+
+struct place_config {
+    int64_t orphan_after_ms; /* a free partition may be claimed by a non-target after this */
+    int64_t settle_ms;       /* a partition is given only to a target live at least this long */
+    unsigned max_gives;      /* handovers a server starts at once */
+};
+
+enum place_action { PLACE_CLAIM, PLACE_GIVE };
+
+struct place_move {
+    enum place_action action;
+    unsigned partition;
+    int to; /* PLACE_GIVE: the index in `urls` of the server it goes to */
+};
+
+/* What `self` should do now: up to `max` moves into `out`, claims first, then gives.
+ * Returns how many. */
+size_t place_decide(const struct place_view *v, const struct place_config *c,
+                    struct place_move *out, size_t max);
+
+#endif
