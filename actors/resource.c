@@ -339,12 +339,13 @@ static void unavailable(struct res_out *out, struct res_req *q, const char *reas
 /* The next fencing token, if one is reserved: 0 when none may be handed out now. */
 static uint64_t next_token(struct res_domain *d)
 {
-    uint64_t t = atomic_load(&d->last_token);
+    uint64_t t = atomic_load(&d->last_token), n, stride = d->token_stride;
     do {
-        if (t >= atomic_load(&d->token_ceiling))
+        n = stride > 1 ? (t / stride + 1) * stride + d->token_offset : t + 1;
+        if (n <= t || n > atomic_load(&d->token_ceiling))
             return 0;
-    } while (!atomic_compare_exchange_weak(&d->last_token, &t, t + 1));
-    return t + 1;
+    } while (!atomic_compare_exchange_weak(&d->last_token, &t, n));
+    return n;
 }
 
 /* After a restore from a mirror that may lag, no lease is granted, renewed or taken again

@@ -50,6 +50,9 @@ struct res_domain {
     /* Tokens above this may not be handed out (the blob mirror reserves them in blocks;
      * UINT64_MAX without a mirror). */
     _Atomic uint64_t token_ceiling;
+    /* Tokens handed out are token_offset modulo token_stride (0 or 1: every integer; a
+     * partition of a partitioned group: 256 and its number). Set before the first grant. */
+    uint32_t token_stride, token_offset;
     /* After a restore from a mirror that may lag, no lease is granted, renewed or taken
      * again before this (mono ns; 0: none). (A takeover's failover grace is in the
      * deadlines themselves: see mirror_rearm_deadline().) */

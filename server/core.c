@@ -14,13 +14,14 @@
 #include "actors/runtime.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/partition.h"
 #include "common/prom.h"
 #include "blob/blob.h"
 #include "persistence/store.h"
 
 struct core {
-    const struct options *opt;             /* during core_open() only */
-    char blob_prefix[BLOB_PREFIX_MAX + 1]; /* the mirror's (core_config.blob_prefix) */
+    const struct options *opt;                 /* during core_open() only */
+    char blob_prefix[MX_PARTITION_PREFIX_MAX]; /* the partition's blobs, or "" */
     struct store *store;
     struct mirror *mirror; /* NULL: no blob mirror */
     bool blob_init;        /* blob_global_init() was called for the mirror */
@@ -74,6 +75,7 @@ static enum core_rc open_mirror(struct core *s, struct mirror_copy *warm, bool *
         .warm = warm,
         .fault_append_pause_ms = o->fault_append_pause_ms,
         .queue_max = o->fault_mirror_queue_max,
+        .token_block = 100000ull * (s->domain.token_stride ? s->domain.token_stride : 1),
         .last_token = &s->domain.last_token,
         .token_ceiling = &s->domain.token_ceiling,
     };
@@ -151,7 +153,11 @@ enum core_rc core_open(struct core **out, const struct core_config *cfg, char *e
         return CORE_FAILED;
     }
     s->opt = cfg->opt;
-    snprintf(s->blob_prefix, sizeof s->blob_prefix, "%s", cfg->blob_prefix ? cfg->blob_prefix : "");
+    mx_partition_prefix(cfg->partition, cfg->partitions, s->blob_prefix);
+    if (cfg->partitions > 1) {
+        s->domain.token_stride = MX_PARTITIONS_MAX;
+        s->domain.token_offset = cfg->partition;
+    }
     enum core_rc crc = open_all(s, cfg, err, errlen, failed);
     if (crc != CORE_OK) {
         core_close(s); /* nothing is left half-set */

@@ -29,9 +29,11 @@ struct core_config {
     /* A standby's warm copy of the container, restored from when it takes over (NULL:
      * none). Lent: the core reads it during core_open() only. */
     struct mirror_copy *warm;
-    /* Where the data set's blobs are in the container (blob_options.prefix; a partition's):
-     * NULL or "": the container's own. Copied. */
-    const char *blob_prefix;
+    /* The partition of the data set, of `partitions` (0 of 0 or 1: the only one). It keeps
+     * its blobs under mx_partition_prefix(), and with more than one partition its fencing
+     * tokens are seq << 8 | partition (docs/api.md, "Partitions"): unique in the group,
+     * increasing per resource, since a name never leaves its partition. */
+    unsigned partition, partitions;
 };
 
 enum core_rc {

@@ -37,6 +37,7 @@
 
 struct group {
     const struct options *opt;
+    unsigned partition, partitions;
     char blob_prefix[MX_PARTITION_PREFIX_MAX]; /* the partition's, or "" */
     struct http *http;
     struct ha *ha;
@@ -72,6 +73,8 @@ int group_open(struct group **out, const struct group_config *cfg, char *err, si
         return -1;
     }
     g->opt = opt;
+    g->partition = cfg->partition;
+    g->partitions = cfg->partitions;
     mx_partition_prefix(cfg->partition, cfg->partitions, g->blob_prefix);
     struct ha_config hc = {
         .blob_prefix = g->blob_prefix,
@@ -171,7 +174,8 @@ static void take_over(struct group *s)
     char err[512] = "", quoted[1100];
     const char *failed = "cannot clear the data directory";
     enum core_rc rc = wipe_store(s->opt->data_dir, err, sizeof err) == 0 ? CORE_OK : CORE_FAILED;
-    struct core_config cc = {.opt = s->opt, .warm = s->copy, .blob_prefix = s->blob_prefix};
+    struct core_config cc = {
+        .opt = s->opt, .warm = s->copy, .partition = s->partition, .partitions = s->partitions};
     if (rc == CORE_OK)
         rc = core_open(&s->core, &cc, err, sizeof err, &failed);
     if (rc != CORE_OK) {

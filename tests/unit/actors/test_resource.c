@@ -732,6 +732,37 @@ static void no_token_above_the_reserved_ceiling(void **st)
     res_free(&r);
 }
 
+/* A partition of a partitioned group hands out tokens seq << 8 | partition: every one its
+ * own partition's residue, increasing, under the ceiling like any other. */
+static void a_partition_hands_out_its_own_tokens(void **st)
+{
+    (void)st;
+    setup_domain();
+    D.token_stride = 256;
+    D.token_offset = 7;
+    atomic_store(&D.last_token, 300); /* a ceiling of an earlier term, of any residue */
+    atomic_store(&D.token_ceiling, 1000);
+    struct res r;
+    res_init(&r, 0);
+    uint64_t want[] = {512 + 7, 768 + 7};
+    for (int i = 0; i < 2; i++) {
+        struct res_req *a = grant(&r, "a", 5000);
+        assert_int_equal(a->view.token, want[i]);
+        struct res_req *rel = with_id(req(RES_RELEASE), a->view.lease_id);
+        handle(&r, rel);
+        expect(rel, RES_OK_RELEASED);
+        done(a);
+        done(rel);
+    }
+    struct res_req *c = acquire_req("c", 5000, 0);
+    handle(&r, c);
+    expect(c, RES_ERR_UNAVAILABLE); /* 1024 + 7 is above the ceiling */
+    done(c);
+    D.token_stride = 0;
+    D.token_offset = 0;
+    res_free(&r);
+}
+
 /* After a restore from a mirror that may lag, the grace refuses grants, renewals and
  * re-acquires alike: the mirror may miss a break and a re-grant, so the lease a holder
  * presents may be another's by now. */
@@ -1051,6 +1082,7 @@ static void the_leases_of_one_resource_fit_one_line(void **st)
 
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(no_token_above_the_reserved_ceiling),
+    cmocka_unit_test(a_partition_hands_out_its_own_tokens),
     cmocka_unit_test(restore_grace_refuses_grants_and_renewals),
     cmocka_unit_test(grant_on_free_then_conflict),
     cmocka_unit_test(reacquire_with_same_lease_id_is_idempotent),

@@ -330,6 +330,17 @@ static void an_active_another_server_replaced_is_fenced(void **st)
     blob_client_free(c);
 }
 
+/* The fencing_token of an answer's body (freed). */
+static unsigned long long token_of(struct mx_buf *body)
+{
+    const char *t = body->p ? strstr(body->p, "\"fencing_token\":") : NULL;
+    assert_non_null(t);
+    unsigned long long v = strtoull(t + strlen("\"fencing_token\":"), NULL, 10);
+    mx_buf_free(body);
+    assert_true(v > 0);
+    return v;
+}
+
 /* Two partitions of one container are two groups: each has its own owner blob, lease,
  * journal and generation under its prefix, and one server may be the active of one while
  * another is the active of the other; a standby of a partition forwards to that partition's
@@ -347,12 +358,18 @@ static void two_partitions_of_one_container_are_two_groups(void **st)
     assert_true(tick_until_active(&p1, 10000)); /* not held off by partition 0's owner */
     join(&p0b, container);
     assert_false(tick_until_active(&p0b, 3 * GROUP_TICK_MS));
+    /* Each partition's tokens are its own: seq << 8 | partition. */
     char by[128];
-    assert_int_equal(request(&p0b, "/v1/resources/{a}/acquire", "{\"owner\":\"w\"}", NULL, by),
+    struct mx_buf body = {0};
+    assert_int_equal(request(&p0b, "/v1/resources/{a}/acquire", "{\"owner\":\"w\"}", &body, by),
                      200);
     assert_string_equal(by, p0.url);
-    assert_int_equal(request(&p1, "/v1/resources/{b}/acquire", "{\"owner\":\"w\"}", NULL, by), 200);
+    unsigned long long first0 = token_of(&body);
+    assert_int_equal(first0 % 256, 0);
+    assert_int_equal(request(&p1, "/v1/resources/{b}/acquire", "{\"owner\":\"w\"}", &body, by),
+                     200);
     assert_string_equal(by, p1.url);
+    assert_int_equal(token_of(&body) % 256, 1);
 
     /* Each partition's owner blob names its own active, of its own first generation. */
     struct blob_account acc = mx_azurite_account();
@@ -386,6 +403,12 @@ static void two_partitions_of_one_container_are_two_groups(void **st)
     assert_non_null(group_core(p1.group));
     assert_int_equal(request(&p0b, "/v1/resources/{a}", NULL, NULL, by), 200);
     assert_string_equal(by, p0b.url);
+    /* The new active of partition 0 goes on with partition 0's tokens, above the last. */
+    assert_int_equal(request(&p0b, "/v1/resources/{c}/acquire", "{\"owner\":\"w\"}", &body, by),
+                     200);
+    unsigned long long after = token_of(&body);
+    assert_int_equal(after % 256, 0);
+    assert_true(after > first0);
     leave(&p0b);
     leave(&p1);
 }
