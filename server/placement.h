@@ -1,7 +1,7 @@
 /*
  * Which server should own which partition of a partitioned group, and what one server does
- * about it now (docs/architecture.md, "Partitions"). Pure: no clock, no blob store; every
- * server computes the same answer from the same view, so ownership converges without a
+ * about it now (docs/architecture.md, "Beyond one group: partitions"). Pure: no clock, no blob
+ * store; every server computes the same answer from the same view, so ownership converges without a
  * coordinator and without ping-pong.
  *
  * The target is bounded-load rendezvous hashing: the partitions in order, each to the live
