@@ -43,11 +43,28 @@ const char *const fwd_header_names[FWD_NHEADERS] = {
     [FWD_H_ALLOW] = "Allow",
     [FWD_H_WWW_AUTHENTICATE] = "WWW-Authenticate",
     [FWD_H_SERVED_BY] = "Mutexd-Served-By",
+    [FWD_H_PARTITION] = "Mutexd-Partition",
     [FWD_H_REQUEST_ID] = "X-Request-Id",
+};
+
+/* One partition's role (a group of one partition has one). */
+struct fwd_part {
+    /* lock */
+    char url[URL_MAX]; /* the owner's, for HTTP_ROLE_FORWARD */
+    uint64_t gen;      /* changes with every role change */
+    /* any thread: written under the lock, read without it */
+    _Atomic int role;
+    /* the forwarder thread's */
+    char cur_url[URL_MAX];
+    uint64_t cur_gen;
+    bool moved;              /* this turn: the role changed since the last */
+    enum http_role cur_role; /* this turn's */
 };
 
 struct fwd {
     uint64_t timeout_ns;
+    unsigned partitions;
+    struct fwd_part *parts;
     CURLM *multi;
     pthread_t thread;
     bool thread_started;
@@ -57,20 +74,13 @@ struct fwd {
     /* lock */
     struct fwd_req *incoming, **incoming_tail;
     bool stopping;
-    char url[URL_MAX]; /* the active's, for HTTP_ROLE_FORWARD */
-    uint64_t gen;      /* changes with every role change */
-    bool later;        /* a role change is due at later_ns */
+    bool later; /* a role change of every partition is due at later_ns */
     uint64_t later_ns;
     enum http_role later_role;
     char later_url[URL_MAX];
 
-    /* any thread: written under the lock, read without it */
-    _Atomic int role;
-
     /* the forwarder thread's */
     struct fwd_req *held, *sending;
-    char cur_url[URL_MAX];
-    uint64_t cur_gen;
 
     /* metrics, any thread */
     _Atomic uint64_t relayed[HTTP_STATS_NCODES]; /* by http_code_slot() */
@@ -253,10 +263,11 @@ static uint64_t deadline(const struct fwd *f, const struct fwd_req *r)
 static bool start(struct fwd *f, struct fwd_req *r, uint64_t now)
 {
     char url[URL_MAX + 8192];
-    size_t base = strlen(f->cur_url);
-    while (base && f->cur_url[base - 1] == '/')
+    const char *to = f->parts[r->partition].cur_url;
+    size_t base = strlen(to);
+    while (base && to[base - 1] == '/')
         base--;
-    int n = snprintf(url, sizeof url, "%.*s%s", (int)base, f->cur_url, r->target);
+    int n = snprintf(url, sizeof url, "%.*s%s", (int)base, to, r->target);
     if (n < 0 || (size_t)n >= sizeof url)
         return false;
     CURL *e = curl_easy_init();
@@ -314,14 +325,21 @@ static void hold(struct fwd *f, struct fwd_req *r, uint64_t not_before)
     atomic_fetch_add(&f->n_held, 1);
 }
 
+/* Where `r` goes now, for the logs. */
+static const char *to_url(const struct fwd *f, const struct fwd_req *r)
+{
+    const char *u = f->parts[r->partition].cur_url;
+    return u[0] ? u : "none";
+}
+
 static void log_refused(const struct fwd *f, const struct fwd_req *r, const char *reason,
                         const char *detail)
 {
     char t[300], d[200];
     mx_warn("forward: request refused",
             "reason=%s method=%s target=%s active=%s detail=%s request_id=%s", reason, r->method,
-            mx_log_quote(t, sizeof t, r->target), f->cur_url[0] ? f->cur_url : "none",
-            mx_log_quote(d, sizeof d, detail), r->request_id ? r->request_id : "");
+            mx_log_quote(t, sizeof t, r->target), to_url(f, r), mx_log_quote(d, sizeof d, detail),
+            r->request_id ? r->request_id : "");
 }
 
 /* A transfer ended. */
@@ -347,7 +365,7 @@ static void finished(struct fwd *f, CURL *e, CURLcode rc, uint64_t now)
         mx_debug("forwarded",
                  "method=%s target=%s status=%d ms=%" PRIu64 " active=%s request_id=%s", r->method,
                  mx_log_quote(t, sizeof t, r->target), r->status,
-                 (uint64_t)((now - r->_sent_ns) / MX_NS_PER_MS), f->cur_url,
+                 (uint64_t)((now - r->_sent_ns) / MX_NS_PER_MS), to_url(f, r),
                  r->request_id ? r->request_id : "");
         complete(f, r, FWD_RELAYED, NULL);
         return;
@@ -357,7 +375,7 @@ static void finished(struct fwd *f, CURL *e, CURLcode rc, uint64_t now)
          * never saw it, so it can go again, there or wherever the role says (on_prereq). */
         char d[200];
         mx_debug("forward: cannot reach the active; holding", "active=%s error=%s request_id=%s",
-                 f->cur_url, mx_log_quote(d, sizeof d, curl_easy_strerror(rc)),
+                 to_url(f, r), mx_log_quote(d, sizeof d, curl_easy_strerror(rc)),
                  r->request_id ? r->request_id : "");
         hold(f, r, now + RETRY_NS);
         return;
@@ -372,24 +390,30 @@ static void finished(struct fwd *f, CURL *e, CURLcode rc, uint64_t now)
 /* ---- the thread ---------------------------------------------------------------------- */
 
 /* lock held */
-static void apply_role(struct fwd *f, enum http_role role, const char *url)
+static void apply_role(struct fwd *f, unsigned p, enum http_role role, const char *url)
 {
+    struct fwd_part *pt = &f->parts[p];
     if (role == HTTP_ROLE_FORWARD && (!url || !*url || strlen(url) >= URL_MAX))
         role = HTTP_ROLE_HOLD;
     const char *new_url = role == HTTP_ROLE_FORWARD ? url : "";
     /* A server group sets the role at every turn of its loop, changed or not: only a
      * change is worth a line. */
-    bool same_url = strcmp(f->url, new_url) == 0;
-    snprintf(f->url, sizeof f->url, "%s", new_url);
-    f->gen++;
-    enum http_role old = (enum http_role)atomic_exchange(&f->role, (int)role);
-    if (old != role || !same_url)
+    bool same_url = strcmp(pt->url, new_url) == 0;
+    snprintf(pt->url, sizeof pt->url, "%s", new_url);
+    pt->gen++;
+    enum http_role old = (enum http_role)atomic_exchange(&pt->role, (int)role);
+    if (old == role && same_url)
+        return;
+    if (f->partitions > 1)
+        mx_info("http role", "partition=%u role=%s previous=%s owner=%s", p, role_name(role),
+                role_name(old), pt->url[0] ? pt->url : "none");
+    else
         mx_info("http role", "role=%s previous=%s active=%s", role_name(role), role_name(old),
-                f->url[0] ? f->url : "none");
+                pt->url[0] ? pt->url : "none");
 }
 
 /* Settles what is held, and returns the nearest time something held is due. */
-static uint64_t settle_held(struct fwd *f, enum http_role role, uint64_t now, uint64_t wake)
+static uint64_t settle_held(struct fwd *f, uint64_t now, uint64_t wake)
 {
     struct fwd_req *list = f->held;
     f->held = NULL;
@@ -398,6 +422,7 @@ static uint64_t settle_held(struct fwd *f, enum http_role role, uint64_t now, ui
         list = r->_next;
         r->_next = NULL;
         atomic_fetch_sub(&f->n_held, 1);
+        enum http_role role = f->parts[r->partition].cur_role;
         if (atomic_load(&r->_cancel)) {
             complete(f, r, FWD_GONE, NULL);
         } else if (role == HTTP_ROLE_SERVE) {
@@ -435,7 +460,8 @@ static void *fwd_main(void *arg)
         pthread_mutex_lock(&f->lock);
         if (f->later && now >= f->later_ns) {
             f->later = false;
-            apply_role(f, f->later_role, f->later_url);
+            for (unsigned p = 0; p < f->partitions; p++)
+                apply_role(f, p, f->later_role, f->later_url);
         }
         if (f->later && f->later_ns < wake)
             wake = f->later_ns;
@@ -446,11 +472,15 @@ static void *fwd_main(void *arg)
             hold(f, r, 0);
         }
         f->incoming_tail = &f->incoming;
-        bool stopping = f->stopping, moved = f->gen != f->cur_gen;
-        enum http_role role = (enum http_role)atomic_load(&f->role);
-        if (moved) {
-            memcpy(f->cur_url, f->url, sizeof f->cur_url);
-            f->cur_gen = f->gen;
+        bool stopping = f->stopping;
+        for (unsigned p = 0; p < f->partitions; p++) {
+            struct fwd_part *pt = &f->parts[p];
+            pt->moved = pt->gen != pt->cur_gen;
+            pt->cur_role = (enum http_role)atomic_load(&pt->role);
+            if (pt->moved) {
+                memcpy(pt->cur_url, pt->url, sizeof pt->cur_url);
+                pt->cur_gen = pt->gen;
+            }
         }
         pthread_mutex_unlock(&f->lock);
         if (stopping)
@@ -462,12 +492,12 @@ static void *fwd_main(void *arg)
                 /* Closing the connection is what tells the active its waiter has gone. */
                 unlink_req(&f->sending, r);
                 complete(f, r, FWD_GONE, NULL);
-            } else if (moved && r->_offered == 0) {
+            } else if (f->parts[r->partition].moved && r->_offered == 0) {
                 unlink_req(&f->sending, r);
                 hold(f, r, 0);
             }
         }
-        wake = settle_held(f, role, now, wake);
+        wake = settle_held(f, now, wake);
 
         int running = 0, left = 0;
         curl_multi_perform(f->multi, &running);
@@ -514,9 +544,17 @@ static void *fwd_main(void *arg)
 
 /* ---- the interface --------------------------------------------------------------------- */
 
-int fwd_start(struct fwd **out, uint64_t timeout_ms, unsigned max_parked, char *err, size_t errlen)
+int fwd_start(struct fwd **out, unsigned partitions, uint64_t timeout_ms, unsigned max_parked,
+              char *err, size_t errlen)
 {
     struct fwd *f = calloc(1, sizeof *f);
+    if (f) {
+        f->partitions = partitions ? partitions : 1;
+        if (!(f->parts = calloc(f->partitions, sizeof *f->parts))) {
+            free(f);
+            f = NULL;
+        }
+    }
     if (!f) {
         snprintf(err, errlen, "out of memory");
         return -1;
@@ -524,13 +562,15 @@ int fwd_start(struct fwd **out, uint64_t timeout_ms, unsigned max_parked, char *
     f->timeout_ns = (timeout_ms ? timeout_ms : 10000) * MX_NS_PER_MS;
     f->max_parked = max_parked;
     f->incoming_tail = &f->incoming;
-    atomic_init(&f->role, HTTP_ROLE_SERVE);
+    for (unsigned p = 0; p < f->partitions; p++)
+        atomic_init(&f->parts[p].role, HTTP_ROLE_SERVE);
     pthread_mutex_init(&f->lock, NULL);
     /* libcurl's global state is set up once by whoever comes first; the blob client's
      * blob_global_init() does the same, and curl counts the calls. */
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
         snprintf(err, errlen, "cannot initialize libcurl");
         pthread_mutex_destroy(&f->lock);
+        free(f->parts);
         free(f);
         return -1;
     }
@@ -541,6 +581,7 @@ int fwd_start(struct fwd **out, uint64_t timeout_ms, unsigned max_parked, char *
             curl_multi_cleanup(f->multi);
         curl_global_cleanup();
         pthread_mutex_destroy(&f->lock);
+        free(f->parts);
         free(f);
         return -1;
     }
@@ -549,10 +590,12 @@ int fwd_start(struct fwd **out, uint64_t timeout_ms, unsigned max_parked, char *
     return 0;
 }
 
-void fwd_set_role(struct fwd *f, enum http_role role, const char *url)
+void fwd_set_role(struct fwd *f, unsigned partition, enum http_role role, const char *url)
 {
+    if (partition >= f->partitions)
+        return;
     pthread_mutex_lock(&f->lock);
-    apply_role(f, role, url);
+    apply_role(f, partition, role, url);
     pthread_mutex_unlock(&f->lock);
     curl_multi_wakeup(f->multi);
 }
@@ -568,9 +611,9 @@ void fwd_set_role_later(struct fwd *f, uint64_t after_ms, enum http_role role, c
     curl_multi_wakeup(f->multi);
 }
 
-enum http_role fwd_role(struct fwd *f)
+enum http_role fwd_role(struct fwd *f, unsigned partition)
 {
-    return (enum http_role)atomic_load(&f->role);
+    return (enum http_role)atomic_load(&f->parts[partition < f->partitions ? partition : 0].role);
 }
 
 static struct curl_slist *add_header(struct curl_slist *l, bool *ok, const char *name,
@@ -651,6 +694,7 @@ void fwd_free(struct fwd *f)
     curl_multi_cleanup(f->multi);
     curl_global_cleanup();
     pthread_mutex_destroy(&f->lock);
+    free(f->parts);
     free(f);
 }
 
@@ -667,10 +711,14 @@ void fwd_metrics(struct fwd *f, struct mx_buf *b)
     prom_header(b, "mutexd_http_role", "gauge",
                 "The HTTP front's role: 1 for the one in force (serve: answer here; forward: "
                 "send to the active; hold: wait for an active; fenced: refuse).");
-    enum http_role role = fwd_role(f);
-    for (int r = HTTP_ROLE_SERVE; r <= HTTP_ROLE_FENCED; r++)
-        prom_sample(b, "mutexd_http_role", r == (int)role, "role", role_name((enum http_role)r),
-                    NULL);
+    for (unsigned p = 0; p < f->partitions; p++) {
+        enum http_role role = fwd_role(f, p);
+        char part[12];
+        snprintf(part, sizeof part, "%u", p);
+        for (int r = HTTP_ROLE_SERVE; r <= HTTP_ROLE_FENCED; r++)
+            prom_sample(b, "mutexd_http_role", r == (int)role, "role", role_name((enum http_role)r),
+                        f->partitions > 1 ? "partition" : NULL, part, NULL);
+    }
     prom_header(b, "mutexd_forwarded_requests_total", "counter",
                 "Requests forwarded to the active server and answered by it, by status.");
     for (size_t i = 0; i < HTTP_STATS_NCODES; i++) {

@@ -38,6 +38,7 @@ enum fwd_header {
     FWD_H_ALLOW,
     FWD_H_WWW_AUTHENTICATE,
     FWD_H_SERVED_BY,
+    FWD_H_PARTITION,
     FWD_H_REQUEST_ID,
     FWD_NHEADERS
 };
@@ -54,6 +55,7 @@ struct fwd_req {
     /* public: set before fwd_submit(), unchanged until `done` */
     const char *method; /* GET, HEAD (sent as GET, so the relayed length is right) or POST */
     const char *target; /* path and query, as the client sent them */
+    unsigned partition; /* of the resource it names (0 if none): it goes to that one's owner */
     const char *body;   /* POST: the body (may be empty) */
     size_t body_len;
     /* The client's headers that are sent on (NULL: none), and the request id. Copied by
@@ -91,13 +93,17 @@ struct fwd_req {
 /* `max_parked`: requests that wait at the active (a blocking acquire, a watch) forwarded
  * at once, at most; one more is refused FWD_BUSY, so that a standby never fills the
  * active's connections and starves the probes of its /healthz (0: no bound). */
-int fwd_start(struct fwd **out, uint64_t timeout_ms, unsigned max_parked, char *err, size_t errlen);
-/* The role and, for HTTP_ROLE_FORWARD, the active's URL (copied; NULL or too long: the role
- * becomes HTTP_ROLE_HOLD). Held requests follow the new role at once. */
-void fwd_set_role(struct fwd *f, enum http_role role, const char *url);
-/* The same, `after_ms` from now (one change at most is pending; a later call replaces it). */
+/* `partitions`: of the group (0 or 1: one); each has its own role. */
+int fwd_start(struct fwd **out, unsigned partitions, uint64_t timeout_ms, unsigned max_parked,
+              char *err, size_t errlen);
+/* A partition's role and, for HTTP_ROLE_FORWARD, its owner's URL (copied; NULL or too long:
+ * the role becomes HTTP_ROLE_HOLD). Held requests of the partition follow the new role at
+ * once. */
+void fwd_set_role(struct fwd *f, unsigned partition, enum http_role role, const char *url);
+/* The same for every partition, `after_ms` from now (one change at most is pending; a later
+ * call replaces it). */
 void fwd_set_role_later(struct fwd *f, uint64_t after_ms, enum http_role role, const char *url);
-enum http_role fwd_role(struct fwd *f);
+enum http_role fwd_role(struct fwd *f, unsigned partition);
 /* Takes `r` to forward. Returns -1 when the forwarder has stopped (`done` is not called). */
 int fwd_submit(struct fwd *f, struct fwd_req *r);
 /* The client of `r` has gone: abort it (its `done` comes with FWD_GONE, unless it came

@@ -2,6 +2,7 @@
  * Reading a request (see request.h and server.c's steps 2 and 3): its headers, admission
  * and authorization before any body is read, and the body gathered up to its limit.
  */
+#include "common/partition.h"
 #include "http/request.h"
 
 /* The headers admission decides on (http/admit.h), as libmicrohttpd parsed them. */
@@ -74,6 +75,7 @@ enum MHD_Result http_i_on_headers(struct hreq *q, const char *url, const char *m
         if (name) {
             memcpy(q->name, name, q->name_len);
             q->name[q->name_len] = '\0';
+            q->partition = mx_partition(q->name, q->name_len, q->h->cfg.partitions);
         }
         if (q->route == ROUTE_UI) {
             q->ui_redirect = strcmp(url, "/ui") == 0;

@@ -87,10 +87,12 @@ enum MHD_Result http_i_serve_metrics(struct hreq *q)
     fwd_metrics(h->fwd, &b);
     if (h->cfg.metrics)
         h->cfg.metrics(h->cfg.ctx, &b);
-    /* Without a core (a standby), the front counts its requests itself. */
+    /* Without a core (a standby), the front counts its requests itself. The figures of the
+     * cores of several partitions are not summed yet: partition 0's only. */
     pthread_rwlock_rdlock(&h->core_lock);
-    if (atomic_load(&h->core_published) && h->core.metrics)
-        h->core.metrics(h->core.ctx, &b);
+    const struct http_part *pt = &h->parts[0];
+    if (atomic_load(&pt->published) && pt->core.metrics)
+        pt->core.metrics(pt->core.ctx, &b);
     pthread_rwlock_unlock(&h->core_lock);
     if (b.oom) {
         free(b.p);

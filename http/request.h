@@ -46,10 +46,12 @@ enum phase { PH_HEADERS, PH_BODY, PH_WAIT, PH_DONE };
 struct http {
     struct http_config cfg;
     /* The core served with (http_set_core()): its fields are written by the role-setting
-     * thread while no request of role serve reads them, then `core_published` set; pages
+     * thread while no request of role serve reads them, then `published` set; pages
      * that read the core's figures (/metrics, /readyz) hold `core_lock` for reading. */
-    struct http_core core;
-    _Atomic bool core_published;
+    struct http_part {
+        struct http_core core;
+        _Atomic bool published;
+    } * parts; /* cfg.partitions of them */
     pthread_rwlock_t core_lock;
     struct MHD_Daemon *daemon;
     struct hangup *hangup;
@@ -139,6 +141,7 @@ struct hreq {
     bool ev_held, ev_gone;
     char name[MX_NAME_MAX + 1];
     size_t name_len;
+    unsigned partition; /* of the resource named (0 when none): whose core or owner serves it */
     char rid[72];
     char reason[API_MAX_REASON + 1];
 };

@@ -65,8 +65,13 @@ enum MHD_Result http_i_send_body(struct hreq *q, int status, char *body, const c
         MHD_add_response_header(r, "WWW-Authenticate", "Bearer realm=\"mutexd\"");
     /* Only the active names itself: a standby's own answers (a bad request, no active
      * server) were not served by the active. */
-    if (q->v1 && q->h->cfg.served_by && fwd_role(q->h->fwd) == HTTP_ROLE_SERVE)
+    if (q->v1 && q->h->cfg.served_by && fwd_role(q->h->fwd, q->partition) == HTTP_ROLE_SERVE)
         MHD_add_response_header(r, "Mutexd-Served-By", q->h->cfg.served_by);
+    if (q->v1 && q->name_len && q->h->cfg.partitions > 1) {
+        char part[12];
+        snprintf(part, sizeof part, "%u", q->partition);
+        MHD_add_response_header(r, "Mutexd-Partition", part);
+    }
     if (q->close)
         MHD_add_response_header(r, "Connection", "close");
     return http_i_queue(q, status, r);

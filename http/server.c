@@ -70,12 +70,12 @@ static void on_hangup(void *ctx, uint64_t id, void *arg)
     if (q->forwarding) {
         fwd_cancel(h->fwd, &q->fwd); /* the transfer is closed: the active drops its waiter */
     } else if (q->ev_held) {
-        if (ev_wait_cancel(h->core.events, &q->evw)) {
+        if (ev_wait_cancel(h->parts[q->partition].core.events, &q->evw)) {
             q->ev_gone = true;
             MHD_resume_connection(q->conn);
         }
     } else {
-        ra_send_drop(h->core.rt, q->name, q->name_len, id);
+        ra_send_drop(h->parts[q->partition].core.rt, q->name, q->name_len, id);
     }
 }
 
@@ -156,7 +156,7 @@ static enum MHD_Result answer_events(struct hreq *q);
  * owns the container (a standby may have taken over). NULL when it may. */
 static const char *not_serving(struct hreq *q)
 {
-    enum http_role role = fwd_role(q->h->fwd);
+    enum http_role role = fwd_role(q->h->fwd, q->partition);
     uint64_t until = atomic_load_explicit(&q->h->serve_until_ns, memory_order_relaxed);
     if (role == HTTP_ROLE_FENCED)
         return FWD_FENCED;
@@ -332,7 +332,8 @@ static enum MHD_Result serve_request(struct hreq *q)
     else if (q->route == ROUTE_EVENTS && qc.query.has_wait)
         held_ms = qc.query.wait_ms;
     /* Every check of this server passed: a standby hands it on, a fenced server refuses. */
-    enum http_role role = q->here ? HTTP_ROLE_SERVE : fwd_role(h->fwd);
+    enum http_role role = q->here ? HTTP_ROLE_SERVE : fwd_role(h->fwd, q->partition);
+    const struct http_core *core = &h->parts[q->partition].core;
     if (role == HTTP_ROLE_FENCED)
         return http_i_send_group_unavailable(q, FWD_FENCED);
     uint64_t wait_ms = q->ra.rq.wait_ms > held_ms ? q->ra.rq.wait_ms : held_ms;
@@ -350,7 +351,7 @@ static enum MHD_Result serve_request(struct hreq *q)
     if (until && mx_mono_ns() > until)
         return http_i_send_group_unavailable(q, HTTP_UNCONFIRMED);
 
-    if ((q->route == ROUTE_LIST || q->route == ROUTE_EVENTS) && held_ms > 0 && h->core.events) {
+    if ((q->route == ROUTE_LIST || q->route == ROUTE_EVENTS) && held_ms > 0 && core->events) {
         /* Held until a change under the prefix after the index given, or held_ms. */
         const char *prefix = qc.query.prefix ? qc.query.prefix : "";
         q->evw = (struct ev_wait){.prefix_len = strlen(prefix),
@@ -363,7 +364,7 @@ static enum MHD_Result serve_request(struct hreq *q)
         http_i_suspend(q);
         if (hangup_watch(h->hangup, q->fd, q->id, q) == 0)
             q->watched = true;
-        if (!ev_wait_add(h->core.events, &q->evw)) {
+        if (!ev_wait_add(core->events, &q->evw)) {
             /* A change is known already: answer now, through the resumed path. */
             if (q->watched) {
                 hangup_unwatch(h->hangup, q->id);
@@ -399,9 +400,9 @@ static enum MHD_Result serve_request(struct hreq *q)
      * the writer and back. Under load the writer batches, and this thread reads on: a
      * commit here would hold up every request queued on its connections. */
     struct store_batch batch;
-    store_batch_begin(h->core.store, &batch);
-    int rc = ra_send(h->core.rt, q->name, q->name_len, &q->ra, &batch);
-    long parked = h->core.parked ? h->core.parked(h->core.ctx) : 0;
+    store_batch_begin(core->store, &batch);
+    int rc = ra_send(core->rt, q->name, q->name_len, &q->ra, &batch);
+    long parked = core->parked ? core->parked(core->ctx) : 0;
     store_batch_end(&batch, atomic_load(&h->stats.suspended) <= parked + 1 &&
                                 !conns_others_readable(h->conns));
     if (rc != RT_OK) {
@@ -426,10 +427,11 @@ static enum MHD_Result start_list(struct hreq *q)
     int limit = q->query.has_limit ? (int)q->query.limit : API_DEFAULT_LIMIT;
     /* Every change up to it is committed, so the list read next shows it: a watch from
      * this index misses no change the list did not show. */
-    q->list_index = h->core.events ? ev_durable_index(h->core.events) : 0;
+    const struct http_core *core = &h->parts[q->partition].core;
+    q->list_index = core->events ? ev_durable_index(core->events) : 0;
     q->phase = PH_WAIT;
     http_i_suspend(q);
-    q->list = ra_list_start(h->core.rt, h->core.store, q->query.prefix, q->query.cursor, limit,
+    q->list = ra_list_start(core->rt, core->store, q->query.prefix, q->query.cursor, limit,
                             on_list_done, q);
     if (!q->list) {
         /* Not started: answer out of memory through the resumed path. */
@@ -446,15 +448,16 @@ static enum MHD_Result answer_events(struct hreq *q)
     struct http *h = q->h;
     size_t limit = q->query.has_limit ? (size_t)q->query.limit : API_DEFAULT_LIMIT;
     const char *prefix = q->query.prefix ? q->query.prefix : "";
-    if (!h->core.events)
+    struct ev_log *events = h->parts[q->partition].core.events;
+    if (!events)
         return http_i_send_unavailable(q, "events are not kept by this server");
     struct ev_event *ev = calloc(limit, sizeof *ev);
     if (!ev)
         return http_i_send_unavailable(q, "out of memory");
     uint64_t next = 0;
     bool truncated = false;
-    size_t n = ev_read(h->core.events, q->query.index, prefix, strlen(prefix), ev, limit, &next,
-                       &truncated);
+    size_t n =
+        ev_read(events, q->query.index, prefix, strlen(prefix), ev, limit, &next, &truncated);
     struct render rd;
     render_events(ev, n, next, truncated, &rd);
     for (size_t i = 0; i < n; i++)
@@ -474,6 +477,7 @@ static enum MHD_Result forward(struct hreq *q, uint64_t wait_ms)
     struct fwd_req *f = &q->fwd;
     f->method = post ? "POST" : q->head ? "HEAD" : "GET";
     f->target = q->target;
+    f->partition = q->partition;
     f->body = q->body;
     f->body_len = q->body_len;
     f->authorization = MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, "Authorization");
@@ -705,7 +709,8 @@ static int apply_fault_roles(struct http *h, char *err, size_t errlen)
             snprintf(err, errlen, "not a role: %s", h->cfg.fault_role);
             return -1;
         }
-        http_set_role(h, role, url);
+        for (unsigned p = 0; p < h->cfg.partitions; p++)
+            http_set_role(h, p, role, url);
     }
     if (h->cfg.fault_role_after) {
         if (!fwd_parse_role(h->cfg.fault_role_after, &role, &url)) {
@@ -719,12 +724,12 @@ static int apply_fault_roles(struct http *h, char *err, size_t errlen)
     return 0;
 }
 
-void http_set_role(struct http *h, enum http_role role, const char *active_url)
+void http_set_role(struct http *h, unsigned partition, enum http_role role, const char *active_url)
 {
     if (role != HTTP_ROLE_SERVE)
         atomic_store(&h->grouped,
                      true); /* before the role: a request that sees it kept its target */
-    fwd_set_role(h->fwd, role, active_url);
+    fwd_set_role(h->fwd, partition, role, active_url);
 }
 
 void http_set_serve_until(struct http *h, uint64_t mono_ns)
@@ -732,18 +737,21 @@ void http_set_serve_until(struct http *h, uint64_t mono_ns)
     atomic_store(&h->serve_until_ns, mono_ns);
 }
 
-void http_set_core(struct http *h, const struct http_core *core)
+void http_set_core(struct http *h, unsigned partition, const struct http_core *core)
 {
+    if (partition >= h->cfg.partitions)
+        return;
+    struct http_part *pt = &h->parts[partition];
     pthread_rwlock_wrlock(&h->core_lock);
     if (core) {
         /* Read by requests served here only once they see HTTP_ROLE_SERVE (an atomic set
          * after this), and by the pages under the lock. */
-        h->core = *core;
-        atomic_store(&h->core_published, true);
+        pt->core = *core;
+        atomic_store(&pt->published, true);
     } else {
         /* The fields stay: requests suspended before http_quiesce() may still be answered
          * through them, until the core's runtime and store have shut down. */
-        atomic_store(&h->core_published, false);
+        atomic_store(&pt->published, false);
     }
     pthread_rwlock_unlock(&h->core_lock);
 }
@@ -752,20 +760,23 @@ bool http_ready(struct http *h, char *why, size_t len, struct mx_buf *details)
 {
     if (h->cfg.ready && !h->cfg.ready(h->cfg.ctx, why, len, details))
         return false;
-    bool ready = true;
+    bool ready = true, any = false;
     pthread_rwlock_rdlock(&h->core_lock);
-    if (!atomic_load(&h->core_published)) {
-        if (!h->cfg.ready) {
-            snprintf(why, len, "recovering");
-            ready = false;
-        }
-    } else if (h->core.ready) {
+    for (unsigned p = 0; p < h->cfg.partitions && ready; p++) {
+        const struct http_part *pt = &h->parts[p];
+        if (!atomic_load(&pt->published) || !pt->core.ready)
+            continue;
+        any = true;
         struct mx_buf more = {0};
-        ready = h->core.ready(h->core.ctx, why, len, &more);
-        if (more.len)
+        ready = pt->core.ready(pt->core.ctx, why, len, &more);
+        if (more.len && p == 0)
             mx_buf_printf(details, "%s%s", details->len ? "," : "", more.p);
         details->oom |= more.oom;
         mx_buf_free(&more);
+    }
+    if (!any && !h->cfg.ready) {
+        snprintf(why, len, "recovering");
+        ready = false;
     }
     pthread_rwlock_unlock(&h->core_lock);
     return ready;
@@ -787,6 +798,7 @@ static void teardown(struct http *h)
     free(h->tls_cert);
     free(h->tls_key);
     pthread_rwlock_destroy(&h->core_lock);
+    free(h->parts);
     free(h);
 }
 
@@ -799,6 +811,13 @@ int http_start(struct http **out, const struct http_config *cfg, char *err, size
     }
     h->cfg = *cfg;
     h->cfg.core = NULL; /* the caller's; copied below */
+    if (!h->cfg.partitions)
+        h->cfg.partitions = 1;
+    if (!(h->parts = calloc(h->cfg.partitions, sizeof *h->parts))) {
+        free(h);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
     pthread_rwlock_init(&h->core_lock, NULL);
     h->listen_fd = -1;
     http_stats_init(&h->stats);
@@ -833,15 +852,17 @@ int http_start(struct http **out, const struct http_config *cfg, char *err, size
      * /healthz and /readyz are served (see http_i_on_headers()): the probes of the standbys get in
      * even when every other connection is taken. */
     h->max_waiting = max_conn * 3 / 4;
-    if (fwd_start(&h->fwd, cfg->forward_timeout_ms, max_parked, err, errlen) != 0)
+    if (fwd_start(&h->fwd, h->cfg.partitions, cfg->forward_timeout_ms, max_parked, err, errlen) !=
+        0)
         goto fail;
     /* Without a core (a server of a group that does not know the group yet) there is
      * nothing to serve with: requests waiting in the listen queue are read the moment the
      * daemon starts, and are held until a role is set. */
     if (cfg->core)
-        http_set_core(h, cfg->core);
+        http_set_core(h, 0, cfg->core);
     else
-        http_set_role(h, HTTP_ROLE_HOLD, NULL);
+        for (unsigned p = 0; p < h->cfg.partitions; p++)
+            http_set_role(h, p, HTTP_ROLE_HOLD, NULL);
     if (apply_fault_roles(h, err, errlen) != 0)
         goto fail;
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
@@ -911,8 +932,9 @@ void http_quiesce(struct http *h)
     /* Every request forwarded or held is answered 503 now: the active's waiters are dropped
      * as their transfers close, and nothing here waits for a server elsewhere. */
     fwd_stop(h->fwd);
-    if (atomic_load(&h->core_published) && h->core.events)
-        ev_flush(h->core.events); /* list watches and events requests: answered 503 */
+    for (unsigned p = 0; p < h->cfg.partitions; p++)
+        if (atomic_load(&h->parts[p].published) && h->parts[p].core.events)
+            ev_flush(h->parts[p].core.events); /* list watches, events requests: 503 */
     /* No MHD_quiesce_daemon(): it takes the listen socket out of the pool threads' epoll
      * sets from this thread, racing with those threads' own handling of it. Connections
      * still arrive until http_stop(); http_i_dispatch() answers them 503 with Connection: close. */

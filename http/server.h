@@ -60,9 +60,14 @@ struct http_config {
     bool ui;                     /* serve the dashboard under /ui/ (http/ui.h); false: 404 there */
     struct auth *auth;           /* NULL: no authorization */
     const struct res_limits *lim;
-    /* The data set served here, published at start (NULL: a server of a group that has not
-     * taken it over yet: requests are held until a role is set); see http_set_core(). */
+    /* The data set served here, published at start as partition 0's (NULL: a server of a
+     * group that has not taken it over yet: requests are held until a role is set); see
+     * http_set_core(). */
     const struct http_core *core;
+    /* The group's partitions (common/partition.h; 0 or 1: one). A request about a resource
+     * is served by, or forwarded to, its partition's core or owner; every other request is
+     * partition 0's. */
+    unsigned partitions;
     /* /readyz, before the core is asked: false with a reason when the server is not ready
      * whatever its core says (a standby that knows no active); may add JSON members to the
      * answer in `details` (as `"k":v,...`). NULL: ready when a core is published. Any
@@ -88,17 +93,17 @@ struct http_config {
 
 /* Listens and starts serving. On failure returns -1 and writes a sentence into err. */
 int http_start(struct http **out, const struct http_config *cfg, char *err, size_t errlen);
-/* Any thread, any time. `active_url`: the active's advertised URL (HTTP_ROLE_FORWARD;
- * copied). Requests held or about to be forwarded follow the new role at once; those
- * already sent to the active finish there. Starts as HTTP_ROLE_SERVE, or HTTP_ROLE_HOLD
- * when started without a core (cfg.core NULL). */
-void http_set_role(struct http *h, enum http_role role, const char *active_url);
-/* Publishes the core the front serves with (copied), once, atomically: a server of a group
- * that starts without one (a standby) gets one when it takes over; call before
+/* A partition's role (one partition: the server's). Any thread, any time. `active_url`:
+ * the partition's active's advertised URL (HTTP_ROLE_FORWARD; copied). Requests held or about to be
+ * forwarded follow the new role at once; those already sent to the active finish there. Starts as
+ * HTTP_ROLE_SERVE, or HTTP_ROLE_HOLD when started without a core (cfg.core NULL). */
+void http_set_role(struct http *h, unsigned partition, enum http_role role, const char *active_url);
+/* Publishes the core the front serves a partition with (copied), once, atomically: a server
+ * of a group that starts without one (a standby) gets one when it takes over; call before
  * http_set_role(HTTP_ROLE_SERVE), from the thread that sets roles. NULL takes it back,
  * after http_quiesce() and before the core closes: it returns once no /metrics or /readyz
  * answer is still reading the core, and none reads it after. */
-void http_set_core(struct http *h, const struct http_core *core);
+void http_set_core(struct http *h, unsigned partition, const struct http_core *core);
 /* What /readyz answers: the config's `ready`, then the published core's (not ready,
  * "recovering", when none is published and the config has no `ready`). Any thread. */
 bool http_ready(struct http *h, char *why, size_t len, struct mx_buf *details);

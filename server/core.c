@@ -22,6 +22,7 @@
 struct core {
     const struct options *opt;                 /* during core_open() only */
     char blob_prefix[MX_PARTITION_PREFIX_MAX]; /* the partition's blobs, or "" */
+    char dir[4096];                            /* the store's */
     struct store *store;
     struct mirror *mirror; /* NULL: no blob mirror */
     bool blob_init;        /* blob_global_init() was called for the mirror */
@@ -40,6 +41,14 @@ void core_limits(const struct options *o, struct res_limits *out)
         .max_waiters = (uint32_t)o->max_waiters,
         .max_holders = (uint32_t)o->max_holders,
     };
+}
+
+void core_data_dir(const struct options *o, unsigned p, unsigned partitions, char *out, size_t len)
+{
+    if (partitions > 1)
+        snprintf(out, len, "%s/p%03u", o->data_dir, p);
+    else
+        snprintf(out, len, "%s", o->data_dir);
 }
 
 static const char *write_gate(void *arg)
@@ -65,7 +74,7 @@ static enum core_rc open_mirror(struct core *s, struct mirror_copy *warm, bool *
         .connection_string = o->blob_connection_string,
         .container = o->blob_container,
         .blob_prefix = s->blob_prefix,
-        .data_dir = o->data_dir,
+        .data_dir = s->dir,
         .mode = (enum mirror_mode)o->mirror_mode,
         .snapshot_every_changes = o->snapshot_every_changes,
         .snapshot_every_ms = o->snapshot_every_ms,
@@ -154,6 +163,7 @@ enum core_rc core_open(struct core **out, const struct core_config *cfg, char *e
     }
     s->opt = cfg->opt;
     mx_partition_prefix(cfg->partition, cfg->partitions, s->blob_prefix);
+    core_data_dir(cfg->opt, cfg->partition, cfg->partitions, s->dir, sizeof s->dir);
     if (cfg->partitions > 1) {
         s->domain.token_stride = MX_PARTITIONS_MAX;
         s->domain.token_offset = cfg->partition;
@@ -176,7 +186,7 @@ static enum core_rc open_all(struct core *s, const struct core_config *cfg, char
     const struct options *o = cfg->opt;
     core_limits(o, &s->domain.lim);
     struct store_config sc = {
-        .dir = o->data_dir,
+        .dir = s->dir,
         .fault_commit_every = o->fault_commit_every,
         .fault_commit_first = o->fault_commit_first,
         .fault_commit_count = o->fault_commit_count,

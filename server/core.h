@@ -63,6 +63,10 @@ void core_front(struct core *c, struct http_core *out);
  * and by the HTTP front and every core of a process, alike. */
 void core_limits(const struct options *o, struct res_limits *out);
 
+/* Where the data set of partition `p` of `partitions` keeps its store: the data directory,
+ * or with more than one partition its subdirectory p<ppp>. */
+void core_data_dir(const struct options *o, unsigned p, unsigned partitions, char *out, size_t len);
+
 /* The blob mirror (NULL: none). */
 struct mirror *core_mirror(struct core *c);
 /* Leases in force when the core opened. */

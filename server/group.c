@@ -110,7 +110,7 @@ void group_close(struct group *g)
     if (!g)
         return;
     if (g->core) {
-        http_set_core(g->http, NULL);
+        http_set_core(g->http, g->partition, NULL);
         core_close(g->core);
     }
     ha_close(g->ha);
@@ -151,7 +151,7 @@ static int wipe_store(const char *dir, char *err, size_t errlen)
 {
     static const char *const files[] = {"mutexd.db", "mutexd.db-wal", "mutexd.db-shm"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
-        char path[4096];
+        char path[4096 + 32];
         snprintf(path, sizeof path, "%s/%s", dir, files[i]);
         if (unlink(path) != 0 && errno != ENOENT) {
             snprintf(err, errlen, "cannot remove %.400s: %s", path, strerror(errno));
@@ -168,12 +168,14 @@ static void take_over(struct group *s)
     uint64_t blocked = atomic_load(&s->blocked_until_ns);
     if (blocked && t0 < blocked)
         return;
-    http_set_role(s->http, HTTP_ROLE_HOLD, NULL);
+    http_set_role(s->http, s->partition, HTTP_ROLE_HOLD, NULL);
     atomic_store(&s->forwarding, false);
     ha_set_role(s->ha, HA_JOINING);
     char err[512] = "", quoted[1100];
     const char *failed = "cannot clear the data directory";
-    enum core_rc rc = wipe_store(s->opt->data_dir, err, sizeof err) == 0 ? CORE_OK : CORE_FAILED;
+    char dir[4096];
+    core_data_dir(s->opt, s->partition, s->partitions, dir, sizeof dir);
+    enum core_rc rc = wipe_store(dir, err, sizeof err) == 0 ? CORE_OK : CORE_FAILED;
     struct core_config cc = {
         .opt = s->opt, .warm = s->copy, .partition = s->partition, .partitions = s->partitions};
     if (rc == CORE_OK)
@@ -205,8 +207,8 @@ static void take_over(struct group *s)
     http_set_serve_until(s->http, s->owned_ns + s->opt->failover_after_ms * MX_NS_PER_MS);
     struct http_core hc;
     core_front(s->core, &hc);
-    http_set_core(s->http, &hc); /* whole, once */
-    http_set_role(s->http, HTTP_ROLE_SERVE, NULL);
+    http_set_core(s->http, s->partition, &hc); /* whole, once */
+    http_set_role(s->http, s->partition, HTTP_ROLE_SERVE, NULL);
     struct mirror *m = core_mirror(s->core);
     ha_set_active(s->ha, mirror_generation(m));
     uint64_t ms = (mx_mono_ns() - t0) / MX_NS_PER_MS;
@@ -239,7 +241,8 @@ int group_tick(struct group *s)
             take_over(s);
         } else {
             atomic_store(&s->forwarding, v.active[0] != '\0');
-            http_set_role(s->http, v.active[0] ? HTTP_ROLE_FORWARD : HTTP_ROLE_HOLD, v.active);
+            http_set_role(s->http, s->partition, v.active[0] ? HTTP_ROLE_FORWARD : HTTP_ROLE_HOLD,
+                          v.active);
             if (ha_role(s->ha) != HA_STANDBY)
                 ha_set_role(s->ha, HA_STANDBY);
             follow(s, &v);
@@ -256,7 +259,7 @@ int group_tick(struct group *s)
         mirror_give_up(m, "the owner blob names another server");
     if (mirror_fenced(m)) {
         ha_set_role(s->ha, HA_FENCED);
-        http_set_role(s->http, HTTP_ROLE_FENCED, NULL);
+        http_set_role(s->http, s->partition, HTTP_ROLE_FENCED, NULL);
         return 1;
     }
     /* Served while it owned the container within the failover time: a standby that cannot

@@ -239,7 +239,7 @@ int main(int argc, char **argv)
     }
     http_quiesce(s.http);
     if (s.core)
-        http_set_core(s.http, NULL);
+        http_set_core(s.http, 0, NULL);
     core_close(s.core);
     group_close(s.group); /* takes its core back and closes it first */
     http_stop(s.http);

@@ -17,11 +17,27 @@ static inline size_t mx_test_collect(char *p, size_t size, size_t n, void *arg)
     return size * n;
 }
 
+/* The value of header `name` in raw response headers, into `out` (`cap` bytes; "" when
+ * absent). Returns out. */
+static inline char *mx_test_header(const struct mx_buf *headers, const char *name, char *out,
+                                   size_t cap)
+{
+    char key[96];
+    snprintf(key, sizeof key, "\n%s: ", name);
+    const char *p = headers->p ? strcasestr(headers->p, key) : NULL;
+    size_t n = 0;
+    if (p)
+        for (p += strlen(key); n + 1 < cap && p[n] && p[n] != '\r' && p[n] != '\n'; n++)
+            out[n] = p[n];
+    out[n] = '\0';
+    return out;
+}
+
 /* `base` + `path`, a POST of `json` when given, else a GET. Returns the status; the body in
- * `body` (freed by the caller) when given; the Mutexd-Served-By header in `served_by` (128
- * bytes, "" when none) when given. A transfer that fails fails the case. */
-static inline long mx_test_request(const char *base, const char *path, const char *json,
-                                   struct mx_buf *body, char *served_by)
+ * `body` and the raw headers in `headers` (each freed by the caller) when given. A transfer
+ * that fails fails the case. */
+static inline long mx_test_exchange(const char *base, const char *path, const char *json,
+                                    struct mx_buf *body, struct mx_buf *headers)
 {
     CURL *c = curl_easy_init();
     assert_non_null(c);
@@ -43,19 +59,28 @@ static inline long mx_test_request(const char *base, const char *path, const cha
         fail_msg("%s: %s", url, curl_easy_strerror(rc));
     long status = 0;
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-    if (served_by) {
-        served_by[0] = '\0';
-        const char *p = h.p ? strcasestr(h.p, "\nMutexd-Served-By: ") : NULL;
-        if (p)
-            sscanf(p + strlen("\nMutexd-Served-By: "), "%127[^\r\n]", served_by);
-    }
     curl_slist_free_all(hs);
     curl_easy_cleanup(c);
-    mx_buf_free(&h);
+    if (headers)
+        *headers = h;
+    else
+        mx_buf_free(&h);
     if (body)
         *body = b;
     else
         mx_buf_free(&b);
+    return status;
+}
+
+/* The same, with the Mutexd-Served-By header in `served_by` (128 bytes) when given. */
+static inline long mx_test_request(const char *base, const char *path, const char *json,
+                                   struct mx_buf *body, char *served_by)
+{
+    struct mx_buf h = {0};
+    long status = mx_test_exchange(base, path, json, body, &h);
+    if (served_by)
+        mx_test_header(&h, "Mutexd-Served-By", served_by, 128);
+    mx_buf_free(&h);
     return status;
 }
 

@@ -61,7 +61,7 @@ static void serve(struct served *s, const char *what)
 static void unserve(struct served *s)
 {
     http_quiesce(s->http);
-    http_set_core(s->http, NULL);
+    http_set_core(s->http, 0, NULL);
     core_close(s->core);
     http_stop(s->http);
     s->core = NULL;

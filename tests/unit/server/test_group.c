@@ -341,48 +341,127 @@ static unsigned long long token_of(struct mx_buf *body)
     return v;
 }
 
-/* Two partitions of one container are two groups: each has its own owner blob, lease,
- * journal and generation under its prefix, and one server may be the active of one while
- * another is the active of the other; a standby of a partition forwards to that partition's
- * active, and the container's own owner blob is never written. */
-static void two_partitions_of_one_container_are_two_groups(void **st)
+#define PARTS 2
+
+/* A server of a partitioned group: one front, one group per partition. */
+struct server {
+    struct member m; /* its options, front and URL; m.group unused */
+    struct group *groups[PARTS];
+};
+
+static void join_partitioned(struct server *x, const char *container)
+{
+    struct member *m = &x->m;
+    mx_temp_dir(m->dir, "group");
+    member_options(m, container);
+    core_limits(&m->opt, &m->lim);
+    char err[512] = "";
+    const char *failed = NULL;
+    for (unsigned p = 0; p < PARTS; p++) {
+        struct group_config gc = {.opt = &m->opt, .partition = p, .partitions = PARTS};
+        if (group_open(&x->groups[p], &gc, err, sizeof err, &failed) != 0)
+            fail_msg("%s: %s", failed, err);
+    }
+    struct http_config hc = {.listen = m->listen,
+                             .threads = 2,
+                             .lim = &m->lim,
+                             .served_by = m->opt.advertise_url,
+                             .partitions = PARTS};
+    if (http_start(&m->http, &hc, err, sizeof err) != 0)
+        fail_msg("http: %s", err);
+    for (unsigned p = 0; p < PARTS; p++)
+        group_attach(x->groups[p], m->http);
+}
+
+static void leave_partitioned(struct server *x)
+{
+    http_quiesce(x->m.http);
+    for (unsigned p = 0; p < PARTS; p++)
+        group_close(x->groups[p]);
+    http_stop(x->m.http);
+}
+
+/* Ticks partition p's group of x until it has a core (true) or `ms` passed. */
+static bool tick_part(struct server *x, unsigned p, long ms)
+{
+    x->m.group = x->groups[p];
+    return tick_until_active(&x->m, ms);
+}
+
+/* A request about `name` to x: its status, the server that served it, its partition. */
+static long ask(struct server *x, const char *name, const char *action, struct mx_buf *body,
+                char by[128], unsigned *partition)
+{
+    char path[128], num[12];
+    snprintf(path, sizeof path, "/v1/resources/%s%s%s", name, action ? "/" : "",
+             action ? action : "");
+    struct mx_buf h = {0};
+    long status = mx_test_exchange(x->m.url, path, action ? "{\"owner\":\"w\"}" : NULL, body, &h);
+    mx_test_header(&h, "Mutexd-Served-By", by, 128);
+    mx_test_header(&h, "Mutexd-Partition", num, sizeof num);
+    *partition = num[0] ? (unsigned)strtoul(num, NULL, 10) : 999;
+    mx_buf_free(&h);
+    return status;
+}
+
+/* Two servers of a group of two partitions, each the active of one and a standby of the
+ * other, on one container: each partition has its own owner blob, lease, journal and
+ * generation under p/<ppp>/ (the container's own owner blob is never written), its own
+ * store, and its own tokens (seq << 8 | partition). Either server answers a request about
+ * any resource, serving its own partition's and forwarding the other's, with
+ * Mutexd-Served-By and Mutexd-Partition; a takeover of one partition leaves the other
+ * serving. */
+static void two_servers_share_two_partitions(void **st)
 {
     (void)st;
     char container[64];
     mx_azurite_name(container, sizeof container);
-    struct member p0 = {.partition = 0, .partitions = 2}, p1 = {.partition = 1, .partitions = 2},
-                  p0b = {.partition = 0, .partitions = 2};
-    join(&p0, container);
-    join(&p1, container);
-    assert_true(tick_until_active(&p0, 10000));
-    assert_true(tick_until_active(&p1, 10000)); /* not held off by partition 0's owner */
-    join(&p0b, container);
-    assert_false(tick_until_active(&p0b, 3 * GROUP_TICK_MS));
-    /* Each partition's tokens are its own: seq << 8 | partition. */
-    char by[128];
-    struct mx_buf body = {0};
-    assert_int_equal(request(&p0b, "/v1/resources/{a}/acquire", "{\"owner\":\"w\"}", &body, by),
-                     200);
-    assert_string_equal(by, p0.url);
-    unsigned long long first0 = token_of(&body);
-    assert_int_equal(first0 % 256, 0);
-    assert_int_equal(request(&p1, "/v1/resources/{b}/acquire", "{\"owner\":\"w\"}", &body, by),
-                     200);
-    assert_string_equal(by, p1.url);
-    assert_int_equal(token_of(&body) % 256, 1);
+    struct server x = {0}, y = {0};
+    join_partitioned(&x, container);
+    join_partitioned(&y, container);
+    assert_true(tick_part(&x, 0, 10000));
+    assert_true(tick_part(&y, 1, 10000)); /* not held off by partition 0's owner */
+    assert_false(tick_part(&x, 1, 3 * GROUP_TICK_MS));
+    assert_false(tick_part(&y, 0, 3 * GROUP_TICK_MS));
+
+    /* "{d}" hashes "d": partition 0 of 2; "{a}" hashes "a": partition 1. */
+    static const struct {
+        const char *name;
+        unsigned partition;
+    } names[] = {{"{d}", 0}, {"{a}", 1}};
+    struct server *both[2] = {&x, &y};
+    const char *owner[PARTS] = {x.m.url, y.m.url};
+    unsigned long long tokens[PARTS] = {0};
+    for (int k = 0; k < 2; k++) {
+        for (int via = 0; via < 2; via++) {
+            char by[128];
+            unsigned part;
+            struct mx_buf body = {0};
+            long stt = ask(both[via], names[k].name, via == 0 ? "acquire" : NULL, &body, by, &part);
+            assert_int_equal(stt, 200);
+            assert_string_equal(by, owner[names[k].partition]);
+            assert_int_equal(part, names[k].partition);
+            if (via == 0) {
+                tokens[k] = token_of(&body);
+                assert_int_equal(tokens[k] % 256, names[k].partition);
+            } else {
+                assert_non_null(strstr(body.p, "\"state\":\"held\""));
+                mx_buf_free(&body);
+            }
+        }
+    }
 
     /* Each partition's owner blob names its own active, of its own first generation. */
     struct blob_account acc = mx_azurite_account();
-    const char *prefixes[2] = {"p/000/", "p/001/"};
-    const char *urls[2] = {p0.url, p1.url};
-    for (int i = 0; i < 2; i++) {
+    const char *prefixes[PARTS] = {"p/000/", "p/001/"};
+    for (int i = 0; i < PARTS; i++) {
         struct blob_options o = {.prefix = prefixes[i]};
         struct blob_client *c = mx_azurite_client(&acc, container, &o);
         struct owner_view v;
         struct blob_result r = {0};
         assert_int_equal(owner_read(c, &v, &r), OWNER_OK);
         assert_true(v.exists);
-        assert_string_equal(v.meta.url, urls[i]);
+        assert_string_equal(v.meta.url, owner[i]);
         assert_int_equal(v.meta.generation, 1);
         assert_true(v.meta.journal[0] != '\0');
         blob_result_free(&r);
@@ -395,22 +474,22 @@ static void two_partitions_of_one_container_are_two_groups(void **st)
     blob_result_free(&r);
     blob_client_free(whole);
 
-    /* Partition 0's active leaves: its standby takes partition 0 over; partition 1 keeps its
-     * active all along. */
-    leave(&p0);
-    assert_true(tick_until_active(&p0b, 20000));
-    assert_int_equal(group_tick(p1.group), 0);
-    assert_non_null(group_core(p1.group));
-    assert_int_equal(request(&p0b, "/v1/resources/{a}", NULL, NULL, by), 200);
-    assert_string_equal(by, p0b.url);
-    /* The new active of partition 0 goes on with partition 0's tokens, above the last. */
-    assert_int_equal(request(&p0b, "/v1/resources/{c}/acquire", "{\"owner\":\"w\"}", &body, by),
-                     200);
+    /* x leaves: y takes partition 0 over with its lease and goes on with its tokens. */
+    leave_partitioned(&x);
+    assert_true(tick_part(&y, 0, 20000));
+    char by[128];
+    unsigned part;
+    struct mx_buf body = {0};
+    assert_int_equal(ask(&y, "{d}", NULL, &body, by, &part), 200);
+    assert_non_null(strstr(body.p, "\"state\":\"held\""));
+    mx_buf_free(&body);
+    assert_int_equal(ask(&y, "{d}/2", "acquire", &body, by, &part), 200);
+    assert_string_equal(by, y.m.url);
+    assert_int_equal(part, 0);
     unsigned long long after = token_of(&body);
     assert_int_equal(after % 256, 0);
-    assert_true(after > first0);
-    leave(&p0b);
-    leave(&p1);
+    assert_true(after > tokens[0]);
+    leave_partitioned(&y);
 }
 
 int main(int argc, char **argv);
@@ -423,8 +502,8 @@ static const struct CMUnitTest tests[] = {
                                     mx_azurite_setup, mx_azurite_teardown),
     cmocka_unit_test_setup_teardown(an_undecodable_journal_line_blocks_the_takeover,
                                     mx_azurite_setup, mx_azurite_teardown),
-    cmocka_unit_test_setup_teardown(two_partitions_of_one_container_are_two_groups,
-                                    mx_azurite_setup, mx_azurite_teardown),
+    cmocka_unit_test_setup_teardown(two_servers_share_two_partitions, mx_azurite_setup,
+                                    mx_azurite_teardown),
     cmocka_unit_test_setup_teardown(an_active_another_server_replaced_is_fenced, mx_azurite_setup,
                                     mx_azurite_teardown),
 };
