@@ -19,6 +19,7 @@ from . import _errors
 from ._errors import *  # noqa: F401,F403 (the names in _errors.__all__)
 from ._leader import LeaderStop, run_when_leader
 from ._lock import HeldLease, Lock
+from ._partition import partition_of
 from ._types import (
     Duration,
     Event,
@@ -40,6 +41,7 @@ __all__ = [
     "Client",
     "default_owner",
     "run_when_leader",
+    "partition_of",
     "Lock",
     "HeldLease",
     "LeaderStop",

@@ -85,7 +85,8 @@ def _resource_path(resource: str) -> str:
         raise ValueError("resource must not be empty")
     # The slashes of a hierarchical name stay literal; anything the API does not allow in
     # a name is percent-encoded, so that the server answers invalid_resource for it
-    # rather than reading it as a query or another path.
+    # rather than reading it as a query or another path, and so are a hash tag's `{` and
+    # `}`, as the contract asks (%7B, %7D).
     return urllib.parse.quote(resource, safe="/:@")
 
 

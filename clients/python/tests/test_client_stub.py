@@ -179,9 +179,13 @@ def test_names_and_queries_are_encoded(stub):
         stub.script = [(400, {}, _error("invalid_resource"))]
         with pytest.raises(mutexd.InvalidRequest):
             c.get("a?b#c")
+        stub.script = [(200, {}, {})]
+        c.release("{order-7}/lock", LEASE["lease_id"])
     assert stub.requests[0][1] == "/v1/resources?prefix=jobs/a+b&limit=5"
     assert stub.requests[1][1] == "/v1/resources?cursor=x%26y"
     assert stub.requests[2][1] == "/v1/resources/a%3Fb%23c"
+    # A hash tag's braces, which the contract has sent percent-encoded.
+    assert stub.requests[3][1] == "/v1/resources/%7Border-7%7D/lock/release"
 
 
 # -- semaphores and shared leases: what is sent, and how the answers are read ----------
