@@ -6,6 +6,13 @@ export declare const VERSION: string;
 /** The default owner: "<host name>:<process id>". */
 export declare function defaultOwner(): string;
 
+/**
+ * The partition of the resource `name` among `count` partitions (an integer from 1 to 256):
+ * 0 to count - 1, as the server computes it (the CRC-32 of the name's UTF-8 bytes, or of its
+ * hash tag only, modulo count). Throws a TypeError for a count out of range.
+ */
+export declare function partitionOf(name: string, count: number): number;
+
 /** Any JSON object stored with a lease (at most 4096 bytes serialized). */
 export type Metadata = { [key: string]: unknown };
 

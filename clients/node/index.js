@@ -30,4 +30,5 @@ export {
   MutexdTimeoutError,
   isRetryable,
 } from './src/errors.js';
+export { partitionOf } from './src/partition.js';
 export { VERSION } from './src/transport.js';

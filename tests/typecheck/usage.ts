@@ -13,6 +13,7 @@ import {
   MutexdError,
   MutexdTransportError,
   isRetryable,
+  partitionOf,
   ResourceState,
   Holder,
   ResourceList,
@@ -128,6 +129,9 @@ async function main(): Promise<void> {
   const who: WhoAmI = await client.whoami();
   const canBreak: boolean = who.scopes.includes('admin');
   void canBreak;
+  // The partition of a name, as docs/clients/node.md shows it.
+  const partition: number = partitionOf('{order-7}/lock', 16);
+  void partition;
   client.close();
 }
 

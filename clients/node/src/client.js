@@ -52,7 +52,8 @@ export function defaultOwner() {
 
 // A resource goes into the path with its slashes literal (they are the hierarchy). Characters
 // the API does not allow in a name are percent-encoded so that they cannot change the meaning
-// of the URL (`?`, `#`, `%`...); the server then answers invalid_resource.
+// of the URL (`?`, `#`, `%`...); the server then answers invalid_resource. A hash tag's `{`
+// and `}` are encoded too (%7B, %7D), as the contract asks.
 function resourcePath(resource) {
   if (typeof resource !== 'string' || resource.length === 0) {
     throw new TypeError('the resource must be a non-empty string');
