@@ -437,7 +437,7 @@ func (s *server) do(ctx context.Context, method, path string, body []byte, limit
 
 // escape percent-encodes everything but the characters the API allows in a name, so that
 // a name that is not one is answered invalid_resource rather than read as another path or
-// a query.
+// a query; and a hash tag's '{' and '}' too, which the contract has sent as %7B and %7D.
 func escape(s string) string {
 	const hex = "0123456789ABCDEF"
 	var b strings.Builder
