@@ -574,7 +574,10 @@ public final class Client implements AutoCloseable {
 
     // ---- paths ----------------------------------------------------------------------------
 
-    /** Percent-encodes all but the characters the API allows in a name. */
+    /**
+     * Percent-encodes all but the characters the API allows in a name; a hash tag's
+     * <code>{</code> and <code>}</code> too, which the contract has sent as %7B and %7D.
+     */
     static String escape(String s) {
         StringBuilder b = new StringBuilder();
         for (byte by : s.getBytes(StandardCharsets.UTF_8)) {

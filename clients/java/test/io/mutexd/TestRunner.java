@@ -17,8 +17,8 @@ import java.util.concurrent.TimeUnit;
  */
 public final class TestRunner {
     static final long LIMIT_S = 120;
-    static final Class<?>[] CLASSES = {JsonTest.class, ErrorsTest.class, CallsTest.class, LockTest.class,
-        FaultsTest.class, ExampleTest.class, GroupTest.class};
+    static final Class<?>[] CLASSES = {JsonTest.class, PartitionsTest.class, ErrorsTest.class, CallsTest.class,
+        LockTest.class, FaultsTest.class, ExampleTest.class, GroupTest.class};
 
     private TestRunner() {
     }
