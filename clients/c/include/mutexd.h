@@ -5,7 +5,8 @@
  * any of which answers any request. Each call is one HTTP request, answered synchronously:
  * acquire, renew, release and break a lease; read a resource's state, watch it for the next
  * change, and list held resources page by page; watch a prefix's list, read and follow the
- * recent events, and ask who the token is.
+ * recent events, and ask who the token is. Besides, mutexd_partition_of() computes the
+ * partition of a resource name, as the server does.
  *
  * Semaphores and shared leases. A resource grants one exclusive lease at a time unless the
  * acquire asks otherwise: with `limit` N > 1 (mutexd_acquire_options) it is a counting
@@ -483,6 +484,19 @@ MUTEXD_API int mutexd_whoami_has_scope(const struct mutexd_whoami *who, const ch
 /* Free what the struct holds and leave it empty (zeroed). NULL is allowed. */
 MUTEXD_API void mutexd_event_page_clear(struct mutexd_event_page *events);
 MUTEXD_API void mutexd_whoami_clear(struct mutexd_whoami *who);
+
+/* ---- Partitions --------------------------------------------------------------------------- */
+
+/*
+ * The partition of the resource `name` among `count` partitions (1 to 256), as the server
+ * computes it (docs/api.md, "Partitions"): the CRC-32 (zlib's) of the name's bytes, or of its
+ * hash tag only (the bytes between the first '{' and the first '}' after it, when there is at
+ * least one), modulo count. Names that share a tag ("{order-7}/lock", "{order-7}/stock")
+ * share a partition whatever the count; with a count of 1 every name is in partition 0.
+ * MUTEXD_OK with *partition set (0 to count - 1); MUTEXD_ERR_ARG, *partition untouched, when
+ * name or partition is NULL or count is out of range. Sends nothing; any thread.
+ */
+MUTEXD_API mutexd_result mutexd_partition_of(const char *name, unsigned count, unsigned *partition);
 
 #ifdef __cplusplus
 }

@@ -613,8 +613,9 @@ static mutexd_result bad_answer(mutexd_result decoded, struct answer *a, struct 
 
 /* ---- Building requests -------------------------------------------------------------------- */
 
-/* The bytes a resource name may have (docs/api.md, "Names"); anything else is percent-encoded
- * so that the request stays well formed and the server can refuse the name. */
+/* The bytes a resource name may have (docs/api.md, "Names"), but a hash tag's '{' and '}',
+ * which the contract has sent as %7B and %7D; anything else is percent-encoded so that the
+ * request stays well formed and the server can refuse the name. */
 static int keep_in_path(unsigned char c)
 {
     return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||

@@ -63,6 +63,11 @@ static void requests_carry_token_json_and_encoded_path(void **state)
     req = fake_last_request(f);
     assert_non_null(strstr(req, "GET /v1/resources/r?index=18446744073709551615&wait_ms=10 "));
     free(req);
+    /* A hash tag's braces, which the contract has sent percent-encoded. */
+    mutexd_get(c, "{order-7}/lock", NULL, NULL);
+    req = fake_last_request(f);
+    assert_non_null(strstr(req, "GET /v1/resources/%7Border-7%7D/lock HTTP/1.1\r\n"));
+    free(req);
     mutexd_lease_clear(&l);
     mutexd_client_free(c);
     fake_stop(f);
