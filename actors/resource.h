@@ -53,6 +53,9 @@ struct res_domain {
     /* Tokens handed out are token_offset modulo token_stride (0 or 1: every integer; a
      * partition of a partitioned group: 256 and its number). Set before the first grant. */
     uint32_t token_stride, token_offset;
+    /* Why waiters are answered 503 when the actors stop (NULL: "shutting down"): a
+     * partition handed over says "partition_moved". */
+    _Atomic(const char *) stop_reason;
     /* After a restore from a mirror that may lag, no lease is granted, renewed or taken
      * again before this (mono ns; 0: none). (A takeover's failover grace is in the
      * deadlines themselves: see mirror_rearm_deadline().) */
@@ -85,6 +88,10 @@ struct res_domain {
  * holds at most the row and one id per lease forgotten: well under a block.
  */
 #define RES_ROW_MAX_BYTES (1536u * 1024u)
+
+/* The reason of the 503 that answers the waiters of a partition that moved to another
+ * server (docs/api.md): the client sends the request again. */
+#define RES_PARTITION_MOVED "partition_moved"
 
 struct res_now {
     uint64_t mono_ns; /* CLOCK_MONOTONIC: every deadline in memory */

@@ -278,7 +278,12 @@ static void ra_deactivate(struct rt_actor *self, void *state, bool shutdown)
     struct ra_state *st = state;
     struct ra_ctx *ctx = rt_ctx(self);
     struct res_out out = {0};
-    res_cancel_all(&st->res, ctx->domain, shutdown ? "shutting down" : "deactivated", &out);
+    const char *why = atomic_load(&ctx->domain->stop_reason);
+    res_cancel_all(&st->res, ctx->domain,
+                   !shutdown ? "deactivated"
+                   : why     ? why
+                             : "shutting down",
+                   &out);
     struct res_req *q;
     while ((q = res_out_pop(&out)) != NULL) {
         struct ra_request *r = container_of(q, struct ra_request, rq);

@@ -43,15 +43,21 @@
 
 enum phase { PH_HEADERS, PH_BODY, PH_WAIT, PH_DONE };
 
+/* One partition's core, as the front serves it (http_set_core()). */
+struct http_part {
+    struct http_core core;
+    _Atomic bool published;
+    /* Threads inside http_i_dispatch() with a request of this partition: they may touch
+     * its core (http_release() waits for them). */
+    _Atomic int dispatching;
+};
+
 struct http {
     struct http_config cfg;
     /* The core served with (http_set_core()): its fields are written by the role-setting
      * thread while no request of role serve reads them, then `published` set; pages
      * that read the core's figures (/metrics, /readyz) hold `core_lock` for reading. */
-    struct http_part {
-        struct http_core core;
-        _Atomic bool published;
-    } * parts; /* cfg.partitions of them */
+    struct http_part *parts; /* cfg.partitions of them */
     pthread_rwlock_t core_lock;
     struct MHD_Daemon *daemon;
     struct hangup *hangup;
@@ -83,7 +89,7 @@ struct http {
  * - The connection's thread (libmicrohttpd calls a connection's handlers on one thread at
  *   a time) owns every field, but for what follows.
  * - Immutable once the headers are read, and read by other threads: `h`, `conn`, `id`,
- *   `fd`, `name`/`name_len` (the hang-up watcher; the actor asking client_alive()).
+ *   `fd`, `name`/`name_len`, `partition` (the hang-up watcher; the actor asking client_alive()).
  * - `ra.rq`'s answer fields are written by the thread the answer comes on (an actor's
  *   turn, the store's writer, the mirror's thread) before answer_arrived(); the handler
  *   reads them only once the answer is its own (http/answer.h: answer_suspend() true, or

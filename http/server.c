@@ -69,14 +69,21 @@ static void on_hangup(void *ctx, uint64_t id, void *arg)
     /* q->watched stays: unwatching an id the watcher dropped already is harmless. */
     if (q->forwarding) {
         fwd_cancel(h->fwd, &q->fwd); /* the transfer is closed: the active drops its waiter */
-    } else if (q->ev_held) {
-        if (ev_wait_cancel(h->parts[q->partition].core.events, &q->evw)) {
+        return;
+    }
+    /* Under the lock: a partition handed over (http_release()) is not published, and its
+     * core may be closing; its waiters are answered by the core as it stops. */
+    const struct http_part *pt = &h->parts[q->partition];
+    pthread_rwlock_rdlock(&h->core_lock);
+    if (atomic_load(&pt->published)) {
+        if (!q->ev_held) {
+            ra_send_drop(pt->core.rt, q->name, q->name_len, id);
+        } else if (ev_wait_cancel(pt->core.events, &q->evw)) {
             q->ev_gone = true;
             MHD_resume_connection(q->conn);
         }
-    } else {
-        ra_send_drop(h->parts[q->partition].core.rt, q->name, q->name_len, id);
     }
+    pthread_rwlock_unlock(&h->core_lock);
 }
 
 /* The forwarder's thread: the answer (or the refusal) is in q->fwd. */
@@ -242,7 +249,9 @@ static enum MHD_Result serve_request(struct hreq *q);
 enum MHD_Result http_i_dispatch(struct hreq *q)
 {
     struct http *h = q->h;
+    struct http_part *pt = &h->parts[q->partition];
     atomic_fetch_add(&h->dispatching, 1);
+    atomic_fetch_add(&pt->dispatching, 1); /* before the role is read: see http_release() */
     enum MHD_Result rc;
     if (atomic_load(&h->draining)) {
         q->close = true;
@@ -250,6 +259,7 @@ enum MHD_Result http_i_dispatch(struct hreq *q)
     } else {
         rc = serve_request(q);
     }
+    atomic_fetch_sub(&pt->dispatching, 1);
     atomic_fetch_sub(&h->dispatching, 1);
     return rc;
 }
@@ -754,6 +764,18 @@ void http_set_core(struct http *h, unsigned partition, const struct http_core *c
         atomic_store(&pt->published, false);
     }
     pthread_rwlock_unlock(&h->core_lock);
+}
+
+void http_release(struct http *h, unsigned partition)
+{
+    if (partition >= h->cfg.partitions)
+        return;
+    http_set_role(h, partition, HTTP_ROLE_HOLD, NULL);
+    /* seq_cst with http_i_dispatch(): a request that read the role before it changed is
+     * counted, and is waited for; one that reads it after is held. */
+    while (atomic_load(&h->parts[partition].dispatching) > 0)
+        sched_yield();
+    http_set_core(h, partition, NULL);
 }
 
 bool http_ready(struct http *h, char *why, size_t len, struct mx_buf *details)

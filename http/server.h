@@ -104,6 +104,11 @@ void http_set_role(struct http *h, unsigned partition, enum http_role role, cons
  * after http_quiesce() and before the core closes: it returns once no /metrics or /readyz
  * answer is still reading the core, and none reads it after. */
 void http_set_core(struct http *h, unsigned partition, const struct http_core *core);
+/* A partition handed over to another server: its requests are held from now on (until a
+ * role is set again), and the core is taken back once no request is being handed to it
+ * (http_set_core(NULL)); then the caller closes the core, whose waiters are answered as its
+ * runtime stops. From the thread that sets roles. */
+void http_release(struct http *h, unsigned partition);
 /* What /readyz answers: the config's `ready`, then the published core's (not ready,
  * "recovering", when none is published and the config has no `ready`). Any thread. */
 bool http_ready(struct http *h, char *why, size_t len, struct mx_buf *details);

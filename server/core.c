@@ -255,6 +255,11 @@ static enum core_rc open_all(struct core *s, const struct core_config *cfg, char
     return CORE_OK;
 }
 
+void core_set_stop_reason(struct core *c, const char *reason)
+{
+    atomic_store(&c->domain.stop_reason, reason);
+}
+
 struct mirror *core_mirror(struct core *c)
 {
     return c->mirror;

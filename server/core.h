@@ -55,6 +55,10 @@ enum core_rc core_open(struct core **out, const struct core_config *cfg, char *e
  * back from the HTTP front first (http_set_core(h, NULL)). NULL: nothing. */
 void core_close(struct core *c);
 
+/* Why its waiters are answered 503 when it closes (a partition moved:
+ * RES_PARTITION_MOVED); "shutting down" otherwise. Before core_close(). */
+void core_set_stop_reason(struct core *c, const char *reason);
+
 /* What the HTTP front serves the core with (http_config.core, http_set_core()): its actors,
  * store and events, and its readiness, metrics and parked requests. */
 void core_front(struct core *c, struct http_core *out);

@@ -53,6 +53,7 @@ struct group {
     _Atomic uint64_t blocked_until_ns; /* read by /metrics too */
     uint64_t blocked_said_ns;
     _Atomic uint64_t takeovers_blocked;
+    bool may_take; /* group_allow_takeover() */
 };
 
 int group_render_servers(void *ctx, struct mx_buf *out)
@@ -73,6 +74,7 @@ int group_open(struct group **out, const struct group_config *cfg, char *err, si
         return -1;
     }
     g->opt = opt;
+    g->may_take = true;
     g->partition = cfg->partition;
     g->partitions = cfg->partitions;
     mx_partition_prefix(cfg->partition, cfg->partitions, g->blob_prefix);
@@ -117,6 +119,25 @@ void group_close(struct group *g)
     mirror_copy_free(g->copy);
     blob_global_cleanup();
     free(g);
+}
+
+void group_allow_takeover(struct group *g, bool allow)
+{
+    g->may_take = allow;
+}
+
+void group_hand_over(struct group *g)
+{
+    if (!g->core)
+        return;
+    uint64_t t0 = mx_mono_ns();
+    http_release(g->http, g->partition);
+    core_set_stop_reason(g->core, RES_PARTITION_MOVED);
+    core_close(g->core);
+    g->core = NULL;
+    ha_set_role(g->ha, HA_STANDBY);
+    mx_info("handed the partition over", "partition=%u took_ms=%" PRIu64, g->partition,
+            (uint64_t)((mx_mono_ns() - t0) / MX_NS_PER_MS));
 }
 
 struct core *group_core(struct group *g)
@@ -237,7 +258,7 @@ int group_tick(struct group *s)
 {
     if (!s->core) {
         struct ha_view v;
-        if (ha_watch(s->ha, &v) == HA_TAKE) {
+        if (ha_watch(s->ha, &v) == HA_TAKE && s->may_take) {
             take_over(s);
         } else {
             atomic_store(&s->forwarding, v.active[0] != '\0');

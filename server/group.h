@@ -45,6 +45,16 @@ void group_close(struct group *g);
 /* One look at the group. Returns 1 when this server was fenced and must start again. */
 int group_tick(struct group *g);
 
+/* Whether a standby of this group takes the partition over when it finds it free (true
+ * from group_open(); a partitioned server lets only the partitions placement gives it). */
+void group_allow_takeover(struct group *g, bool allow);
+/* A planned move of the active's partition to another server: its requests are held here
+ * (and forwarded to the new owner once it is known), the core is taken back from the front
+ * and closed, which ships what it committed last and releases the owner lease; the server
+ * is a standby of the partition from then on, and takes it over again only once allowed
+ * (group_allow_takeover()). Nothing: not the active. */
+void group_hand_over(struct group *g);
+
 /* The core, while this server is the active (NULL: a standby). Main thread. */
 struct core *group_core(struct group *g);
 /* This server's role in the group ("standby", "active"...), for the logs. */

@@ -11,6 +11,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -404,6 +405,21 @@ static long ask(struct server *x, const char *name, const char *action, struct m
     return status;
 }
 
+/* A blocking acquire of "{d}" (partition 0) sent to `url`, in a thread of its own. */
+struct waiter {
+    const char *url;
+    long status;
+    struct mx_buf body;
+};
+
+static void *wait_for_d(void *arg)
+{
+    struct waiter *w = arg;
+    w->status = mx_test_exchange(w->url, "/v1/resources/%7Bd%7D/acquire",
+                                 "{\"owner\":\"v\",\"wait_ms\":8000}", &w->body, NULL);
+    return NULL;
+}
+
 /* Two servers of a group of two partitions, each the active of one and a standby of the
  * other, on one container: each partition has its own owner blob, lease, journal and
  * generation under p/<ppp>/ (the container's own owner blob is never written), its own
@@ -474,15 +490,35 @@ static void two_servers_share_two_partitions(void **st)
     blob_result_free(&r);
     blob_client_free(whole);
 
-    /* x leaves: y takes partition 0 over with its lease and goes on with its tokens. */
-    leave_partitioned(&x);
-    assert_true(tick_part(&y, 0, 20000));
+    /* x hands partition 0 over to y: a blocking acquire waiting at x is answered 503 and
+     * may be sent again; y takes the partition over at once, with the lease; x forwards. */
+    struct waiter w = {.url = x.m.url};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, wait_for_d, &w), 0);
+    mx_sleep_ms(300); /* it waits at x, behind the holder of {d} */
+    group_allow_takeover(x.groups[0], false);
+    uint64_t t0 = mx_mono_ns();
+    group_hand_over(x.groups[0]);
+    assert_null(group_core(x.groups[0]));
+    pthread_join(t, NULL);
+    assert_int_equal(w.status, 503);
+    if (!w.body.p || !strstr(w.body.p, "\"partition_moved\""))
+        fail_msg("the waiter's answer: %s", w.body.p ? w.body.p : "");
+    mx_buf_free(&w.body);
+    assert_true(tick_part(&y, 0, 5000));
+    uint64_t moved_ms = (mx_mono_ns() - t0) / MX_NS_PER_MS;
+    printf("partition 0 moved from x to y in %llu ms\n", (unsigned long long)moved_ms);
+    assert_true(moved_ms < 1000);
+    assert_false(tick_part(&x, 0, 2 * GROUP_TICK_MS)); /* not allowed: it stays a standby */
     char by[128];
     unsigned part;
     struct mx_buf body = {0};
-    assert_int_equal(ask(&y, "{d}", NULL, &body, by, &part), 200);
+    assert_int_equal(ask(&x, "{d}", NULL, &body, by, &part), 200);
+    assert_string_equal(by, y.m.url);
+    assert_int_equal(part, 0);
     assert_non_null(strstr(body.p, "\"state\":\"held\""));
     mx_buf_free(&body);
+    leave_partitioned(&x);
     assert_int_equal(ask(&y, "{d}/2", "acquire", &body, by, &part), 200);
     assert_string_equal(by, y.m.url);
     assert_int_equal(part, 0);
