@@ -53,7 +53,8 @@ struct group {
     _Atomic uint64_t blocked_until_ns; /* read by /metrics too */
     uint64_t blocked_said_ns;
     _Atomic uint64_t takeovers_blocked;
-    bool may_take; /* group_allow_takeover() */
+    bool may_take;        /* group_allow_takeover() */
+    char seen_owner[256]; /* a standby's last look: the URL the owner blob names, or "" */
 };
 
 int group_render_servers(void *ctx, struct mx_buf *out)
@@ -80,6 +81,7 @@ int group_open(struct group **out, const struct group_config *cfg, char *err, si
     mx_partition_prefix(cfg->partition, cfg->partitions, g->blob_prefix);
     struct ha_config hc = {
         .blob_prefix = g->blob_prefix,
+        .no_heartbeat = cfg->no_heartbeat,
         .advertise_url = opt->advertise_url,
         .connection_string = opt->blob_connection_string,
         .container = opt->blob_container,
@@ -138,6 +140,18 @@ void group_hand_over(struct group *g)
     ha_set_role(g->ha, HA_STANDBY);
     mx_info("handed the partition over", "partition=%u took_ms=%" PRIu64, g->partition,
             (uint64_t)((mx_mono_ns() - t0) / MX_NS_PER_MS));
+}
+
+const char *group_owner(struct group *g)
+{
+    if (g->core)
+        return g->opt->advertise_url;
+    return g->seen_owner[0] ? g->seen_owner : NULL;
+}
+
+size_t group_live(struct group *g, char (*urls)[256], size_t max)
+{
+    return ha_live(g->ha, urls, max);
 }
 
 struct core *group_core(struct group *g)
@@ -258,7 +272,9 @@ int group_tick(struct group *s)
 {
     if (!s->core) {
         struct ha_view v;
-        if (ha_watch(s->ha, &v) == HA_TAKE && s->may_take) {
+        enum ha_verdict verdict = ha_watch(s->ha, &v);
+        snprintf(s->seen_owner, sizeof s->seen_owner, "%s", verdict == HA_TAKE ? "" : v.active);
+        if (verdict == HA_TAKE && s->may_take) {
             take_over(s);
         } else {
             atomic_store(&s->forwarding, v.active[0] != '\0');

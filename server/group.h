@@ -29,6 +29,9 @@ struct group_config {
     /* The partition this group is of `partitions` in the container (common/partition.h):
      * its blobs are under mx_partition_prefix(); one partition: the container's own. */
     unsigned partition, partitions;
+    /* Another group of this server writes its heartbeat (every group but a partitioned
+     * server's first). */
+    bool no_heartbeat;
 };
 
 /* Joins the group (no core is opened: the server is a standby until it takes over). 0, or
@@ -54,6 +57,12 @@ void group_allow_takeover(struct group *g, bool allow);
  * is a standby of the partition from then on, and takes it over again only once allowed
  * (group_allow_takeover()). Nothing: not the active. */
 void group_hand_over(struct group *g);
+
+/* The partition's owner at the last look: this server's URL while it is the active, the
+ * URL the owner blob names, or NULL when the partition is free. Main thread. */
+const char *group_owner(struct group *g);
+/* The servers of the container whose heartbeats are fresh (ha_live()). */
+size_t group_live(struct group *g, char (*urls)[256], size_t max);
 
 /* The core, while this server is the active (NULL: a standby). Main thread. */
 struct core *group_core(struct group *g);

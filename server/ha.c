@@ -134,14 +134,14 @@ void ha_close(struct ha *h)
 {
     if (!h)
         return;
-    if (h->hb) {
+    if (h->hb && !h->cfg.no_heartbeat) {
         struct blob_result r = {0};
         char name[64];
         snprintf(name, sizeof name, "servers/%s.json", h->id);
         blob_delete(h->hb, name, NULL, &r); /* gone from the listing at once */
         blob_result_free(&r);
-        blob_client_free(h->hb);
     }
+    blob_client_free(h->hb);
     blob_client_free(h->c);
     if (h->probe)
         curl_easy_cleanup(h->probe);
@@ -346,7 +346,7 @@ static void read_group(struct ha *h)
 void ha_heartbeat(struct ha *h, bool has_copy, uint64_t lag_changes, uint64_t lag_ms)
 {
     uint64_t now = mx_mono_ns();
-    if (h->heartbeat_ns && now - h->heartbeat_ns < HEARTBEAT_NS)
+    if (h->cfg.no_heartbeat || (h->heartbeat_ns && now - h->heartbeat_ns < HEARTBEAT_NS))
         return;
     h->heartbeat_ns = now;
     pthread_mutex_lock(&h->lock);
@@ -379,6 +379,23 @@ void ha_heartbeat(struct ha *h, bool has_copy, uint64_t lag_changes, uint64_t la
 }
 
 /* ---- rendering and metrics --------------------------------------------------------- */
+
+size_t ha_live(struct ha *h, char (*urls)[256], size_t max)
+{
+    pthread_mutex_lock(&h->lock);
+    cJSON *arr = h->servers.len ? cJSON_ParseWithLength(h->servers.p, h->servers.len) : NULL;
+    pthread_mutex_unlock(&h->lock);
+    size_t n = 0;
+    const cJSON *o;
+    cJSON_ArrayForEach(o, arr)
+    {
+        const cJSON *url = cJSON_GetObjectItemCaseSensitive(o, "url");
+        if (n < max && cJSON_IsString(url) && strlen(url->valuestring) < 256)
+            memcpy(urls[n++], url->valuestring, strlen(url->valuestring) + 1);
+    }
+    cJSON_Delete(arr);
+    return n;
+}
 
 int ha_render_servers(struct ha *h, struct mx_buf *out)
 {

@@ -28,6 +28,9 @@ struct ha_config {
      * (blob_options.prefix: a partition's, "p/003/"); NULL or "": the container's own.
      * Heartbeats are the container's, whatever the prefix. */
     const char *blob_prefix;
+    /* Another ha of the same server writes its heartbeat (a partitioned server has one ha
+     * per partition and one heartbeat): ha_heartbeat() does nothing. */
+    bool no_heartbeat;
 };
 
 enum ha_role { HA_JOINING, HA_STANDBY, HA_ACTIVE, HA_FENCED };
@@ -70,6 +73,10 @@ const char *ha_role_name(enum ha_role role);
 /* Call often; once a second it writes this server's heartbeat and rereads the others'.
  * `has_copy`: the server has a copy of the leases (the active), whose lag is given. */
 void ha_heartbeat(struct ha *h, bool has_copy, uint64_t lag_changes, uint64_t lag_ms);
+
+/* The servers whose heartbeats were fresh at the last reading (ha_heartbeat() rereads them
+ * once a second): their URLs into `urls`, at most `max`. Returns how many. Any thread. */
+size_t ha_live(struct ha *h, char (*urls)[256], size_t max);
 
 /* The body of GET /v1/servers (docs/api.md, "Servers"). 0, or -1 when out of memory. */
 int ha_render_servers(struct ha *h, struct mx_buf *out);

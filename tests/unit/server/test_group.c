@@ -20,7 +20,10 @@
 #include "blob/internal.h"
 #include "common/clock.h"
 #include "persistence/owner.h"
+#include "common/partition.h"
 #include "server/group.h"
+#include "server/partitions.h"
+#include "server/placement.h"
 
 struct member {
     char dir[64];
@@ -342,6 +345,23 @@ static unsigned long long token_of(struct mx_buf *body)
     return v;
 }
 
+/* A server of a partitioned group's options and its front (holding every partition until
+ * its groups set the roles). */
+static void start_front(struct member *m, const char *container, unsigned partitions)
+{
+    mx_temp_dir(m->dir, "group");
+    member_options(m, container);
+    core_limits(&m->opt, &m->lim);
+    char err[512] = "";
+    struct http_config hc = {.listen = m->listen,
+                             .threads = 2,
+                             .lim = &m->lim,
+                             .served_by = m->opt.advertise_url,
+                             .partitions = partitions};
+    if (http_start(&m->http, &hc, err, sizeof err) != 0)
+        fail_msg("http: %s", err);
+}
+
 #define PARTS 2
 
 /* A server of a partitioned group: one front, one group per partition. */
@@ -353,9 +373,7 @@ struct server {
 static void join_partitioned(struct server *x, const char *container)
 {
     struct member *m = &x->m;
-    mx_temp_dir(m->dir, "group");
-    member_options(m, container);
-    core_limits(&m->opt, &m->lim);
+    start_front(m, container, PARTS);
     char err[512] = "";
     const char *failed = NULL;
     for (unsigned p = 0; p < PARTS; p++) {
@@ -363,13 +381,6 @@ static void join_partitioned(struct server *x, const char *container)
         if (group_open(&x->groups[p], &gc, err, sizeof err, &failed) != 0)
             fail_msg("%s: %s", failed, err);
     }
-    struct http_config hc = {.listen = m->listen,
-                             .threads = 2,
-                             .lim = &m->lim,
-                             .served_by = m->opt.advertise_url,
-                             .partitions = PARTS};
-    if (http_start(&m->http, &hc, err, sizeof err) != 0)
-        fail_msg("http: %s", err);
     for (unsigned p = 0; p < PARTS; p++)
         group_attach(x->groups[p], m->http);
 }
@@ -528,6 +539,164 @@ static void two_servers_share_two_partitions(void **st)
     leave_partitioned(&y);
 }
 
+/* ---- a partitioned server: placement's loop ---------------------------------------- */
+
+#define NPART 4
+
+struct pserver {
+    struct member m;
+    struct partitions *ps;
+    bool up;
+};
+
+static void pserver_join(struct pserver *x, const char *container)
+{
+    struct member *m = &x->m;
+    start_front(m, container, NPART);
+    char err[512] = "";
+    const char *failed = NULL;
+    struct partitions_config pc = {
+        .opt = &m->opt, .count = NPART, .orphan_after_ms = 8000, .settle_ms = 1500};
+    if (partitions_open(&x->ps, &pc, err, sizeof err, &failed) != 0)
+        fail_msg("%s: %s", failed, err);
+    partitions_attach(x->ps, m->http);
+    x->up = true;
+}
+
+static void pserver_leave(struct pserver *x)
+{
+    http_quiesce(x->m.http);
+    partitions_close(x->ps);
+    http_stop(x->m.http);
+    x->up = false;
+}
+
+/* Ticks every server up until partition p is owned by server target[p] (an index in xs),
+ * as placement's target says; fails past `ms`. No partition may change owner more than once
+ * on the way (a first claim of a free partition is no change); returns how many changed. */
+static unsigned converge(struct pserver *xs, size_t n, const int *target, long ms)
+{
+    uint64_t end = mx_mono_ns() + (uint64_t)ms * MX_NS_PER_MS;
+    int owner[NPART], first[NPART];
+    unsigned changes[NPART] = {0}, moved = 0;
+    for (int p = 0; p < NPART; p++) {
+        owner[p] = -1;
+        for (size_t i = 0; i < n; i++)
+            if (xs[i].up && partitions_owns(xs[i].ps, (unsigned)p))
+                owner[p] = (int)i;
+        first[p] = owner[p];
+    }
+    for (;;) {
+        bool ok = true;
+        for (size_t i = 0; i < n; i++) {
+            if (!xs[i].up)
+                continue;
+            assert_int_equal(partitions_tick(xs[i].ps), 0);
+            for (int p = 0; p < NPART; p++) {
+                if (!partitions_owns(xs[i].ps, (unsigned)p) || owner[p] == (int)i)
+                    continue;
+                if (owner[p] >= 0 || first[p] >= 0)
+                    changes[p]++; /* from another owner, maybe through "free" */
+                if (first[p] < 0)
+                    first[p] = (int)i;
+                owner[p] = (int)i;
+            }
+        }
+        for (int p = 0; p < NPART; p++) {
+            if (changes[p] > 1)
+                fail_msg("partition %d changed owner %u times", p, changes[p]);
+            ok = ok && owner[p] == target[p] && partitions_owns(xs[target[p]].ps, (unsigned)p);
+        }
+        if (ok)
+            break;
+        if (mx_mono_ns() > end) {
+            for (int p = 0; p < NPART; p++)
+                fprintf(stderr, "partition %d with %d, target %d\n", p, owner[p], target[p]);
+            fail_msg("no convergence within %ld ms", ms);
+        }
+        mx_sleep_ms(GROUP_TICK_MS);
+    }
+    for (int p = 0; p < NPART; p++)
+        moved += changes[p];
+    /* A few more looks, as the server's loop goes on: every standby of a partition learns
+     * its new owner from the owner blob, and forwards to it. */
+    for (int k = 0; k < 3; k++) {
+        mx_sleep_ms(GROUP_TICK_MS);
+        for (size_t i = 0; i < n; i++)
+            if (xs[i].up)
+                assert_int_equal(partitions_tick(xs[i].ps), 0);
+    }
+    return moved;
+}
+
+/* Three servers of a group of four partitions take 1 or 2 each (as placement's target says),
+ * and any server answers for any partition, served by its owner; a fourth server joining
+ * gets one, handed over to it; one leaving, its partition goes to another. */
+static void partitions_spread_over_servers_and_follow_them(void **st)
+{
+    (void)st;
+    char container[64];
+    mx_azurite_name(container, sizeof container);
+    struct pserver xs[4] = {0};
+    for (int i = 0; i < 3; i++)
+        pserver_join(&xs[i], container);
+    const char *urls[4] = {xs[0].m.url, xs[1].m.url, xs[2].m.url, xs[3].m.url};
+    int target[NPART];
+    place_target(NPART, urls, 3, target);
+    unsigned moves = converge(xs, 3, target, 30000);
+    printf("three servers started: %u partition(s) moved after their first claim\n", moves);
+
+    /* Names of the four partitions ("d" and "e" hash to 0 of 2; of 4, see the vectors). */
+    char names[NPART][16];
+    for (int p = 0, k = 0; p < NPART; k++) {
+        char n[16];
+        snprintf(n, sizeof n, "{k%d}", k);
+        if (mx_partition(n, strlen(n), NPART) == (unsigned)p)
+            memcpy(names[p++], n, sizeof n);
+    }
+    for (int p = 0; p < NPART; p++)
+        for (int i = 0; i < 3; i++) {
+            struct server x = {.m = xs[i].m};
+            char by[128];
+            unsigned part;
+            struct mx_buf body = {0};
+            assert_int_equal(ask(&x, names[p], i == 0 ? "acquire" : NULL, &body, by, &part), 200);
+            assert_string_equal(by, urls[target[p]]);
+            assert_int_equal(part, (unsigned)p);
+            mx_buf_free(&body);
+        }
+
+    /* A fourth joins: one partition each, each moved once. */
+    pserver_join(&xs[3], container);
+    place_target(NPART, urls, 4, target);
+    moves = converge(xs, 4, target, 30000);
+    printf("a fourth server joined: %u partition(s) moved\n", moves);
+    assert_true(moves >= 1 && moves <= 2);
+    for (int p = 0; p < NPART; p++) {
+        struct server x = {.m = xs[3].m};
+        char by[128];
+        unsigned part;
+        struct mx_buf body = {0};
+        assert_int_equal(ask(&x, names[p], NULL, &body, by, &part), 200);
+        assert_string_equal(by, urls[target[p]]);
+        assert_non_null(strstr(body.p, "\"state\":\"held\"")); /* moved with its lease */
+        mx_buf_free(&body);
+    }
+
+    /* The second leaves: its partition goes to its new target. */
+    pserver_leave(&xs[1]);
+    const char *left[3] = {urls[0], urls[2], urls[3]};
+    place_target(NPART, left, 3, target);
+    static const int of[3] = {0, 2, 3};
+    for (int p = 0; p < NPART; p++)
+        target[p] = of[target[p]];
+    moves = converge(xs, 4, target, 40000);
+    printf("the second left: %u partition(s) moved\n", moves);
+    for (int i = 0; i < 4; i++)
+        if (xs[i].up)
+            pserver_leave(&xs[i]);
+}
+
 int main(int argc, char **argv);
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test_setup_teardown(the_first_takes_over_and_the_next_forwards, mx_azurite_setup,
@@ -540,6 +709,8 @@ static const struct CMUnitTest tests[] = {
                                     mx_azurite_setup, mx_azurite_teardown),
     cmocka_unit_test_setup_teardown(two_servers_share_two_partitions, mx_azurite_setup,
                                     mx_azurite_teardown),
+    cmocka_unit_test_setup_teardown(partitions_spread_over_servers_and_follow_them,
+                                    mx_azurite_setup, mx_azurite_teardown),
     cmocka_unit_test_setup_teardown(an_active_another_server_replaced_is_fenced, mx_azurite_setup,
                                     mx_azurite_teardown),
 };

@@ -1,0 +1,166 @@
+/*
+ * A server of a partitioned group (see partitions.h).
+ */
+#include "server/partitions.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/partition.h"
+#include "server/group.h"
+#include "server/placement.h"
+
+#define MAX_SERVERS 64
+
+struct partitions {
+    const struct options *opt;
+    unsigned count;
+    struct place_config place;
+    struct group *groups[MX_PARTITIONS_MAX];
+    int64_t free_since_ms[MX_PARTITIONS_MAX]; /* when each was first seen free (0: owned) */
+    /* Since when each live server has been seen live (mono ms), by URL. */
+    char known[MAX_SERVERS][256];
+    int64_t known_since_ms[MAX_SERVERS];
+    size_t nknown;
+    char live[MAX_SERVERS][256]; /* this tick's live servers */
+};
+
+int partitions_open(struct partitions **out, const struct partitions_config *cfg, char *err,
+                    size_t errlen, const char **failed)
+{
+    *out = NULL;
+    struct partitions *ps = calloc(1, sizeof *ps);
+    if (!ps) {
+        *failed = "cannot join the server group";
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    ps->opt = cfg->opt;
+    ps->count = cfg->count;
+    /* A free partition whose target has not taken it within two failover times is anyone's;
+     * a server is given partitions once it has been live for three heartbeat times. */
+    int64_t failover = (int64_t)cfg->opt->failover_after_ms;
+    ps->place = (struct place_config){
+        .orphan_after_ms = cfg->orphan_after_ms ? cfg->orphan_after_ms : 2 * failover,
+        .settle_ms = cfg->settle_ms ? cfg->settle_ms : 3000,
+        .max_gives = 2,
+    };
+    for (unsigned p = 0; p < ps->count; p++) {
+        struct group_config gc = {
+            .opt = cfg->opt, .partition = p, .partitions = ps->count, .no_heartbeat = p > 0};
+        if (group_open(&ps->groups[p], &gc, err, errlen, failed) != 0) {
+            partitions_close(ps);
+            return -1;
+        }
+        group_allow_takeover(ps->groups[p], false); /* placement decides */
+    }
+    *out = ps;
+    return 0;
+}
+
+void partitions_attach(struct partitions *ps, struct http *h)
+{
+    for (unsigned p = 0; p < ps->count; p++)
+        group_attach(ps->groups[p], h);
+}
+
+void partitions_close(struct partitions *ps)
+{
+    if (!ps)
+        return;
+    for (unsigned p = 0; p < ps->count; p++)
+        group_close(ps->groups[p]);
+    free(ps);
+}
+
+unsigned partitions_owned(struct partitions *ps)
+{
+    unsigned n = 0;
+    for (unsigned p = 0; p < ps->count; p++)
+        n += group_core(ps->groups[p]) != NULL;
+    return n;
+}
+
+bool partitions_owns(struct partitions *ps, unsigned p)
+{
+    return p < ps->count && group_core(ps->groups[p]) != NULL;
+}
+
+/* Since when `url` has been seen live (ms), remembered from earlier looks. */
+static int64_t live_since(struct partitions *ps, const char *url, int64_t now)
+{
+    for (size_t i = 0; i < ps->nknown; i++)
+        if (strcmp(ps->known[i], url) == 0)
+            return ps->known_since_ms[i];
+    if (ps->nknown < MAX_SERVERS) {
+        memcpy(ps->known[ps->nknown], url, strlen(url) + 1);
+        ps->known_since_ms[ps->nknown++] = now;
+    }
+    return now;
+}
+
+/* Forgets the servers no longer live, so that one coming back counts from its return. */
+static void forget_gone(struct partitions *ps, char (*live)[256], size_t n)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < ps->nknown; i++) {
+        bool still = false;
+        for (size_t j = 0; j < n && !still; j++)
+            still = strcmp(ps->known[i], live[j]) == 0;
+        if (still) {
+            memmove(ps->known[k], ps->known[i], sizeof ps->known[k]);
+            ps->known_since_ms[k++] = ps->known_since_ms[i];
+        }
+    }
+    ps->nknown = k;
+}
+
+int partitions_tick(struct partitions *ps)
+{
+    int64_t now = (int64_t)(mx_mono_ns() / MX_NS_PER_MS);
+    char(*live)[256] = ps->live;
+    size_t n = group_live(ps->groups[0], live, MAX_SERVERS);
+    forget_gone(ps, live, n);
+    const char *urls[MAX_SERVERS], *owner[MX_PARTITIONS_MAX];
+    int64_t since[MAX_SERVERS];
+    for (size_t i = 0; i < n; i++) {
+        urls[i] = live[i];
+        since[i] = live_since(ps, live[i], now);
+    }
+    for (unsigned p = 0; p < ps->count; p++) {
+        owner[p] = group_owner(ps->groups[p]);
+        if (owner[p])
+            ps->free_since_ms[p] = 0;
+        else if (!ps->free_since_ms[p])
+            ps->free_since_ms[p] = now;
+    }
+    struct place_view v = {.partitions = ps->count,
+                           .self = ps->opt->advertise_url,
+                           .urls = urls,
+                           .live_since_ms = since,
+                           .nurls = n,
+                           .owner = owner,
+                           .free_since_ms = ps->free_since_ms,
+                           .now_ms = now};
+    struct place_move moves[MX_PARTITIONS_MAX + 2];
+    size_t m = place_decide(&v, &ps->place, moves, sizeof moves / sizeof moves[0]);
+    bool claim[MX_PARTITIONS_MAX] = {false};
+    for (size_t i = 0; i < m; i++) {
+        if (moves[i].action == PLACE_CLAIM) {
+            claim[moves[i].partition] = true;
+        } else {
+            mx_info("handing a partition over", "partition=%u to=%s", moves[i].partition,
+                    urls[moves[i].to]);
+            group_hand_over(ps->groups[moves[i].partition]);
+        }
+    }
+    int fenced = 0;
+    for (unsigned p = 0; p < ps->count; p++) {
+        group_allow_takeover(ps->groups[p], claim[p]);
+        fenced |= group_tick(ps->groups[p]);
+    }
+    return fenced;
+}

@@ -1,0 +1,41 @@
+/*
+ * A server of a partitioned group: one group per partition (server/group.h) behind one
+ * HTTP front, and the loop that decides which of them this server owns (server/placement.h):
+ * at each tick it reads the live servers (the heartbeats) and every partition's owner (its
+ * group's last look), lets each group take its partition over only when placement gives it
+ * to this server, hands over what placement gives to another, and ticks every group.
+ *
+ * Threads: the main thread's, between signals.
+ */
+#ifndef MX_PARTITIONS_H
+#define MX_PARTITIONS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "http/server.h"
+#include "server/options.h"
+
+struct partitions;
+
+struct partitions_config {
+    const struct options *opt; /* must outlive it */
+    unsigned count;            /* 2 to MX_PARTITIONS_MAX */
+    /* Placement's times (0: the defaults, from --failover-after-ms). */
+    int64_t orphan_after_ms, settle_ms;
+};
+
+/* Joins every partition's group as a standby. 0, or -1 with what failed and why. */
+int partitions_open(struct partitions **out, const struct partitions_config *cfg, char *err,
+                    size_t errlen, const char **failed);
+/* The front (started with `count` partitions): once, before the first tick. */
+void partitions_attach(struct partitions *ps, struct http *h);
+/* One look at every partition. Returns 1 when this server was fenced and must start again. */
+int partitions_tick(struct partitions *ps);
+/* The partitions this server owns now; whether it owns partition p. */
+unsigned partitions_owned(struct partitions *ps);
+bool partitions_owns(struct partitions *ps, unsigned p);
+/* Takes every core back from the front and closes it, then leaves (after http_quiesce()). */
+void partitions_close(struct partitions *ps);
+
+#endif
