@@ -22,6 +22,7 @@
 #include "persistence/owner.h"
 #include "common/partition.h"
 #include "server/group.h"
+#include "server/layout.h"
 #include "server/partitions.h"
 #include "server/placement.h"
 
@@ -704,6 +705,65 @@ static void partitions_spread_over_servers_and_follow_them(void **st)
             pserver_leave(&xs[i]);
 }
 
+/* ---- the partition count, fixed when the group is created -------------------------- */
+
+/* A new container: the first server of N > 1 writes the count once; the same N reads it
+ * back; another N, 1 included, is refused naming both. Nothing is written for N = 1. */
+static void the_partition_count_is_written_once(void **st)
+{
+    (void)st;
+    char name[64], err[256];
+    struct blob_client *c = mx_azurite_container(name, sizeof name);
+    unsigned found = 99;
+    struct blob_result r = {0};
+    assert_int_equal(layout_settle(c, 1, &found, err, sizeof err), LAYOUT_OK);
+    assert_int_equal(found, 1);
+    assert_int_equal(blob_head(c, LAYOUT_BLOB, &r), -1); /* N = 1: nothing written */
+    assert_int_equal(r.status, 404);
+    assert_int_equal(layout_settle(c, 16, &found, err, sizeof err), LAYOUT_OK);
+    assert_int_equal(found, 16);
+    assert_int_equal(blob_get(c, LAYOUT_BLOB, NULL, &r), 0);
+    assert_non_null(strstr(r.body, "\"partitions\":16"));
+    assert_int_equal(layout_settle(c, 16, &found, err, sizeof err), LAYOUT_OK);
+    unsigned asks[] = {8, 1};
+    for (int i = 0; i < 2; i++) {
+        err[0] = '\0';
+        assert_int_equal(layout_settle(c, asks[i], &found, err, sizeof err), LAYOUT_MISMATCH);
+        assert_int_equal(found, 16);
+        char want[16];
+        snprintf(want, sizeof want, "asks for %u", asks[i]);
+        if (!strstr(err, "has 16 partitions") || !strstr(err, want))
+            fail_msg("the message does not name both counts: %s", err);
+    }
+    blob_result_free(&r);
+    blob_client_free(c);
+}
+
+/* A container of a group of one partition (its own owner blob, as before partitions) stays
+ * one: N = 1 goes on, N = 16 is refused, and no count is written. */
+static void a_group_of_one_partition_stays_one(void **st)
+{
+    (void)st;
+    char name[64], err[256];
+    struct blob_client *c = mx_azurite_container(name, sizeof name);
+    struct blob_result r = {0};
+    assert_int_equal(owner_create(c, &r), OWNER_OK);
+    unsigned found = 0;
+    assert_int_equal(layout_settle(c, 16, &found, err, sizeof err), LAYOUT_MISMATCH);
+    assert_int_equal(found, 1);
+    assert_non_null(strstr(err, "has 1 partition,"));
+    assert_int_equal(layout_settle(c, 1, &found, err, sizeof err), LAYOUT_OK);
+    assert_int_equal(blob_head(c, LAYOUT_BLOB, &r), -1);
+    assert_int_equal(r.status, 404);
+    /* A count that cannot be read is no count: refused, not taken for 1. */
+    struct blob_client *d = mx_azurite_container(name, sizeof name);
+    assert_int_equal(blob_put(d, LAYOUT_BLOB, "{\"partitions\":0}", 16, NULL, &r), 0);
+    assert_int_equal(layout_settle(d, 4, &found, err, sizeof err), LAYOUT_FAILED);
+    blob_result_free(&r);
+    blob_client_free(c);
+    blob_client_free(d);
+}
+
 int main(int argc, char **argv);
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test_setup_teardown(the_first_takes_over_and_the_next_forwards, mx_azurite_setup,
@@ -718,6 +778,10 @@ static const struct CMUnitTest tests[] = {
                                     mx_azurite_teardown),
     cmocka_unit_test_setup_teardown(partitions_spread_over_servers_and_follow_them,
                                     mx_azurite_setup, mx_azurite_teardown),
+    cmocka_unit_test_setup_teardown(the_partition_count_is_written_once, mx_azurite_setup,
+                                    mx_azurite_teardown),
+    cmocka_unit_test_setup_teardown(a_group_of_one_partition_stays_one, mx_azurite_setup,
+                                    mx_azurite_teardown),
     cmocka_unit_test_setup_teardown(an_active_another_server_replaced_is_fenced, mx_azurite_setup,
                                     mx_azurite_teardown),
 };
