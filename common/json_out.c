@@ -5,6 +5,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/names.h"
@@ -189,4 +190,15 @@ char *mx_jw_take(struct mx_jw *w)
 {
     w->comma = false;
     return mx_buf_take(&w->b);
+}
+
+int mx_json_append(struct mx_buf *out, cJSON *o)
+{
+    char *text = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    if (!text)
+        return -1;
+    mx_buf_append(out, text, strlen(text));
+    free(text);
+    return out->oom ? -1 : 0;
 }

@@ -57,4 +57,8 @@ void mx_jw_raw(struct mx_jw *w, const char *s, size_t len);
 /* The text, to free(); NULL when memory ran out. The writer is empty afterwards. */
 char *mx_jw_take(struct mx_jw *w);
 
+/* Appends the compact JSON text of `o` to `out`, and deletes `o`. 0, or -1 when memory ran
+ * out. */
+int mx_json_append(struct mx_buf *out, cJSON *o);
+
 #endif

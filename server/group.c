@@ -149,6 +149,16 @@ const char *group_owner(struct group *g)
     return g->seen_owner[0] ? g->seen_owner : NULL;
 }
 
+void group_owner_info(struct group *g, char url[256], uint64_t *generation, int64_t *since_ms)
+{
+    ha_owner(g->ha, url, generation, since_ms);
+}
+
+void group_set_partitions(struct group *g, const unsigned *parts, size_t n)
+{
+    ha_set_partitions(g->ha, parts, n);
+}
+
 size_t group_live(struct group *g, char (*urls)[256], size_t max)
 {
     return ha_live(g->ha, urls, max);

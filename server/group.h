@@ -61,6 +61,10 @@ void group_hand_over(struct group *g);
 /* The partition's owner at the last look: this server's URL while it is the active, the
  * URL the owner blob names, or NULL when the partition is free. Main thread. */
 const char *group_owner(struct group *g);
+/* The partition's owner as the group last saw it (ha_owner()). Any thread. */
+void group_owner_info(struct group *g, char url[256], uint64_t *generation, int64_t *since_ms);
+/* The partitions this server owns, for its heartbeat (ha_set_partitions()). */
+void group_set_partitions(struct group *g, const unsigned *parts, size_t n);
 /* The servers of the container whose heartbeats are fresh (ha_live()). */
 size_t group_live(struct group *g, char (*urls)[256], size_t max);
 

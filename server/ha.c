@@ -21,7 +21,9 @@
 #include <time.h>
 
 #include "common/clock.h"
+#include "common/json_out.h"
 #include "common/log.h"
+#include "common/partition.h"
 #include "common/prom.h"
 #include "blob/blob.h"
 #include "persistence/owner.h"
@@ -41,11 +43,14 @@ struct ha {
     char id[20];           /* this server's heartbeat blob: servers/<id>.json */
 
     pthread_mutex_t lock;
-    enum ha_role role;            /* lock */
-    char active[256];             /* lock: the active's URL, or "" */
-    uint64_t generation;          /* lock */
-    int64_t since_ms;             /* lock */
-    struct mx_buf servers;        /* lock: the "servers" array, rendered */
+    enum ha_role role;     /* lock */
+    char active[256];      /* lock: the active's URL, or "" */
+    uint64_t generation;   /* lock */
+    int64_t since_ms;      /* lock */
+    struct mx_buf servers; /* lock: the "servers" array, rendered */
+    bool partitioned;      /* lock: ha_set_partitions() was called */
+    unsigned parts[MX_PARTITIONS_MAX];
+    size_t nparts;                /* lock */
     uint64_t lag_changes, lag_ms; /* lock: this server's own, as last reported */
 
     _Atomic uint64_t takeovers, last_takeover_ms, role_changes;
@@ -364,6 +369,13 @@ void ha_heartbeat(struct ha *h, bool has_copy, uint64_t lag_changes, uint64_t la
         cJSON_AddNullToObject(o, "lag_changes");
         cJSON_AddNullToObject(o, "lag_ms");
     }
+    pthread_mutex_lock(&h->lock);
+    if (h->partitioned) {
+        cJSON *arr = cJSON_AddArrayToObject(o, "partitions");
+        for (size_t i = 0; i < h->nparts; i++)
+            cJSON_AddItemToArray(arr, cJSON_CreateNumber(h->parts[i]));
+    }
+    pthread_mutex_unlock(&h->lock);
     cJSON_AddNumberToObject(o, "seen_ms", (double)mx_wall_ms());
     char *text = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
@@ -379,6 +391,25 @@ void ha_heartbeat(struct ha *h, bool has_copy, uint64_t lag_changes, uint64_t la
 }
 
 /* ---- rendering and metrics --------------------------------------------------------- */
+
+void ha_owner(struct ha *h, char url[256], uint64_t *generation, int64_t *since_ms)
+{
+    pthread_mutex_lock(&h->lock);
+    memcpy(url, h->active, 256);
+    url[255] = '\0';
+    *generation = h->generation;
+    *since_ms = h->since_ms;
+    pthread_mutex_unlock(&h->lock);
+}
+
+void ha_set_partitions(struct ha *h, const unsigned *parts, size_t n)
+{
+    pthread_mutex_lock(&h->lock);
+    h->partitioned = true;
+    h->nparts = n < MX_PARTITIONS_MAX ? n : MX_PARTITIONS_MAX;
+    memcpy(h->parts, parts, h->nparts * sizeof *parts);
+    pthread_mutex_unlock(&h->lock);
+}
 
 size_t ha_live(struct ha *h, char (*urls)[256], size_t max)
 {
@@ -433,13 +464,7 @@ int ha_render_servers(struct ha *h, struct mx_buf *out)
     cJSON_AddItemToObject(o, "self", self);
     cJSON_AddItemToObject(o, "active", act ? act : cJSON_CreateNull());
     cJSON_AddItemToObject(o, "servers", list ? list : cJSON_CreateArray());
-    char *text = cJSON_PrintUnformatted(o);
-    cJSON_Delete(o);
-    if (!text)
-        return -1;
-    mx_buf_append(out, text, strlen(text));
-    free(text);
-    return out->oom ? -1 : 0;
+    return mx_json_append(out, o);
 }
 
 void ha_metrics(struct ha *h, struct mx_buf *b)

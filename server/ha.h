@@ -74,6 +74,15 @@ const char *ha_role_name(enum ha_role role);
  * `has_copy`: the server has a copy of the leases (the active), whose lag is given. */
 void ha_heartbeat(struct ha *h, bool has_copy, uint64_t lag_changes, uint64_t lag_ms);
 
+/* The owner the group last saw (this server once it is the active): its URL ("" when
+ * none is known), generation and since when it holds the container (wall ms; 0: unknown).
+ * Any thread. */
+void ha_owner(struct ha *h, char url[256], uint64_t *generation, int64_t *since_ms);
+
+/* The partitions this server owns, written into its heartbeat from the next one on (a
+ * partitioned server's; a group of one partition writes none). */
+void ha_set_partitions(struct ha *h, const unsigned *parts, size_t n);
+
 /* The servers whose heartbeats were fresh at the last reading (ha_heartbeat() rereads them
  * once a second): their URLs into `urls`, at most `max`. Returns how many. Any thread. */
 size_t ha_live(struct ha *h, char (*urls)[256], size_t max);

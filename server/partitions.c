@@ -3,11 +3,13 @@
  */
 #include "server/partitions.h"
 
+#include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/clock.h"
+#include "common/json_out.h"
 #include "common/log.h"
 #include "common/partition.h"
 #include "server/group.h"
@@ -89,6 +91,72 @@ bool partitions_owns(struct partitions *ps, unsigned p)
     return p < ps->count && group_core(ps->groups[p]) != NULL;
 }
 
+/* "active" for a server that owns a partition, else "standby". */
+static void set_role(cJSON *o, const cJSON *parts)
+{
+    const char *role = cJSON_GetArraySize(parts) > 0 ? "active" : "standby";
+    if (cJSON_GetObjectItemCaseSensitive(o, "role"))
+        cJSON_ReplaceItemInObjectCaseSensitive(o, "role", cJSON_CreateString(role));
+    else
+        cJSON_AddStringToObject(o, "role", role);
+}
+
+int partitions_render_servers(void *ctx, struct mx_buf *out)
+{
+    struct partitions *ps = ctx;
+    struct mx_buf base = {0};
+    if (group_render_servers(ps->groups[0], &base) != 0) {
+        mx_buf_free(&base);
+        return -1;
+    }
+    cJSON *o = cJSON_ParseWithLength(base.p, base.len);
+    mx_buf_free(&base);
+    if (!o)
+        return -1;
+    cJSON_ReplaceItemInObjectCaseSensitive(o, "active", cJSON_CreateNull());
+    cJSON *map = cJSON_CreateObject(), *owners = cJSON_CreateArray(), *mine = cJSON_CreateArray();
+    cJSON_AddNumberToObject(map, "count", ps->count);
+    for (unsigned p = 0; p < ps->count; p++) {
+        char url[256], since[32];
+        uint64_t generation;
+        int64_t since_ms;
+        group_owner_info(ps->groups[p], url, &generation, &since_ms);
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddNumberToObject(e, "partition", p);
+        if (url[0]) {
+            cJSON_AddStringToObject(e, "url", url);
+            cJSON_AddNumberToObject(e, "generation", (double)generation);
+            if (since_ms > 0) {
+                mx_wall_iso(since_ms, since);
+                cJSON_AddStringToObject(e, "since", since);
+            } else {
+                cJSON_AddNullToObject(e, "since");
+            }
+        } else {
+            cJSON_AddNullToObject(e, "url");
+            cJSON_AddNullToObject(e, "generation");
+            cJSON_AddNullToObject(e, "since");
+        }
+        cJSON_AddItemToArray(owners, e);
+        if (url[0] && strcmp(url, ps->opt->advertise_url) == 0)
+            cJSON_AddItemToArray(mine, cJSON_CreateNumber(p));
+    }
+    cJSON_AddItemToObject(map, "owners", owners);
+    cJSON *self = cJSON_GetObjectItemCaseSensitive(o, "self");
+    set_role(self, mine);
+    cJSON_AddItemToObject(self, "partitions", mine);
+    cJSON *s;
+    cJSON_ArrayForEach(s, cJSON_GetObjectItemCaseSensitive(o, "servers"))
+    {
+        cJSON *parts = cJSON_GetObjectItemCaseSensitive(s, "partitions");
+        if (!parts)
+            parts = cJSON_AddArrayToObject(s, "partitions");
+        set_role(s, parts);
+    }
+    cJSON_AddItemToObject(o, "partitions", map);
+    return mx_json_append(out, o);
+}
+
 /* Since when `url` has been seen live (ms), remembered from earlier looks. */
 static int64_t live_since(struct partitions *ps, const char *url, int64_t now)
 {
@@ -157,6 +225,12 @@ int partitions_tick(struct partitions *ps)
             group_hand_over(ps->groups[moves[i].partition]);
         }
     }
+    unsigned owned[MX_PARTITIONS_MAX];
+    size_t nowned = 0;
+    for (unsigned p = 0; p < ps->count; p++)
+        if (group_core(ps->groups[p]))
+            owned[nowned++] = p;
+    group_set_partitions(ps->groups[0], owned, nowned); /* for the next heartbeat */
     int fenced = 0;
     for (unsigned p = 0; p < ps->count; p++) {
         group_allow_takeover(ps->groups[p], claim[p]);

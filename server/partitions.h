@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "common/buf.h"
 #include "http/server.h"
 #include "server/options.h"
 
@@ -35,6 +36,12 @@ int partitions_tick(struct partitions *ps);
 /* The partitions this server owns now; whether it owns partition p. */
 unsigned partitions_owned(struct partitions *ps);
 bool partitions_owns(struct partitions *ps, unsigned p);
+/* The body of GET /v1/servers on a partitioned server (the front's `servers` hook; `ctx`:
+ * the partitions): as a group's (docs/api.md, "Servers"), with "active" null, each server's
+ * role "active" when it owns a partition, its "partitions", and the partition map,
+ * "partitions": {"count", "owners": [{"partition", "url", "generation", "since"}...]}. */
+int partitions_render_servers(void *ctx, struct mx_buf *out);
+
 /* Takes every core back from the front and closes it, then leaves (after http_quiesce()). */
 void partitions_close(struct partitions *ps);
 

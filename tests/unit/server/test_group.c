@@ -16,6 +16,8 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 
+#include <cjson/cJSON.h>
+
 #include "blob/blob.h"
 #include "blob/internal.h"
 #include "common/clock.h"
@@ -346,19 +348,27 @@ static unsigned long long token_of(struct mx_buf *body)
     return v;
 }
 
-/* A server of a partitioned group's options and its front (holding every partition until
- * its groups set the roles). */
-static void start_front(struct member *m, const char *container, unsigned partitions)
+/* A server of a partitioned group's data directory and options. */
+static void prepare(struct member *m, const char *container)
 {
     mx_temp_dir(m->dir, "group");
     member_options(m, container);
     core_limits(&m->opt, &m->lim);
+}
+
+/* Its front, holding every partition until its groups set the roles; `servers` and `ctx`:
+ * GET /v1/servers (may be NULL). */
+static void start_front(struct member *m, unsigned partitions,
+                        int (*servers)(void *ctx, struct mx_buf *out), void *ctx)
+{
     char err[512] = "";
     struct http_config hc = {.listen = m->listen,
                              .threads = 2,
                              .lim = &m->lim,
                              .served_by = m->opt.advertise_url,
-                             .partitions = partitions};
+                             .partitions = partitions,
+                             .servers = servers,
+                             .ctx = ctx};
     if (http_start(&m->http, &hc, err, sizeof err) != 0)
         fail_msg("http: %s", err);
 }
@@ -374,7 +384,8 @@ struct server {
 static void join_partitioned(struct server *x, const char *container)
 {
     struct member *m = &x->m;
-    start_front(m, container, PARTS);
+    prepare(m, container);
+    start_front(m, PARTS, NULL, NULL);
     char err[512] = "";
     const char *failed = NULL;
     for (unsigned p = 0; p < PARTS; p++) {
@@ -554,13 +565,14 @@ struct pserver {
 static void pserver_join(struct pserver *x, const char *container)
 {
     struct member *m = &x->m;
-    start_front(m, container, NPART);
+    prepare(m, container);
     char err[512] = "";
     const char *failed = NULL;
     struct partitions_config pc = {
         .opt = &m->opt, .count = NPART, .orphan_after_ms = 8000, .settle_ms = 1500};
     if (partitions_open(&x->ps, &pc, err, sizeof err, &failed) != 0)
         fail_msg("%s: %s", failed, err);
+    start_front(m, NPART, partitions_render_servers, x->ps);
     partitions_attach(x->ps, m->http);
     x->up = true;
 }
@@ -631,6 +643,54 @@ static unsigned converge(struct pserver *xs, size_t n, const int *target, long m
     return moved;
 }
 
+/* x's GET /v1/servers: the partition map names each partition's target as its owner, at a
+ * generation, and x's own share is what it owns. True when the servers' entries (from the
+ * heartbeats, written and read once a second) list each server's share too. */
+static bool check_map(struct pserver *x, struct pserver *xs, size_t n, const int *target,
+                      const char *const *urls)
+{
+    struct mx_buf b = {0};
+    assert_int_equal(mx_test_exchange(x->m.url, "/v1/servers", NULL, &b, NULL), 200);
+    cJSON *o = cJSON_Parse(b.p);
+    assert_non_null(o);
+    assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(o, "active")));
+    const cJSON *map = cJSON_GetObjectItemCaseSensitive(o, "partitions");
+    assert_int_equal(cJSON_GetObjectItemCaseSensitive(map, "count")->valueint, NPART);
+    const cJSON *e;
+    int p = 0;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(map, "owners"))
+    {
+        assert_int_equal(cJSON_GetObjectItemCaseSensitive(e, "partition")->valueint, p);
+        assert_string_equal(cJSON_GetObjectItemCaseSensitive(e, "url")->valuestring,
+                            urls[target[p]]);
+        assert_true(cJSON_GetObjectItemCaseSensitive(e, "generation")->valueint >= 1);
+        p++;
+    }
+    assert_int_equal(p, NPART);
+    const cJSON *self = cJSON_GetObjectItemCaseSensitive(o, "self");
+    unsigned mine =
+        (unsigned)cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(self, "partitions"));
+    assert_int_equal(mine, partitions_owned(x->ps));
+    assert_string_equal(cJSON_GetObjectItemCaseSensitive(self, "role")->valuestring,
+                        mine ? "active" : "standby");
+    /* The heartbeats: every live server listed, with a share as large as it owns. */
+    int listed = 0;
+    bool shares = true;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(o, "servers"))
+    {
+        const char *url = cJSON_GetObjectItemCaseSensitive(e, "url")->valuestring;
+        for (size_t i = 0; i < n; i++)
+            if (strcmp(url, xs[i].m.url) == 0) {
+                listed++;
+                int parts = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(e, "partitions"));
+                shares = shares && parts == (int)partitions_owned(xs[i].ps);
+            }
+    }
+    cJSON_Delete(o);
+    mx_buf_free(&b);
+    return shares && listed == (int)n;
+}
+
 /* Three servers of a group of four partitions take 1 or 2 each (as placement's target says),
  * and any server answers for any partition, served by its owner; a fourth server joining
  * gets one, handed over to it; one leaving, its partition goes to another. */
@@ -667,6 +727,18 @@ static void partitions_spread_over_servers_and_follow_them(void **st)
             assert_int_equal(part, (unsigned)p);
             mx_buf_free(&body);
         }
+
+    /* Every server's /v1/servers carries the partition map, and each server's share. */
+    for (int i = 0; i < 3; i++) {
+        uint64_t end = mx_mono_ns() + 5000 * MX_NS_PER_MS;
+        while (!check_map(&xs[i], xs, 3, target, urls)) {
+            if (mx_mono_ns() > end)
+                fail_msg("the servers' shares are not in %s's /v1/servers", xs[i].m.url);
+            mx_sleep_ms(GROUP_TICK_MS);
+            for (int k = 0; k < 3; k++)
+                assert_int_equal(partitions_tick(xs[k].ps), 0);
+        }
+    }
 
     /* A fourth joins: the partitions whose target changed move, each once. */
     pserver_join(&xs[3], container);
