@@ -29,6 +29,14 @@ void prom_gauge_f(struct mx_buf *b, const char *name, const char *help, double v
  * `value`, ending with NULL; the values escaped as the text format wants (\\, \", \n). */
 void prom_sample(struct mx_buf *b, const char *name, uint64_t value, ...) __attribute__((sentinel));
 
+/* Several texts of the same metrics (the cores of a server's partitions) as one: every
+ * sample of texts[i] gains the label `label`="values[i]" (first), and the samples of each
+ * family stay together, under its first header, in the order the families first came.
+ * A family is a `# TYPE` line's name and the samples after it. 0, or -1 when memory ran
+ * out. */
+int prom_merge_labelled(struct mx_buf *out, const struct mx_buf *texts,
+                        const char *const *values, size_t n, const char *label);
+
 #define PROM_MAX_BUCKETS 20
 
 /* A histogram with fixed upper bounds. observe() from any thread. */

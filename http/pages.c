@@ -2,6 +2,7 @@
  * The answers that are pages rather than lease requests (see request.h): the dashboard's
  * files, GET /v1/servers, and /metrics.
  */
+#include "common/partition.h"
 #include "http/request.h"
 
 /* GET /ui/...: a file of the dashboard, from the binary (no copy: the table is constant);
@@ -87,12 +88,33 @@ enum MHD_Result http_i_serve_metrics(struct hreq *q)
     fwd_metrics(h->fwd, &b);
     if (h->cfg.metrics)
         h->cfg.metrics(h->cfg.ctx, &b);
-    /* Without a core (a standby), the front counts its requests itself. The figures of the
-     * cores of several partitions are not summed yet: partition 0's only. */
+    /* Without a core (a standby), the front counts its requests itself. The cores of a
+     * partitioned server's partitions: each figure once per partition, labelled. */
     pthread_rwlock_rdlock(&h->core_lock);
-    const struct http_part *pt = &h->parts[0];
-    if (atomic_load(&pt->published) && pt->core.metrics)
-        pt->core.metrics(pt->core.ctx, &b);
+    if (h->cfg.partitions == 1) {
+        const struct http_part *pt = &h->parts[0];
+        if (atomic_load(&pt->published) && pt->core.metrics)
+            pt->core.metrics(pt->core.ctx, &b);
+    } else {
+        struct mx_buf texts[MX_PARTITIONS_MAX];
+        char names[MX_PARTITIONS_MAX][12];
+        const char *values[MX_PARTITIONS_MAX];
+        size_t n = 0;
+        for (unsigned p = 0; p < h->cfg.partitions; p++) {
+            const struct http_part *pt = &h->parts[p];
+            if (!atomic_load(&pt->published) || !pt->core.metrics)
+                continue;
+            texts[n] = (struct mx_buf){0};
+            pt->core.metrics(pt->core.ctx, &texts[n]);
+            snprintf(names[n], sizeof names[n], "%u", p);
+            values[n] = names[n];
+            n++;
+        }
+        if (prom_merge_labelled(&b, texts, values, n, "partition") != 0)
+            b.oom = true;
+        for (size_t i = 0; i < n; i++)
+            mx_buf_free(&texts[i]);
+    }
     pthread_rwlock_unlock(&h->core_lock);
     if (b.oom) {
         free(b.p);

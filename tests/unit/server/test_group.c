@@ -643,6 +643,27 @@ static unsigned converge(struct pserver *xs, size_t n, const int *target, long m
     return moved;
 }
 
+/* x's /metrics: each figure of a core once per partition it owns, labelled, under one
+ * header. */
+static void check_metrics(struct pserver *x)
+{
+    struct mx_buf b = {0};
+    assert_int_equal(mx_test_exchange(x->m.url, "/metrics", NULL, &b, NULL), 200);
+    unsigned seen = 0;
+    for (unsigned p = 0; p < NPART; p++) {
+        char want[64];
+        snprintf(want, sizeof want, "\nmutexd_grants_total{partition=\"%u\"} ", p);
+        bool has = strstr(b.p, want) != NULL;
+        assert_int_equal(has, partitions_owns(x->ps, p));
+        seen += has;
+    }
+    assert_int_equal(seen, partitions_owned(x->ps));
+    const char *first = strstr(b.p, "# TYPE mutexd_grants_total ");
+    assert_non_null(first);
+    assert_null(strstr(first + 1, "# TYPE mutexd_grants_total "));
+    mx_buf_free(&b);
+}
+
 /* x's GET /v1/servers: the partition map names each partition's target as its owner, at a
  * generation, and x's own share is what it owns. True when the servers' entries (from the
  * heartbeats, written and read once a second) list each server's share too. */
@@ -728,8 +749,10 @@ static void partitions_spread_over_servers_and_follow_them(void **st)
             mx_buf_free(&body);
         }
 
-    /* Every server's /v1/servers carries the partition map, and each server's share. */
+    /* Every server's /v1/servers carries the partition map, and each server's share; its
+     * /metrics, the figures of each partition it owns. */
     for (int i = 0; i < 3; i++) {
+        check_metrics(&xs[i]);
         uint64_t end = mx_mono_ns() + 5000 * MX_NS_PER_MS;
         while (!check_map(&xs[i], xs, 3, target, urls)) {
             if (mx_mono_ns() > end)
