@@ -55,6 +55,7 @@ struct group {
     _Atomic uint64_t takeovers_blocked;
     bool may_take;        /* group_allow_takeover() */
     char seen_owner[256]; /* a standby's last look: the URL the owner blob names, or "" */
+    char given_up[256];   /* the owner that look gave up, or "" */
 };
 
 int group_render_servers(void *ctx, struct mx_buf *out)
@@ -147,6 +148,11 @@ const char *group_owner(struct group *g)
     if (g->core)
         return g->opt->advertise_url;
     return g->seen_owner[0] ? g->seen_owner : NULL;
+}
+
+const char *group_given_up(struct group *g)
+{
+    return g->given_up[0] ? g->given_up : NULL;
 }
 
 void group_owner_info(struct group *g, char url[256], uint64_t *generation, int64_t *since_ms)
@@ -284,6 +290,7 @@ int group_tick(struct group *s)
         struct ha_view v;
         enum ha_verdict verdict = ha_watch(s->ha, &v);
         snprintf(s->seen_owner, sizeof s->seen_owner, "%s", verdict == HA_TAKE ? "" : v.active);
+        snprintf(s->given_up, sizeof s->given_up, "%s", v.given_up);
         if (verdict == HA_TAKE && s->may_take) {
             take_over(s);
         } else {

@@ -61,6 +61,9 @@ void group_hand_over(struct group *g);
 /* The partition's owner at the last look: this server's URL while it is the active, the
  * URL the owner blob names, or NULL when the partition is free. Main thread. */
 const char *group_owner(struct group *g);
+/* The server the last look gave up as the partition's owner (it did not answer for
+ * --failover-after-ms: its lease was broken), or NULL. Main thread. */
+const char *group_given_up(struct group *g);
 /* The partition's owner as the group last saw it (ha_owner()). Any thread. */
 void group_owner_info(struct group *g, char url[256], uint64_t *generation, int64_t *since_ms);
 /* The partitions this server owns, for its heartbeat (ha_set_partitions()). */

@@ -229,6 +229,10 @@ enum ha_verdict ha_watch(struct ha *h, struct ha_view *view)
     view->named = ov.meta;
     const char *url = ov.meta.url;
     if (owner_lease_free(ov.lease_state)) {
+        /* Broken, not released: a server gave its holder up (this one, or another). */
+        if (strcmp(ov.lease_state, "broken") == 0 && url[0] &&
+            strcmp(url, h->cfg.advertise_url) != 0)
+            snprintf(view->given_up, sizeof view->given_up, "%s", url);
         v = HA_TAKE;
         goto out;
     }
@@ -264,6 +268,7 @@ enum ha_verdict ha_watch(struct ha *h, struct ha_view *view)
     if (owner_read(h->c, &ov, &r) != OWNER_OK || !ov.exists || strcmp(ov.meta.url, suspect) != 0)
         goto out;
     if (owner_break_if(h->c, ov.etag, &r) == OWNER_OK) {
+        snprintf(view->given_up, sizeof view->given_up, "%s", suspect);
         mx_warn("the active server does not answer: broke its lease",
                 "active=%s silent_ms=%" PRIu64, suspect,
                 (uint64_t)((now - h->last_ok_ns) / MX_NS_PER_MS));

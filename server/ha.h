@@ -50,6 +50,8 @@ void ha_close(struct ha *h);
 struct ha_view {
     char active[256];        /* the active's URL, or "" when none is known */
     struct owner_meta named; /* its generation, and the snapshot and journal it names */
+    /* The active given up (its lease broken, by this look or another server's), or "". */
+    char given_up[256];
 };
 
 /* One look at the owner blob (and a probe of the active). */

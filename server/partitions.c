@@ -28,7 +28,15 @@ struct partitions {
     int64_t known_since_ms[MAX_SERVERS];
     size_t nknown;
     char live[MAX_SERVERS][256]; /* this tick's live servers */
+    /* Servers a group of this one gave up (they did not answer): not live to placement for
+     * a while, whatever their last heartbeat says, so that their partitions go at once. */
+    char gone[MAX_SERVERS][256];
+    int64_t gone_ms[MAX_SERVERS];
+    size_t ngone;
 };
+
+/* A server given up is not live for this long: its heartbeat is stale by then. */
+#define GONE_MS 15000
 
 int partitions_open(struct partitions **out, const struct partitions_config *cfg, char *err,
                     size_t errlen, const char **failed)
@@ -186,11 +194,51 @@ static void forget_gone(struct partitions *ps, char (*live)[256], size_t n)
     ps->nknown = k;
 }
 
+/* Keeps of `live` (n) the servers not given up lately; returns how many. */
+static size_t drop_gone(struct partitions *ps, char (*live)[256], size_t n, int64_t now)
+{
+    size_t g = 0;
+    for (size_t i = 0; i < ps->ngone; i++)
+        if (now - ps->gone_ms[i] < GONE_MS) {
+            memmove(ps->gone[g], ps->gone[i], sizeof ps->gone[g]);
+            ps->gone_ms[g++] = ps->gone_ms[i];
+        }
+    ps->ngone = g;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        bool gone = false;
+        for (size_t j = 0; j < ps->ngone && !gone; j++)
+            gone = strcmp(live[i], ps->gone[j]) == 0;
+        if (!gone && k != i)
+            memmove(live[k], live[i], sizeof live[k]);
+        k += !gone;
+    }
+    return k;
+}
+
+/* Remembers the servers the groups gave up at their last look. */
+static void note_gone(struct partitions *ps, int64_t now)
+{
+    for (unsigned p = 0; p < ps->count; p++) {
+        const char *url = group_given_up(ps->groups[p]);
+        if (!url || strcmp(url, ps->opt->advertise_url) == 0)
+            continue;
+        size_t i = 0;
+        while (i < ps->ngone && strcmp(ps->gone[i], url) != 0)
+            i++;
+        if (i == ps->ngone && ps->ngone < MAX_SERVERS)
+            memcpy(ps->gone[ps->ngone++], url, strlen(url) + 1);
+        if (i < ps->ngone)
+            ps->gone_ms[i] = now;
+        mx_warn("a server did not answer: its partitions go to the others", "server=%s", url);
+    }
+}
+
 int partitions_tick(struct partitions *ps)
 {
     int64_t now = (int64_t)(mx_mono_ns() / MX_NS_PER_MS);
     char(*live)[256] = ps->live;
-    size_t n = group_live(ps->groups[0], live, MAX_SERVERS);
+    size_t n = drop_gone(ps, live, group_live(ps->groups[0], live, MAX_SERVERS), now);
     forget_gone(ps, live, n);
     const char *urls[MAX_SERVERS], *owner[MX_PARTITIONS_MAX];
     int64_t since[MAX_SERVERS];
@@ -236,5 +284,6 @@ int partitions_tick(struct partitions *ps)
         group_allow_takeover(ps->groups[p], claim[p]);
         fenced |= group_tick(ps->groups[p]);
     }
+    note_gone(ps, now);
     return fenced;
 }

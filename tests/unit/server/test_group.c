@@ -795,6 +795,26 @@ static void partitions_spread_over_servers_and_follow_them(void **st)
         target[p] = of[target[p]];
     moves = converge(xs, 4, target, 40000);
     printf("the second left: %u partition(s) moved\n", moves);
+
+    /* The first stops answering (every request 503, /healthz included), its leases still
+     * renewed by its mirrors: after --failover-after-ms the others give it up, break its
+     * leases, and its partitions go to their new targets at once, not after its heartbeat
+     * goes stale. */
+    http_quiesce(xs[0].m.http);
+    xs[0].up = false;
+    const char *alive[2] = {urls[2], urls[3]};
+    place_target(NPART, alive, 2, target);
+    static const int of2[2] = {2, 3};
+    for (int p = 0; p < NPART; p++)
+        target[p] = of2[target[p]];
+    uint64_t t0 = mx_mono_ns();
+    converge(xs, 4, target, 20000);
+    uint64_t took = (mx_mono_ns() - t0) / MX_NS_PER_MS;
+    printf("a server silent: its partitions served elsewhere after %llu ms (failover 3000)\n",
+           (unsigned long long)took);
+    assert_true(took < 3000 + 4000);
+    partitions_close(xs[0].ps); /* its cores find their leases broken */
+    http_stop(xs[0].m.http);
     for (int i = 0; i < 4; i++)
         if (xs[i].up)
             pserver_leave(&xs[i]);
