@@ -279,11 +279,15 @@ int partitions_tick(struct partitions *ps)
         if (group_core(ps->groups[p]))
             owned[nowned++] = p;
     group_set_partitions(ps->groups[0], owned, nowned); /* for the next heartbeat */
-    int fenced = 0;
     for (unsigned p = 0; p < ps->count; p++) {
         group_allow_takeover(ps->groups[p], claim[p]);
-        fenced |= group_tick(ps->groups[p]);
+        if (group_tick(ps->groups[p]) != 0) {
+            /* Another server took this partition: it alone stops here, a standby of it from
+             * now on (a server of one group starts again instead). */
+            mx_warn("fenced out of a partition; a standby of it now", "partition=%u", p);
+            group_hand_over(ps->groups[p]);
+        }
     }
     note_gone(ps, now);
-    return fenced;
+    return 0;
 }

@@ -31,7 +31,8 @@ int partitions_open(struct partitions **out, const struct partitions_config *cfg
                     size_t errlen, const char **failed);
 /* The front (started with `count` partitions): once, before the first tick. */
 void partitions_attach(struct partitions *ps, struct http *h);
-/* One look at every partition. Returns 1 when this server was fenced and must start again. */
+/* One look at every partition. A partition another server took is closed here, and this
+ * server goes on as its standby. Returns 0. */
 int partitions_tick(struct partitions *ps);
 /* The partitions this server owns now; whether it owns partition p. */
 unsigned partitions_owned(struct partitions *ps);

@@ -299,6 +299,40 @@ static void an_undecodable_journal_line_blocks_the_takeover(void **st)
     leave(&b);
 }
 
+/* Another server takes the group of `container` under `prefix` ("": the container's own;
+ * a partition's) over, as a takeover does: the lease broken and taken, `url` written as its
+ * owner. */
+static void take_partition(const char *container, const char *prefix, const char *url)
+{
+    struct blob_account acc = mx_azurite_account();
+    struct blob_options o = {.prefix = prefix};
+    struct blob_client *c = mx_azurite_client(&acc, container, &o);
+    struct owner_view v;
+    struct blob_result r = {0};
+    assert_int_equal(owner_read(c, &v, &r), OWNER_OK);
+    assert_int_equal(owner_break_if(c, v.etag, &r), OWNER_OK);
+    const char *lease = "0f0e0d0c-0b0a-4908-8706-050403020101";
+    assert_int_equal(owner_take(c, lease, &r), OWNER_OK);
+    struct owner_meta other = v.meta;
+    snprintf(other.url, sizeof other.url, "%s", url);
+    other.generation++;
+    assert_int_equal(owner_publish(c, lease, &other, &r), OWNER_OK);
+    blob_result_free(&r);
+    blob_client_free(c);
+}
+
+/* ...and lets it go again. */
+static void release_partition(const char *container, const char *prefix)
+{
+    struct blob_account acc = mx_azurite_account();
+    struct blob_options o = {.prefix = prefix};
+    struct blob_client *c = mx_azurite_client(&acc, container, &o);
+    struct blob_result r = {0};
+    assert_int_equal(owner_release(c, "0f0e0d0c-0b0a-4908-8706-050403020101", &r), OWNER_OK);
+    blob_result_free(&r);
+    blob_client_free(c);
+}
+
 /* Another server takes the container (its lease broken, its name written): the active
  * notices at a tick, is fenced, and says so. */
 static void an_active_another_server_replaced_is_fenced(void **st)
@@ -308,19 +342,7 @@ static void an_active_another_server_replaced_is_fenced(void **st)
     struct member a = {0};
     active_and_standby(container, &a, NULL);
 
-    struct owner_view v;
-    struct blob_client *c = owner_now(container, &v);
-    struct blob_result r = {0};
-    assert_int_equal(owner_break_if(c, v.etag, &r), OWNER_OK);
-    blob_result_free(&r);
-    const char *lease = "0f0e0d0c-0b0a-4908-8706-050403020100";
-    assert_int_equal(owner_take(c, lease, &r), OWNER_OK);
-    blob_result_free(&r);
-    struct owner_meta other = v.meta;
-    snprintf(other.url, sizeof other.url, "http://127.0.0.1:1");
-    other.generation++;
-    assert_int_equal(owner_publish(c, lease, &other, &r), OWNER_OK);
-    blob_result_free(&r);
+    take_partition(container, "", "http://127.0.0.1:1");
 
     int fenced = 0;
     uint64_t end = mx_mono_ns() + 10000 * MX_NS_PER_MS;
@@ -332,9 +354,7 @@ static void an_active_another_server_replaced_is_fenced(void **st)
     assert_string_equal(group_role(a.group), "fenced");
     readyz(&a, 503, "fenced");
     leave(&a);
-    owner_release(c, lease, &r);
-    blob_result_free(&r);
-    blob_client_free(c);
+    release_partition(container, "");
 }
 
 /* The fencing_token of an answer's body (freed). */
@@ -795,6 +815,30 @@ static void partitions_spread_over_servers_and_follow_them(void **st)
         target[p] = of[target[p]];
     moves = converge(xs, 4, target, 40000);
     printf("the second left: %u partition(s) moved\n", moves);
+
+    /* Another server takes one of the third's partitions (its lease broken, its name
+     * written): the third steps down from that partition alone, keeps serving the others,
+     * and forwards the lost one's requests to the name the owner blob gives. */
+    unsigned lost = NPART;
+    for (unsigned p = 0; p < NPART && lost == NPART; p++)
+        if (partitions_owns(xs[2].ps, p))
+            lost = p;
+    assert_true(lost < NPART);
+    unsigned had = partitions_owned(xs[2].ps);
+    char prefix[8];
+    mx_partition_prefix(lost, NPART, prefix);
+    take_partition(container, prefix, xs[3].m.url);
+    uint64_t end = mx_mono_ns() + 10000 * MX_NS_PER_MS;
+    while (partitions_owns(xs[2].ps, lost)) {
+        assert_int_equal(partitions_tick(xs[2].ps), 0);
+        if (mx_mono_ns() > end)
+            fail_msg("partition %u still served by a server another has replaced", lost);
+        mx_sleep_ms(GROUP_TICK_MS);
+    }
+    assert_int_equal(partitions_owned(xs[2].ps), had - 1);
+    /* That other server goes: the partition comes back to its target. */
+    release_partition(container, prefix);
+    converge(xs, 4, target, 20000);
 
     /* The first stops answering (every request 503, /healthz included), its leases still
      * renewed by its mirrors: after --failover-after-ms the others give it up, break its
