@@ -34,8 +34,8 @@ void prom_sample(struct mx_buf *b, const char *name, uint64_t value, ...) __attr
  * family stay together, under its first header, in the order the families first came.
  * A family is a `# TYPE` line's name and the samples after it. 0, or -1 when memory ran
  * out. */
-int prom_merge_labelled(struct mx_buf *out, const struct mx_buf *texts,
-                        const char *const *values, size_t n, const char *label);
+int prom_merge_labelled(struct mx_buf *out, const struct mx_buf *texts, const char *const *values,
+                        size_t n, const char *label);
 
 #define PROM_MAX_BUCKETS 20
 
