@@ -17,6 +17,9 @@ M=${MUTEXCTL:?MUTEXCTL must name the mutexctl to test}
 : "${MUTEXD_URL:?run this through with-server.sh}"
 here=$(cd "$(dirname "$0")" && pwd)
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/mutexctl-test.XXXXXX") || exit 1
+# What mutexctl makes of its own (the lease files of `run`) goes in here too, removed at the
+# end even when a case kills mutexctl outright.
+export TMPDIR="$tmp"
 bg_pids=()
 # shellcheck disable=SC2317 # run by the EXIT trap
 cleanup() {
