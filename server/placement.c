@@ -31,23 +31,66 @@ static bool outranks(const char *a, uint64_t wa, const char *b, uint64_t wb)
     return wa != wb ? wa > wb : strcmp(a, b) < 0;
 }
 
-void place_target(unsigned partitions, const char *const *urls, size_t nurls, int *target)
+/* The live server of `urls` named `url`, or -1. */
+static int find(const char *const *urls, size_t n, const char *url)
 {
-    if (nurls == 0) {
-        for (unsigned p = 0; p < partitions; p++)
-            target[p] = -1;
+    for (size_t i = 0; url && i < n; i++)
+        if (strcmp(urls[i], url) == 0)
+            return (int)i;
+    return -1;
+}
+
+void place_target(unsigned partitions, const char *const *urls, size_t nurls,
+                  const char *const *owner, int *target)
+{
+    for (unsigned p = 0; p < partitions; p++)
+        target[p] = -1;
+    if (nurls == 0)
         return;
-    }
     size_t n = nurls < MX_PARTITIONS_MAX ? nurls : MX_PARTITIONS_MAX;
-    /* Exactly balanced: every server takes `lo`, and `extra` of them one more. */
-    unsigned lo = partitions / (unsigned)n, extra = partitions % (unsigned)n, at_hi = 0;
-    unsigned load[MX_PARTITIONS_MAX] = {0};
+    /* Exactly balanced: every server takes `lo`, and `extra` of them one more: those that
+     * own the most now (then by URL), so that a balanced map stays as it is. */
+    unsigned lo = partitions / (unsigned)n, extra = partitions % (unsigned)n;
+    unsigned owned[MX_PARTITIONS_MAX] = {0}, cap[MX_PARTITIONS_MAX], load[MX_PARTITIONS_MAX] = {0};
+    int at[MX_PARTITIONS_MAX]; /* each partition's live owner, or -1 */
     for (unsigned p = 0; p < partitions; p++) {
+        at[p] = owner ? find(urls, n, owner[p]) : -1;
+        if (at[p] >= 0)
+            owned[at[p]]++;
+    }
+    for (size_t i = 0; i < n; i++) {
+        unsigned ahead = 0; /* servers before i in that order */
+        for (size_t j = 0; j < n; j++)
+            ahead += owned[j] > owned[i] || (owned[j] == owned[i] && strcmp(urls[j], urls[i]) < 0);
+        cap[i] = ahead < extra ? lo + 1 : lo;
+    }
+    /* Each server keeps what it owns up to its share, the partitions of highest weight
+     * first: a membership change moves only what must move. */
+    for (size_t i = 0; i < n; i++) {
+        while (load[i] < cap[i] && load[i] < owned[i]) {
+            int best = -1;
+            uint64_t best_w = 0;
+            for (unsigned p = 0; p < partitions; p++) {
+                if (at[p] != (int)i || target[p] >= 0)
+                    continue;
+                uint64_t w = place_weight(urls[i], p);
+                if (best < 0 || w > best_w || (w == best_w && p < (unsigned)best)) {
+                    best = (int)p;
+                    best_w = w;
+                }
+            }
+            target[best] = (int)i;
+            load[i]++;
+        }
+    }
+    /* The rest, in order, each to the server of highest weight that has room. */
+    for (unsigned p = 0; p < partitions; p++) {
+        if (target[p] >= 0)
+            continue;
         int best = -1;
         uint64_t best_w = 0;
         for (size_t i = 0; i < n; i++) {
-            unsigned cap = at_hi < extra ? lo + 1 : lo;
-            if (load[i] >= cap)
+            if (load[i] >= cap[i])
                 continue;
             uint64_t w = place_weight(urls[i], p);
             if (best < 0 || outranks(urls[i], w, urls[best], best_w)) {
@@ -56,17 +99,14 @@ void place_target(unsigned partitions, const char *const *urls, size_t nurls, in
             }
         }
         target[p] = best;
-        if (best >= 0 && ++load[best] == lo + 1)
-            at_hi++;
+        if (best >= 0)
+            load[best]++;
     }
 }
 
 static int index_of(const struct place_view *v, const char *url)
 {
-    for (size_t i = 0; url && i < v->nurls; i++)
-        if (strcmp(v->urls[i], url) == 0)
-            return (int)i;
-    return -1;
+    return find(v->urls, v->nurls, url);
 }
 
 size_t place_decide(const struct place_view *v, const struct place_config *c,
@@ -74,7 +114,7 @@ size_t place_decide(const struct place_view *v, const struct place_config *c,
 {
     int target[MX_PARTITIONS_MAX];
     unsigned parts = v->partitions <= MX_PARTITIONS_MAX ? v->partitions : MX_PARTITIONS_MAX;
-    place_target(parts, v->urls, v->nurls, target);
+    place_target(parts, v->urls, v->nurls, v->owner, target);
     int self = index_of(v, v->self);
     size_t n = 0;
     if (self < 0)

@@ -4,13 +4,17 @@
  * store; every server computes the same answer from the same view, so ownership converges without a
  * coordinator and without ping-pong.
  *
- * The target is bounded-load rendezvous hashing: the partitions in order, each to the live
- * server of highest weight (SipHash of its URL and the partition, under a fixed, published
- * key) that holds fewer than ceil(partitions / servers) of them. A server then claims at
- * once a free partition whose target it is; claims any other free partition once it has
- * been free long enough that its target is surely not coming (an orphan); and gives away
- * a partition it owns whose target is another server that has been live long enough, a
- * few at a time. A membership change moves only what the new target moves.
+ * The target is balanced and sticky: every live server is given floor or ceil of
+ * partitions / servers (the ceil to those that own the most now, then by URL); each keeps
+ * the partitions it owns up to that share (those of highest weight first), and every other
+ * partition, in order, goes to the live server of highest weight (SipHash of its URL and the
+ * partition, under a fixed, published key) that has room: bounded-load rendezvous hashing
+ * for what must move, nothing moved that need not be. A server's death moves its partitions
+ * only; a join moves the newcomer's share only; a balanced map is its own target. A server
+ * then claims at once a free partition whose target it is; claims any other free partition
+ * once it has been free long enough that its target is surely not coming (an orphan); and
+ * gives away a partition it owns whose target is another server that has been live long
+ * enough, a few at a time.
  *
  * Threads: any; nothing is shared.
  */
@@ -24,8 +28,10 @@
 uint64_t place_weight(const char *url, unsigned partition);
 
 /* The target owner of every partition: target[p] is an index into `urls` (the live
- * servers, in any order: the answer does not depend on it), or -1 when there are none. */
-void place_target(unsigned partitions, const char *const *urls, size_t nurls, int *target);
+ * servers, in any order: the answer does not depend on it), or -1 when there are none.
+ * `owner`: each partition's owner now (a URL, or NULL), or NULL for none at all. */
+void place_target(unsigned partitions, const char *const *urls, size_t nurls,
+                  const char *const *owner, int *target);
 
 struct place_view {
     unsigned partitions;
