@@ -129,6 +129,11 @@ void group_allow_takeover(struct group *g, bool allow)
     g->may_take = allow;
 }
 
+void group_withdraw(struct group *g)
+{
+    ha_withdraw(g->ha);
+}
+
 void group_hand_over(struct group *g)
 {
     if (!g->core)

@@ -57,6 +57,9 @@ void group_allow_takeover(struct group *g, bool allow);
  * is a standby of the partition from then on, and takes it over again only once allowed
  * (group_allow_takeover()). Nothing: not the active. */
 void group_hand_over(struct group *g);
+/* Leaving the group (a SIGTERM): the server's heartbeat is deleted and not written again,
+ * so that the others count without it at once (see ha_withdraw()). */
+void group_withdraw(struct group *g);
 
 /* The partition's owner at the last look: this server's URL while it is the active, the
  * URL the owner blob names, or NULL when the partition is free. Main thread. */

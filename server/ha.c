@@ -135,17 +135,23 @@ fail:
     return -1;
 }
 
+void ha_withdraw(struct ha *h)
+{
+    if (!h->hb || h->cfg.no_heartbeat)
+        return;
+    h->cfg.no_heartbeat = true;
+    struct blob_result r = {0};
+    char name[64];
+    snprintf(name, sizeof name, "servers/%s.json", h->id);
+    blob_delete(h->hb, name, NULL, &r); /* gone from the listing at once */
+    blob_result_free(&r);
+}
+
 void ha_close(struct ha *h)
 {
     if (!h)
         return;
-    if (h->hb && !h->cfg.no_heartbeat) {
-        struct blob_result r = {0};
-        char name[64];
-        snprintf(name, sizeof name, "servers/%s.json", h->id);
-        blob_delete(h->hb, name, NULL, &r); /* gone from the listing at once */
-        blob_result_free(&r);
-    }
+    ha_withdraw(h);
     blob_client_free(h->hb);
     blob_client_free(h->c);
     if (h->probe)

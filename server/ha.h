@@ -45,6 +45,9 @@ struct ha;
 
 int ha_open(struct ha **out, const struct ha_config *cfg, char *err, size_t errlen);
 void ha_close(struct ha *h);
+/* Leaving the group: this server's heartbeat is deleted, so that the others leave it out at
+ * once, and none is written again. Main thread. */
+void ha_withdraw(struct ha *h);
 
 /* What the owner blob says. */
 struct ha_view {

@@ -7,7 +7,10 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
+#include "common/clock.h"
+#include "common/log.h"
 #include "common/partition.h"
 #include "persistence/owner.h"
 
@@ -97,4 +100,40 @@ enum layout_rc layout_settle(struct blob_client *c, unsigned want, unsigned *fou
     if ((rc = read_count(c, found, err, errlen)) != LAYOUT_OK)
         return rc;
     return *found ? compare(want, *found, err, errlen) : LAYOUT_FAILED;
+}
+
+enum layout_rc layout_check(const struct options *opt, unsigned *found, char *err, size_t errlen)
+{
+    struct blob_account account;
+    struct blob_client *c = NULL;
+    struct blob_options quick = {.connect_timeout_ms = 1000, .timeout_ms = 2000};
+    if (blob_parse_connection_string(opt->blob_connection_string, &account, err, errlen) != 0)
+        return LAYOUT_FAILED;
+    enum layout_rc rc = LAYOUT_FAILED;
+    if (blob_client_new(&account, opt->blob_container, &quick, &c, err, errlen) != 0)
+        goto out;
+    uint64_t until = mx_mono_ns() + 30000 * MX_NS_PER_MS;
+    for (;;) {
+        struct blob_result r = {0};
+        bool made = blob_create_container(c, &r) == 0 || r.status == 409;
+        bool transient = !made && blob_result_transient(&r);
+        if (!made)
+            snprintf(err, errlen, "cannot create the blob container '%s': %ld %s %s",
+                     opt->blob_container, r.status, r.error_code, r.message);
+        blob_result_free(&r);
+        if (made &&
+            (rc = layout_settle(c, (unsigned)opt->partitions, found, err, errlen)) != LAYOUT_FAILED)
+            break;
+        if ((made ? false : !transient) || mx_mono_ns() >= until)
+            break;
+        char quoted[600];
+        mx_warn("cannot read the group's partition count; trying again", "error=%s",
+                mx_log_quote(quoted, sizeof quoted, err));
+        struct timespec ts = {0, 500 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+out:
+    blob_client_free(c);
+    blob_account_wipe(&account);
+    return rc;
 }

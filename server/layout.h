@@ -15,6 +15,7 @@
 #include <stddef.h>
 
 #include "blob/blob.h"
+#include "server/options.h"
 
 #define LAYOUT_BLOB "group"
 
@@ -26,5 +27,10 @@ enum layout_rc {
 
 enum layout_rc layout_settle(struct blob_client *c, unsigned want, unsigned *found, char *err,
                              size_t errlen);
+
+/* The same on the container of a server's options (--blob-connection-string,
+ * --blob-container), for --partitions: creates the container if it is missing, and tries
+ * for up to 30 s while the blob store does not answer, as joining the group does. */
+enum layout_rc layout_check(const struct options *opt, unsigned *found, char *err, size_t errlen);
 
 #endif

@@ -24,7 +24,9 @@
 #include "common/prom.h"
 #include "server/core.h"
 #include "server/group.h"
+#include "server/layout.h"
 #include "server/notify.h"
+#include "server/partitions.h"
 #include "server/probe.h"
 
 /* The process: its options, and what it serves with. */
@@ -34,7 +36,8 @@ struct server {
     struct auth *auth;     /* NULL: no authorization */
     struct res_limits lim; /* what a request is checked against */
     struct core *core;     /* a lone server's (NULL in a group: the group holds it) */
-    struct group *group;   /* NULL: not in a server group */
+    struct group *group;   /* NULL: not in a server group, or partitioned */
+    struct partitions *ps; /* NULL: not a partitioned group (--partitions 1) */
 };
 
 /* The service manager is told what /readyz would answer, and whether the server is healthy:
@@ -47,8 +50,11 @@ static void server_notify(struct server *s, struct notify *n)
     bool ready = http_ready(s->http, why, sizeof why, &details);
     mx_buf_free(&details);
     struct core *c = s->group ? group_core(s->group) : s->core;
-    bool healthy = !c || core_healthy(c, sick, sizeof sick);
-    const char *role = s->group ? group_role(s->group) : NULL;
+    bool healthy = s->ps ? partitions_healthy(s->ps, sick, sizeof sick)
+                         : !c || core_healthy(c, sick, sizeof sick);
+    const char *role = s->group ? group_role(s->group)
+                       : s->ps  ? (partitions_owned(s->ps) ? "active" : "standby")
+                                : NULL;
     if (!healthy)
         snprintf(status, sizeof status, "unhealthy: the store fails: %s", sick);
     else if (!ready)
@@ -153,8 +159,23 @@ int main(int argc, char **argv)
     struct http_core front; /* a lone server's core, served from the first request */
     struct core_config cc = {.opt = &s.opt};
     struct group_config gc = {.opt = &s.opt, .partition = 0, .partitions = 1};
-    if (s.opt.ha ? group_open(&s.group, &gc, err, sizeof err, &failed) != 0
-                 : core_open(&s.core, &cc, err, sizeof err, &failed) != CORE_OK)
+    struct partitions_config pc = {.opt = &s.opt, .count = (unsigned)s.opt.partitions};
+    if (s.opt.ha) {
+        /* The group's partition count, written by its first server: another is refused. */
+        unsigned found = 0;
+        enum layout_rc lr = layout_check(&s.opt, &found, err, sizeof err);
+        if (lr == LAYOUT_MISMATCH) {
+            fprintf(stderr, "mutexd: %s\n", err);
+            return 2;
+        }
+        if (lr != LAYOUT_OK) {
+            failed = "cannot join the server group";
+            goto fail;
+        }
+    }
+    if (s.opt.ha && pc.count > 1 ? partitions_open(&s.ps, &pc, err, sizeof err, &failed) != 0
+        : s.opt.ha               ? group_open(&s.group, &gc, err, sizeof err, &failed) != 0
+                                 : core_open(&s.core, &cc, err, sizeof err, &failed) != CORE_OK)
         goto fail;
     if (s.core)
         core_front(s.core, &front);
@@ -173,12 +194,19 @@ int main(int argc, char **argv)
         .ui = s.opt.ui,
         .lim = &s.lim,
         .core = s.core ? &front : NULL,
-        .ready = s.group ? group_ready : NULL,
-        .metrics = s.group ? group_metrics : NULL,
+        .partitions = s.ps ? pc.count : 1,
+        .ready = s.group ? group_ready
+                 : s.ps  ? partitions_ready
+                         : NULL,
+        .metrics = s.group ? group_metrics
+                   : s.ps  ? partitions_metrics
+                           : NULL,
         .forward_timeout_ms = s.opt.forward_timeout_ms,
         .served_by = s.opt.ha ? s.opt.advertise_url : s.opt.fault_served_by,
-        .servers = s.group ? group_render_servers : NULL,
-        .ctx = s.group,
+        .servers = s.group ? group_render_servers
+                   : s.ps  ? partitions_render_servers
+                           : NULL,
+        .ctx = s.group ? (void *)s.group : (void *)s.ps,
         .fault_role = s.opt.fault_role,
         .fault_role_after = s.opt.fault_role_after,
         .fault_role_after_ms = s.opt.fault_role_after_ms,
@@ -189,21 +217,32 @@ int main(int argc, char **argv)
     }
     if (s.group)
         group_attach(s.group, s.http);
-    mx_info("started", "version=%s address=%s data_dir=%s leases=%zu role=%s", MUTEXD_VERSION,
-            http_address(s.http), s.opt.data_dir, s.core ? core_leases(s.core) : (size_t)0,
-            s.group ? group_role(s.group) : "active");
+    if (s.ps)
+        partitions_attach(s.ps, s.http);
+    mx_info("started", "version=%s address=%s data_dir=%s leases=%zu role=%s partitions=%u",
+            MUTEXD_VERSION, http_address(s.http), s.opt.data_dir,
+            s.core ? core_leases(s.core) : (size_t)0,
+            s.group ? group_role(s.group)
+            : s.ps  ? "standby"
+                    : "active",
+            pc.count);
 
     int sig = 0;
     bool fenced = false;
-    uint64_t group_at = s.group ? mx_mono_ns() + GROUP_TICK_MS * MX_NS_PER_MS : 0;
+    uint64_t group_at = s.group || s.ps ? mx_mono_ns() + GROUP_TICK_MS * MX_NS_PER_MS : 0;
+    uint64_t leave_by = 0; /* leaving: the partitions have moved, or this time has come */
     for (;;) {
         /* A server of a group looks at the group between signals, and the service manager
          * (if any) is told how the server is when it is due. */
-        if (s.group && mx_mono_ns() >= group_at) {
-            if (group_tick(s.group) != 0) {
+        if (group_at && mx_mono_ns() >= group_at) {
+            if (s.group && group_tick(s.group) != 0) {
                 fenced = true;
                 break;
             }
+            if (s.ps)
+                partitions_tick(s.ps);
+            if (leave_by && (partitions_left(s.ps) || mx_mono_ns() >= leave_by))
+                break;
             group_at = mx_mono_ns() + GROUP_TICK_MS * MX_NS_PER_MS;
         }
         uint64_t notify_at = notify_next_ns(&notify);
@@ -216,6 +255,16 @@ int main(int argc, char **argv)
             deadline = group_at;
         if ((sig = wait_signal(&set, deadline)) == 0)
             continue;
+        if (sig != SIGHUP && s.ps && !leave_by) {
+            /* Partitions move by handover before the server stops; its requests meanwhile
+             * are forwarded to their new owners. */
+            mx_info("leaving the group: moving the partitions", "signal=%s",
+                    sig == SIGTERM ? "TERM" : "INT");
+            notify_stopping(&notify, "stopping: moving the partitions to the other servers");
+            partitions_leave(s.ps);
+            leave_by = mx_mono_ns() + 2 * s.opt.failover_after_ms * MX_NS_PER_MS;
+            continue;
+        }
         if (sig != SIGHUP)
             break;
         notify_reloading(&notify, mx_mono_ns(), "reloading: rereading the tokens file");
@@ -242,6 +291,7 @@ int main(int argc, char **argv)
         http_set_core(s.http, 0, NULL);
     core_close(s.core);
     group_close(s.group); /* takes its core back and closes it first */
+    partitions_close(s.ps);
     http_stop(s.http);
     auth_free(s.auth);
     if (fenced) {
@@ -263,6 +313,7 @@ fail:;
     notify_status(&notify, status);
     core_close(s.core);
     group_close(s.group);
+    partitions_close(s.ps);
     auth_free(s.auth);
     return 1;
 }

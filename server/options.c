@@ -123,6 +123,9 @@ static const struct option_def defs[] = {
      "10000", 100, 600000,
      "a standby holds a request this long for an active server to forward it to (and waits "
      "this long for the active's answer beyond the request's own wait_ms)"},
+    {"partitions", "MUTEXD_PARTITIONS", "N", T_U64, OFF(partitions), "1", 1, 256,
+     "split the group's resources into N partitions, spread over its servers (needs --ha "
+     "above 1; fixed when the group is created)"},
     {"log-level", "MUTEXD_LOG_LEVEL", "LEVEL", T_LEVEL, OFF(log_level), "info", 0, 0,
      "debug, info, warn, error or off"},
 };
@@ -691,6 +694,13 @@ int options_parse(struct options *o, int argc, char **argv)
     }
     if (o->ha && check_ha(o) != 0)
         return 2;
+    if (o->partitions > 1 && !o->ha) {
+        fprintf(stderr,
+                "mutexd: --partitions %" PRIu64 " needs --ha (a partitioned group is a "
+                "server group)\n",
+                o->partitions);
+        return 2;
+    }
     if (o->mirror_mode != MIRROR_OFF && !o->blob_connection_string) {
         fprintf(stderr,
                 "mutexd: --mirror %s needs --blob-connection-string (or "

@@ -34,7 +34,8 @@ struct options {
     bool ha;
     const char *advertise_url; /* http(s)://host:port this server is reached at */
     uint64_t failover_after_ms, failover_grace_ms, forward_timeout_ms;
-    bool probe; /* --probe: check a running server's /healthz and exit */
+    uint64_t partitions; /* --partitions: of the group, 1 to 256 */
+    bool probe;          /* --probe: check a running server's /healthz and exit */
     /* testing only: MUTEXD_FAULT_COMMIT (builds with MUTEXD_FAULT_INJECTION) */
     uint64_t fault_commit_every, fault_commit_first, fault_commit_count;
     uint64_t fault_append_pause_ms;  /* MUTEXD_FAULT_APPEND_PAUSE_MS */

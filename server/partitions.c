@@ -4,14 +4,18 @@
 #include "server/partitions.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "common/clock.h"
 #include "common/json_out.h"
 #include "common/log.h"
 #include "common/partition.h"
+#include "common/prom.h"
+#include "server/core.h"
 #include "server/group.h"
 #include "server/placement.h"
 
@@ -33,6 +37,7 @@ struct partitions {
     char gone[MAX_SERVERS][256];
     int64_t gone_ms[MAX_SERVERS];
     size_t ngone;
+    bool leaving; /* partitions_leave(): no placement, no claims */
 };
 
 /* A server given up is not live for this long: its heartbeat is stale by then. */
@@ -50,6 +55,14 @@ int partitions_open(struct partitions **out, const struct partitions_config *cfg
     }
     ps->opt = cfg->opt;
     ps->count = cfg->count;
+    /* Each partition's store is in p<ppp>/ of the data directory. */
+    if (mkdir(cfg->opt->data_dir, 0700) != 0 && errno != EEXIST) {
+        *failed = "cannot open the store";
+        snprintf(err, errlen, "cannot create the data directory %s: %s", cfg->opt->data_dir,
+                 strerror(errno));
+        free(ps);
+        return -1;
+    }
     /* A free partition whose target has not taken it within two failover times is anyone's;
      * a server is given partitions once it has been live for three heartbeat times. */
     int64_t failover = (int64_t)cfg->opt->failover_after_ms;
@@ -97,6 +110,45 @@ unsigned partitions_owned(struct partitions *ps)
 bool partitions_owns(struct partitions *ps, unsigned p)
 {
     return p < ps->count && group_core(ps->groups[p]) != NULL;
+}
+
+bool partitions_ready(void *ctx, char *why, size_t len, struct mx_buf *details)
+{
+    struct partitions *ps = ctx;
+    unsigned owned = partitions_owned(ps);
+    mx_buf_printf(details, "\"role\":\"%s\",\"partitions_owned\":%u", owned ? "active" : "standby",
+                  owned);
+    for (unsigned p = 0; p < ps->count; p++) {
+        struct mx_buf scratch = {0};
+        char reason[128];
+        bool ready = group_ready(ps->groups[p], reason, sizeof reason, &scratch);
+        mx_buf_free(&scratch);
+        if (!ready) {
+            snprintf(why, len, "partition %u: %s", p, reason);
+            return false;
+        }
+    }
+    return true;
+}
+
+void partitions_metrics(void *ctx, struct mx_buf *b)
+{
+    struct partitions *ps = ctx;
+    struct mx_buf texts[MX_PARTITIONS_MAX];
+    char names[MX_PARTITIONS_MAX][12];
+    const char *values[MX_PARTITIONS_MAX];
+    for (unsigned p = 0; p < ps->count; p++) {
+        texts[p] = (struct mx_buf){0};
+        group_metrics(ps->groups[p], &texts[p]);
+        snprintf(names[p], sizeof names[p], "%u", p);
+        values[p] = names[p];
+    }
+    if (prom_merge_labelled(b, texts, values, ps->count, "partition") != 0)
+        b->oom = true;
+    for (unsigned p = 0; p < ps->count; p++)
+        mx_buf_free(&texts[p]);
+    prom_gauge(b, "mutexd_partitions_owned", "The partitions this server owns.",
+               partitions_owned(ps));
 }
 
 /* "active" for a server that owns a partition, else "standby". */
@@ -234,8 +286,47 @@ static void note_gone(struct partitions *ps, int64_t now)
     }
 }
 
+bool partitions_healthy(struct partitions *ps, char *why, size_t len)
+{
+    for (unsigned p = 0; p < ps->count; p++) {
+        struct core *c = group_core(ps->groups[p]);
+        if (c && !core_healthy(c, why, len))
+            return false;
+    }
+    return true;
+}
+
+void partitions_leave(struct partitions *ps)
+{
+    ps->leaving = true;
+    group_withdraw(ps->groups[0]);
+    for (unsigned p = 0; p < ps->count; p++) {
+        group_allow_takeover(ps->groups[p], false);
+        if (group_core(ps->groups[p])) {
+            mx_info("leaving: handing a partition over", "partition=%u", p);
+            group_hand_over(ps->groups[p]);
+        }
+    }
+}
+
+bool partitions_left(struct partitions *ps)
+{
+    for (unsigned p = 0; p < ps->count; p++) {
+        const char *owner = group_owner(ps->groups[p]);
+        if (!owner || strcmp(owner, ps->opt->advertise_url) == 0)
+            return false;
+    }
+    return true;
+}
+
 int partitions_tick(struct partitions *ps)
 {
+    if (ps->leaving) {
+        for (unsigned p = 0; p < ps->count; p++)
+            if (group_tick(ps->groups[p]) != 0)
+                group_hand_over(ps->groups[p]);
+        return 0;
+    }
     int64_t now = (int64_t)(mx_mono_ns() / MX_NS_PER_MS);
     char(*live)[256] = ps->live;
     size_t n = drop_gone(ps, live, group_live(ps->groups[0], live, MAX_SERVERS), now);

@@ -43,6 +43,25 @@ bool partitions_owns(struct partitions *ps, unsigned p);
  * "partitions": {"count", "owners": [{"partition", "url", "generation", "since"}...]}. */
 int partitions_render_servers(void *ctx, struct mx_buf *out);
 
+/* /readyz (the front's `ready` hook; `ctx`: the partitions): ready when every partition is
+ * served here or has an owner to forward to; details: "role" ("active" when it owns one,
+ * else "standby") and "partitions_owned". */
+bool partitions_ready(void *ctx, char *why, size_t len, struct mx_buf *details);
+/* /metrics (the front's `metrics` hook): every group's figures labelled by partition, and
+ * mutexd_partitions_owned. */
+void partitions_metrics(void *ctx, struct mx_buf *b);
+
+/* Core health for the watchdog: false with what fails when the store of an owned partition
+ * fails its commits. */
+bool partitions_healthy(struct partitions *ps, char *why, size_t len);
+/* A server leaving (SIGTERM) moves its partitions before it stops: its heartbeat goes, so
+ * that placement elsewhere counts without it, and every partition it owns is handed over
+ * (its requests are held, then forwarded to the new owner); it claims nothing more. Keep
+ * calling partitions_tick() until partitions_left() or a deadline. */
+void partitions_leave(struct partitions *ps);
+/* True when, leaving, every partition has an owner and none is this server. */
+bool partitions_left(struct partitions *ps);
+
 /* Takes every core back from the front and closes it, then leaves (after http_quiesce()). */
 void partitions_close(struct partitions *ps);
 

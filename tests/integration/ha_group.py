@@ -115,6 +115,8 @@ class ProxiedGroup:
         self.az = az
         self.container = "f" + uuid.uuid4().hex[:20]
         self.extra = list(extra)
+        self.partitions = int(self.extra[self.extra.index("--partitions") + 1]
+                              if "--partitions" in self.extra else 1)
         self.mirror = mirror
         self.ha = ha
         self.envs = list(envs or [{}] * n)
@@ -279,7 +281,7 @@ class Load:
         g = self.group
         get = g.get()
         base = check(self.history, get, self.finals)
-        toks = check_tokens(self.history)
+        toks = check_tokens(self.history, partitioned=g.partitions > 1)
         lbad, lost = check_ledger(self.history, get)
         places = check_places(self.history)
         events = []

@@ -433,9 +433,11 @@ def check(history, group_get=None, finals=None):
     return bad
 
 
-def check_tokens(history):
+def check_tokens(history, partitioned=False):
     """Fencing tokens across every resource: a token belongs to one lease, and a grant
-    answered before another grant was sent has the smaller token. Returns violations."""
+    answered before another grant was sent has the smaller token (on a partitioned group,
+    among the grants of one partition: its tokens end in its number, token % 256). Returns
+    violations."""
     bad = []
     grants = {}  # lease_id -> its first answered acquire
     for e in history.events:
@@ -453,16 +455,21 @@ def check_tokens(history):
         bad.append("%d fencing tokens handed out more than once" % len(twice))
     # Sweep: grants by the time they were answered; for each grant, the largest token
     # answered before it was sent must be smaller than its own.
-    by_recv = sorted(grants.values(), key=lambda e: e["recv"])
-    by_send = sorted(grants.values(), key=lambda e: e["send"])
-    i, top, top_e, back = 0, 0, None, []
-    for b in by_send:
-        while i < len(by_recv) and by_recv[i]["recv"] < b["send"]:
-            if by_recv[i]["token"] > top:
-                top, top_e = by_recv[i]["token"], by_recv[i]
-            i += 1
-        if top_e is not None and b["token"] <= top and top_e is not b:
-            back.append((b, top_e))
+    sets = {}
+    for e in grants.values():
+        sets.setdefault(e["token"] % 256 if partitioned else 0, []).append(e)
+    back = []
+    for part in sets.values():
+        by_recv = sorted(part, key=lambda e: e["recv"])
+        by_send = sorted(part, key=lambda e: e["send"])
+        i, top, top_e = 0, 0, None
+        for b in by_send:
+            while i < len(by_recv) and by_recv[i]["recv"] < b["send"]:
+                if by_recv[i]["token"] > top:
+                    top, top_e = by_recv[i]["token"], by_recv[i]
+                i += 1
+            if top_e is not None and b["token"] <= top and top_e is not b:
+                back.append((b, top_e))
     for b, a in back[:10]:
         bad.append("%s: token %d granted after %s's token %d was answered (tokens went back)"
                    % (b["resource"], b["token"], a["resource"], a["token"]))

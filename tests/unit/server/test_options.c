@@ -64,10 +64,12 @@ static int set(const struct option_def *d, bool by_env, const char *value, struc
     return parse(o, 2, args);
 }
 
-/* The cross-option checks tie min-ttl to max-ttl: keep the other one out of the way. */
+/* The cross-option checks tie min-ttl to max-ttl, and --partitions above 1 to --ha: their
+ * values in range are checked elsewhere. */
 static bool needs_room(const struct option_def *d)
 {
-    return d->offset == OFF(min_ttl_ms) || d->offset == OFF(max_ttl_ms);
+    return d->offset == OFF(min_ttl_ms) || d->offset == OFF(max_ttl_ms) ||
+           d->offset == OFF(partitions);
 }
 
 static void every_numeric_option_takes_its_bounds_and_refuses_past_them(void **state)
