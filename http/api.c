@@ -620,6 +620,18 @@ bool api_query_param(enum api_route route, struct api_query *q, const char *key,
      * query as it was. */
     uint64_t v;
     bool watch = route == ROUTE_GET || route == ROUTE_LIST;
+    /* The partition a list or events request is limited to: checked against the group's
+     * count when the request arrives (http/framing.c). */
+    if ((route == ROUTE_LIST || route == ROUTE_EVENTS) && strcmp(key, "partition") == 0)
+        return true;
+    if ((route == ROUTE_EVENTS && strcmp(key, "after") == 0) ||
+        (route == ROUTE_LIST && strcmp(key, "index") == 0)) {
+        if (value && value[0] == 'v' && strlen(value) <= API_MAX_POSITION) {
+            q->index_text = value; /* a partitioned group's position: http/spread.c */
+            q->has_index = true;
+            return true;
+        }
+    }
     if (route == ROUTE_EVENTS && strcmp(key, "after") == 0) {
         if (!parse_u64(value, &v))
             return api_fail(e, 400, "invalid_field", "after",

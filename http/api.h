@@ -20,6 +20,9 @@
 #define API_DEFAULT_TTL_MS     15000
 #define API_DEFAULT_LIMIT      100
 #define API_MAX_LIMIT          1000
+/* A partitioned group's list or events position: "v" and up to 256 numbers of up to 20
+ * digits, each after a '.'. */
+#define API_MAX_POSITION (1 + 256 * 21)
 
 enum api_route {
     ROUTE_NONE = 0,
@@ -89,6 +92,10 @@ struct api_query {
     /* resource GET, list watch, events (index: `after` for events) */
     bool has_index, has_wait;
     uint64_t index, wait_ms;
+    /* A list watch's `index` or an events request's `after` that is not a number: the
+     * opaque position of a partitioned group ("v" and a number per partition, see
+     * http/spread.h), which only a list or events request of every partition takes. */
+    const char *index_text;
     /* list, events */
     const char *prefix, *cursor;
     bool has_limit;

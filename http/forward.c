@@ -259,11 +259,21 @@ static uint64_t deadline(const struct fwd *f, const struct fwd_req *r)
     return r->arrival_ns + f->timeout_ns;
 }
 
+/* The role `r` is handled in this turn: a request with a self URL is sent to it while
+ * its partition is served here. */
+static enum http_role role_of(const struct fwd *f, const struct fwd_req *r)
+{
+    enum http_role role = f->parts[r->partition].cur_role;
+    return role == HTTP_ROLE_SERVE && r->self_url ? HTTP_ROLE_FORWARD : role;
+}
+
 /* Starts sending `r` (on no list) to the current URL; on success it is on `sending`. */
 static bool start(struct fwd *f, struct fwd_req *r, uint64_t now)
 {
     char url[URL_MAX + 8192];
-    const char *to = f->parts[r->partition].cur_url;
+    const char *to = f->parts[r->partition].cur_role == HTTP_ROLE_SERVE && r->self_url
+                         ? r->self_url
+                         : f->parts[r->partition].cur_url;
     size_t base = strlen(to);
     while (base && to[base - 1] == '/')
         base--;
@@ -422,7 +432,7 @@ static uint64_t settle_held(struct fwd *f, uint64_t now, uint64_t wake)
         list = r->_next;
         r->_next = NULL;
         atomic_fetch_sub(&f->n_held, 1);
-        enum http_role role = f->parts[r->partition].cur_role;
+        enum http_role role = role_of(f, r);
         if (atomic_load(&r->_cancel)) {
             complete(f, r, FWD_GONE, NULL);
         } else if (role == HTTP_ROLE_SERVE) {

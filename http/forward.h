@@ -67,6 +67,10 @@ struct fwd_req {
      * an acquire with the lease_id proposed, a renewal, a release). False for a break and an
      * acquire without a lease_id: those go to the active at most once (see forward.c). */
     bool idempotent;
+    /* Where it goes while its partition is served here (HTTP_ROLE_SERVE): this server's
+     * own URL, for a request that must be answered by HTTP whoever owns the partition (a
+     * part of a list of every partition). NULL: such a request comes back FWD_SERVE_HERE. */
+    const char *self_url;
     void (*done)(struct fwd_req *r);
 
     /* results: valid in `done` and after; fwd_req_clear() frees them */

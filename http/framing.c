@@ -77,6 +77,25 @@ enum MHD_Result http_i_on_headers(struct hreq *q, const char *url, const char *m
             q->name[q->name_len] = '\0';
             q->partition = mx_partition(q->name, q->name_len, q->h->cfg.partitions);
         }
+        /* A list or events request of one partition (`partition=P`) goes to that
+         * partition's core or owner; without it, a partitioned server asks every one
+         * (http/spread.c). Read here: the partition decides where it is dispatched. */
+        const char *pv =
+            q->route == ROUTE_LIST || q->route == ROUTE_EVENTS
+                ? MHD_lookup_connection_value(q->conn, MHD_GET_ARGUMENT_KIND, "partition")
+                : NULL;
+        if (pv) {
+            char *end = NULL;
+            unsigned long v = *pv >= '0' && *pv <= '9' ? strtoul(pv, &end, 10) : 0;
+            if (!end || *end || v >= h->cfg.partitions) {
+                q->failed = true;
+                api_fail(&q->err, 400, "invalid_field", "partition",
+                         "partition must be a whole number from 0 to %u", h->cfg.partitions - 1);
+            } else {
+                q->partition = (unsigned)v;
+                q->one_partition = true;
+            }
+        }
         if (q->route == ROUTE_UI) {
             q->ui_redirect = strcmp(url, "/ui") == 0;
             q->asset = ui_find(url);

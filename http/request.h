@@ -37,6 +37,7 @@
 #include "http/hangup.h"
 #include "http/listener.h"
 #include "http/render.h"
+#include "http/spread.h"
 #include "http/stats.h"
 #include "http/ui.h"
 #include "persistence/store.h"
@@ -148,6 +149,10 @@ struct hreq {
     char name[MX_NAME_MAX + 1];
     size_t name_len;
     unsigned partition; /* of the resource named (0 when none): whose core or owner serves it */
+    bool one_partition; /* a list or events request limited to `partition` (partition=P) */
+    /* A list or events request of a partitioned server, asked of every partition: the
+     * connection's thread's but while the parts are out (http/spread.h). */
+    struct spread *spread;
     char rid[72];
     char reason[API_MAX_REASON + 1];
 };

@@ -67,6 +67,10 @@ static void on_hangup(void *ctx, uint64_t id, void *arg)
     struct http *h = ctx;
     struct hreq *q = arg;
     /* q->watched stays: unwatching an id the watcher dropped already is harmless. */
+    if (q->spread) {
+        spread_cancel(h, q->spread); /* every partition's wait is closed */
+        return;
+    }
     if (q->forwarding) {
         fwd_cancel(h->fwd, &q->fwd); /* the transfer is closed: the active drops its waiter */
         return;
@@ -175,6 +179,8 @@ static const char *not_serving(struct hreq *q)
 static enum MHD_Result answer_resumed(struct hreq *q)
 {
     http_i_uncount(q);
+    if (q->spread)
+        return spread_answer(q);
     if (q->forwarding)
         return answer_forwarded(q);
     if (q->ev_held) {
@@ -341,10 +347,18 @@ static enum MHD_Result serve_request(struct hreq *q)
         held_ms = api_query_wait(&qc.query, h->cfg.lim);
     else if (q->route == ROUTE_EVENTS && qc.query.has_wait)
         held_ms = qc.query.wait_ms;
+    bool every_partition = (q->route == ROUTE_LIST || q->route == ROUTE_EVENTS) &&
+                           h->cfg.partitions > 1 && !q->one_partition;
+    if (qc.query.index_text && !every_partition) {
+        const char *what = q->route == ROUTE_EVENTS ? "after" : "index";
+        api_fail(&q->err, 400, "invalid_field", what, "%s must be a whole number, as returned %s",
+                 what, q->route == ROUTE_EVENTS ? "in next" : "by GET");
+        return http_i_send_error(q, &q->err);
+    }
     /* Every check of this server passed: a standby hands it on, a fenced server refuses. */
     enum http_role role = q->here ? HTTP_ROLE_SERVE : fwd_role(h->fwd, q->partition);
     const struct http_core *core = &h->parts[q->partition].core;
-    if (role == HTTP_ROLE_FENCED)
+    if (role == HTTP_ROLE_FENCED && !every_partition)
         return http_i_send_group_unavailable(q, FWD_FENCED);
     uint64_t wait_ms = q->ra.rq.wait_ms > held_ms ? q->ra.rq.wait_ms : held_ms;
     if (wait_ms > 0 && !q->wait_slot) {
@@ -355,6 +369,8 @@ static enum MHD_Result serve_request(struct hreq *q)
         }
         q->wait_slot = true;
     }
+    if (every_partition)
+        return spread_start(q, held_ms);
     if (role != HTTP_ROLE_SERVE)
         return forward(q, wait_ms);
     uint64_t until = atomic_load_explicit(&h->serve_until_ns, memory_order_relaxed);
@@ -689,6 +705,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         hangup_unwatch(h->hangup, q->id);
     res_req_clear(&q->ra.rq);
     fwd_req_clear(&q->fwd);
+    spread_free(q->spread);
     free(q->target);
     if (q->list)
         ra_list_free(q->list);

@@ -290,3 +290,108 @@ def test_the_partition_count_is_fixed_when_the_group_is_created(groups):  # noqa
         assert "partitions" in r.stderr, r.stderr
     view = json.loads(raw(g.servers[0].client_url, "GET", "/v1/servers").body)
     assert view["partitions"]["count"] == 4
+
+
+def get_json(url, path, timeout=30):
+    r = raw(url, "GET", path, timeout=timeout)
+    assert r.status == 200, (path, r.status, r.body)
+    return r.json
+
+
+def held_until(url, path, acquire_url, name):
+    """GET `path` from `url` on a thread: still held a second later, then answered once
+    `name` is acquired through `acquire_url`. Returns (the answer, seconds it took)."""
+    answers = []
+
+    def run():
+        t0 = time.monotonic()
+        r = raw(url, "GET", path)
+        answers.append((r, time.monotonic() - t0))
+    t = threading.Thread(target=run)
+    t.start()
+    time.sleep(1.0)
+    assert not answers, answers
+    r = raw(acquire_url, "POST", "/v1/resources/%s/acquire" % name,
+            {"owner": "late", "ttl_ms": 60000})
+    assert r.status == 200, r.body
+    t.join(timeout=30)
+    assert answers and answers[0][0].status == 200, answers
+    return answers[0]
+
+
+def test_lists_and_events_span_every_partition(groups):  # noqa: F811
+    """A list pages through every partition's resources in name order, each once; a list
+    watch from one server wakes on a change in a partition another server owns; events come
+    from every partition, each once, oldest first, and an events wait wakes on any."""
+    g = groups(3, extra=PARTS).start(stagger=0.3)
+    m = settled(g)
+    a, b = g.servers[0], g.servers[1]
+    names = sorted(names_of(range(N), per=3, prefix="spread-a") +
+                   names_of(range(N), per=3, prefix="spread-b"))
+    assert len({partition_of(n) for n in names}) == N
+    for i, n in enumerate(names):
+        r = raw(g.servers[i % 3].client_url, "POST", "/v1/resources/%s/acquire" % n,
+                {"owner": "w%d" % i, "ttl_ms": 60000})
+        assert r.status == 200, r.body
+    raw(a.client_url, "POST", "/v1/resources/other/acquire", {"owner": "o", "ttl_ms": 60000})
+
+    # Paged by 7, from a server that owns only some of the partitions.
+    seen, cursor, pages = [], None, 0
+    while True:
+        q = "/v1/resources?prefix=spread&limit=7" + ("&cursor=%s" % cursor if cursor else "")
+        page = get_json(a.client_url, q)
+        assert isinstance(page["index"], str) and page["index"].startswith("v")
+        assert len(page["index"][1:].split(".")) == N
+        seen += [r["resource"] for r in page["resources"]]
+        pages += 1
+        cursor = page["next_cursor"]
+        if not cursor:
+            break
+        assert len(page["resources"]) == 7
+    assert seen == sorted(n for n in names if n.startswith("spread")), seen
+    assert pages == (len(seen) + 6) // 7
+    every = get_json(b.client_url, "/v1/resources?limit=1000")
+    assert [r["resource"] for r in every["resources"]] == sorted(names + ["other"])
+
+    # One partition alone; a bad partition; a position of another group size.
+    p0 = get_json(a.client_url, "/v1/resources?partition=3&limit=1000")
+    assert isinstance(p0["index"], int)
+    assert {r["resource"] for r in p0["resources"]} == {
+        n for n in names + ["other"] if partition_of(n) == 3}
+    for bad in ("/v1/resources?partition=16", "/v1/resources?partition=x",
+                "/v1/resources?index=v1.2&wait_ms=10", "/v1/resources?index=5&wait_ms=10",
+                "/v1/events?after=7", "/v1/events?after=v1"):
+        r = raw(a.client_url, "GET", bad)
+        assert r.status == 400 and r.json["error"]["code"] == "invalid_field", (bad, r.body)
+
+    # A list watch held at a wakes on a change in a partition b owns.
+    index = get_json(a.client_url, "/v1/resources?prefix=spread&limit=1")["index"]
+    target = next(n for n in names_of(range(N), per=1, prefix="late")
+                  if m[partition_of(n)] == b.url)
+    w, took = held_until(a.client_url, "/v1/resources?prefix=late&index=%s&wait_ms=20000" % index,
+                         b.client_url, target)
+    assert [x["resource"] for x in w.json["resources"]] == [target]
+    assert w.json["index"] != index and took < 10 * SLOW
+
+    # Events: every grant once, oldest first, in pages of 9 by the position.
+    after, grants, truncated = None, [], False
+    for _ in range(100):
+        page = get_json(g.servers[2].client_url, "/v1/events?limit=9" +
+                        ("&after=%s" % after if after else ""))
+        grants += [(e["at"], e["partition"], e["index"], e["resource"])
+                   for e in page["events"] if e["type"] == "granted"]
+        truncated |= page["truncated"]
+        after = page["next"]
+        if not page["events"]:
+            break
+    assert not truncated
+    assert sorted(x[3] for x in grants) == sorted(names + ["other", target])
+    assert grants == sorted(grants)
+    assert all(partition_of(x[3]) == x[1] for x in grants)
+    # A wait from that position wakes on the next change, whatever its partition.
+    late2 = next(n for n in names_of(range(N), per=1, prefix="later")
+                 if m[partition_of(n)] == g.servers[2].url)
+    w, took = held_until(a.client_url, "/v1/events?after=%s&wait_ms=20000" % after,
+                         b.client_url, late2)
+    assert [e["resource"] for e in w.json["events"]] == [late2]
+    assert took < 10 * SLOW

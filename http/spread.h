@@ -1,0 +1,48 @@
+/*
+ * Lists, list watches and events of a partitioned server: every partition asked, the
+ * answers merged (docs/api.md, "Partitions").
+ *
+ * A list or events request without `partition=P` on a server of N > 1 partitions is sent
+ * on as N requests, one per partition with `partition=p`, through the forwarder: to the
+ * partition's owner, or to this server's own URL for a partition served here, so that each
+ * part is answered as any request of one partition is (held while the partition has no
+ * owner, checked against the caller's token, served by whoever owns it by then). The
+ * answers are merged:
+ *
+ * - a list: every partition's first `limit` names after the cursor, merged by name and
+ *   cut at `limit`; names order the list across partitions, so the cursor is the last
+ *   name given, as on one partition, and nothing is skipped or shown twice;
+ * - events: merged oldest first (by time, then partition, then index), cut at `limit`,
+ *   each with its `partition`;
+ * - `index` (a list) and `next` (events) are positions: "v" and each partition's index,
+ *   joined by '.' ("v12.0.7" for three partitions), given back as `index` or `after`.
+ *
+ * A list watch waits on every partition at once, each from its own index; the first that
+ * changes ends the others' waits, which are then read afresh. An events wait ends at the
+ * first partition with an event; the others' positions stay as given.
+ *
+ * Threads: spread_start() and spread_answer() on the connection's thread; the parts'
+ * completions on the forwarder's; spread_cancel() on the hang-up watcher's.
+ */
+#ifndef MX_HTTP_SPREAD_H
+#define MX_HTTP_SPREAD_H
+
+#include <microhttpd.h>
+#include <stdint.h>
+
+struct hreq;
+struct http;
+struct spread;
+
+/* Asks every partition for `q` (a list or events request, its query parsed and checked),
+ * waiting up to `held_ms` (a list watch, an events wait; 0: none). The connection is
+ * suspended until every part is answered; spread_answer() then answers it. */
+enum MHD_Result spread_start(struct hreq *q, uint64_t held_ms);
+/* On the connection's resumption: asks again what a watch's change left unread, or merges
+ * and answers. */
+enum MHD_Result spread_answer(struct hreq *q);
+/* The client has gone: the parts still out are cancelled. */
+void spread_cancel(struct http *h, struct spread *s);
+void spread_free(struct spread *s);
+
+#endif
