@@ -17,6 +17,7 @@ from ._errors import APIError, MutexdError, ProtocolError, Timeout, TransportErr
 from . import _leader
 from ._http import Response, Transport
 from ._lock import Lock
+from ._partition import PARTITIONS_MAX, partition_of
 from ._types import (
     Duration,
     Event,
@@ -42,6 +43,12 @@ _RETRY_AFTER_MIN = 0.1
 
 # A list watch woken by a change its list does not show is read again after this long.
 _REREAD_PAUSE = 0.1
+
+# The partition map is learned again at most this often: while partitions move, every
+# request of every thread may meet a surprise, and one refetch a second is enough to follow.
+_MAP_INTERVAL = 1.0
+# A refetch of the map takes at most this long: it delays the request that saw the surprise.
+_MAP_TIMEOUT = 2.0
 
 
 def _url_key(url: str) -> Optional[tuple[str, str, int, str]]:
@@ -107,6 +114,44 @@ def _lease_ref(lease: Any, lease_id: Optional[str]) -> tuple[str, str]:
 _log = logging.getLogger("mutexd")
 
 
+class _PartitionMap:
+    """What ``GET /v1/servers`` says of the partitions: their count, and each one's owner
+    URL (``None`` while none owns it). A count of 1 is a server, or a group, that is not
+    partitioned: nothing to route."""
+
+    __slots__ = ("count", "owners")
+
+    def __init__(self, count: int, owners: Sequence[Optional[str]]) -> None:
+        self.count = count
+        self.owners = tuple(owners)
+
+    @classmethod
+    def from_servers(cls, body: Any) -> "_PartitionMap":
+        parts = body.get("partitions") if isinstance(body, dict) else None
+        if parts is None:
+            return cls(1, [None])
+        if not isinstance(parts, dict):
+            raise ValueError("partitions is not an object")
+        count = _int_or_none(parts, "count")
+        if count is None or count == 1:
+            return cls(1, [None])
+        if not 1 < count <= PARTITIONS_MAX:
+            raise ValueError("the partition count %d is out of range" % count)
+        owners: list[Optional[str]] = [None] * count
+        entries = parts.get("owners")
+        if not isinstance(entries, list):
+            raise ValueError("partitions.owners is not a list")
+        for entry in entries:
+            number = _int_or_none(entry, "partition")
+            if number is None or not 0 <= number < count:
+                raise ValueError("an owner's partition is out of range: %r" % (entry,))
+            url = entry.get("url")
+            if url is not None and not isinstance(url, str):
+                raise ValueError("an owner's url is not a string: %r" % (entry,))
+            owners[number] = url or None
+        return cls(count, owners)
+
+
 def _int_or_none(data: Any, key: str) -> Optional[int]:
     value = data.get(key) if isinstance(data, dict) else None
     if value is None:
@@ -159,6 +204,16 @@ class Client:
     is asked first next time, so that requests stop crossing a standby. With one URL, a
     request is sent once.
 
+    A partitioned group (``--partitions N``): the first answer that names a resource's
+    partition (``Mutexd-Partition``) makes the client read the partition map
+    (``GET /v1/servers``). From then on, a request about one resource (acquire, renew,
+    release, break, get, watch, and so the lock and the leader loop) goes first to the
+    owner of the resource's partition, at its advertised URL, so that no server has to
+    forward it; when that fails, the request goes round the URLs given as above. Lists,
+    events and whoami go as before. The map is read again, at most once a second and
+    without ever failing a request, when an answer about a resource was served by another
+    server than the one asked, or after a 503 or no answer: the partition has moved.
+
     Retries: when a kept-alive connection turns out to have been closed by the server
     before it read the request, the request is sent once more on a new connection. To make
     that resend, the move to another server (and your own retries) safe, :meth:`acquire`
@@ -201,6 +256,21 @@ class Client:
             key = _url_key(t.url)
             if key is not None:
                 self._index_of.setdefault(key, i)
+        self._transport_args: dict[str, Any] = dict(
+            token=token, ssl_context=ssl_context, pool_size=pool_size,
+            user_agent="mutexd-python/%s" % __version__,
+        )
+        # The partition map: None until an answer shows a partitioned group (then read
+        # once), a count of 1 when the group turned out not to be. Replaced whole, so that
+        # a reader always sees one map.
+        self._map: Optional[_PartitionMap] = None
+        self._map_lock = threading.Lock()  # held by the one thread reading the map
+        self._map_read_at = float("-inf")  # time.monotonic() of the last reading
+        self._map_due = False  # a surprise asked for a reading that the interval put off
+        # The owners' advertised URLs that are not among those given: a transport each.
+        self._owners: dict[tuple[str, str, int, str], Transport] = {}
+        self._owners_lock = threading.Lock()
+        self._closed = False
 
     @property
     def url(self) -> str:
@@ -214,7 +284,10 @@ class Client:
 
     def close(self) -> None:
         """Closes the kept-alive connections. Requests after this raise TransportError."""
-        for t in self._transports:
+        with self._owners_lock:
+            self._closed = True
+            owners = list(self._owners.values())
+        for t in self._transports + owners:
             t.close()
 
     def __enter__(self) -> "Client":
@@ -235,67 +308,197 @@ class Client:
         body: Optional[dict[str, Any]],
         timeout: float,
         deadline: Optional[float] = None,
+        resource: Optional[str] = None,
     ) -> Response:
         """Sends a request to the servers in turn (see the class's "Several servers").
         ``timeout`` bounds each attempt; ``deadline`` (``time.monotonic()``), when given,
-        bounds the whole call: no attempt starts or lasts past it."""
-        transports = self._transports
-        count = len(transports)
-        first = self._current
+        bounds the whole call: no attempt starts or lasts past it. A request about
+        ``resource`` goes to its partition's owner first, when the map names one."""
+        if resource is None:
+            return self._attempts(method, path, body, timeout, deadline, None, [])
+        if self._map_due:
+            self._read_map()
+        surprises: list[bool] = []
+        try:
+            return self._attempts(method, path, body, timeout, deadline, resource, surprises)
+        finally:
+            # Read after the call rather than during it: the map serves the next requests,
+            # and this one's attempts and deadline stay as they were.
+            if surprises:
+                self._read_map()
+
+    def _attempts(
+        self,
+        method: str,
+        path: str,
+        body: Optional[dict[str, Any]],
+        timeout: float,
+        deadline: Optional[float],
+        resource: Optional[str],
+        surprises: list[bool],
+    ) -> Response:
+        """The attempts of :meth:`_send`, round after round; a surprise that calls for
+        reading the partition map again is appended to ``surprises``."""
         start = time.monotonic()
         end = start + timeout if deadline is None else min(start + timeout, deadline)
         last: Optional[MutexdError] = None
         pause: Optional[float] = None  # the round's smallest Retry-After, if it had a 503
-        attempt = 0
+        rounds = 0
         while True:
-            if attempt and attempt % count == 0:  # back at a server tried in this call
+            order = self._order(resource)
+            if rounds:  # back at the servers tried in this call
                 assert last is not None
-                if count == 1 or pause is None:
+                if len(order) == 1 or pause is None:
                     raise last
                 wait = min(_RETRY_AFTER_CAP, max(_RETRY_AFTER_MIN, pause))
                 if time.monotonic() + wait >= end:
                     raise last
                 time.sleep(wait)
                 pause = None
-            index = (first + attempt) % count
-            attempt += 1
-            limit = timeout
-            if deadline is not None:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    if last is not None:
-                        raise last
-                    raise Timeout(
-                        "%s %s: the deadline passed before the request was sent"
-                        % (method, transports[index].url + path),
-                        method=method, url=transports[index].url + path,
-                    )
-                limit = min(limit, left)
-            try:
-                resp = transports[index].request(method, path, body, timeout=limit)
-            except TransportError as exc:
-                last = exc
-                continue
-            except Unavailable as exc:
-                last = exc
-                after = exc.retry_after if exc.retry_after is not None else 0.0
-                pause = after if pause is None else min(pause, after)
-                continue
-            except APIError as exc:
-                self._answered(index, exc.headers)  # an error is an answer too
-                raise
-            self._answered(index, resp.headers)
-            return resp
+            rounds += 1
+            for transport, index in order:
+                limit = timeout
+                if deadline is not None:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        if last is not None:
+                            raise last
+                        raise Timeout(
+                            "%s %s: the deadline passed before the request was sent"
+                            % (method, transport.url + path),
+                            method=method, url=transport.url + path,
+                        )
+                    limit = min(limit, left)
+                try:
+                    resp = transport.request(method, path, body, timeout=limit)
+                except TransportError as exc:
+                    last = exc
+                    self._failed(resource, surprises)
+                    continue
+                except Unavailable as exc:
+                    last = exc
+                    after = exc.retry_after if exc.retry_after is not None else 0.0
+                    pause = after if pause is None else min(pause, after)
+                    self._failed(resource, surprises)
+                    continue
+                except APIError as exc:
+                    # An error is an answer too.
+                    self._answered(index, exc.headers, transport, resource, surprises)
+                    raise
+                self._answered(index, resp.headers, transport, resource, surprises)
+                return resp
 
-    def _answered(self, index: int, headers: Mapping[str, str]) -> None:
+    def _order(self, resource: Optional[str]) -> list[tuple[Transport, int]]:
+        """The servers to try, in order, each once, with their index among those given (-1
+        for an owner URL that is not one of them): the owner of the resource's partition
+        first, when the map names one; then the given ones from the one asked first."""
+        transports = self._transports
+        count = len(transports)
+        first = self._current
+        order = [(transports[(first + i) % count], (first + i) % count) for i in range(count)]
+        owner = self._owner_of(resource) if resource is not None else None
+        if owner is None:
+            return order
+        key = _url_key(owner)
+        if key is None:
+            return order
+        index = self._index_of.get(key)
+        if index is not None:
+            return [(transports[index], index)] + [o for o in order if o[1] != index]
+        transport = self._owner_transport(owner, key)
+        if transport is None:
+            return order
+        return [(transport, -1)] + order
+
+    def _owner_of(self, resource: str) -> Optional[str]:
+        """The advertised URL of the owner of the resource's partition, if the map names
+        one."""
+        m = self._map
+        if m is None or m.count == 1:
+            return None
+        return m.owners[partition_of(resource, m.count)]
+
+    def _owner_transport(
+        self, url: str, key: tuple[str, str, int, str]
+    ) -> Optional[Transport]:
+        """The transport to an owner URL that is not among those given, made at its first
+        use and kept: owners are the group's few servers."""
+        with self._owners_lock:
+            if self._closed:
+                return None
+            transport = self._owners.get(key)
+            if transport is None:
+                try:
+                    transport = Transport(url, **self._transport_args)
+                except ValueError:
+                    # An owner URL this client cannot reach (say, without a scheme): the
+                    # given servers forward to it instead.
+                    return None
+                self._owners[key] = transport
+            return transport
+
+    def _failed(self, resource: Optional[str], surprises: list[bool]) -> None:
+        """No answer, or a 503, to a request about ``resource``: on a partitioned group,
+        its partition may have moved."""
+        m = self._map
+        if resource is not None and m is not None and m.count > 1:
+            surprises.append(True)
+
+    def _answered(
+        self,
+        index: int,
+        headers: Mapping[str, str],
+        transport: Optional[Transport] = None,
+        resource: Optional[str] = None,
+        surprises: Optional[list[bool]] = None,
+    ) -> None:
         """Server ``index`` answered: ask it first next time, or the active server it
-        forwarded to, when that is one of ours."""
+        forwarded to, when that is one of ours. An answer about a resource may also ask
+        for the partition map: the first that names a partition, and one served by
+        another server than ``transport``, the one asked."""
         served = headers.get("mutexd-served-by")
+        if resource is not None and surprises is not None and transport is not None:
+            m = self._map
+            if m is None:
+                if "mutexd-partition" in headers:
+                    surprises.append(True)
+            elif m.count > 1 and served and _url_key(served) != _url_key(transport.url):
+                surprises.append(True)
+        if index < 0:
+            return  # an owner that is not one of ours: the one asked first stays
         if served and len(self._transports) > 1:
             key = _url_key(served)
             if key is not None:
                 index = self._index_of.get(key, index)
         self._current = index
+
+    def _read_map(self) -> None:
+        """Reads the partition map from ``GET /v1/servers``, unless it was read less than
+        a second ago (then the next request about a resource reads it), another thread is
+        reading it, or the group is known not to be partitioned. A failure keeps the map
+        as it was: it is logged, never raised, as the request that asked has its answer."""
+        m = self._map
+        if m is not None and m.count == 1:
+            return
+        if time.monotonic() - self._map_read_at < _MAP_INTERVAL:
+            self._map_due = True
+            return
+        if not self._map_lock.acquire(blocking=False):
+            return  # another thread is reading it: this one goes on with the map it has
+        try:
+            if time.monotonic() - self._map_read_at < _MAP_INTERVAL:
+                self._map_due = True
+                return
+            self._map_read_at = time.monotonic()
+            self._map_due = False
+            try:
+                resp = self._send("GET", "/v1/servers", None, min(self.timeout, _MAP_TIMEOUT))
+                self._map = _PartitionMap.from_servers(resp.body)
+            except (MutexdError, ValueError, TypeError) as exc:
+                self._map_due = True
+                _log.debug("mutexd: reading the partition map failed: %s", exc)
+        finally:
+            self._map_lock.release()
 
     def _post(
         self,
@@ -307,15 +510,22 @@ class Client:
     ) -> Response:
         path = "/v1/resources/%s/%s" % (_resource_path(resource), action)
         return self._send(
-            "POST", path, body, self.timeout if timeout is None else timeout, deadline
+            "POST", path, body, self.timeout if timeout is None else timeout, deadline,
+            resource,
         )
 
     def _get(
-        self, path: str, query: Mapping[str, Any], timeout: Optional[float] = None
+        self,
+        path: str,
+        query: Mapping[str, Any],
+        timeout: Optional[float] = None,
+        resource: Optional[str] = None,
     ) -> Response:
         if query:
             path += "?" + urllib.parse.urlencode(query, safe="/:@")
-        return self._send("GET", path, None, self.timeout if timeout is None else timeout)
+        return self._send(
+            "GET", path, None, self.timeout if timeout is None else timeout, None, resource
+        )
 
     @staticmethod
     def _parse(build: Callable[[], Any]) -> Any:
@@ -474,7 +684,7 @@ class Client:
 
     def get(self, resource: str) -> ResourceState:
         """The state of ``resource`` (a name never used is simply free)."""
-        resp = self._get("/v1/resources/" + _resource_path(resource), {})
+        resp = self._get("/v1/resources/" + _resource_path(resource), {}, None, resource)
         return self._parse(lambda: ResourceState.from_json(resp.body))  # type: ignore
 
     def watch(self, resource: str, index: int, wait: Duration = 60.0) -> ResourceState:
@@ -490,6 +700,7 @@ class Client:
             "/v1/resources/" + _resource_path(resource),
             {"index": index, "wait_ms": wait_ms},
             self.timeout + wait_ms / 1000.0,
+            resource,
         )
         return self._parse(lambda: ResourceState.from_json(resp.body))  # type: ignore
 

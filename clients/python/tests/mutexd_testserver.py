@@ -1,8 +1,9 @@
 """Starts and stops a real mutexd for the tests.
 
 The binary is MUTEXD_BIN, else build/mutexd at the root of the repository. Each server
-listens on a free loopback port, keeps its data in a fresh temporary directory, and is
-stopped with SIGTERM (it must exit 0) or killed with SIGKILL when a test says so.
+listens on a free loopback port (or the one a test gives it), keeps its data in a fresh
+temporary directory, and is stopped with SIGTERM (it must exit 0) or killed with SIGKILL
+when a test says so.
 """
 
 from __future__ import annotations
@@ -31,9 +32,12 @@ _STARTED = re.compile(r'msg="started".* address=(\S+)')
 class MutexdServer:
     """One mutexd process."""
 
-    def __init__(self, args: Sequence[str] = (), scheme: str = "http") -> None:
+    def __init__(
+        self, args: Sequence[str] = (), scheme: str = "http", listen: str = "127.0.0.1:0"
+    ) -> None:
         self.args = list(args)
         self.scheme = scheme
+        self.listen = listen
         self.data_dir = tempfile.mkdtemp(prefix="mutexd-pytest-")
         self.proc: Optional[subprocess.Popen] = None
         self.lines: list[str] = []
@@ -48,7 +52,7 @@ class MutexdServer:
     def start(self, timeout: float = 15.0) -> "MutexdServer":
         if not os.path.exists(BIN):
             raise RuntimeError("no mutexd binary at %s (run make build, or set MUTEXD_BIN)" % BIN)
-        cmd = [BIN, "--listen", "127.0.0.1:0", "--data-dir", self.data_dir] + self.args
+        cmd = [BIN, "--listen", self.listen, "--data-dir", self.data_dir] + self.args
         try:
             self.proc = subprocess.Popen(
                 cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -115,12 +119,13 @@ class MutexdServer:
 
 
 def servers(base_args: Sequence[str] = BASE_ARGS) -> Iterator[Callable[..., MutexdServer]]:
-    """For a fixture: yields start(*args, scheme="http"), which starts a server with
-    base_args + args; every server started is stopped afterwards (and its exit checked)."""
+    """For a fixture: yields start(*args, scheme="http", listen="127.0.0.1:0"), which
+    starts a server with base_args + args; every server started is stopped afterwards (and
+    its exit checked)."""
     started: list[MutexdServer] = []
 
-    def start(*args: str, scheme: str = "http") -> MutexdServer:
-        server = MutexdServer(list(base_args) + list(args), scheme=scheme)
+    def start(*args: str, scheme: str = "http", listen: str = "127.0.0.1:0") -> MutexdServer:
+        server = MutexdServer(list(base_args) + list(args), scheme=scheme, listen=listen)
         started.append(server)
         return server.start()
 
