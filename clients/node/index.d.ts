@@ -290,6 +290,14 @@ export interface RequestOptions extends CallOptions {
   headers?: Record<string, string | null | undefined>;
 }
 
+/** A partitioned group's map, as the client last learned it (GET /v1/servers). */
+export interface PartitionMap {
+  /** The number of partitions (2 to 256). */
+  count: number;
+  /** owners[p]: the base URL of partition p's owner, null while none owns it. */
+  owners: Array<string | null>;
+}
+
 export declare class Client {
   /** `url`: one server, or several of a group (an array, or comma-separated); default
    * MUTEXD_URL, else http://127.0.0.1:8080. */
@@ -301,6 +309,9 @@ export declare class Client {
   readonly urls: string[];
   readonly owner: string;
   readonly timeoutMs: number;
+  /** The partition map last learned from a partitioned group; null when the servers are not
+   * partitioned or the map is not known yet. */
+  readonly partitions: PartitionMap | null;
   acquire(resource: string, options?: AcquireOptions): Promise<Lease>;
   renew(lease: LeaseRef, options?: RenewOptions): Promise<Lease>;
   release(lease: LeaseRef, options?: CallOptions): Promise<ReleaseResult>;

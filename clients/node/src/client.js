@@ -17,6 +17,7 @@ import {
 } from './errors.js';
 import { Lock } from './lock.js';
 import { anySignal } from './signals.js';
+import { partitionOf } from './partition.js';
 
 const DEFAULT_TIMEOUT_MS = 10_000;
 const DEFAULT_WATCH_WAIT_MS = 60_000;
@@ -29,6 +30,23 @@ const DEFAULT_URL = 'http://127.0.0.1:8080';
 // at most this long, at least the other.
 const RETRY_AFTER_CAP_MS = 2_000;
 const RETRY_AFTER_MIN_MS = 100;
+// A partitioned group's map is asked for again at most this often: while a partition moves,
+// every request about it is a surprise, and each asking again would add a request per request.
+const RELEARN_MIN_MS = 1_000;
+// The largest partition count the contract allows: a map of more is not one.
+const PARTITIONS_MAX = 256;
+
+// A base URL as Transport keeps it (origin and path, without a trailing slash), or null for
+// what is not an http: or https: URL. Mutexd-Served-By and the map's owners are compared in it.
+function baseUrl(url) {
+  try {
+    const u = new URL(String(url).trim());
+    if (u.protocol !== 'http:' && u.protocol !== 'https:') return null;
+    return u.origin + u.pathname.replace(/\/+$/, '');
+  } catch {
+    return null;
+  }
+}
 
 // The list of server URLs: `url` (a string, comma-separated, a URL, or an array of them), or
 // MUTEXD_URL, or the default.
@@ -101,6 +119,18 @@ export class Client {
   #current = 0;
   #owner;
   #timeoutMs;
+  #transportOptions;
+  // The owners of a partitioned group that are not among the URLs given, by base URL.
+  #owners = new Map();
+  // The partition map last learned, { count, owners: (Transport | null)[] }, or null.
+  #map = null;
+  // Learned that the servers are not partitioned: nothing is routed, the map never asked for.
+  #flat = false;
+  // The map request under way, and when the last one started (performance.now()).
+  #learning = null;
+  #learnedAt = -Infinity;
+  // Aborted by close(): ends a map request still under way.
+  #closing = new AbortController();
 
   /**
    * @param {string | URL | Array<string | URL>} [url] the server's base URL, for example
@@ -120,11 +150,19 @@ export class Client {
    * round. When a round ends in failures and some were 503 answers, the call pauses for their
    * Retry-After (at most 2 s) and goes round again, as long as that leaves it within its
    * timeout of its start; otherwise it rejects with the last attempt's error.
+   *
+   * A partitioned group (`mutexd --partitions N`): once an answer carries Mutexd-Partition
+   * the client asks GET /v1/servers for the partition map, and then sends each request about
+   * one resource to the owner of its partition (its advertised URL, as the map names it),
+   * before the servers above. It asks for the map again, at most once a second and without
+   * failing the request, when an answer about a resource was served by another server than
+   * the one asked, on a 503, or on a TransportError.
    */
   constructor(url, options = {}) {
     const { token, caFile, timeoutMs = DEFAULT_TIMEOUT_MS, owner } = options;
     if (!(Number.isFinite(timeoutMs) && timeoutMs > 0)) throw new TypeError('timeoutMs must be a positive number');
-    this.#ts = serverUrls(url).map((u) => new Transport(u, { token, caFile, timeoutMs }));
+    this.#transportOptions = { token, caFile, timeoutMs };
+    this.#ts = serverUrls(url).map((u) => new Transport(u, this.#transportOptions));
     this.#timeoutMs = timeoutMs;
     this.#owner = owner ?? defaultOwner();
   }
@@ -149,13 +187,33 @@ export class Client {
     return this.#timeoutMs;
   }
 
+  /**
+   * The partition map last learned from a partitioned group: `{ count, owners }`, owners[p]
+   * the base URL of partition p's owner (null while none owns it); null when the servers are
+   * not partitioned or the map is not known (yet).
+   */
+  get partitions() {
+    if (this.#map === null) return null;
+    return { count: this.#map.count, owners: this.#map.owners.map((t) => t?.url ?? null) };
+  }
+
   // Sends a request to the servers in turn (see the constructor). `timeoutMs` bounds each
   // attempt; `deadline` (a performance.now() value), when given, bounds the whole call: no
   // attempt starts or lasts past it.
   async #call(method, path, options) {
-    const { signal, deadline } = options;
-    const count = this.#ts.length;
-    const first = this.#current;
+    const { signal, deadline, resource } = options;
+    // The servers in the order this call tries them: the one asked first and the others after
+    // it; the owner of the resource's partition before them when the map names one.
+    const order = [];
+    const owner = this.#ownerOf(resource);
+    let first = this.#current;
+    if (owner) {
+      const i = this.#ts.indexOf(owner);
+      if (i >= 0) first = i;
+      else order.push(owner);
+    }
+    for (let k = 0; k < this.#ts.length; k++) order.push(this.#ts[(first + k) % this.#ts.length]);
+    const count = order.length;
     const waitMs = Number.isFinite(options.waitMs) && options.waitMs > 0 ? options.waitMs : 0;
     const perAttempt = (options.timeoutMs ?? this.#timeoutMs) + waitMs;
     const start = performance.now();
@@ -171,12 +229,12 @@ export class Client {
         await sleep(ms, signal);
         pause = undefined;
       }
-      const index = (first + attempt) % count;
+      const t = order[attempt % count];
       let timeoutMs = options.timeoutMs;
       if (deadline !== undefined) {
         const left = deadline - performance.now();
         if (left <= 0) {
-          const url = this.#ts[index].url + path;
+          const url = t.url + path;
           throw last ?? new TimeoutError(`${method} ${url}: the deadline passed before the request was sent`, {
             code: 'ETIMEDOUT',
             method,
@@ -188,40 +246,115 @@ export class Client {
       let servedBy;
       const answered = (headers) => {
         servedBy = headers['mutexd-served-by'];
+        if (!options.learning) this.#checkRoute(t, headers, resource !== undefined);
       };
       try {
-        const result = await this.#once(this.#ts[index], method, path, { ...options, timeoutMs }, answered);
-        this.#current = this.#askFirst(index, servedBy);
+        const result = await this.#once(t, method, path, { ...options, timeoutMs }, answered);
+        this.#askFirst(t, servedBy);
         return result;
       } catch (err) {
         if (err instanceof TransportError) {
           last = err;
+          if (!options.learning && this.#map !== null) this.#relearn();
         } else if (err instanceof UnavailableError) {
           last = err;
           const after = (err.retryAfter ?? 0) * 1000;
           pause = pause === undefined ? after : Math.min(pause, after);
+          if (!options.learning && this.#map !== null) this.#relearn();
         } else {
           // It answered (an error is an answer): ask it first next time.
-          if (err instanceof APIError) this.#current = this.#askFirst(index, servedBy);
+          if (err instanceof APIError) this.#askFirst(t, servedBy);
           throw err;
         }
       }
     }
   }
 
-  // Server `index` answered: it is asked first next time, unless it forwarded to the active
-  // server of a group (Mutexd-Served-By) and that is one of ours: then the active is.
-  #askFirst(index, servedBy) {
-    if (typeof servedBy !== 'string' || this.#ts.length < 2) return index;
-    let key;
-    try {
-      const u = new URL(servedBy.trim());
-      key = u.origin + u.pathname.replace(/\/+$/, '');
-    } catch {
-      return index;
+  // Server `t` answered: it is asked first next time, unless it forwarded to the active
+  // server of a group (Mutexd-Served-By) and that is one of ours: then the active is. An
+  // owner that is not among the URLs given is asked only about its own partitions.
+  #askFirst(t, servedBy) {
+    const index = this.#ts.indexOf(t);
+    if (index < 0) return;
+    this.#current = index;
+    if (typeof servedBy !== 'string' || this.#ts.length < 2) return;
+    const key = baseUrl(servedBy);
+    const found = this.#ts.findIndex((s) => s.url === key);
+    if (found >= 0) this.#current = found;
+  }
+
+  // The owner of the resource's partition by the map, or null: not about one resource, no
+  // map, or no owner now.
+  #ownerOf(resource) {
+    if (resource === undefined || this.#map === null) return null;
+    return this.#map.owners[partitionOf(resource, this.#map.count)] ?? null;
+  }
+
+  // An answer from `t`: the first Mutexd-Partition shows a partitioned group, whose map is
+  // then learned; an answer about a resource served by another server than `t` shows a map
+  // out of date.
+  #checkRoute(t, headers, aboutResource) {
+    if (this.#flat) return;
+    if (this.#map === null) {
+      if (headers['mutexd-partition'] !== undefined) this.#relearn();
+      return;
     }
-    const found = this.#ts.findIndex((t) => t.url === key);
-    return found >= 0 ? found : index;
+    const servedBy = headers['mutexd-served-by'];
+    if (aboutResource && typeof servedBy === 'string' && baseUrl(servedBy) !== t.url) this.#relearn();
+  }
+
+  // Asks for the map in the background, unless it is being asked for or was less than
+  // RELEARN_MIN_MS ago. Its failure is only a map not learned: requests go on as they did.
+  #relearn() {
+    if (this.#flat || this.#learning !== null) return;
+    const now = performance.now();
+    if (now - this.#learnedAt < RELEARN_MIN_MS) return;
+    this.#learnedAt = now;
+    this.#learning = this.#learnMap()
+      .catch(() => {})
+      .finally(() => {
+        this.#learning = null;
+      });
+  }
+
+  async #learnMap() {
+    const body = await this.#call('GET', '/v1/servers', { learning: true, signal: this.#closing.signal });
+    const p = body.partitions;
+    if (p === undefined || p === null || p.count === 1) {
+      this.#flat = true;
+      this.#map = null;
+      return;
+    }
+    const { count } = p;
+    if (!(Number.isInteger(count) && count >= 2 && count <= PARTITIONS_MAX) || !Array.isArray(p.owners)) {
+      throw new ProtocolError('the server\'s partition map is not one', { code: 'ERR_INVALID_RESPONSE' });
+    }
+    const owners = new Array(count).fill(null);
+    for (const o of p.owners) {
+      if (o === null || typeof o !== 'object') continue;
+      if (!(Number.isInteger(o.partition) && o.partition >= 0 && o.partition < count)) continue;
+      if (typeof o.url === 'string') owners[o.partition] = this.#transportFor(o.url);
+    }
+    this.#map = { count, owners };
+  }
+
+  // The transport of an advertised URL: one of the URLs given when it is one, else one of its
+  // own, kept for the next time; null for what is not a URL the client can send to.
+  #transportFor(url) {
+    const key = baseUrl(url);
+    if (key === null) return null;
+    const given = this.#ts.find((t) => t.url === key);
+    if (given) return given;
+    let t = this.#owners.get(key);
+    if (t === undefined) {
+      try {
+        t = new Transport(key, this.#transportOptions);
+      } catch {
+        return null;
+      }
+      this.#owners.set(key, t);
+    }
+    return t;
   }
 
   async #once(t, method, path, options, answered) {
@@ -278,7 +411,7 @@ export class Client {
     const path = `${resourcePath(resource)}/acquire`;
     const json = defined({ owner, ttl_ms: ttlMs, lease_id: leaseId, wait_ms: waitMs, metadata, limit, shared });
     try {
-      return toLease(await this.#call('POST', path, { json, signal, timeoutMs, waitMs }));
+      return toLease(await this.#call('POST', path, { json, signal, timeoutMs, waitMs, resource }));
     } catch (err) {
       // Cancelled after the request was sent: the server may have granted it just before it
       // saw the connection close. The lease id is this call's own, so releasing it can only
@@ -303,16 +436,19 @@ export class Client {
    */
   async renew(lease, options = {}) {
     const { path, leaseId } = leaseRef(lease);
+    const { resource } = lease;
     const { ttlMs, metadata, signal, timeoutMs, deadline } = options;
     const json = defined({ lease_id: leaseId, ttl_ms: ttlMs, metadata });
-    return toLease(await this.#call('POST', `${path}/renew`, { json, signal, timeoutMs, deadline }));
+    return toLease(await this.#call('POST', `${path}/renew`, { json, signal, timeoutMs, deadline, resource }));
   }
 
   /** Release a lease; the next waiter is granted at once. */
   async release(lease, options = {}) {
     const { path, leaseId } = leaseRef(lease);
+    const { resource } = lease;
     const { signal, timeoutMs } = options;
-    const body = await this.#call('POST', `${path}/release`, { json: { lease_id: leaseId }, signal, timeoutMs });
+    const json = { lease_id: leaseId };
+    const body = await this.#call('POST', `${path}/release`, { json, signal, timeoutMs, resource });
     return { resource: body.resource, released: body.released === true };
   }
 
@@ -327,6 +463,7 @@ export class Client {
       json: defined({ reason, lease_id: leaseId }),
       signal,
       timeoutMs,
+      resource,
     });
     return { resource: body.resource, broken: body.broken === true };
   }
@@ -334,7 +471,7 @@ export class Client {
   /** The state of a resource (a name never used is free). */
   async get(resource, options = {}) {
     const { signal, timeoutMs } = options;
-    return toState(await this.#call('GET', resourcePath(resource), { signal, timeoutMs }));
+    return toState(await this.#call('GET', resourcePath(resource), { signal, timeoutMs, resource }));
   }
 
   /**
@@ -344,7 +481,7 @@ export class Client {
   async watch(resource, index, options = {}) {
     const { waitMs = DEFAULT_WATCH_WAIT_MS, signal, timeoutMs } = options;
     const query = { index, wait_ms: waitMs };
-    return toState(await this.#call('GET', resourcePath(resource), { query, signal, timeoutMs, waitMs }));
+    return toState(await this.#call('GET', resourcePath(resource), { query, signal, timeoutMs, waitMs, resource }));
   }
 
   /**
@@ -617,6 +754,8 @@ export class Client {
   /** Close the client's connections. Requests still in flight fail; locks stop being renewed
    * successfully, so release them first. */
   close() {
+    this.#closing.abort();
     for (const t of this.#ts) t.close();
+    for (const t of this.#owners.values()) t.close();
   }
 }

@@ -4,7 +4,8 @@
 
 import { spawn, execFileSync } from 'node:child_process';
 import http from 'node:http';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -16,7 +17,9 @@ export const mutexdBin = process.env.MUTEXD_BIN || path.join(repoRoot, 'build', 
 // with all in it, whatever the tests did: the data of a server killed, of a failed test.
 let parent = null;
 const running = new Set();
+const azurites = new Set();
 process.on('exit', () => {
+  for (const a of azurites) a.kill();
   for (const p of running) {
     try {
       p.kill('SIGKILL');
@@ -34,13 +37,13 @@ export function tempDir(prefix = 'mutexd-node-test-') {
 }
 
 /**
- * Start a server on a free port of 127.0.0.1 with a fresh data directory (or `dataDir`).
- * Resolves when it logged msg="started".
+ * Start a server on a free port of 127.0.0.1 (or on `listen`) with a fresh data directory (or
+ * `dataDir`). Resolves when it logged msg="started".
  */
-export async function startServer({ args = [], dataDir, scheme = 'http', env } = {}) {
+export async function startServer({ args = [], dataDir, scheme = 'http', env, listen = '127.0.0.1:0' } = {}) {
   const dir = dataDir ?? tempDir();
   const ownDir = dataDir === undefined;
-  const proc = spawn(mutexdBin, ['--listen', '127.0.0.1:0', '--data-dir', dir, '--threads', '2', ...args], {
+  const proc = spawn(mutexdBin, ['--listen', listen, '--data-dir', dir, '--threads', '2', ...args], {
     stdio: ['ignore', 'ignore', 'pipe'],
     env: { ...process.env, ...env },
   });
@@ -128,6 +131,47 @@ export function makeCertificates(dir) {
     '-out', f('server.pem'), '-days', '2', '-extfile', f('server.ext'),
   );
   return { ca: f('ca.pem'), cert: f('server.pem'), key: f('server.key') };
+}
+
+/** A TCP port of 127.0.0.1 that nothing listens on now. */
+export async function freePort() {
+  const srv = net.createServer();
+  await new Promise((resolve) => srv.listen(0, '127.0.0.1', resolve));
+  const { port } = srv.address();
+  await new Promise((resolve) => srv.close(resolve));
+  return port;
+}
+
+/**
+ * Start a real Azurite (scripts/azurite.sh: the npm package pinned in tests/azurite, in
+ * memory, on a free loopback port), for a server group's blob container. `stop()` stops it
+ * and removes its directory; one left running is killed when the process exits.
+ */
+export function startAzurite() {
+  const script = path.join(repoRoot, 'scripts', 'azurite.sh');
+  const dir = tempDir('azurite-');
+  const run = (...args) => execFileSync(script, args, { stdio: ['ignore', 'ignore', 'inherit'] });
+  run('install');
+  run('start', dir);
+  const pid = Number(readFileSync(path.join(dir, 'pid'), 'utf8'));
+  const entry = {
+    kill() {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        // already gone
+      }
+    },
+  };
+  azurites.add(entry);
+  return {
+    connectionString: readFileSync(path.join(dir, 'connection-string'), 'utf8').trim(),
+    stop() {
+      run('stop', dir);
+      azurites.delete(entry);
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
 }
 
 export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
