@@ -77,18 +77,27 @@ type server struct {
 //
 // Several servers: a request goes first to the server that answered last (the first of
 // the list at the start), or to the active server a Mutexd-Served-By header named, when
-// that URL is one of the list. On a connection error, a timeout or an answer that is not
-// the API's (ErrTransport), or a 503 (ErrUnavailable), it is sent to the next server,
-// each at most once per round; any other answer, an error included, is the answer. When
-// a round ends in failures and some were 503 answers, the call pauses for their
-// Retry-After (the smallest, at most 2 s) and goes round again while that leaves it
-// within its timeout; else it returns the last attempt's error.
+// that URL is one of the list. In a partitioned group (--partitions), a request about one
+// resource goes first to the owner of its partition, as the group's map names it (see
+// PartitionOf), whether or not its URL is one of the list. On a connection error, a
+// timeout or an answer that is not the API's (ErrTransport), or a 503 (ErrUnavailable),
+// it is sent to the next server, each at most once per round; any other answer, an
+// error included, is the answer. When a round ends in failures and some were 503 answers,
+// the call pauses for their Retry-After (the smallest, at most 2 s) and goes round again
+// while that leaves it within its timeout; else it returns the last attempt's error. The
+// map is learned from the first answer that shows a partitioned group, and again when the
+// owner seems to have moved: see docs/clients/go.md.
 type Client struct {
-	servers []*server
-	current int32 // atomic: the index of the server asked first
-	timeout time.Duration
-	owner   string
-	token   string
+	servers   []*server
+	current   int32 // atomic: the index of the server asked first
+	timeout   time.Duration
+	owner     string
+	token     string
+	tlsConfig *tls.Config
+	pmap      partitionMap
+	// onAnswer, when set (by the tests), sees every answer: the server's URL it was sent
+	// to, and the answer.
+	onAnswer func(to string, r *response)
 }
 
 // New returns a client of the servers named by urls: one base URL (http://host:port or
@@ -125,7 +134,7 @@ func New(urls string, opts *Options) (*Client, error) {
 		}
 		tlsConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}
-	c := &Client{timeout: o.Timeout, owner: o.Owner, token: o.Token}
+	c := &Client{timeout: o.Timeout, owner: o.Owner, token: o.Token, tlsConfig: tlsConfig}
 	if c.owner == "" {
 		c.owner = DefaultOwner()
 	}
@@ -252,6 +261,7 @@ func (c *Client) Close() {
 	for _, s := range c.servers {
 		s.tr.CloseIdleConnections()
 	}
+	c.closeOthers()
 }
 
 // ---- sending ---------------------------------------------------------------------------
@@ -264,9 +274,10 @@ type response struct {
 	method string
 }
 
-// served notes the server that answered (index i): it is asked first next time, unless
-// its answer names the active server of its group by a URL of the list (Mutexd-Served-By),
-// which is then asked first. A URL the client was not given is never used.
+// served notes the server that answered (index i; -1 for a partition's owner the client
+// was not given): it is asked first next time, unless its answer names the active server
+// of its group by a URL of the list (Mutexd-Served-By), which is then asked first. Only a
+// URL the client was given is asked first.
 func (c *Client) served(i int, header http.Header) {
 	if by := header.Get("Mutexd-Served-By"); by != "" {
 		if u, err := url.Parse(strings.TrimSpace(by)); err == nil && u.Host != "" {
@@ -279,24 +290,27 @@ func (c *Client) served(i int, header http.Header) {
 			}
 		}
 	}
-	atomic.StoreInt32(&c.current, int32(i))
+	if i >= 0 {
+		atomic.StoreInt32(&c.current, int32(i))
+	}
 }
 
-// send sends a request to the servers in turn (see Client). timeout bounds each attempt;
-// deadline, when not zero, bounds the whole call: no attempt starts or lasts past it.
-// The answer is a 2xx; an error answer is an *APIError.
-func (c *Client) send(ctx context.Context, method, path string, body []byte, timeout time.Duration, deadline time.Time) (*response, error) {
-	n := len(c.servers)
-	first := int(atomic.LoadInt32(&c.current))
+// send sends a request to the servers in turn (see Client); resource, when not "", is the
+// one resource the request is about, sent first to its partition's owner. timeout bounds
+// each attempt; deadline, when not zero, bounds the whole call: no attempt starts or lasts
+// past it. The answer is a 2xx; an error answer is an *APIError.
+func (c *Client) send(ctx context.Context, resource, method, path string, body []byte, timeout time.Duration, deadline time.Time) (*response, error) {
+	targets := c.targets(resource)
+	k := 0 // the next of targets to try in this round
 	end := time.Now().Add(timeout)
 	if !deadline.IsZero() && deadline.Before(end) {
 		end = deadline
 	}
 	var last error
 	pause := time.Duration(-1) // the round's smallest Retry-After, if it had a 503
-	for attempt := 0; ; attempt++ {
-		if attempt > 0 && attempt%n == 0 { // back at a server tried in this call
-			if n == 1 || pause < 0 {
+	for {
+		if k == len(targets) { // back at a server tried in this call
+			if len(targets) == 1 || pause < 0 {
 				return nil, last
 			}
 			wait := pause
@@ -317,9 +331,11 @@ func (c *Client) send(ctx context.Context, method, path string, body []byte, tim
 			case <-t.C:
 			}
 			pause = -1
+			// The map may have been learned again meanwhile: the owner may be another.
+			targets, k = c.targets(resource), 0
 		}
-		i := (first + attempt) % n
-		s := c.servers[i]
+		s, i := targets[k].s, targets[k].i
+		k++
 		limit := timeout
 		if !deadline.IsZero() {
 			left := time.Until(deadline)
@@ -340,16 +356,28 @@ func (c *Client) send(ctx context.Context, method, path string, body []byte, tim
 				return nil, fmt.Errorf("mutexd: %s %s: %w", method, s.url+path, ctx.Err())
 			}
 			last = err
+			if resource != "" {
+				c.failed(nil)
+			}
 			continue
+		}
+		if c.onAnswer != nil {
+			c.onAnswer(s.url, resp)
 		}
 		if resp.status >= 200 && resp.status < 300 {
 			if !isJSONObject(resp.body) {
 				last = &TransportError{Method: method, URL: resp.url, Status: resp.status, protocol: true,
 					Err: fmt.Errorf("answer %d is not a JSON object", resp.status)}
 				s.tr.CloseIdleConnections()
+				if resource != "" {
+					c.failed(nil)
+				}
 				continue
 			}
 			c.served(i, resp.header)
+			if resource != "" {
+				c.answered(s, resp.header)
+			}
 			return resp, nil
 		}
 		apiErr := newAPIError(resp.status, resp.header, resp.body)
@@ -358,9 +386,15 @@ func (c *Client) send(ctx context.Context, method, path string, body []byte, tim
 			if pause < 0 || apiErr.RetryAfter < pause {
 				pause = apiErr.RetryAfter
 			}
+			if resource != "" {
+				c.failed(resp.header)
+			}
 			continue
 		}
 		c.served(i, resp.header) // it answered: ask it (or its active) first next time
+		if resource != "" {
+			c.answered(s, resp.header)
+		}
 		return nil, apiErr
 	}
 }

@@ -12,16 +12,19 @@ import (
 	"github.com/mutexd/mutexd/clients/go/internal/testserver"
 )
 
-// startGroup starts n servers of one group (--ha) on one container of a real Azurite.
-func startGroup(t *testing.T, n int) []*testserver.Server {
+// startGroup starts n servers of one group (--ha) on one container of a real Azurite, each
+// given extra too.
+func startGroup(t *testing.T, n int, extra ...string) []*testserver.Server {
 	az := testserver.StartAzurite(t)
 	var b [10]byte
 	_, _ = rand.Read(b[:])
 	container := "g" + hex.EncodeToString(b[:])
 	var group []*testserver.Server
 	for i := 0; i < n; i++ {
-		s := testserver.New(t, 0, []string{"--ha", "--advertise-url", "{url}", "--mirror", "sync",
-			"--blob-connection-string", az.ConnectionString, "--blob-container", container})
+		args := []string{"--ha", "--advertise-url", "{url}", "--mirror", "sync",
+			"--blob-connection-string", az.ConnectionString, "--blob-container", container}
+		args = append(args, extra...)
+		s := testserver.New(t, 0, args)
 		group = append(group, s.Start())
 	}
 	return group

@@ -102,7 +102,7 @@ func (c *Client) Acquire(ctx context.Context, resource string, opts *AcquireOpti
 		return nil, fmt.Errorf("mutexd: the metadata: %w", err)
 	}
 	sent := time.Now()
-	resp, err := c.send(ctx, "POST", path+"/acquire", body, c.timeout+time.Duration(b.WaitMs)*time.Millisecond, time.Time{})
+	resp, err := c.send(ctx, resource, "POST", path+"/acquire", body, c.timeout+time.Duration(b.WaitMs)*time.Millisecond, time.Time{})
 	if err != nil {
 		return nil, err
 	}
@@ -169,7 +169,7 @@ func (c *Client) Renew(ctx context.Context, resource, leaseID string, opts *Rene
 		timeout = c.timeout
 	}
 	sent := time.Now()
-	resp, err := c.send(ctx, "POST", path+"/renew", body, timeout, o.Deadline)
+	resp, err := c.send(ctx, resource, "POST", path+"/renew", body, timeout, o.Deadline)
 	if err != nil {
 		return nil, err
 	}
@@ -193,7 +193,7 @@ func (c *Client) release(ctx context.Context, resource, leaseID string, timeout 
 		return err
 	}
 	body, _ := json.Marshal(map[string]string{"lease_id": leaseID})
-	_, err = c.send(ctx, "POST", path+"/release", body, timeout, time.Time{})
+	_, err = c.send(ctx, resource, "POST", path+"/release", body, timeout, time.Time{})
 	return err
 }
 
@@ -222,7 +222,7 @@ func (c *Client) Break(ctx context.Context, resource string, opts *BreakOptions)
 		b["lease_id"] = opts.LeaseID
 	}
 	body, _ := json.Marshal(b)
-	resp, err := c.send(ctx, "POST", path+"/break", body, c.timeout, time.Time{})
+	resp, err := c.send(ctx, resource, "POST", path+"/break", body, c.timeout, time.Time{})
 	if err != nil {
 		return false, err
 	}
@@ -235,8 +235,9 @@ func (c *Client) Break(ctx context.Context, resource string, opts *BreakOptions)
 	return *w.Broken, nil
 }
 
-func (c *Client) get(ctx context.Context, path string, wait time.Duration) (*response, error) {
-	return c.send(ctx, "GET", path, nil, c.timeout+wait, time.Time{})
+// get sends a GET; resource is Client.send's.
+func (c *Client) get(ctx context.Context, resource, path string, wait time.Duration) (*response, error) {
+	return c.send(ctx, resource, "GET", path, nil, c.timeout+wait, time.Time{})
 }
 
 // Get returns the state of resource (a name never used is simply free).
@@ -258,7 +259,7 @@ func (c *Client) Watch(ctx context.Context, resource string, index uint64, wait 
 	if wait > 0 {
 		path += query("index", strconv.FormatUint(index, 10), "wait_ms", strconv.FormatInt(toMs(wait), 10))
 	}
-	resp, err := c.get(ctx, path, wait)
+	resp, err := c.get(ctx, resource, path, wait)
 	if err != nil {
 		return nil, err
 	}
@@ -304,7 +305,7 @@ func (c *Client) List(ctx context.Context, opts *ListOptions) (*ResourcePage, er
 	}
 	path := "/v1/resources" + query("prefix", o.Prefix, "limit", limit, "cursor", o.Cursor,
 		"index", index, "wait_ms", wait)
-	resp, err := c.get(ctx, path, o.Wait)
+	resp, err := c.get(ctx, "", path, o.Wait)
 	if err != nil {
 		return nil, err
 	}
@@ -370,7 +371,7 @@ func (c *Client) Events(ctx context.Context, opts *EventsOptions) (*EventPage, e
 	}
 	path := "/v1/events" + query("after", strconv.FormatUint(o.After, 10), "prefix", o.Prefix,
 		"limit", limit, "wait_ms", wait)
-	resp, err := c.get(ctx, path, o.Wait)
+	resp, err := c.get(ctx, "", path, o.Wait)
 	if err != nil {
 		return nil, err
 	}
@@ -384,7 +385,7 @@ func (c *Client) Events(ctx context.Context, opts *EventsOptions) (*EventPage, e
 // WhoAmI returns the name and scopes of the client's token as the server sees it (with
 // authorization off: no name, and every scope). No or a bad token: ErrUnauthorized.
 func (c *Client) WhoAmI(ctx context.Context) (*WhoAmI, error) {
-	resp, err := c.get(ctx, "/v1/whoami", 0)
+	resp, err := c.get(ctx, "", "/v1/whoami", 0)
 	if err != nil {
 		return nil, err
 	}
@@ -398,7 +399,7 @@ func (c *Client) WhoAmI(ctx context.Context) (*WhoAmI, error) {
 // Servers returns a server's view of its group (GET /v1/servers): itself, the active
 // server and every server, with their roles and lags.
 func (c *Client) Servers(ctx context.Context) (*Servers, error) {
-	resp, err := c.get(ctx, "/v1/servers", 0)
+	resp, err := c.get(ctx, "", "/v1/servers", 0)
 	if err != nil {
 		return nil, err
 	}

@@ -151,12 +151,28 @@ type ActiveInfo struct {
 	Generation uint64
 }
 
+// PartitionOwner is the server that serves one partition of a partitioned group.
+type PartitionOwner struct {
+	Partition  int
+	URL        string // the owner's advertised URL; "" while no server owns it
+	Generation uint64
+	Since      time.Time
+}
+
+// PartitionMap is a partitioned group's map: how many partitions, and who owns each.
+type PartitionMap struct {
+	Count  int
+	Owners []PartitionOwner // one per partition, in partition order
+}
+
 // Servers is a server's view of its group (GET /v1/servers): itself, the active server
-// (nil during a takeover) and every server.
+// (nil during a takeover, and in a partitioned group) and every server; and, in a
+// partitioned group (--partitions N, N > 1), the partition map.
 type Servers struct {
-	Self    ServerInfo
-	Active  *ActiveInfo
-	Servers []ServerInfo
+	Self       ServerInfo
+	Active     *ActiveInfo
+	Servers    []ServerInfo
+	Partitions *PartitionMap // nil: not partitioned
 }
 
 // ---- decoding ------------------------------------------------------------------------
@@ -420,7 +436,16 @@ func decodeServers(body []byte) (*Servers, error) {
 			Since      string `json:"since"`
 			Generation uint64 `json:"generation"`
 		} `json:"active"`
-		Servers []wireServer `json:"servers"`
+		Servers    []wireServer `json:"servers"`
+		Partitions *struct {
+			Count  int `json:"count"`
+			Owners []struct {
+				Partition  int     `json:"partition"`
+				URL        *string `json:"url"`
+				Generation uint64  `json:"generation"`
+				Since      string  `json:"since"`
+			} `json:"owners"`
+		} `json:"partitions"`
 	}
 	if err := json.Unmarshal(body, &w); err != nil {
 		return nil, err
@@ -435,6 +460,27 @@ func decodeServers(body []byte) (*Servers, error) {
 	}
 	for _, x := range w.Servers {
 		s.Servers = append(s.Servers, x.info())
+	}
+	// A map of one partition is no partitioning: left out, as a lone server leaves it out.
+	if p := w.Partitions; p != nil && p.Count > 1 {
+		if p.Count > maxPartitions {
+			return nil, fmt.Errorf("%d partitions, more than %d", p.Count, maxPartitions)
+		}
+		m := &PartitionMap{Count: p.Count, Owners: make([]PartitionOwner, p.Count)}
+		for i := range m.Owners {
+			m.Owners[i].Partition = i
+		}
+		for _, o := range p.Owners {
+			if o.Partition < 0 || o.Partition >= p.Count {
+				return nil, fmt.Errorf("an owner of partition %d of %d", o.Partition, p.Count)
+			}
+			e := &m.Owners[o.Partition]
+			if o.URL != nil {
+				e.URL = *o.URL
+			}
+			e.Generation, e.Since = o.Generation, parseTime(o.Since)
+		}
+		s.Partitions = m
 	}
 	return s, nil
 }
