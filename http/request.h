@@ -51,6 +51,7 @@ struct http_part {
     /* Threads inside http_i_dispatch() with a request of this partition: they may touch
      * its core (http_release() waits for them). */
     _Atomic int dispatching;
+    _Atomic uint64_t serve_until_ns; /* see http_set_serve_until(); 0: no bound */
 };
 
 struct http {
@@ -72,7 +73,6 @@ struct http {
     struct http_stats stats;
     char *tls_cert, *tls_key;
     struct fwd *fwd;
-    _Atomic uint64_t serve_until_ns; /* see http_set_serve_until(); 0: no bound */
     /* Once a role other than serve was set: requests keep their target as received, to be
      * forwarded. Never goes back. */
     _Atomic bool grouped;

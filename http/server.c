@@ -168,7 +168,8 @@ static enum MHD_Result answer_events(struct hreq *q);
 static const char *not_serving(struct hreq *q)
 {
     enum http_role role = fwd_role(q->h->fwd, q->partition);
-    uint64_t until = atomic_load_explicit(&q->h->serve_until_ns, memory_order_relaxed);
+    uint64_t until =
+        atomic_load_explicit(&q->h->parts[q->partition].serve_until_ns, memory_order_relaxed);
     if (role == HTTP_ROLE_FENCED)
         return FWD_FENCED;
     if ((role != HTTP_ROLE_SERVE && !q->here) || (until && mx_mono_ns() > until))
@@ -373,7 +374,8 @@ static enum MHD_Result serve_request(struct hreq *q)
         return spread_start(q, held_ms);
     if (role != HTTP_ROLE_SERVE)
         return forward(q, wait_ms);
-    uint64_t until = atomic_load_explicit(&h->serve_until_ns, memory_order_relaxed);
+    uint64_t until =
+        atomic_load_explicit(&h->parts[q->partition].serve_until_ns, memory_order_relaxed);
     if (until && mx_mono_ns() > until)
         return http_i_send_group_unavailable(q, HTTP_UNCONFIRMED);
 
@@ -759,9 +761,10 @@ void http_set_role(struct http *h, unsigned partition, enum http_role role, cons
     fwd_set_role(h->fwd, partition, role, active_url);
 }
 
-void http_set_serve_until(struct http *h, uint64_t mono_ns)
+void http_set_serve_until(struct http *h, unsigned partition, uint64_t mono_ns)
 {
-    atomic_store(&h->serve_until_ns, mono_ns);
+    if (partition < h->cfg.partitions)
+        atomic_store(&h->parts[partition].serve_until_ns, mono_ns);
 }
 
 void http_set_core(struct http *h, unsigned partition, const struct http_core *core)

@@ -112,10 +112,11 @@ void http_release(struct http *h, unsigned partition);
 /* What /readyz answers: the config's `ready`, then the published core's (not ready,
  * "recovering", when none is published and the config has no `ready`). Any thread. */
 bool http_ready(struct http *h, char *why, size_t len, struct mx_buf *details);
-/* The active of a group serves /v1 requests only until `mono_ns` (0: no bound), the time
- * by which it must have confirmed again that it owns the container; after it, each one is
- * answered 503 `unavailable`, reason HTTP_UNCONFIRMED. Any thread, any time. */
-void http_set_serve_until(struct http *h, uint64_t mono_ns);
+/* The active of a group's partition serves its /v1 requests only until `mono_ns` (0: no
+ * bound), the time by which it must have confirmed again that it owns the partition; after
+ * it, each one is answered 503 `unavailable`, reason HTTP_UNCONFIRMED. Any thread, any
+ * time. */
+void http_set_serve_until(struct http *h, unsigned partition, uint64_t mono_ns);
 #define HTTP_UNCONFIRMED "ownership_unconfirmed"
 /* Reasons of the 503 answered when a server has its waiting requests (blocking acquires,
  * watches) at their bound, three quarters of its connection limit, whether they came from

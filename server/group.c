@@ -260,7 +260,8 @@ static void take_over(struct group *s)
     s->blocked_said_ns = 0;
     /* It owned the container when its mirror took the lease and wrote the owner blob. */
     s->owned_ns = mx_mono_ns();
-    http_set_serve_until(s->http, s->owned_ns + s->opt->failover_after_ms * MX_NS_PER_MS);
+    http_set_serve_until(s->http, s->partition,
+                         s->owned_ns + s->opt->failover_after_ms * MX_NS_PER_MS);
     struct http_core hc;
     core_front(s->core, &hc);
     http_set_core(s->http, s->partition, &hc); /* whole, once */
@@ -323,7 +324,8 @@ int group_tick(struct group *s)
     }
     /* Served while it owned the container within the failover time: a standby that cannot
      * reach it may take over once that has passed. */
-    http_set_serve_until(s->http, s->owned_ns + s->opt->failover_after_ms * MX_NS_PER_MS);
+    http_set_serve_until(s->http, s->partition,
+                         s->owned_ns + s->opt->failover_after_ms * MX_NS_PER_MS);
     uint64_t changes, ms;
     mirror_lag(m, &changes, &ms);
     ha_heartbeat(s->ha, true, changes, ms);
