@@ -641,8 +641,49 @@ int blob_append_block(struct blob_client *c, const char *name, const void *data,
     return perform(c, &k.req, 201, res);
 }
 
+static int list_page(struct blob_client *c, const char *prefix, const char *marker,
+                     unsigned max_results, bool meta, struct blob_list *out,
+                     struct blob_result *res);
+
 int blob_list_page(struct blob_client *c, const char *prefix, const char *marker,
                    unsigned max_results, struct blob_list *out, struct blob_result *res)
+{
+    return list_page(c, prefix, marker, max_results, false, out, res);
+}
+
+int blob_list_page_meta(struct blob_client *c, const char *prefix, const char *marker,
+                        unsigned max_results, struct blob_list *out, struct blob_result *res)
+{
+    return list_page(c, prefix, marker, max_results, true, out, res);
+}
+
+int blob_list_each(struct blob_client *c, const char *prefix, bool meta, unsigned max_pages,
+                   void (*each)(const struct blob_item *it, void *ctx), void *ctx,
+                   struct blob_result *res)
+{
+    struct blob_list page = {0};
+    char *marker = NULL;
+    int rc = 0;
+    for (unsigned pages = 0; pages < max_pages; pages++) {
+        if (list_page(c, prefix, marker, 0, meta, &page, res) != 0) {
+            rc = -1;
+            break;
+        }
+        for (size_t i = 0; i < page.count; i++)
+            each(&page.items[i], ctx);
+        free(marker);
+        marker = page.next_marker ? strdup(page.next_marker) : NULL;
+        if (!marker)
+            break;
+    }
+    free(marker);
+    blob_list_free(&page);
+    return rc;
+}
+
+static int list_page(struct blob_client *c, const char *prefix, const char *marker,
+                     unsigned max_results, bool meta, struct blob_list *out,
+                     struct blob_result *res)
 {
     struct call k;
     int rc = -1;
@@ -676,6 +717,8 @@ int blob_list_page(struct blob_client *c, const char *prefix, const char *marker
         snprintf(k.num, sizeof k.num, "%u", max_results);
         call_query(&k, "maxresults", k.num);
     }
+    if (meta)
+        call_query(&k, "include", "metadata");
     if (perform(c, &k.req, 200, res) != 0)
         goto out;
     if (blob_parse_list(res->body ? res->body : "", res->body_len, out) != 0) {

@@ -216,7 +216,14 @@ struct blob_item {
     char *name;               /* unescaped */
     char etag[BLOB_ETAG_MAX]; /* quoted, like blob_result.etag */
     int64_t size;             /* Content-Length, or -1 if the listing had none */
+    char lease_state[16];     /* LeaseState (available, leased, broken...), or "" */
+    /* Its metadata, listed with blob_list_page_meta() (NULL otherwise, or when it has none):
+     * as far as BLOB_META_MAX pairs fit. */
+    struct blob_meta *meta;
+    size_t nmeta;
 };
+/* The value of metadata `name` of a listed blob, or NULL. */
+const char *blob_item_meta(const struct blob_item *it, const char *name);
 struct blob_list {
     struct blob_item *items;
     size_t count;
@@ -232,6 +239,15 @@ void blob_list_free(struct blob_list *l);
  */
 int blob_list_page(struct blob_client *c, const char *prefix, const char *marker,
                    unsigned max_results, struct blob_list *out, struct blob_result *res);
+/* The same, each blob with its metadata (include=metadata). */
+int blob_list_page_meta(struct blob_client *c, const char *prefix, const char *marker,
+                        unsigned max_results, struct blob_list *out, struct blob_result *res);
+/* Every blob whose name starts with `prefix`, page after page (at most `max_pages`), each
+ * handed to `each` (with its metadata if `meta`). 0, or -1 when a page could not be listed
+ * (`res` says why; the blobs of the pages before were handed already). */
+int blob_list_each(struct blob_client *c, const char *prefix, bool meta, unsigned max_pages,
+                   void (*each)(const struct blob_item *it, void *ctx), void *ctx,
+                   struct blob_result *res);
 
 /*
  * Blob leases (comp=lease). Acquire: duration 15..60 seconds or -1 for infinite, proposed_id a

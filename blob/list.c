@@ -183,10 +183,58 @@ static bool attr_encoded(const struct xml_elem *e)
     return yes;
 }
 
+/* The children of <Metadata>: <name>value</name>, as far as BLOB_META_MAX fit. */
+static int parse_metadata(const char *p, const char *end, struct blob_item *it)
+{
+    while (p < end) {
+        const char *lt = memchr(p, '<', (size_t)(end - p));
+        if (!lt)
+            return 0;
+        const char *t = lt + 1, *te = t;
+        while (te < end && *te != '>' && *te != '/' && !ascii_space(*te))
+            te++;
+        char tag[BLOB_META_NAME_MAX];
+        struct xml_elem e;
+        if (te == t || (size_t)(te - t) >= sizeof tag)
+            return -1;
+        memcpy(tag, t, (size_t)(te - t));
+        tag[te - t] = '\0';
+        if (blob_find_elem(lt, end, tag, &e) <= 0)
+            return -1;
+        if (it->nmeta < BLOB_META_MAX) {
+            if (!it->meta && !(it->meta = calloc(BLOB_META_MAX, sizeof *it->meta)))
+                return -1;
+            char *v = blob_xml_unescape(e.text, e.text_len);
+            if (!v)
+                return -1;
+            struct blob_meta *m = &it->meta[it->nmeta++];
+            snprintf(m->name, sizeof m->name, "%s", tag);
+            for (char *c = m->name; *c; c++)
+                if (*c >= 'A' && *c <= 'Z')
+                    *c = (char)(*c - 'A' + 'a');
+            snprintf(m->value, sizeof m->value, "%s", v);
+            free(v);
+        }
+        p = e.after;
+    }
+    return 0;
+}
+
+const char *blob_item_meta(const struct blob_item *it, const char *name)
+{
+    for (size_t i = 0; i < it->nmeta; i++)
+        if (strcmp(it->meta[i].name, name) == 0)
+            return it->meta[i].value;
+    return NULL;
+}
+
 static int parse_item(const char *p, const char *end, struct blob_item *it)
 {
     struct xml_elem name, props, e;
     it->size = -1;
+    int m = blob_find_elem(p, end, "Metadata", &e);
+    if (m < 0 || (m > 0 && parse_metadata(e.text, e.text + e.text_len, it) != 0))
+        return -1;
     if (blob_find_elem(p, end, "Name", &name) <= 0)
         return -1;
     it->name = blob_xml_unescape(name.text, name.text_len);
@@ -209,6 +257,13 @@ static int parse_item(const char *p, const char *end, struct blob_item *it)
         if (n < 0 || (size_t)n >= sizeof it->etag)
             return -1;
     }
+    f = blob_find_elem(props.text, pe, "LeaseState", &e);
+    if (f < 0)
+        return -1;
+    if (f > 0 && e.text_len < sizeof it->lease_state) {
+        memcpy(it->lease_state, e.text, e.text_len);
+        it->lease_state[e.text_len] = '\0';
+    }
     f = blob_find_elem(props.text, pe, "Content-Length", &e);
     if (f < 0)
         return -1;
@@ -222,8 +277,10 @@ static int parse_item(const char *p, const char *end, struct blob_item *it)
 
 void blob_list_free(struct blob_list *l)
 {
-    for (size_t i = 0; i < l->count; i++)
+    for (size_t i = 0; i < l->count; i++) {
         free(l->items[i].name);
+        free(l->items[i].meta);
+    }
     free(l->items);
     free(l->next_marker);
     memset(l, 0, sizeof *l);

@@ -30,22 +30,45 @@ static void copy_name(char *out, size_t len, const char *v)
     snprintf(out, len, "%s", v && strcmp(v, "-") != 0 ? v : "");
 }
 
+/* An owner blob's view from its lease state, ETag and metadata (`meta` of `from`). */
+static void fill_view(struct owner_view *v, const char *lease_state, const char *etag,
+                      const char *(*meta)(const void *from, const char *name), const void *from)
+{
+    v->exists = true;
+    snprintf(v->lease_state, sizeof v->lease_state, "%s", lease_state);
+    snprintf(v->etag, sizeof v->etag, "%s", etag);
+    const char *gen = meta(from, "generation");
+    const char *since = meta(from, "since");
+    v->meta.generation = gen ? strtoull(gen, NULL, 10) : 0;
+    v->meta.since_ms = since ? strtoll(since, NULL, 10) : 0;
+    copy_name(v->meta.url, sizeof v->meta.url, meta(from, "url"));
+    copy_name(v->meta.snapshot, sizeof v->meta.snapshot, meta(from, "snapshot"));
+    copy_name(v->meta.journal, sizeof v->meta.journal, meta(from, "journal"));
+}
+
+static const char *result_meta(const void *from, const char *name)
+{
+    return blob_result_meta(from, name);
+}
+
+static const char *item_meta(const void *from, const char *name)
+{
+    return blob_item_meta(from, name);
+}
+
 enum owner_rc owner_read(struct blob_client *c, struct owner_view *v, struct blob_result *r)
 {
     memset(v, 0, sizeof *v);
     if (blob_head(c, OWNER_BLOB, r) != 0)
         return r->status == 404 ? OWNER_OK : OWNER_AGAIN;
-    v->exists = true;
-    snprintf(v->lease_state, sizeof v->lease_state, "%s", r->lease_state);
-    snprintf(v->etag, sizeof v->etag, "%s", r->etag);
-    const char *gen = blob_result_meta(r, "generation");
-    const char *since = blob_result_meta(r, "since");
-    v->meta.generation = gen ? strtoull(gen, NULL, 10) : 0;
-    v->meta.since_ms = since ? strtoll(since, NULL, 10) : 0;
-    copy_name(v->meta.url, sizeof v->meta.url, blob_result_meta(r, "url"));
-    copy_name(v->meta.snapshot, sizeof v->meta.snapshot, blob_result_meta(r, "snapshot"));
-    copy_name(v->meta.journal, sizeof v->meta.journal, blob_result_meta(r, "journal"));
+    fill_view(v, r->lease_state, r->etag, result_meta, r);
     return OWNER_OK;
+}
+
+void owner_from_item(const struct blob_item *it, struct owner_view *v)
+{
+    memset(v, 0, sizeof *v);
+    fill_view(v, it->lease_state, it->etag, item_meta, it);
 }
 
 enum owner_rc owner_create(struct blob_client *c, struct blob_result *r)

@@ -56,6 +56,9 @@ bool owner_lease_free(const char *lease_state);
 
 /* Reads the owner blob. OWNER_OK (v->exists false when there is none) or OWNER_AGAIN. */
 enum owner_rc owner_read(struct blob_client *c, struct owner_view *v, struct blob_result *r);
+/* The view of an owner blob listed with its metadata (blob_list_page_meta()): the same as
+ * owner_read() gives, from one listing of many partitions' owner blobs. */
+void owner_from_item(const struct blob_item *it, struct owner_view *v);
 
 /* Creates the owner blob when there is none (an existing one is left as it is). */
 enum owner_rc owner_create(struct blob_client *c, struct blob_result *r);

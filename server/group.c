@@ -87,6 +87,7 @@ int group_open(struct group **out, const struct group_config *cfg, char *err, si
         .connection_string = opt->blob_connection_string,
         .container = opt->blob_container,
         .failover_after_ms = opt->failover_after_ms,
+        .probes = cfg->probes,
     };
     if (blob_global_init() != 0) {
         snprintf(err, errlen, "cannot initialize libcurl");
@@ -232,8 +233,10 @@ static void take_over(struct group *s)
     char dir[4096];
     core_data_dir(s->opt, s->partition, s->partitions, dir, sizeof dir);
     enum core_rc rc = wipe_store(dir, err, sizeof err) == 0 ? CORE_OK : CORE_FAILED;
-    struct core_config cc = {
-        .opt = s->opt, .warm = s->copy, .partition = s->partition, .partitions = s->partitions};
+    struct core_config cc = {.opt = s->opt,
+                             .warm = s->partitions > 1 ? NULL : s->copy,
+                             .partition = s->partition,
+                             .partitions = s->partitions};
     if (rc == CORE_OK)
         rc = core_open(&s->core, &cc, err, sizeof err, &failed);
     if (rc != CORE_OK) {
@@ -274,10 +277,13 @@ static void take_over(struct group *s)
             mirror_generation(m), core_leases(s->core), ms);
 }
 
-/* A standby keeps its copy of the container warm. */
+/* A standby keeps its copy of the container warm. A standby of a partition does not: a
+ * partition's takeover reads a share of the leases, and a copy of every partition a server
+ * does not own would read each one's journal at every tick (blob requests growing with the
+ * partitions). */
 static void follow(struct group *s, const struct ha_view *v)
 {
-    if (!v->named.journal[0])
+    if (!v->named.journal[0] || s->partitions > 1)
         return;
     char err[512], quoted[1100];
     bool ok = mirror_copy_follow(s->copy, &v->named, err, sizeof err) == MIRROR_READ_OK;
@@ -288,6 +294,11 @@ static void follow(struct group *s, const struct ha_view *v)
         s->copy_said_ns = now;
     }
     s->copy_ok = ok;
+}
+
+void group_set_seen(struct group *g, const struct ha_seen *seen)
+{
+    ha_set_seen(g->ha, seen);
 }
 
 int group_tick(struct group *s)

@@ -17,6 +17,7 @@
 #include "common/buf.h"
 #include "http/server.h"
 #include "server/core.h"
+#include "server/ha.h"
 #include "server/options.h"
 
 /* How often group_tick() is called (ms). */
@@ -32,6 +33,9 @@ struct group_config {
     /* Another group of this server writes its heartbeat (every group but a partitioned
      * server's first). */
     bool no_heartbeat;
+    /* The probes of the actives, shared by the groups of a partitioned server (NULL: its
+     * own; see struct ha_probes). */
+    struct ha_probes *probes;
 };
 
 /* Joins the group (no core is opened: the server is a standby until it takes over). 0, or
@@ -47,6 +51,9 @@ void group_close(struct group *g);
 
 /* One look at the group. Returns 1 when this server was fenced and must start again. */
 int group_tick(struct group *g);
+/* The look at the owner blob the next group_tick() takes instead of reading it itself (a
+ * partitioned server lists every partition's owner blob once a tick). */
+void group_set_seen(struct group *g, const struct ha_seen *seen);
 
 /* Whether a standby of this group takes the partition over when it finds it free (true
  * from group_open(); a partitioned server lets only the partitions placement gives it). */

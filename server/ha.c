@@ -41,6 +41,8 @@ struct ha {
     uint64_t last_ok_ns;   /* the active last answered its /healthz */
     uint64_t heartbeat_ns; /* the last heartbeat written */
     char id[20];           /* this server's heartbeat blob: servers/<id>.json */
+    bool has_seen;         /* `seen` is the next look (ha_set_seen()) */
+    struct ha_seen seen;
 
     pthread_mutex_t lock;
     enum ha_role role;     /* lock */
@@ -190,7 +192,40 @@ enum ha_role ha_role(struct ha *h)
 
 /* ---- the owner blob and the probe ------------------------------------------------- */
 
+/* A probe of `url` from the shared ones, made within the last 50 ms (a tick of every
+ * partition asks each active once): its slot, or -1. */
+#define PROBE_FRESH_NS (50 * MX_NS_PER_MS)
+static int probe_cached(const struct ha_probes *ps, const char *url, uint64_t now)
+{
+    for (int i = 0; ps && i < HA_PROBES_MAX; i++)
+        if (ps->at_ns[i] && now - ps->at_ns[i] < PROBE_FRESH_NS && strcmp(ps->url[i], url) == 0)
+            return i;
+    return -1;
+}
+
+static bool probe_once(struct ha *h, const char *url);
+
 static bool probe_active(struct ha *h, const char *url)
+{
+    struct ha_probes *ps = h->cfg.probes;
+    uint64_t now = mx_mono_ns();
+    int i = probe_cached(ps, url, now);
+    if (i >= 0)
+        return ps->ok[i];
+    bool ok = probe_once(h, url);
+    if (ps) {
+        int slot = 0; /* the oldest */
+        for (int k = 1; k < HA_PROBES_MAX; k++)
+            if (ps->at_ns[k] < ps->at_ns[slot])
+                slot = k;
+        snprintf(ps->url[slot], sizeof ps->url[slot], "%s", url);
+        ps->ok[slot] = ok;
+        ps->at_ns[slot] = mx_mono_ns();
+    }
+    return ok;
+}
+
+static bool probe_once(struct ha *h, const char *url)
 {
     snprintf(h->probe_url, sizeof h->probe_url, "%s/healthz", url);
     long timeout = (long)(h->cfg.failover_after_ms / 3);
@@ -215,6 +250,29 @@ static bool probe_active(struct ha *h, const char *url)
     return status == 200;
 }
 
+void ha_set_seen(struct ha *h, const struct ha_seen *seen)
+{
+    h->seen = *seen;
+    h->has_seen = true;
+}
+
+/* The owner blob: the look given by ha_set_seen() if any, else read now. `*sent`: when the
+ * look was sent (mono). */
+static enum owner_rc look(struct ha *h, struct owner_view *ov, struct blob_result *r,
+                          uint64_t *sent)
+{
+    if (h->has_seen) {
+        h->has_seen = false;
+        *sent = h->seen.sent_ns;
+        if (!h->seen.ok)
+            return OWNER_AGAIN;
+        *ov = h->seen.view;
+        return OWNER_OK;
+    }
+    *sent = mx_mono_ns();
+    return owner_read(h->c, ov, r);
+}
+
 enum ha_verdict ha_watch(struct ha *h, struct ha_view *view)
 {
     struct blob_result r = {0};
@@ -226,7 +284,8 @@ enum ha_verdict ha_watch(struct ha *h, struct ha_view *view)
     pthread_mutex_lock(&h->lock);
     snprintf(active, len, "%s", h->active);
     pthread_mutex_unlock(&h->lock);
-    if (owner_read(h->c, &ov, &r) != OWNER_OK)
+    uint64_t sent;
+    if (look(h, &ov, &r, &sent) != OWNER_OK)
         goto out; /* the blob store is out of reach: keep what we knew, take nothing */
     if (!ov.exists) {
         v = HA_TAKE; /* a new container */
@@ -290,8 +349,8 @@ bool ha_still_owner(struct ha *h, uint64_t *confirmed_ns)
     struct blob_result r = {0};
     struct owner_view ov;
     bool ours = true; /* unknown (the blob store out of reach): the mirror decides */
-    uint64_t sent = mx_mono_ns();
-    if (owner_read(h->c, &ov, &r) == OWNER_OK) {
+    uint64_t sent;
+    if (look(h, &ov, &r, &sent) == OWNER_OK) {
         ours = ov.exists && strcmp(ov.lease_state, "leased") == 0 &&
                strcmp(ov.meta.url, h->cfg.advertise_url) == 0;
         if (ours)
@@ -312,41 +371,39 @@ void ha_set_active(struct ha *h, uint64_t generation)
 /* ---- heartbeats and the group ------------------------------------------------------ */
 
 /* Rereads every heartbeat into h->servers. */
-static void read_group(struct ha *h)
+struct group_read {
+    struct ha *h;
+    cJSON *arr;
+    int64_t now;
+};
+
+/* A heartbeat listed: read, and kept when it is fresh. */
+static void read_heartbeat(const struct blob_item *it, void *ctx)
 {
-    struct blob_list page = {0};
+    struct group_read *g = ctx;
     struct blob_result r = {0};
-    cJSON *arr = cJSON_CreateArray();
-    char *marker = NULL;
-    int64_t now = mx_wall_ms();
-    bool ok = arr != NULL;
-    for (int pages = 0; ok && pages < 10; pages++) {
-        if (blob_list_page(h->hb, "servers/", marker, 100, &page, &r) != 0) {
-            ok = false;
-            break;
-        }
-        for (size_t i = 0; i < page.count; i++) {
-            if (blob_get(h->hb, page.items[i].name, NULL, &r) != 0 || !r.body)
-                continue;
-            cJSON *o = cJSON_ParseWithLength(r.body, r.body_len);
-            cJSON *seen = o ? cJSON_GetObjectItemCaseSensitive(o, "seen_ms") : NULL;
-            if (!cJSON_IsNumber(seen) || now - (int64_t)seen->valuedouble > SERVER_STALE_MS) {
-                cJSON_Delete(o);
-                continue;
-            }
+    if (blob_get(g->h->hb, it->name, NULL, &r) == 0 && r.body) {
+        cJSON *o = cJSON_ParseWithLength(r.body, r.body_len);
+        cJSON *seen = o ? cJSON_GetObjectItemCaseSensitive(o, "seen_ms") : NULL;
+        if (cJSON_IsNumber(seen) && g->now - (int64_t)seen->valuedouble <= SERVER_STALE_MS) {
             char t[32];
             mx_wall_iso((int64_t)seen->valuedouble, t);
             cJSON_DeleteItemFromObjectCaseSensitive(o, "seen_ms");
             cJSON_AddStringToObject(o, "seen_at", t);
-            cJSON_AddItemToArray(arr, o);
+            cJSON_AddItemToArray(g->arr, o);
+            o = NULL;
         }
-        free(marker);
-        marker = page.next_marker ? strdup(page.next_marker) : NULL;
-        if (!marker)
-            break;
+        cJSON_Delete(o);
     }
-    free(marker);
-    blob_list_free(&page);
+    blob_result_free(&r);
+}
+
+static void read_group(struct ha *h)
+{
+    struct blob_result r = {0};
+    cJSON *arr = cJSON_CreateArray();
+    struct group_read g = {.h = h, .arr = arr, .now = mx_wall_ms()};
+    bool ok = arr && blob_list_each(h->hb, "servers/", false, 10, read_heartbeat, &g, &r) == 0;
     blob_result_free(&r);
     char *text = ok ? cJSON_PrintUnformatted(arr) : NULL;
     cJSON_Delete(arr);

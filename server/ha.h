@@ -31,6 +31,25 @@ struct ha_config {
     /* Another ha of the same server writes its heartbeat (a partitioned server has one ha
      * per partition and one heartbeat): ha_heartbeat() does nothing. */
     bool no_heartbeat;
+    /* The probes of the actives' /healthz, shared by the ha of every partition of a server
+     * (NULL: its own): an active's answer is used by every partition it owns for a while. */
+    struct ha_probes *probes;
+};
+
+/* Recent probes: one per active server, by URL. The main thread's. */
+#define HA_PROBES_MAX 64
+struct ha_probes {
+    char url[HA_PROBES_MAX][256];
+    bool ok[HA_PROBES_MAX];
+    uint64_t at_ns[HA_PROBES_MAX];
+};
+
+/* One look at the owner blob, made for several partitions at once (one listing of their
+ * owner blobs, with metadata): `ok` false when the blob store did not answer. */
+struct ha_seen {
+    bool ok;
+    struct owner_view view;
+    uint64_t sent_ns; /* when the listing was sent (mono) */
 };
 
 enum ha_role { HA_JOINING, HA_STANDBY, HA_ACTIVE, HA_FENCED };
@@ -56,6 +75,10 @@ struct ha_view {
     /* The active given up (its lease broken, by this look or another server's), or "". */
     char given_up[256];
 };
+
+/* The look the next ha_watch() or ha_still_owner() takes instead of reading the owner
+ * blob itself (once). */
+void ha_set_seen(struct ha *h, const struct ha_seen *seen);
 
 /* One look at the owner blob (and a probe of the active). */
 enum ha_verdict ha_watch(struct ha *h, struct ha_view *v);

@@ -5,6 +5,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,8 @@
 #include "common/log.h"
 #include "common/partition.h"
 #include "common/prom.h"
+#include "blob/blob.h"
+#include "persistence/owner.h"
 #include "server/core.h"
 #include "server/group.h"
 #include "server/placement.h"
@@ -38,6 +41,12 @@ struct partitions {
     int64_t gone_ms[MAX_SERVERS];
     size_t ngone;
     bool leaving; /* partitions_leave(): no placement, no claims */
+    /* One listing of every partition's owner blob a tick, and one probe of each active. */
+    struct blob_account account;
+    struct blob_client *c; /* the container's */
+    struct ha_seen seen[MX_PARTITIONS_MAX];
+    struct ha_probes probes;
+    _Atomic uint64_t listings, listings_failed;
 };
 
 /* A server given up is not live for this long: its heartbeat is stale by then. */
@@ -71,9 +80,21 @@ int partitions_open(struct partitions **out, const struct partitions_config *cfg
         .settle_ms = cfg->settle_ms ? cfg->settle_ms : 3000,
         .max_gives = 2,
     };
+    struct blob_options quick = {.connect_timeout_ms = 1000, .timeout_ms = 2000};
+    if (blob_global_init() != 0 ||
+        blob_parse_connection_string(cfg->opt->blob_connection_string, &ps->account, err, errlen) !=
+            0 ||
+        blob_client_new(&ps->account, cfg->opt->blob_container, &quick, &ps->c, err, errlen) != 0) {
+        *failed = "cannot join the server group";
+        partitions_close(ps);
+        return -1;
+    }
     for (unsigned p = 0; p < ps->count; p++) {
-        struct group_config gc = {
-            .opt = cfg->opt, .partition = p, .partitions = ps->count, .no_heartbeat = p > 0};
+        struct group_config gc = {.opt = cfg->opt,
+                                  .partition = p,
+                                  .partitions = ps->count,
+                                  .no_heartbeat = p > 0,
+                                  .probes = &ps->probes};
         if (group_open(&ps->groups[p], &gc, err, errlen, failed) != 0) {
             partitions_close(ps);
             return -1;
@@ -96,6 +117,11 @@ void partitions_close(struct partitions *ps)
         return;
     for (unsigned p = 0; p < ps->count; p++)
         group_close(ps->groups[p]);
+    if (ps->c) {
+        blob_client_free(ps->c);
+        blob_global_cleanup();
+    }
+    blob_account_wipe(&ps->account);
     free(ps);
 }
 
@@ -149,6 +175,12 @@ void partitions_metrics(void *ctx, struct mx_buf *b)
         mx_buf_free(&texts[p]);
     prom_gauge(b, "mutexd_partitions_owned", "The partitions this server owns.",
                partitions_owned(ps));
+    prom_counter(b, "mutexd_partitions_listings_total",
+                 "Listings of every partition's owner blob (one a tick).",
+                 atomic_load(&ps->listings));
+    prom_counter(b, "mutexd_partitions_listings_failed_total",
+                 "Listings of the owner blobs the blob store did not answer.",
+                 atomic_load(&ps->listings_failed));
 }
 
 /* "active" for a server that owns a partition, else "standby". */
@@ -319,8 +351,40 @@ bool partitions_left(struct partitions *ps)
     return true;
 }
 
+/* One listing of every partition's owner blob (`p/<ppp>/owner`, with its lease state and
+ * metadata), handed to each group as its look of this tick: blob requests that do not grow
+ * with the partitions. */
+static void seen_owner(const struct blob_item *it, void *ctx)
+{
+    struct partitions *ps = ctx;
+    unsigned p;
+    int end = 0;
+    if (sscanf(it->name, "p/%3u/owner%n", &p, &end) == 1 && end == 11 && it->name[end] == '\0' &&
+        p < ps->count)
+        owner_from_item(it, &ps->seen[p].view);
+}
+
+static void look_all(struct partitions *ps)
+{
+    uint64_t sent = mx_mono_ns();
+    for (unsigned p = 0; p < ps->count; p++)
+        ps->seen[p] = (struct ha_seen){.ok = true, .sent_ns = sent};
+    struct blob_result r = {0};
+    bool ok = blob_list_each(ps->c, "p/", true, 100, seen_owner, ps, &r) == 0;
+    blob_result_free(&r);
+    atomic_fetch_add(&ps->listings, 1);
+    if (!ok) {
+        atomic_fetch_add(&ps->listings_failed, 1);
+        for (unsigned p = 0; p < ps->count; p++)
+            ps->seen[p].ok = false;
+    }
+    for (unsigned p = 0; p < ps->count; p++)
+        group_set_seen(ps->groups[p], &ps->seen[p]);
+}
+
 int partitions_tick(struct partitions *ps)
 {
+    look_all(ps);
     if (ps->leaving) {
         for (unsigned p = 0; p < ps->count; p++)
             if (group_tick(ps->groups[p]) != 0)

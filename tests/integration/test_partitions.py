@@ -395,3 +395,20 @@ def test_lists_and_events_span_every_partition(groups):  # noqa: F811
                          b.client_url, late2)
     assert [e["resource"] for e in w.json["events"]] == [late2]
     assert took < 10 * SLOW
+
+
+def test_blob_requests_do_not_grow_with_the_partitions(groups):  # noqa: F811
+    """An idle server of 16 partitions asks the blob store about as much as a server of a
+    group of one: one listing of the owner blobs a tick for every partition, no journal
+    read for partitions it does not own, the renewals of the leases it owns."""
+    g = groups(2, extra=PARTS).start(stagger=0.3)
+    settled(g)
+    time.sleep(4)  # the moves to the second server, and their first snapshots, are done
+    before = [p.requests for p in g.proxies]
+    time.sleep(5)
+    rates = [(p.requests - b) / 5 for p, b in zip(g.proxies, before)]
+    print("blob requests per second of each server, idle, 16 partitions: %r" % rates)
+    # A group of one partition reads about 21 a second (the owner blob and a standby's
+    # journal ten times a second each, the heartbeats); one read of each partition's owner
+    # blob a tick would be 160 more.
+    assert all(r < 45 for r in rates), rates

@@ -453,6 +453,8 @@ static void a_prefix_is_a_container_of_its_own(void **st)
     /* A lease on one partition's owner blob is that blob's alone. */
     EXPECT(blob_lease_acquire(p3, "owner", 15, NULL, &r), 0, 201, "");
     EXPECT(blob_lease_acquire(p4, "owner", 15, NULL, &r), 0, 201, "");
+    char p4_lease[BLOB_LEASE_ID_MAX];
+    snprintf(p4_lease, sizeof p4_lease, "%s", r.lease_id);
     EXPECT(blob_lease_acquire(whole, "owner", 15, NULL, &r), 0, 201, "");
     /* Listings: the client's blobs only, named without the prefix. */
     struct blob_list l = {0};
@@ -466,6 +468,23 @@ static void a_prefix_is_a_container_of_its_own(void **st)
     EXPECT(blob_list_page(whole, "p/", NULL, 0, &l, &r), 0, 200, "");
     assert_int_equal(l.count, 3);
     assert_string_equal(l.items[2].name, "p/004/owner");
+    assert_string_equal(l.items[2].lease_state, "leased");
+    assert_null(l.items[2].meta); /* listed without metadata */
+    /* With metadata: each owner blob's, and its lease state, in one listing. */
+    const struct blob_meta meta[] = {{"url", "http://a:8080/x?y=<&>"}, {"generation", "7"}};
+    struct blob_cond held = {.lease_id = p4_lease};
+    EXPECT(blob_set_metadata(p4, "owner", meta, 2, &held, &r), 0, 200, "");
+    EXPECT(blob_list_page_meta(whole, "p/", NULL, 0, &l, &r), 0, 200, "");
+    assert_int_equal(l.count, 3);
+    assert_string_equal(l.items[2].name, "p/004/owner");
+    assert_string_equal(l.items[2].lease_state, "leased");
+    assert_string_equal(blob_item_meta(&l.items[2], "url"), "http://a:8080/x?y=<&>");
+    assert_string_equal(blob_item_meta(&l.items[2], "generation"), "7");
+    assert_null(blob_item_meta(&l.items[1], "url"));
+    EXPECT(blob_lease_break(p3, "owner", 0, &r), 0, 202, "");
+    EXPECT(blob_list_page_meta(whole, "p/", NULL, 0, &l, &r), 0, 200, "");
+    assert_string_equal(l.items[1].name, "p/003/owner");
+    assert_string_equal(l.items[1].lease_state, "broken");
     blob_list_free(&l);
     /* A prefix longer than the client takes. */
     char long_prefix[80], err[128];
