@@ -310,11 +310,13 @@ static void note_gone(struct partitions *ps, int64_t now)
         size_t i = 0;
         while (i < ps->ngone && strcmp(ps->gone[i], url) != 0)
             i++;
-        if (i == ps->ngone && ps->ngone < MAX_SERVERS)
+        bool known = i < ps->ngone;
+        if (!known && ps->ngone < MAX_SERVERS)
             memcpy(ps->gone[ps->ngone++], url, strlen(url) + 1);
         if (i < ps->ngone)
             ps->gone_ms[i] = now;
-        mx_warn("a server did not answer: its partitions go to the others", "server=%s", url);
+        if (!known) /* once, not at every look of every partition that says so */
+            mx_warn("a server did not answer: its partitions go to the others", "server=%s", url);
     }
 }
 
