@@ -273,8 +273,14 @@ static void take_over(struct group *s)
     ha_set_active(s->ha, mirror_generation(m));
     uint64_t ms = (mx_mono_ns() - t0) / MX_NS_PER_MS;
     ha_count_takeover(s->ha, ms);
-    mx_info("serving as the active server", "generation=%" PRIu64 " leases=%zu took_ms=%" PRIu64,
-            mirror_generation(m), core_leases(s->core), ms);
+    if (s->partitions > 1)
+        mx_info("serving as the active server",
+                "partition=%u generation=%" PRIu64 " leases=%zu took_ms=%" PRIu64, s->partition,
+                mirror_generation(m), core_leases(s->core), ms);
+    else
+        mx_info("serving as the active server",
+                "generation=%" PRIu64 " leases=%zu took_ms=%" PRIu64, mirror_generation(m),
+                core_leases(s->core), ms);
 }
 
 /* A standby keeps its copy of the container warm. A standby of a partition does not: a
