@@ -316,7 +316,8 @@ class Load:
         items = [(res, w[1] if w[0] == "held" else None) for res, w, _ in lost]
         items += [(res, None) for res in lost_from_violations(base)]
         if items:
-            bad += explain_lost(g.az, g.container, items, proxies=g.proxies)
+            bad += explain_lost(g.az, g.container, items, proxies=g.proxies,
+                                partitions=g.partitions)
         return bad, summary
 
     def assert_ok(self, min_answered=100):

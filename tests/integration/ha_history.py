@@ -39,6 +39,7 @@ import random
 import threading
 import time
 import uuid
+import zlib
 
 
 class GroupClient:
@@ -578,19 +579,35 @@ def lost_from_violations(bad):
     return out
 
 
-def explain_lost(az, container, items, limit=10, proxies=()):
+def partition_of(name, count):
+    """docs/api.md, "Partitions": CRC-32 of the name, or of its hash tag, modulo count."""
+    b = name.encode()
+    i = b.find(b"{")
+    if i >= 0:
+        j = b.find(b"}", i + 1)
+        if j > i + 1:
+            b = b[i + 1:j]
+    return zlib.crc32(b) % count
+
+
+def explain_lost(az, container, items, limit=10, proxies=(), partitions=1):
     """For each lost change (resource, lease_id or None), the blobs of the container that
-    hold it and what the owner blob names; returns printable lines. With the servers' fault
-    proxies (faultproxy.py), also every write that carried it, to a blob that may since have
-    been deleted, and the journal the owner blob named then."""
+    hold it and what the owner blob names (each one's partition's, on a partitioned group);
+    returns printable lines. With the servers' fault proxies (faultproxy.py), also every write
+    that carried it, to a blob that may since have been deleted, and the journal the owner
+    blob named then."""
     out = []
+    prefixes = sorted({"p/%03d/" % partition_of(res, partitions) if partitions > 1 else ""
+                       for res, _ in items[:limit]})
     try:
-        st, hdrs, _ = az.request("HEAD", "%s/owner" % container)
-        meta = {k[len("x-ms-meta-"):]: v for k, v in hdrs.items()
-                if k.lower().startswith("x-ms-meta-")}
-        out.append("owner blob (%s): %s" % (st, json.dumps(meta, sort_keys=True)))
+        for prefix in prefixes:
+            st, hdrs, _ = az.request("HEAD", "%s/%sowner" % (container, prefix))
+            meta = {k[len("x-ms-meta-"):]: v for k, v in hdrs.items()
+                    if k.lower().startswith("x-ms-meta-")}
+            out.append("%sowner blob (%s): %s" % (prefix, st, json.dumps(meta, sort_keys=True)))
         blobs = [n for n in az.list(container)
-                 if n.startswith("journal/") or n.startswith("snapshots/")]
+                 if any(n.startswith(p + "journal/") or n.startswith(p + "snapshots/")
+                        for p in prefixes)]
         out.append("blobs: %s" % ", ".join(blobs))
         texts = {}
         for n in blobs:
@@ -603,7 +620,7 @@ def explain_lost(az, container, items, limit=10, proxies=()):
         return out + ["cannot look at the container: %r" % (e,)]
     # The journal the owner blob named, in time: every metadata write that succeeded.
     names = sorted((t, journal) for p in proxies for t, blob, q, status, _, journal in
-                   list(p.writes) if blob == "owner" and "comp=metadata" in q and status == 200
+                   list(p.writes) if blob.endswith("owner") and "comp=metadata" in q and status == 200
                    and journal)
     for res, lid in items[:limit]:
         needle = lid or ('"resource":"%s"' % res)

@@ -14,10 +14,10 @@ import json
 import subprocess
 import threading
 import time
-import zlib
 
 import pytest
 
+import ha_history
 from azure import Azurite
 from faultproxy import FaultProxy
 from ha_group import SLOW, Load, groups, wait_log  # noqa: F401
@@ -35,14 +35,7 @@ def azurite():
 
 
 def partition_of(name, count=N):
-    """docs/api.md, "Partitions": CRC-32 of the name, or of its hash tag, modulo count."""
-    b = name.encode()
-    i = b.find(b"{")
-    if i >= 0:
-        j = b.find(b"}", i + 1)
-        if j > i + 1:
-            b = b[i + 1:j]
-    return zlib.crc32(b) % count
+    return ha_history.partition_of(name, count)
 
 
 def owners(g, s):
