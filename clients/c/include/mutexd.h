@@ -26,6 +26,14 @@
  * server (the same lease comes back); a release sent again after that may answer
  * MUTEXD_LOST, a break broken = 0.
  *
+ * Partitions. On a partitioned group (mutexd --partitions N) the first answer that names a
+ * resource's partition makes the client read the partition map (GET /v1/servers); then a
+ * call about one resource (acquire, renew, release, break, get, watch) goes first to the
+ * owner of its partition (mutexd_partition_of()), at the URL that server advertises, so that
+ * no server forwards it, and round the given servers as above when that fails. After a
+ * surprise (an answer served by another server than the one asked, a 503, no answer) the
+ * map is read again, at most once a second; a failed reading never fails the call.
+ *
  * Results. Every call returns a mutexd_result: MUTEXD_OK, two "declined" answers that are part
  * of normal operation (MUTEXD_HELD: someone else holds the resource; MUTEXD_LOST: your lease is
  * no longer the resource's), and the errors. On anything but MUTEXD_OK the struct mutexd_error

@@ -24,6 +24,7 @@
 #include "buf.h"
 #include "decode.h"
 #include "json.h"
+#include "partition.h"
 
 #define ANSWER_MAX  ((size_t)16 << 20) /* a list page of 1000 states with metadata: ~5 MB */
 #define REQUEST_MAX ((size_t)4 << 20)  /* the server refuses more than 64 KiB; it says so */
@@ -39,6 +40,12 @@
 #define FAILOVER_ROUNDS  2
 #define PAUSE_DEFAULT_MS 250
 #define PAUSE_MAX_MS     2000
+
+/* A partitioned group: the map is read again at most once a MAP_INTERVAL_MS (while partitions
+ * move, every request may meet a surprise, and one reading a second is enough to follow), and
+ * a reading takes at most MAP_TIMEOUT_MS, as it delays the call that saw the surprise. */
+#define MAP_INTERVAL_MS 1000
+#define MAP_TIMEOUT_MS  2000
 
 /* ---- Results and errors ------------------------------------------------------------------- */
 
@@ -121,6 +128,14 @@ struct mutexd_client {
     long request_timeout_ms;
     int failed; /* the last request got no answer: the next one connects afresh */
     char errbuf[CURL_ERROR_SIZE];
+    /* The partition map of GET /v1/servers: map_count is 0 until an answer shows a
+     * partitioned group (then it is read), 1 once the group turned out not to be one (never
+     * routed nor read again); above 1, owners[p] is the advertised URL of partition p's
+     * owner, without trailing '/', or NULL while none owns it. */
+    unsigned map_count;
+    char **owners;
+    int64_t map_read_at; /* mutexd_monotonic_ms() of the last reading; 0: never read */
+    int map_due;         /* a surprise asked for a reading that the interval put off */
 };
 
 /* libcurl asks for curl_global_init() once, before any other call. */
@@ -305,6 +320,9 @@ void mutexd_client_free(mutexd_client *client)
     for (size_t i = 0; i < client->nurls; i++)
         free(client->urls[i]);
     free(client->urls);
+    for (unsigned p = 0; client->owners != NULL && p < client->map_count; p++)
+        free(client->owners[p]);
+    free(client->owners);
     free(client);
 }
 
@@ -321,6 +339,7 @@ struct answer {
     long retry_after_s;
     char *request_id;
     char served_by[512]; /* Mutexd-Served-By: the active of a group that served it, or "" */
+    int partitioned;     /* it had Mutexd-Partition: the server is one of a partitioned group */
 };
 
 static void answer_init(struct answer *a)
@@ -373,6 +392,9 @@ static size_t on_header(char *data, size_t size, size_t n, void *arg)
         free(a->request_id);
         a->request_id = NULL;
         a->served_by[0] = '\0';
+        a->partitioned = 0;
+    } else if (header_value(data, len, "Mutexd-Partition", &v, &vlen)) {
+        a->partitioned = 1;
     } else if (header_value(data, len, "Mutexd-Served-By", &v, &vlen)) {
         if (vlen < sizeof(a->served_by)) {
             memcpy(a->served_by, v, vlen);
@@ -492,33 +514,82 @@ static void sleep_ms(int64_t ms)
         ;
 }
 
+/* The servers a request tries in one round, in order: each one's URL, and its index among
+ * the given ones (-1 for a partition's owner that is not one of them). */
+struct route {
+    const char *base[MAX_URLS + 1];
+    long index[MAX_URLS + 1];
+    size_t n;
+};
+
+/* The advertised URL of the owner of the partition of `resource`, when the map names one. */
+static const char *owner_of(const mutexd_client *c, const char *resource)
+{
+    if (resource == NULL || c->map_count < 2)
+        return NULL;
+    return c->owners[mxc_name_hash(resource) % c->map_count];
+}
+
+/* A round's order: the owner of the resource's partition first, when the map names one, so
+ * that no server has to forward the request; then the given servers from the one tried first
+ * (c->next), each once. */
+static void route(const mutexd_client *c, const char *resource, struct route *r)
+{
+    r->n = 0;
+    long first = -1;
+    const char *owner = owner_of(c, resource);
+    if (owner != NULL) {
+        for (size_t k = 0; k < c->nurls && first < 0; k++) {
+            if (same_url(c->urls[k], owner))
+                first = (long)k;
+        }
+        r->base[r->n] = first >= 0 ? c->urls[first] : owner;
+        r->index[r->n++] = first;
+    }
+    for (size_t k = 0; k < c->nurls; k++) {
+        size_t i = (c->next + k) % c->nurls;
+        if ((long)i == first)
+            continue;
+        r->base[r->n] = c->urls[i];
+        r->index[r->n++] = (long)i;
+    }
+}
+
+/* Whether the answer to a request about a resource sent to `base` calls for reading the
+ * partition map: the first that names a partition, and, with a map, one served by another
+ * server than the one asked (the partition moved). */
+static int surprising(const mutexd_client *c, const char *base, const struct answer *a)
+{
+    if (c->map_count == 0)
+        return a->partitioned;
+    return c->map_count > 1 && a->served_by[0] != '\0' && !same_url(base, a->served_by);
+}
+
+static void read_map(mutexd_client *c);
+
 /*
- * Sends one request to the servers: to the one tried first (c->next), and on to the next
- * when no answer comes (connection error, timeout) or the answer is 503, until one answers
- * or, with several servers, every one was tried FAILOVER_ROUNDS times. Before going round
- * again it pauses for the shortest Retry-After of the round's 503s (PAUSE_DEFAULT_MS
- * without one, at most PAUSE_MAX_MS). Each attempt takes at most `timeout_ms`; with `until`
- * (monotonic ms, 0: none) none begins once it has passed and none lasts beyond it. *sent
- * is when the last attempt was sent. Returns what the last attempt gave: MUTEXD_OK with its
- * answer in *a (a 503 too, for read_answer to report), or its error in *err.
+ * The attempts of exchange(), round after round. A request about `resource` goes first to
+ * its partition's owner when the map names one; *surprise is set when what happened calls
+ * for reading the map again.
  */
-static mutexd_result exchange(mutexd_client *c, const char *path, const char *body, long timeout_ms,
-                              int64_t until, struct answer *a, int64_t *sent,
-                              struct mutexd_error *err)
+static mutexd_result attempts(mutexd_client *c, const char *resource, const char *path,
+                              const char *body, long timeout_ms, int64_t until, struct answer *a,
+                              int64_t *sent, int *surprise, struct mutexd_error *err)
 {
     mutexd_result result = MUTEXD_ERR_TRANSPORT;
     int rounds = c->nurls > 1 ? FAILOVER_ROUNDS : 1;
     int tried = 0;
     for (int round = 0; round < rounds; round++) {
         long pause_s = -1;
-        for (size_t k = 0; k < c->nurls; k++) {
+        struct route r;
+        route(c, resource, &r);
+        for (size_t k = 0; k < r.n; k++) {
             long t = timeout_ms;
             int64_t now = mutexd_monotonic_ms();
             if (until > 0 && tried && now >= until)
                 return result;
             if (until > 0 && until - now < t)
                 t = until - now > 1 ? (long)(until - now) : 1;
-            size_t i = c->next;
             if (tried) {
                 mutexd_error_clear(err);
                 answer_free(a);
@@ -526,14 +597,20 @@ static mutexd_result exchange(mutexd_client *c, const char *path, const char *bo
             }
             tried = 1;
             *sent = now;
-            result = perform(c, c->urls[i], path, body, t, a, err);
+            result = perform(c, r.base[k], path, body, t, a, err);
             int unavailable = result == MUTEXD_OK && a->status == 503;
             if (result != MUTEXD_ERR_TRANSPORT && !unavailable) {
-                if (result == MUTEXD_OK)
-                    answered_by(c, i, a);
+                if (result == MUTEXD_OK && r.index[k] >= 0)
+                    answered_by(c, (size_t)r.index[k], a);
+                if (result == MUTEXD_OK && resource != NULL && surprising(c, r.base[k], a))
+                    *surprise = 1;
                 return result;
             }
-            c->next = (i + 1) % c->nurls;
+            /* No answer, or a 503: on a partitioned group the partition may have moved. */
+            if (resource != NULL && c->map_count > 1)
+                *surprise = 1;
+            if (r.index[k] >= 0)
+                c->next = ((size_t)r.index[k] + 1) % c->nurls;
             if (unavailable && a->retry_after_s >= 0 && (pause_s < 0 || a->retry_after_s < pause_s))
                 pause_s = a->retry_after_s;
         }
@@ -545,6 +622,36 @@ static mutexd_result exchange(mutexd_client *c, const char *path, const char *bo
             break;
         sleep_ms(pause);
     }
+    return result;
+}
+
+/*
+ * Sends one request to the servers: to the one tried first (c->next), and on to the next
+ * when no answer comes (connection error, timeout) or the answer is 503, until one answers
+ * or, with several servers, every one was tried FAILOVER_ROUNDS times. Before going round
+ * again it pauses for the shortest Retry-After of the round's 503s (PAUSE_DEFAULT_MS
+ * without one, at most PAUSE_MAX_MS). Each attempt takes at most `timeout_ms`; with `until`
+ * (monotonic ms, 0: none) none begins once it has passed and none lasts beyond it. *sent
+ * is when the last attempt was sent. Returns what the last attempt gave: MUTEXD_OK with its
+ * answer in *a (a 503 too, for read_answer to report), or its error in *err.
+ *
+ * A request about `resource` (NULL for the others) on a partitioned group goes to the owner
+ * of its partition first (see route()); the partition map is read when it is due, and again
+ * after the request when it met a surprise.
+ */
+static mutexd_result exchange(mutexd_client *c, const char *resource, const char *path,
+                              const char *body, long timeout_ms, int64_t until, struct answer *a,
+                              int64_t *sent, struct mutexd_error *err)
+{
+    if (resource != NULL && c->map_due)
+        read_map(c);
+    int surprise = 0;
+    mutexd_result result =
+        attempts(c, resource, path, body, timeout_ms, until, a, sent, &surprise, err);
+    /* Read after the request rather than during it: the map serves the next requests, and
+     * this one's attempts and deadline stay as they were. */
+    if (surprise)
+        read_map(c);
     return result;
 }
 
@@ -670,18 +777,111 @@ static mutexd_result take(struct mxc_buf *b, char **text, struct mutexd_error *e
                    : MUTEXD_ERR_NOMEM;
 }
 
-/* Sends a POST (or a GET when body is NULL) and reads the answer into *doc. *sent (may be
- * NULL): when the request that got the answer was sent. */
-static mutexd_result call(mutexd_client *c, const char *path, const char *body, long wait_ms,
-                          struct answer *a, struct mxc_doc *doc, int64_t *sent,
-                          struct mutexd_error *err)
+/* Sends a POST (or a GET when body is NULL), about `resource` or none (NULL), and reads the
+ * answer into *doc. *sent (may be NULL): when the request that got the answer was sent. */
+static mutexd_result call(mutexd_client *c, const char *resource, const char *path,
+                          const char *body, long wait_ms, struct answer *a, struct mxc_doc *doc,
+                          int64_t *sent, struct mutexd_error *err)
 {
     long timeout = c->request_timeout_ms + (wait_ms > 0 ? wait_ms : 0);
     int64_t at;
-    mutexd_result result = exchange(c, path, body, timeout, 0, a, sent != NULL ? sent : &at, err);
+    mutexd_result result =
+        exchange(c, resource, path, body, timeout, 0, a, sent != NULL ? sent : &at, err);
     if (result != MUTEXD_OK)
         return result;
     return read_answer(a, doc, err);
+}
+
+/* ---- The partition map ------------------------------------------------------------------- */
+
+/* Replaces the map by what the body of GET /v1/servers says: its "partitions" (absent, or a
+ * count of 1: a group, or a server, that is not partitioned). MUTEXD_ERR_PROTOCOL, the map
+ * as it was, when it makes no sense. */
+static mutexd_result set_map(mutexd_client *c, const cJSON *root)
+{
+    const cJSON *parts = cJSON_GetObjectItemCaseSensitive(root, "partitions");
+    unsigned count = 1;
+    if (parts != NULL && !cJSON_IsNull(parts)) {
+        const cJSON *n = cJSON_GetObjectItemCaseSensitive(parts, "count");
+        if (!cJSON_IsObject(parts) || !cJSON_IsNumber(n) || n->valuedouble < 1 ||
+            n->valuedouble > MXC_PARTITIONS_MAX ||
+            n->valuedouble != (double)(unsigned)n->valuedouble)
+            return MUTEXD_ERR_PROTOCOL;
+        count = (unsigned)n->valuedouble;
+    }
+    char **owners = NULL;
+    if (count > 1) {
+        const cJSON *list = cJSON_GetObjectItemCaseSensitive(parts, "owners");
+        if (!cJSON_IsArray(list))
+            return MUTEXD_ERR_PROTOCOL;
+        owners = calloc(count, sizeof(*owners));
+        if (owners == NULL)
+            return MUTEXD_ERR_NOMEM;
+        const cJSON *entry;
+        cJSON_ArrayForEach(entry, list)
+        {
+            const cJSON *p = cJSON_GetObjectItemCaseSensitive(entry, "partition");
+            const cJSON *url = cJSON_GetObjectItemCaseSensitive(entry, "url");
+            if (!cJSON_IsNumber(p) || p->valuedouble < 0 || p->valuedouble >= count ||
+                (url != NULL && !cJSON_IsNull(url) && !cJSON_IsString(url))) {
+                for (unsigned i = 0; i < count; i++)
+                    free(owners[i]);
+                free(owners);
+                return MUTEXD_ERR_PROTOCOL;
+            }
+            const char *u = cJSON_IsString(url) ? url->valuestring : "";
+            size_t len = strlen(u);
+            while (len > 0 && u[len - 1] == '/')
+                len--;
+            /* An owner URL this client cannot use is left out: the given servers forward. */
+            if (((len > 7 && strncasecmp(u, "http://", 7) == 0) ||
+                 (len > 8 && strncasecmp(u, "https://", 8) == 0)) &&
+                !has_line_break(u)) {
+                unsigned i = (unsigned)p->valuedouble;
+                free(owners[i]);
+                owners[i] = strndup(u, len); /* NULL when memory ran out: not routed */
+            }
+        }
+    }
+    for (unsigned i = 0; c->owners != NULL && i < c->map_count; i++)
+        free(c->owners[i]);
+    free(c->owners);
+    c->owners = owners;
+    c->map_count = count;
+    return MUTEXD_OK;
+}
+
+/* Reads the partition map (GET /v1/servers), unless it was read less than MAP_INTERVAL_MS
+ * ago (then the next request about a resource reads it) or the group is known not to be
+ * partitioned. A failure keeps the map as it was and is not reported: the request that
+ * asked for the reading has its answer. */
+static void read_map(mutexd_client *c)
+{
+    if (c->map_count == 1)
+        return;
+    int64_t now = mutexd_monotonic_ms();
+    if (c->map_read_at != 0 && now - c->map_read_at < MAP_INTERVAL_MS) {
+        c->map_due = 1;
+        return;
+    }
+    c->map_read_at = now != 0 ? now : 1;
+    c->map_due = 0;
+    struct answer a;
+    answer_init(&a);
+    struct mxc_doc doc = {0};
+    struct mutexd_error scratch = {0};
+    int64_t sent;
+    long timeout = c->request_timeout_ms < MAP_TIMEOUT_MS ? c->request_timeout_ms : MAP_TIMEOUT_MS;
+    mutexd_result result = exchange(c, NULL, "/v1/servers", NULL, timeout, 0, &a, &sent, &scratch);
+    if (result == MUTEXD_OK)
+        result = read_answer(&a, &doc, &scratch);
+    if (result == MUTEXD_OK)
+        result = set_map(c, doc.root);
+    if (result != MUTEXD_OK)
+        c->map_due = 1;
+    mutexd_error_clear(&scratch);
+    mxc_doc_free(&doc);
+    answer_free(&a);
 }
 
 /* ---- Leases ------------------------------------------------------------------------------- */
@@ -816,7 +1016,7 @@ mutexd_result mutexd_acquire(mutexd_client *client, const char *resource,
 
     long wait = o->wait_ms > 0 && o->wait_ms < 86400000 ? (long)o->wait_ms : 0;
     int64_t sent;
-    result = call(client, path, body, wait, &a, &doc, &sent, err);
+    result = call(client, resource, path, body, wait, &a, &doc, &sent, err);
     if (result != MUTEXD_OK)
         goto out;
     /* After a wait in the queue the grant came some time before the answer: count from it. */
@@ -883,7 +1083,7 @@ mutexd_result mutexd_renew(mutexd_client *client, const char *resource, const ch
 
     long timeout = o->timeout_ms > 0 ? o->timeout_ms : client->request_timeout_ms;
     int64_t sent;
-    result = exchange(client, path, body, timeout, until, &a, &sent, err);
+    result = exchange(client, resource, path, body, timeout, until, &a, &sent, err);
     if (result != MUTEXD_OK)
         goto out;
     result = read_answer(&a, &doc, err);
@@ -934,7 +1134,7 @@ static mutexd_result post_flag(mutexd_client *client, const char *resource, cons
     result = take(&b, &body, err);
     if (result != MUTEXD_OK)
         goto out;
-    result = call(client, path, body, 0, &a, &doc, NULL, err);
+    result = call(client, resource, path, body, 0, &a, &doc, NULL, err);
     if (result != MUTEXD_OK)
         goto out;
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(doc.root, flag);
@@ -1018,7 +1218,7 @@ static mutexd_result get_state(mutexd_client *client, const char *resource, int 
     if (result != MUTEXD_OK)
         goto out;
     long wait = watch && wait_ms > 0 && wait_ms < 86400000 ? (long)wait_ms : 0;
-    result = call(client, path, NULL, wait, &a, &doc, NULL, err);
+    result = call(client, resource, path, NULL, wait, &a, &doc, NULL, err);
     if (result != MUTEXD_OK)
         goto out;
     result = mxc_decode_state(&doc, doc.root, &fresh);
@@ -1105,7 +1305,7 @@ static mutexd_result list_page(mutexd_client *client, const struct mutexd_list_o
     if (result != MUTEXD_OK)
         goto out;
     long wait = watch && wait_ms > 0 && wait_ms < 86400000 ? (long)wait_ms : 0;
-    result = call(client, path, NULL, wait, &a, &doc, NULL, err);
+    result = call(client, NULL, path, NULL, wait, &a, &doc, NULL, err);
     if (result != MUTEXD_OK)
         goto out;
     uint64_t at = 0;
@@ -1193,7 +1393,7 @@ mutexd_result mutexd_events(mutexd_client *client, uint64_t after,
     if (result != MUTEXD_OK)
         goto out;
     long wait = o->wait_ms > 0 && o->wait_ms < 86400000 ? (long)o->wait_ms : 0;
-    result = call(client, path, NULL, wait, &a, &doc, NULL, err);
+    result = call(client, NULL, path, NULL, wait, &a, &doc, NULL, err);
     if (result != MUTEXD_OK)
         goto out;
     result = mxc_decode_event_page(&doc, doc.root, &fresh);
@@ -1229,7 +1429,7 @@ mutexd_result mutexd_whoami(mutexd_client *client, struct mutexd_whoami *who,
         result = fail(err, MUTEXD_ERR_ARG, "no client");
         goto out;
     }
-    result = call(client, "/v1/whoami", NULL, 0, &a, &doc, NULL, err);
+    result = call(client, NULL, "/v1/whoami", NULL, 0, &a, &doc, NULL, err);
     if (result != MUTEXD_OK)
         goto out;
     result = mxc_decode_whoami(&doc, doc.root, &fresh);

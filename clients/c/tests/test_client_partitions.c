@@ -1,0 +1,312 @@
+/*
+ * The library against a partitioned group: three real servers of 16 partitions on a real
+ * Azurite, started for each case by with-group.sh (MUTEXD_URLS, MUTEXD_PIDS).
+ * A request about a resource goes straight to its partition's owner, so that no server
+ * forwards it (their mutexd_forwarded_requests_total stays as it was), and the client follows
+ * a partition whose owner leaves.
+ */
+#include "testing.h"
+
+#include <cjson/cJSON.h>
+#include <curl/curl.h>
+#include <signal.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include "mutexd.h"
+
+#define PARTITIONS 16
+#define GROUP      3
+
+struct group {
+    char urls[GROUP][64];
+    pid_t pids[GROUP];
+};
+
+static void group_of_env(struct group *g)
+{
+    const char *urls = getenv("MUTEXD_URLS"), *pids = getenv("MUTEXD_PIDS");
+    if (urls == NULL || pids == NULL)
+        fail_msg("MUTEXD_URLS is not set: run this through with-group.sh");
+    for (int i = 0; i < GROUP; i++) {
+        size_t n = strcspn(urls, ",");
+        assert_true(n > 0 && n < sizeof(g->urls[i]));
+        memcpy(g->urls[i], urls, n);
+        g->urls[i][n] = '\0';
+        urls += n + (urls[n] == ',');
+        g->pids[i] = (pid_t)strtol(pids, (char **)&pids, 10);
+        pids += *pids == ',';
+        assert_true(g->pids[i] > 0);
+    }
+}
+
+/* Whether the process runs (a zombie waiting for its parent does not). */
+static int running(pid_t pid)
+{
+    char path[64], stat[512];
+    snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return 0;
+    size_t n = fread(stat, 1, sizeof(stat) - 1, f);
+    fclose(f);
+    stat[n] = '\0';
+    const char *end = strrchr(stat, ')');
+    return end != NULL && end[1] == ' ' && end[2] != 'Z';
+}
+
+static size_t on_body(char *data, size_t size, size_t n, void *arg)
+{
+    FILE *out = arg;
+    return fwrite(data, size, n, out);
+}
+
+/* The body of GET url+path (a 200), or NULL; the caller frees it. */
+static char *http_get(const char *url, const char *path)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    assert_non_null(out);
+    char full[256];
+    snprintf(full, sizeof(full), "%s%s", url, path);
+    CURL *e = curl_easy_init();
+    assert_non_null(e);
+    curl_easy_setopt(e, CURLOPT_URL, full);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, 5000L);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, out);
+    long status = 0;
+    CURLcode rc = curl_easy_perform(e);
+    curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
+    curl_easy_cleanup(e);
+    fclose(out);
+    if (rc != CURLE_OK || status != 200) {
+        free(text);
+        return NULL;
+    }
+    return text;
+}
+
+/* How many requests the running servers forwarded to another so far
+ * (mutexd_forwarded_requests_total of every code, summed). */
+static long forwarded(const struct group *g)
+{
+    long sum = 0;
+    for (int i = 0; i < GROUP; i++) {
+        if (!running(g->pids[i]))
+            continue;
+        char *text = http_get(g->urls[i], "/metrics");
+        assert_non_null(text);
+        for (char *line = strtok(text, "\n"); line != NULL; line = strtok(NULL, "\n")) {
+            if (strncmp(line, "mutexd_forwarded_requests_total", 31) == 0)
+                sum += (long)strtod(strrchr(line, ' ') + 1, NULL);
+        }
+        free(text);
+    }
+    return sum;
+}
+
+/* Waits until every running server has the same map, every partition owned by a running
+ * server and each one owning its even share; owner[p] is then the index of p's owner. */
+static void settled(const struct group *g, int owner[PARTITIONS])
+{
+    int64_t end = test_now_ms() + 60000;
+    while (test_now_ms() < end) {
+        int live = 0, agree = 1, first = 1;
+        int map[PARTITIONS];
+        for (int i = 0; i < GROUP && agree; i++) {
+            if (!running(g->pids[i]))
+                continue;
+            live++;
+            char *text = http_get(g->urls[i], "/v1/servers");
+            cJSON *root = text != NULL ? cJSON_Parse(text) : NULL;
+            free(text);
+            const cJSON *parts = cJSON_GetObjectItemCaseSensitive(root, "partitions");
+            const cJSON *count = cJSON_GetObjectItemCaseSensitive(parts, "count");
+            const cJSON *owners = cJSON_GetObjectItemCaseSensitive(parts, "owners");
+            agree = cJSON_IsNumber(count) && count->valueint == PARTITIONS && cJSON_IsArray(owners);
+            int here[PARTITIONS];
+            for (int p = 0; p < PARTITIONS; p++)
+                here[p] = -1;
+            const cJSON *list = agree ? owners : NULL, *o;
+            cJSON_ArrayForEach(o, list)
+            {
+                const cJSON *p = cJSON_GetObjectItemCaseSensitive(o, "partition");
+                const cJSON *url = cJSON_GetObjectItemCaseSensitive(o, "url");
+                if (!cJSON_IsNumber(p) || p->valueint < 0 || p->valueint >= PARTITIONS)
+                    continue;
+                for (int k = 0; k < GROUP; k++) {
+                    if (cJSON_IsString(url) && strcmp(url->valuestring, g->urls[k]) == 0)
+                        here[p->valueint] = k;
+                }
+            }
+            cJSON_Delete(root);
+            for (int p = 0; p < PARTITIONS && agree; p++) {
+                agree = here[p] >= 0 && running(g->pids[here[p]]) && (first || here[p] == map[p]);
+                map[p] = here[p];
+            }
+            first = 0;
+        }
+        int share[GROUP] = {0};
+        for (int p = 0; p < PARTITIONS && agree; p++)
+            share[map[p]]++;
+        for (int i = 0; i < GROUP && agree && live > 0; i++) {
+            if (running(g->pids[i]))
+                agree = share[i] >= PARTITIONS / live && share[i] <= PARTITIONS / live + 1;
+        }
+        if (agree && live > 0) {
+            memcpy(owner, map, sizeof(map));
+            return;
+        }
+        test_sleep_ms(100);
+    }
+    fail_msg("the partitions did not settle within 60 s");
+}
+
+/* A name of this run's own in partition p, the n-th one found. */
+static void name_in(char *out, size_t cap, const char *base, unsigned p, int n)
+{
+    for (int i = 0;; i++) {
+        unsigned q;
+        snprintf(out, cap, "%s-%ld-%d", base, (long)getpid(), i);
+        assert_int_equal(mutexd_partition_of(out, PARTITIONS, &q), MUTEXD_OK);
+        if (q == p && n-- == 0)
+            return;
+    }
+}
+
+static mutexd_client *connect_group(const struct group *g)
+{
+    char urls[256];
+    snprintf(urls, sizeof(urls), "%s,%s,%s", g->urls[0], g->urls[1], g->urls[2]);
+    mutexd_client *c = NULL;
+    struct mutexd_client_options o = {.request_timeout_ms = 10000};
+    assert_int_equal(mutexd_client_new(&c, urls, &o), MUTEXD_OK);
+    return c;
+}
+
+/* Once the client has read the map, acquire, get, watch, renew, break and release of names in
+ * every partition reach their owner: no server forwards one. */
+static void requests_go_straight_to_the_partitions_owner(void **state)
+{
+    (void)state;
+    struct group g;
+    group_of_env(&g);
+    int owner[PARTITIONS];
+    settled(&g, owner);
+    mutexd_client *c = connect_group(&g);
+    struct mutexd_error e = {0};
+    struct mutexd_state s = {0};
+    struct mutexd_lease l = {0};
+    char name[128];
+
+    /* The first answer about a resource says the group is partitioned: the map is read. */
+    name_in(name, sizeof(name), "first", 0, 0);
+    assert_int_equal(mutexd_get(c, name, &s, &e), MUTEXD_OK);
+
+    long before = forwarded(&g);
+    for (unsigned p = 0; p < PARTITIONS; p++) {
+        for (int n = 0; n < 2; n++) {
+            name_in(name, sizeof(name), "straight", p, n);
+            struct mutexd_acquire_options ao = {.owner = "w", .ttl_ms = 20000};
+            assert_int_equal(mutexd_acquire(c, name, &ao, &l, &e), MUTEXD_OK);
+            assert_int_equal(mutexd_get(c, name, &s, &e), MUTEXD_OK);
+            assert_true(s.held && s.holder.fencing_token == l.fencing_token);
+            assert_int_equal(mutexd_watch(c, name, 0, 1000, &s, &e), MUTEXD_OK);
+            assert_int_equal(mutexd_renew(c, l.resource, l.lease_id, NULL, &l, &e), MUTEXD_OK);
+            if (n == 0) {
+                assert_int_equal(mutexd_release(c, l.resource, l.lease_id, &e), MUTEXD_OK);
+            } else {
+                int broken = 0;
+                assert_int_equal(mutexd_break(c, name, "test", &broken, &e), MUTEXD_OK);
+                assert_true(broken);
+            }
+        }
+    }
+    long after = forwarded(&g);
+    if (after != before)
+        fail_msg("the servers forwarded %ld of 192 requests", after - before);
+    mutexd_lease_clear(&l);
+    mutexd_state_clear(&s);
+    mutexd_client_free(c);
+}
+
+/* The owner of a partition the client holds a lease in stops (SIGTERM, handing its
+ * partitions to the others): renewals and the release succeed, and once the client has read
+ * the map again its requests go straight to the new owner. */
+static void the_client_follows_a_partition_whose_owner_leaves(void **state)
+{
+    (void)state;
+    struct group g;
+    group_of_env(&g);
+    int owner[PARTITIONS];
+    settled(&g, owner);
+    mutexd_client *c = connect_group(&g);
+    struct mutexd_error e = {0};
+    struct mutexd_state s = {0};
+    struct mutexd_lease l = {0};
+    char name[128], other[128];
+
+    /* A partition of the second server: not the first URL, so a request there was routed. */
+    int victim = 1;
+    unsigned p = 0;
+    while (owner[p] != victim)
+        p++;
+    name_in(name, sizeof(name), "moving", p, 0);
+    assert_int_equal(mutexd_get(c, name, &s, &e), MUTEXD_OK);
+    struct mutexd_acquire_options ao = {.owner = "w", .ttl_ms = 30000};
+    assert_int_equal(mutexd_acquire(c, name, &ao, &l, &e), MUTEXD_OK);
+    assert_int_equal(mutexd_renew(c, l.resource, l.lease_id, NULL, &l, &e), MUTEXD_OK);
+
+    assert_int_equal(kill(g.pids[victim], SIGTERM), 0);
+    int64_t end = test_now_ms() + 20000;
+    while (running(g.pids[victim]) && test_now_ms() < end)
+        test_sleep_ms(50);
+    assert_false(running(g.pids[victim]));
+    if (mutexd_renew(c, l.resource, l.lease_id, NULL, &l, &e) != MUTEXD_OK)
+        fail_msg("the first renewal after the owner left: %s", e.message);
+
+    int next[PARTITIONS];
+    settled(&g, next);
+    assert_true(next[p] != victim);
+    /* A name in a partition of the other live server, so that the server that answered last
+     * is never the one to ask next. */
+    unsigned q = 0;
+    while (next[q] == next[p] || next[q] == victim)
+        q++;
+    name_in(other, sizeof(other), "other", q, 0);
+    /* The map may have been read while the partitions were still moving: past the second
+     * between readings, an answer from another server than the one asked has it read again. */
+    test_sleep_ms(1100);
+    assert_int_equal(mutexd_get(c, name, &s, &e), MUTEXD_OK);
+    assert_int_equal(mutexd_get(c, other, &s, &e), MUTEXD_OK);
+    test_sleep_ms(1100);
+    assert_int_equal(mutexd_get(c, name, &s, &e), MUTEXD_OK);
+    assert_int_equal(mutexd_get(c, other, &s, &e), MUTEXD_OK);
+
+    long before = forwarded(&g);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(mutexd_renew(c, l.resource, l.lease_id, NULL, &l, &e), MUTEXD_OK);
+        assert_int_equal(mutexd_get(c, other, &s, &e), MUTEXD_OK);
+        assert_int_equal(mutexd_get(c, name, &s, &e), MUTEXD_OK);
+        assert_true(s.held && s.holder.fencing_token == l.fencing_token);
+        assert_int_equal(mutexd_get(c, other, &s, &e), MUTEXD_OK);
+    }
+    assert_int_equal(mutexd_release(c, l.resource, l.lease_id, &e), MUTEXD_OK);
+    long after = forwarded(&g);
+    if (after != before)
+        fail_msg("the servers forwarded %ld of 13 requests after the move", after - before);
+    mutexd_error_clear(&e);
+    mutexd_lease_clear(&l);
+    mutexd_state_clear(&s);
+    mutexd_client_free(c);
+}
+
+int main(int argc, char **argv);
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(requests_go_straight_to_the_partitions_owner),
+    cmocka_unit_test(the_client_follows_a_partition_whose_owner_leaves),
+};
+TEST_MAIN(tests)
