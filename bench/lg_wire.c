@@ -261,3 +261,25 @@ void wire_base64(const char *in, size_t n, char *out, size_t cap)
     }
     out[o] = 0;
 }
+
+/* ---------------------------------------------------------------- partitions */
+
+unsigned wire_partition_of(const char *name, unsigned count)
+{
+    /* The hash tag: what lies between the first '{' and the first '}' after it, if not empty. */
+    const char *open = strchr(name, '{');
+    const char *close = open ? strchr(open + 1, '}') : NULL;
+    const char *p = name;
+    size_t n = strlen(name);
+    if (close && close > open + 1) {
+        p = open + 1;
+        n = (size_t)(close - p);
+    }
+    uint32_t crc = 0xffffffffu;
+    for (size_t i = 0; i < n; i++) {
+        crc ^= (unsigned char)p[i];
+        for (int k = 0; k < 8; k++)
+            crc = (crc >> 1) ^ (0xedb88320u & (0u - (crc & 1u)));
+    }
+    return count ? (~crc) % count : 0;
+}

@@ -60,6 +60,10 @@ bool wire_json_copy(const char *b, size_t n, const char *name, char *out, size_t
 /* Whether "name" is the string want. */
 bool wire_json_is(const char *b, size_t n, const char *name, const char *want);
 
+/* The partition of a mutexd resource name among count partitions (docs/api.md,
+ * "Partitions"): the CRC-32 (zlib's) of its hash tag, or of the whole name, modulo count. */
+unsigned wire_partition_of(const char *name, unsigned count);
+
 /* Standard base64 with padding, NUL-terminated; truncated to fit cap. */
 void wire_base64(const char *in, size_t n, char *out, size_t cap);
 

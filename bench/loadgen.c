@@ -63,6 +63,13 @@
 #define ERROR_BACKOFF_NS     (1 * NS_PER_MS)
 #define RECONNECT_BACKOFF_NS (100 * NS_PER_MS)
 
+/* A partitioned group: the map is read again at most once a second (while partitions move,
+ * many answers are surprises at once), over a blocking connection of at most MAP_TIMEOUT_S. */
+#define MAP_INTERVAL_NS (1 * NS_PER_SEC)
+#define MAP_TIMEOUT_S   2
+#define MAP_CAP         (256 * 1024)
+#define PARTITIONS_MAX  256
+
 /* ---------------------------------------------------------------- options */
 
 enum target { T_MUTEXD, T_REDIS, T_ETCD };
@@ -148,7 +155,11 @@ static void usage(FILE *f)
           "  --group-ports P,P   mutexd: the other servers of a group on the same host. Each\n"
           "                      connection starts on --port; when an answer names the\n"
           "                      active (Mutexd-Served-By) on one of these ports or --port,\n"
-          "                      it reconnects there, as the clients do\n"
+          "                      it reconnects there, as the clients do. A partitioned\n"
+          "                      group (--partitions N): each resource's requests go to\n"
+          "                      its partition's owner (GET /v1/servers, read at start\n"
+          "                      and after a surprise), the connections spread over the\n"
+          "                      servers and own keys picked in their server's partitions\n"
           "  --key-prefix P      default lg (a run id is appended: runs never share keys)\n"
           "  --json              print the results as one JSON object\n"
           "  --help\n",
@@ -436,7 +447,14 @@ struct lg {
     bool cpu_started, cpu_ended;
     /* results */
     uint64_t requests, cycles, holder_cycles, spins;
-    uint64_t moves; /* connections that moved to the active a server named */
+    uint64_t moves;     /* connections that moved to the active a server named, or to an owner */
+    uint64_t forwarded; /* answers served by another server than the one asked */
+    /* mutexd, a partitioned group: the partition count (0 or 1: none) and each partition's
+     * owner, by its port (0: none, or not one of --port and --group-ports). */
+    unsigned parts;
+    unsigned owner_port[PARTITIONS_MAX];
+    uint64_t map_read_ns;
+    bool map_due; /* a surprise asked for a reading of the map */
     uint64_t errors[E_COUNT];
     struct hist req_all, req_op[OP_COUNT], cycle, to_lease;
     char scratch[IN_CAP]; /* de-chunked bodies */
@@ -602,7 +620,13 @@ static long read_answer(struct lg *g, struct conn *c, enum outcome *out, bool *c
         return used;
     *close_after = r.close;
     bool ok = r.status >= 200 && r.status < 300;
-    if (g->o.target == T_MUTEXD && r.served_by_port && r.served_by_port != c->port) {
+    if (g->o.target == T_MUTEXD && r.served_by_port && r.served_by_port != c->port &&
+        recording(g, now_ns()))
+        g->forwarded++;
+    if (g->o.target == T_MUTEXD && g->parts > 1 && r.served_by_port &&
+        r.served_by_port != c->port) {
+        g->map_due = true; /* the partition moved: the next requests follow the map */
+    } else if (g->o.target == T_MUTEXD && r.served_by_port && r.served_by_port != c->port) {
         bool ours = r.served_by_port == g->o.port;
         for (unsigned i = 0; i < g->o.ngroup; i++)
             ours |= r.served_by_port == g->o.group_ports[i];
@@ -612,6 +636,8 @@ static long read_answer(struct lg *g, struct conn *c, enum outcome *out, bool *c
             g->moves++;
         }
     }
+    if (g->o.target == T_MUTEXD && r.status == 503 && g->parts > 1)
+        g->map_due = true;
     if (g->o.target == T_MUTEXD) {
         if (ok) {
             *out = OUT_OK;
@@ -723,6 +749,132 @@ static void timer_set(struct lg *g, struct conn *c, enum timer_kind tk, uint64_t
     heap_up(g, (unsigned)c->heap_pos);
 }
 
+/* ---------------------------------------------------------------- the partition map */
+
+/* Whether port is one of the group's: --port or one of --group-ports. */
+static bool group_port(const struct lg *g, unsigned port)
+{
+    bool ours = port == g->o.port;
+    for (unsigned i = 0; i < g->o.ngroup; i++)
+        ours |= port == g->o.group_ports[i];
+    return port && ours;
+}
+
+/* GET /v1/servers from the server on port, over a short blocking connection: the body, NUL-
+ * terminated, in out (cap bytes); false when no whole 200 came. */
+static bool get_servers(struct lg *g, unsigned port, char *out, size_t cap)
+{
+    bool ok = false;
+    int fd = socket(g->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return false;
+    struct timeval tv = {.tv_sec = MAP_TIMEOUT_S};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    struct sockaddr_storage to = g->addr;
+    if (to.ss_family == AF_INET)
+        ((struct sockaddr_in *)&to)->sin_port = htons((uint16_t)port);
+    else
+        ((struct sockaddr_in6 *)&to)->sin6_port = htons((uint16_t)port);
+    char req[256];
+    int n =
+        snprintf(req, sizeof req,
+                 "GET /v1/servers HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", g->host_hdr);
+    char *in = malloc(MAP_CAP), *scratch = malloc(MAP_CAP);
+    if (!in || !scratch || connect(fd, (struct sockaddr *)&to, g->addr_len) != 0 ||
+        send(fd, req, (size_t)n, MSG_NOSIGNAL) != n)
+        goto out;
+    size_t len = 0;
+    for (;;) {
+        ssize_t r = recv(fd, in + len, MAP_CAP - len, 0);
+        if (r <= 0)
+            goto out;
+        len += (size_t)r;
+        struct wire_http h;
+        long used = wire_http_parse(in, len, scratch, MAP_CAP, &h);
+        if (used == WIRE_MORE && len < MAP_CAP)
+            continue;
+        if (used < 0 || h.status != 200 || h.body_len >= cap)
+            goto out;
+        memcpy(out, h.body, h.body_len);
+        out[h.body_len] = 0;
+        ok = true;
+        goto out;
+    }
+out:
+    free(in);
+    free(scratch);
+    close(fd);
+    return ok;
+}
+
+/*
+ * Reads the partition map from the first of the group's servers that answers: its
+ * "partitions" {"count", "owners": [{"partition", "url", ...}]}; none, or a count of 1, is a
+ * group that is not partitioned. Owners are kept by port (the servers are all on --host);
+ * one on a port that is not the group's is left out, and its requests go where they would.
+ */
+static void read_map(struct lg *g)
+{
+    g->map_read_ns = now_ns();
+    g->map_due = false;
+    char *body = malloc(MAP_CAP);
+    if (!body)
+        return;
+    bool got = false;
+    for (unsigned i = 0; i <= g->o.ngroup && !got; i++)
+        got = get_servers(g, i == 0 ? g->o.port : g->o.group_ports[i - 1], body, MAP_CAP);
+    if (!got) {
+        g->map_due = true;
+        free(body);
+        return;
+    }
+    const char *parts = strstr(body, "\"partitions\":{");
+    const char *v;
+    size_t vl;
+    unsigned count = 1;
+    if (parts && wire_json_field(parts, strlen(parts), "count", &v, &vl))
+        count = (unsigned)strtoul(v, NULL, 10);
+    const char *owners = parts ? strstr(parts, "\"owners\":[") : NULL;
+    if (count < 2 || count > PARTITIONS_MAX || !owners) {
+        g->parts = count >= 2 ? g->parts : 1;
+        free(body);
+        return;
+    }
+    unsigned ports[PARTITIONS_MAX] = {0};
+    const char *end = strchr(owners, ']'); /* owner objects hold no array */
+    for (const char *o = strchr(owners, '{'); o && end && o < end; o = strchr(o + 1, '{')) {
+        const char *close = strchr(o, '}');
+        if (!close)
+            break;
+        size_t olen = (size_t)(close - o + 1);
+        if (!wire_json_field(o, olen, "partition", &v, &vl))
+            continue;
+        unsigned p = (unsigned)strtoul(v, NULL, 10);
+        if (p >= count || !wire_json_field(o, olen, "url", &v, &vl))
+            continue;
+        unsigned port = 0;
+        for (const char *q = v + vl; q > v; q--) {
+            if (q[-1] == ':') {
+                port = (unsigned)strtoul(q, NULL, 10);
+                break;
+            }
+        }
+        ports[p] = group_port(g, port) ? port : 0;
+    }
+    memcpy(g->owner_port, ports, sizeof ports);
+    g->parts = count;
+    free(body);
+}
+
+/* The port of the owner of key's partition, or 0 when the map names none. */
+static unsigned owner_of(const struct lg *g, const char *key)
+{
+    if (g->parts < 2)
+        return 0;
+    return g->owner_port[wire_partition_of(key, g->parts)];
+}
+
 /* ---------------------------------------------------------------- connections */
 
 static void conn_close(struct lg *g, struct conn *c)
@@ -793,6 +945,8 @@ static void conn_broken(struct lg *g, struct conn *c, enum err e, uint64_t now)
     count_error(g, e, now);
     conn_close(g, c);
     c->gen++;
+    if (g->parts > 1)
+        g->map_due = true; /* its server may have left, its partitions moved */
     if (g->draining) {
         conn_finish(g, c);
         return;
@@ -823,6 +977,18 @@ static void flush_out(struct lg *g, struct conn *c, uint64_t now)
 
 static void send_op(struct lg *g, struct conn *c, enum op op, uint64_t now)
 {
+    /* A partitioned group: the request goes to the owner of its resource's partition, so
+     * that no server forwards it; the connection moves there first. */
+    unsigned owner = op != OP_PING && g->o.target == T_MUTEXD ? owner_of(g, c->key) : 0;
+    if (owner && owner != c->port) {
+        conn_close(g, c);
+        c->port = owner;
+        g->moves++;
+        if (conn_open(g, c) != 0) {
+            conn_broken(g, c, E_IO, now);
+            return;
+        }
+    }
     int n = write_request(g, c, op);
     if (n < 0) {
         fprintf(stderr, "loadgen: request too large\n");
@@ -851,6 +1017,13 @@ static void set_key(struct lg *g, struct conn *c)
             snprintf(c->key, sizeof c->key, "%s/sem", g->run_id); /* one key for all */
         else
             snprintf(c->key, sizeof c->key, "%s/k%u.%u", g->run_id, c->id, c->gen);
+        /* A partitioned group: a name in a partition of the connection's own server, so that
+         * the connections stay spread over the servers. A server that owns nothing (it
+         * left) keeps the first name, and the connection moves to that name's owner. */
+        for (unsigned j = 1; !g->o.limit && !g->o.shared && g->parts > 1 && j < 64 &&
+                             owner_of(g, c->key) != c->port;
+             j++)
+            snprintf(c->key, sizeof c->key, "%s/k%u.%u.%u", g->run_id, c->id, c->gen, j);
         break;
     case R_CONTENDER:
         if (g->o.scenario == S_HOTKEY)
@@ -1253,6 +1426,10 @@ static void run(struct lg *g)
             timer_cancel(g, c);
             on_timer(g, c, tk, now);
         }
+        if (g->map_due && now >= g->map_read_ns + MAP_INTERVAL_NS) {
+            read_map(g);
+            now = now_ns();
+        }
         if (now >= next_scan) {
             check_timeouts(g, now);
             next_scan = now + 20 * NS_PER_MS;
@@ -1343,7 +1520,8 @@ static void report(const struct lg *g)
         printf("\"requests\":%" PRIu64 ",\"cycles\":%" PRIu64 ",\"holder_cycles\":%" PRIu64
                ",\"requests_per_s\":%.1f,\"cycles_per_s\":%.1f,\"spins\":%" PRIu64 ",",
                g->requests, g->cycles, g->holder_cycles, rps, cps, g->spins);
-        printf("\"moves\":%" PRIu64 ",", g->moves);
+        printf("\"moves\":%" PRIu64 ",\"forwarded\":%" PRIu64 ",\"partitions\":%u,", g->moves,
+               g->forwarded, g->parts > 1 ? g->parts : 1);
         printf("\"errors\":{");
         for (int e = 0; e < E_COUNT; e++)
             printf("\"%s\":%" PRIu64 "%s", err_names[e], g->errors[e], e + 1 < E_COUNT ? "," : "");
@@ -1371,8 +1549,13 @@ static void report(const struct lg *g)
         printf("  (of which %" PRIu64 " acquire retries after a %u ms sleep)", g->spins,
                o->spin_ms);
     if (g->moves)
-        printf("\nmoves     %10" PRIu64 "  connections moved to the active a server named",
+        printf("\nmoves     %10" PRIu64 "  connections moved to the active a server named, or "
+               "to an owner",
                g->moves);
+    if (o->target == T_MUTEXD)
+        printf("\nforwarded %10" PRIu64 "  answers served by another server than the one asked"
+               "%s",
+               g->forwarded, g->parts > 1 ? " (a partitioned group)" : "");
     printf("\nlatency ms            count       p50       p99      p999       max      mean\n");
     text_hist("request", &g->req_all);
     text_hist("cycle", &g->cycle);
@@ -1502,6 +1685,14 @@ int main(int argc, char **argv)
         else
             c->role = R_OWN_KEY;
     }
+    if (o->target == T_MUTEXD) {
+        read_map(g);
+        g->map_due = false; /* a group whose map could not be read is not routed */
+    }
+    /* A partitioned group: the connections start spread over its servers. */
+    for (unsigned i = 0; g->parts > 1 && i < o->connections; i++)
+        g->conns[i].port =
+            i % (o->ngroup + 1) == 0 ? o->port : o->group_ports[i % (o->ngroup + 1) - 1];
     g->active = o->connections;
     struct sigaction sa = {.sa_handler = on_signal};
     sigaction(SIGINT, &sa, NULL);
