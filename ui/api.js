@@ -72,7 +72,10 @@ export class Api {
       throw new NetworkError("the answer was cut short");
     }
     this.onReachable();
-    this.noteServedBy(res.headers.get("Mutexd-Served-By"));
+    // On a partitioned group an answer about one resource names the owner of its partition
+    // (with Mutexd-Partition), which is no change of the server the page talks to: only the
+    // other answers say which server serves the page.
+    if (!res.headers.has("Mutexd-Partition")) this.noteServedBy(res.headers.get("Mutexd-Served-By"));
     if (res.status === 401) {
       this.onUnauthorized(Boolean(this.token));
       throw new Unauthorized("a bearer token is needed");

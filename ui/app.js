@@ -2,7 +2,9 @@
 // resource: the list watch (GET /v1/resources?index=&wait_ms=), the chosen resource's watch
 // (GET /v1/resources/{r}?index=&wait_ms=) and its event feed (GET /v1/events?after=&wait_ms=).
 // The figures (/metrics) and the server group (/v1/servers) refresh on a slow timer. A
-// server without the list watch or the events is shown what it has, with a note.
+// server without the list watch or the events is shown what it has, with a note. On a
+// partitioned group the list's index and the events' next are positions (strings, one index
+// per partition): they are passed back as they came, never read as numbers.
 
 import { Api, Backoff, NetworkError, Unauthorized, messageOf, reasonOf, resourcePath, sleep, enc } from "./api.js";
 import { parseProm, figures } from "./prom.js";
@@ -25,7 +27,7 @@ const state = {
   name: null, scopes: null, admin: false,
   prefix: "", page: 0,
   resources: [], listIndex: null, listWatch: null, listCapped: false, listError: null,
-  selected: null, detail: null, detailError: null,
+  selected: null, detail: null, detailError: null, detailPartition: null,
   events: [], eventsNext: null, eventsGap: false,
   down: null, unavailable: null, switched: null, alone: false, generation: null,
   prevMetrics: null, prevMetricsAt: 0, commitMs: null,
@@ -251,7 +253,7 @@ function stamp(resources, at) {
 async function listRound(signal) {
   const watching = state.listWatch === true && state.listIndex !== null;
   const first = await api.request(
-    listBase() + (watching ? `&index=${state.listIndex}&wait_ms=${WAIT_MS}` : ""),
+    listBase() + (watching ? `&index=${enc(state.listIndex)}&wait_ms=${WAIT_MS}` : ""),
     { signal, timeoutMs: watching ? HELD_TIMEOUT_MS : 15000 });
   if (first.status === 400 && watching) {
     state.listWatch = false; // a server from before the list watch
@@ -278,8 +280,11 @@ async function listRound(signal) {
   state.resources = items;
   state.listCapped = Boolean(cursor);
   state.listError = null;
-  if (typeof first.body.index === "number") {
-    state.listIndex = first.body.index;
+  // A number on one server or a group of one partition, a position (a string) on a
+  // partitioned group: either is the index of the next watch.
+  const index = first.body.index;
+  if (typeof index === "number" || typeof index === "string") {
+    state.listIndex = index;
     if (state.listWatch === null) state.listWatch = true;
   } else if (state.listWatch !== false) {
     state.listWatch = false;
@@ -401,6 +406,7 @@ function select(name, focusDetail) {
   state.selected = name;
   state.detail = null;
   state.detailError = null;
+  state.detailPartition = null;
   state.events = [];
   state.eventsNext = null;
   state.eventsGap = false;
@@ -429,6 +435,10 @@ async function detailRound(signal) {
   }
   stamp([res.body], performance.now());
   state.detail = res.body;
+  // A partitioned group names the resource's partition and the server that owns it.
+  const partition = res.headers.get("Mutexd-Partition");
+  const owner = res.headers.get("Mutexd-Served-By");
+  state.detailPartition = partition === null ? null : { partition: Number(partition), owner };
   state.detailError = null;
   renderDetail();
   return 0;
@@ -455,6 +465,9 @@ function renderDetail() {
     fact("Limit", d.limit > 1 ? `${d.limit} (a semaphore)` : "1");
     fact("Waiters", fmtNumber(d.waiters));
     fact("Change index", fmtNumber(d.index));
+    const p = state.detailPartition;
+    if (p) fact("Partition", el("span", { dataset: { partition: p.partition } }, String(p.partition),
+      p.owner ? el("span", { class: "muted" }, " · served by ", el("span", { class: "mono" }, p.owner)) : ""));
   }
   $("detail-facts").replaceChildren(...facts);
   $("detail-holders").replaceChildren(...(holders.length ? holders.map((h) => {
@@ -479,7 +492,7 @@ async function eventsRound(signal) {
   const name = state.selected;
   const after = state.eventsNext;
   const res = await api.request(`/v1/events?prefix=${enc(name)}&limit=100`
-    + (after !== null ? `&after=${after}&wait_ms=${WAIT_MS}` : ""),
+    + (after !== null ? `&after=${enc(after)}&wait_ms=${WAIT_MS}` : ""),
   { signal, timeoutMs: after !== null ? HELD_TIMEOUT_MS : 15000 });
   if (res.status === 404 || res.status === 400) {
     $("events-note").hidden = false;
@@ -498,15 +511,20 @@ async function eventsRound(signal) {
   const list = (res.body.events || []).filter((e) => e.resource === name); // a prefix matches more
   if (res.body.truncated && after !== null) state.eventsGap = true;
   state.events = state.events.concat(list).slice(-EVENTS_KEPT);
+  // `next` covers the events the prefix matched beyond this resource too. On a partitioned
+  // group it is a position, and an event's index is only its partition's: the last index
+  // seen is the way on only for a server whose answer has no `next`.
+  const next = res.body.next;
   const last = list.length ? list[list.length - 1].index : after;
-  state.eventsNext = typeof res.body.next === "number" ? res.body.next : (last || 0);
+  state.eventsNext = typeof next === "number" || typeof next === "string" ? next : (last || 0);
   renderEvents();
   return 0;
 }
 
 function renderEvents() {
   const items = state.events.slice().reverse().map((e) => el("li", {
-    dataset: { index: e.index, type: e.type, owner: e.owner || "", token: e.fencing_token ?? "" },
+    dataset: { index: e.index, partition: e.partition ?? "", type: e.type, owner: e.owner || "", token: e.fencing_token ?? "" },
+    title: typeof e.partition === "number" ? `partition ${e.partition}` : undefined,
   },
   el("time", { datetime: e.at, title: e.at }, fmtClock(e.at)),
   el("span", { class: "ev-type", dataset: { type: e.type } }, e.type),
