@@ -8,7 +8,7 @@
 
 import { Api, Backoff, NetworkError, Unauthorized, messageOf, reasonOf, resourcePath, sleep, enc } from "./api.js";
 import { parseProm, figures } from "./prom.js";
-import { el, fmtAgo, fmtClock, fmtDuration, fmtLeft, fmtNumber, kindOf } from "./format.js";
+import { el, fmtAgo, fmtClock, fmtDuration, fmtLeft, fmtNumber, fmtRanges, kindOf } from "./format.js";
 
 const $ = (id) => document.getElementById(id);
 const PAGE_SIZE = 50;          // rows a page of the list shows
@@ -29,7 +29,7 @@ const state = {
   resources: [], listIndex: null, listWatch: null, listCapped: false, listError: null,
   selected: null, detail: null, detailError: null, detailPartition: null,
   events: [], eventsNext: null, eventsGap: false,
-  down: null, unavailable: null, switched: null, alone: false, generation: null,
+  down: null, unavailable: null, switched: null, alone: false, generation: null, owners: null,
   prevMetrics: null, prevMetricsAt: 0, commitMs: null,
 };
 const loops = {};
@@ -435,10 +435,13 @@ async function detailRound(signal) {
   }
   stamp([res.body], performance.now());
   state.detail = res.body;
-  // A partitioned group names the resource's partition and the server that owns it.
+  // A partitioned group names the resource's partition and the server that owns it; one
+  // that is not the owner the map shows has moved: the map is read again.
   const partition = res.headers.get("Mutexd-Partition");
   const owner = res.headers.get("Mutexd-Served-By");
   state.detailPartition = partition === null ? null : { partition: Number(partition), owner };
+  if (partition !== null && owner && state.owners && state.owners.get(Number(partition)) !== owner)
+    refreshServers();
   state.detailError = null;
   renderDetail();
   return 0;
@@ -657,10 +660,23 @@ async function refreshServers() {
     state.generation = g.active.generation;
     api.noteServedBy(g.active.url);
   }
+  // A partitioned group has no one active: each partition has its owner, and each server
+  // its share. A group of one partition, or a server alone, shows none of this.
+  const parts = g.partitions && g.partitions.count > 1 ? g.partitions : null;
+  const owners = parts ? parts.owners || [] : [];
+  state.owners = parts ? new Map(owners.map((o) => [o.partition, o.url])) : null;
   const facts = [];
   const fact = (k, v) => facts.push(el("dt", {}, k), el("dd", {}, v));
-  fact("This server", el("span", {}, el("span", { class: "mono" }, g.self ? g.self.url : "—"), g.self ? ` (${g.self.role})` : ""));
-  if (g.active) {
+  const share = (s) => (s && Array.isArray(s.partitions) ? s.partitions : []);
+  fact("This server", el("span", {}, el("span", { class: "mono" }, g.self ? g.self.url : "—"),
+    g.self ? ` (${g.self.role})` : "",
+    parts && g.self ? ` · owns ${fmtNumber(share(g.self).length)} of ${fmtNumber(parts.count)}` : ""));
+  if (parts) {
+    const orphans = owners.filter((o) => !o.url).length;
+    fact("Partitions", el("span", { id: "partition-count", dataset: { count: parts.count } },
+      `${fmtNumber(parts.count)} over ${fmtNumber((g.servers || []).length)} servers`,
+      orphans ? el("span", {}, " ", el("span", { class: "badge warn" }, `${fmtNumber(orphans)} without an owner: a takeover is in progress`)) : ""));
+  } else if (g.active) {
     fact("Active", el("span", { class: "mono role-active" }, g.active.url));
     fact("Generation", fmtNumber(g.active.generation));
     fact("Since", el("span", { title: g.active.since }, `${fmtClock(g.active.since)} (${fmtAgo(g.active.since)})`));
@@ -669,15 +685,30 @@ async function refreshServers() {
   }
   $("group-facts").replaceChildren(...facts);
   table.hidden = false;
+  $("share-head").hidden = !parts;
   $("server-rows").replaceChildren(...(g.servers || []).map((s) => {
     const active = g.active && s.url === g.active.url;
-    return el("tr", { dataset: { server: s.url, role: s.role } },
+    const mine = share(s);
+    const dataset = { server: s.url, role: s.role };
+    if (parts) dataset.partitions = mine.join(",");
+    return el("tr", { dataset },
       el("td", { class: "mono" + (active ? " role-active" : "") }, s.url, g.self && s.url === g.self.url ? el("span", { class: "muted" }, " (this)") : ""),
       el("td", {}, s.role),
       el("td", { class: "num" }, active || s.lag_changes === undefined || s.lag_changes === null ? "—"
         : `${fmtNumber(s.lag_changes)} ch · ${fmtDuration(s.lag_ms || 0)}`),
-      el("td", { class: "muted", title: s.seen_at || "" }, s.seen_at ? fmtAgo(s.seen_at) : "—"));
+      el("td", { class: "muted", title: s.seen_at || "" }, s.seen_at ? fmtAgo(s.seen_at) : "—"),
+      parts ? el("td", { class: "share", dataset: { count: mine.length } }, fmtNumber(mine.length),
+        mine.length ? el("span", { class: "mono" }, `: ${fmtRanges(mine)}`) : "") : null);
   }));
+  $("partition-map").hidden = !parts;
+  $("partition-rows").replaceChildren(...owners.map((o) => el("tr", {
+    dataset: { partition: o.partition, owner: o.url || "", generation: o.generation ?? "" },
+  },
+  el("td", { class: "num" }, String(o.partition)),
+  o.url ? el("td", { class: "mono" }, o.url, g.self && o.url === g.self.url ? el("span", { class: "muted" }, " (this)") : "")
+    : el("td", {}, el("span", { class: "badge warn" }, "none: a takeover is in progress")),
+  el("td", { class: "num" }, o.generation === undefined || o.generation === null ? "—" : fmtNumber(o.generation)),
+  el("td", { class: "muted", title: o.since || "" }, o.since ? fmtAgo(o.since) : "—"))));
 }
 
 // ---- the countdowns: 10 times a second, text and bar, nothing else moves ------------------

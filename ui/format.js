@@ -39,6 +39,19 @@ export function fmtNumber(n, digits = 0) {
   return n.toLocaleString(undefined, { minimumFractionDigits: digits, maximumFractionDigits: digits });
 }
 
+// A set of partition numbers as ranges, in order: [0, 1, 2, 5, 7, 8] -> "0–2, 5, 7–8".
+export function fmtRanges(numbers) {
+  const sorted = [...numbers].sort((a, b) => a - b);
+  const out = [];
+  for (let i = 0; i < sorted.length;) {
+    let j = i;
+    while (j + 1 < sorted.length && sorted[j + 1] === sorted[j] + 1) j++;
+    out.push(j > i ? `${sorted[i]}–${sorted[j]}` : String(sorted[i]));
+    i = j + 1;
+  }
+  return out.join(", ");
+}
+
 // el("td", {class: "num", dataset: {token: 3}}, "text", child...)
 export function el(tag, attrs = {}, ...children) {
   const e = document.createElement(tag);

@@ -41,6 +41,7 @@ describe("the dashboard, one server", () => {
       await page.waitForSelector('tr[data-resource="load/one"]', { timeout: 5000 });
       await until(() => page.$eval("#fig-leases", (e) => e.textContent !== "—"), { what: "the figures" });
       await until(() => page.$eval("#servers-note", (e) => !e.hidden), { what: "the server group's note" });
+      assert.equal(await page.$eval("#partition-map", (e) => e.hidden), true); // alone: no partitions
       const origin = new URL(server.url).origin;
       assert.ok(rec.requests.length >= 8, `the page, its files and its API calls: ${rec.requests.length}`);
       const foreign = rec.requests.filter((r) => new URL(r.url).origin !== origin);
@@ -63,6 +64,7 @@ describe("the dashboard, one server", () => {
     try {
       await until(() => page.$eval("#list-count", (e) => e.textContent !== ""), { what: "the list" });
       await until(() => page.$eval("#servers-note", (e) => !e.hidden), { what: "the server group's note" });
+      assert.equal(await page.$eval("#partition-map", (e) => e.hidden), true); // alone: no partitions
       assert.match(await page.$eval("#servers-note", (e) => e.textContent), /runs alone/);
       assert.equal(await page.$eval("#servers-table", (e) => e.hidden), true);
       await until(() => rec.requests.some((r) => new URL(r.url).pathname === "/v1/servers" && r.end !== null),

@@ -111,6 +111,10 @@ describe("the dashboard on a server group", () => {
         assert.equal(await page.$eval(`#server-rows tr[data-server="${first.url}"]`, (e) => e.dataset.role), "active");
         assert.equal(await page.$eval(`#server-rows tr[data-server="${server.url}"]`, (e) => e.dataset.role), "standby");
         assert.match(await page.innerText("#served-by"), new RegExp(first.url));
+        // A group of one partition shows no partition map, and no share per server.
+        assert.equal(await page.$eval("#partition-map", (e) => e.hidden), true);
+        assert.equal(await page.$eval("#share-head", (e) => e.hidden), true);
+        assert.equal(await page.$$eval("#server-rows tr[data-partitions]", (r) => r.length), 0);
       }
       await sleep(500);
 

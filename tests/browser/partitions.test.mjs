@@ -1,5 +1,6 @@
 // The dashboard on a partitioned group (--ha --partitions 16) of three real servers over one
-// real Azurite container, a page open on the first: the list follows its watch (a position,
+// real Azurite container, a page open on the first: it shows the partition map and each
+// server's share as GET /v1/servers gives them; the list follows its watch (a position,
 // passed back as it came) and shows a lease of a partition another server owns at once; the
 // event feed pages with the answers' `next` and shows each event once, for resources of
 // partitions each server owns; a resource served by another server is no change of the
@@ -96,7 +97,66 @@ async function watchedPage(server) {
   return opened;
 }
 
+// What the page shows of the group: the map's rows and the servers' shares.
+function shownGroup(page) {
+  return page.evaluate(() => ({
+    mapHidden: document.getElementById("partition-map").hidden,
+    count: document.querySelector("#partition-count")?.dataset.count ?? null,
+    facts: document.getElementById("group-facts").textContent,
+    owners: [...document.querySelectorAll("#partition-rows tr[data-partition]")].map((r) => ({
+      partition: Number(r.dataset.partition), url: r.dataset.owner, generation: Number(r.dataset.generation),
+      since: r.cells[3].title,
+    })),
+    shares: [...document.querySelectorAll("#server-rows tr[data-server]")].map((r) => ({
+      url: r.dataset.server, partitions: r.dataset.partitions,
+      text: r.querySelector(".share") ? r.querySelector(".share").textContent : null,
+    })),
+    shareHead: !document.getElementById("share-head").hidden,
+  }));
+}
+
 describe("the dashboard on a partitioned group", () => {
+  test("shows the partition map and each server's share, as GET /v1/servers gives them", async () => {
+    const map = await balancedMap();
+    const { context, page, rec, banners } = await watchedPage(servers[0]);
+    try {
+      const shown = await until(async () => {
+        const g = await shownGroup(page);
+        return g.owners.length === PARTITIONS ? g : null;
+      }, { timeout: 10000, what: "the partition map on the page" });
+      assert.equal(shown.mapHidden, false);
+      assert.equal(shown.count, String(PARTITIONS));
+      assert.ok(shown.shareHead, "the servers' table has a Partitions column");
+      // A partitioned group has no one active server: the page says no takeover.
+      assert.doesNotMatch(shown.facts, /takeover/);
+      assert.match(shown.facts, new RegExp(`${PARTITIONS} over 3 servers`));
+      assert.deepEqual(shown.owners.map(({ partition, url, generation, since }) => ({ partition, url, generation, since })),
+        map.partitions.owners.map(({ partition, url, generation, since }) => ({ partition, url, generation, since })));
+      const byUrl = new Map(shown.shares.map((s) => [s.url, s]));
+      assert.equal(byUrl.size, 3);
+      for (const s of map.servers) {
+        const row = byUrl.get(s.url);
+        assert.ok(row, `a row for ${s.url}`);
+        assert.equal(row.partitions, s.partitions.join(","));
+        // The count first, then the partitions as ranges ("6: 0, 2, 5, 7–8, 11").
+        assert.ok(row.text.startsWith(`${s.partitions.length}: `), row.text);
+        const listed = row.text.slice(row.text.indexOf(": ") + 2).split(", ").flatMap((part) => {
+          const [a, b] = part.split("–").map(Number);
+          return b === undefined ? [a] : Array.from({ length: b - a + 1 }, (_, i) => a + i);
+        });
+        assert.deepEqual(listed, s.partitions);
+      }
+      // Every partition has exactly one owner, among the three servers.
+      assert.deepEqual(map.servers.flatMap((s) => s.partitions).sort((a, b) => a - b),
+        Array.from({ length: PARTITIONS }, (_, i) => i));
+      assert.deepEqual(banners, []);
+      assert.deepEqual(rec.errors.filter((e) => e.startsWith("page error")), []);
+      console.log(`# shares: ${map.servers.map((s) => s.partitions.length).join(", ")} of ${PARTITIONS}`);
+    } finally {
+      await context.close();
+    }
+  });
+
   test("the list follows its watch, and shows a lease of another server's partition at once", async () => {
     const map = await balancedMap();
     const seed = await acquire(servers[0].url, "plist/seed", "seeder");
