@@ -64,8 +64,10 @@ enum MHD_Result http_i_send_body(struct hreq *q, int status, char *body, const c
     if (q->unauthorized)
         MHD_add_response_header(r, "WWW-Authenticate", "Bearer realm=\"mutexd\"");
     /* Only the active names itself: a standby's own answers (a bad request, no active
-     * server) were not served by the active. */
-    if (q->v1 && q->h->cfg.served_by && fwd_role(q->h->fwd, q->partition) == HTTP_ROLE_SERVE)
+     * server) were not served by the active. A list or events answer merged from every
+     * partition was served by none of them alone: no name. */
+    if (q->v1 && q->h->cfg.served_by && !q->spread &&
+        fwd_role(q->h->fwd, q->partition) == HTTP_ROLE_SERVE)
         MHD_add_response_header(r, "Mutexd-Served-By", q->h->cfg.served_by);
     if (q->v1 && q->name_len && q->h->cfg.partitions > 1) {
         char part[12];

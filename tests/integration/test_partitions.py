@@ -343,6 +343,8 @@ def test_lists_and_events_span_every_partition(groups):  # noqa: F811
         assert len(page["resources"]) == 7
     assert seen == sorted(n for n in names if n.startswith("spread")), seen
     assert pages == (len(seen) + 6) // 7
+    merged = raw(b.client_url, "GET", "/v1/resources?limit=1")
+    assert merged.header("Mutexd-Served-By") is None, merged.headers  # served by no one alone
     every = get_json(b.client_url, "/v1/resources?limit=1000")
     assert [r["resource"] for r in every["resources"]] == sorted(names + ["other"])
 
