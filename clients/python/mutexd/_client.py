@@ -23,10 +23,14 @@ from ._types import (
     Event,
     EventPage,
     Lease,
+    Position,
     ResourceList,
     ResourcePage,
     ResourceState,
     WhoAmI,
+    _optional_position,
+    check_position,
+    later,
     to_ms,
 )
 from ._version import __version__
@@ -739,7 +743,7 @@ class Client:
             return ResourcePage(
                 [ResourceState.from_json(item) for item in items],
                 nxt if isinstance(nxt, str) and nxt else None,
-                _int_or_none(resp.body, "index"),
+                _optional_position(resp.body, "index"),
             )
 
         return self._parse(build)  # type: ignore[no-any-return]
@@ -761,26 +765,39 @@ class Client:
     # -- watching many resources, and recent events -------------------------------------
 
     def watch_list(
-        self, prefix: Optional[str] = None, index: int = 0, wait: Duration = 60.0
+        self,
+        prefix: Optional[str] = None,
+        index: Optional[Position] = 0,
+        wait: Duration = 60.0,
     ) -> ResourceList:
         """A list watch: waits until a resource whose name starts with ``prefix`` changes
         after the change ``index`` (a grant, renewal, release, break or expiry; also when
         it becomes free and leaves the list), or ``wait`` seconds pass, and returns every
         held resource under ``prefix`` then (as it was when the wait ran out), with the
-        change index to watch from next. ``index=0, wait=0`` reads the list at once.
-        ``wait`` is at most the server's ``--max-wait-ms`` (default 300 s).
+        change index to watch from next. ``index=0, wait=0`` (or ``index=None``) reads the
+        list at once. ``wait`` is at most the server's ``--max-wait-ms`` (default 300 s).
+
+        On a partitioned group (``--partitions N``, N > 1) the index is a position, a
+        ``str``: pass the ``index`` of a list read there unchanged (a number other than
+        that first read's 0 is refused, :class:`InvalidRequest`).
 
         The server answers when something under the prefix changed, which may leave the
         list as it was (a lease granted and released meanwhile); :meth:`watch_prefix`
         leaves those out.
         """
-        if isinstance(index, bool) or not isinstance(index, int) or index < 0:
-            raise ValueError("index must be a non-negative int")
+        if index is not None:
+            check_position(index, "index")
         wait_ms = to_ms(wait, "wait")
-        query: dict[str, Any] = {"index": index, "limit": 1000}
+        query: dict[str, Any] = {"limit": 1000}
         if prefix is not None:
             query["prefix"] = prefix
-        first = self._list_page(query, wait_ms)
+        if index is None or (index == 0 and wait_ms == 0):
+            # The list at once, the same answer on every group: a partitioned one refuses
+            # the number 0.
+            first = self._list_page(query, None)
+        else:
+            query["index"] = index
+            first = self._list_page(query, wait_ms)
         if first.index is None:
             raise ProtocolError("the server's list has no index: it has no list watch")
         resources = list(first.resources)
@@ -792,7 +809,7 @@ class Client:
         return ResourceList(first.index, resources)
 
     def watch_prefix(
-        self, prefix: str = "", wait: Duration = 60.0, index: Optional[int] = None
+        self, prefix: str = "", wait: Duration = 60.0, index: Optional[Position] = None
     ) -> Iterator[ResourceList]:
         """Iterates over the held resources under ``prefix`` as they change::
 
@@ -811,8 +828,9 @@ class Client:
             raise TypeError("prefix must be a str, not %s" % type(prefix).__name__)
         wait_ms = to_ms(wait, "wait")
         seen: Optional[list[tuple[str, int]]] = None
+        at: Position
         if index is None:
-            current = self.watch_list(prefix, 0, 0)
+            current = self.watch_list(prefix, None)
             yield current
             at = current.index
             seen = [(r.resource, r.index) for r in current.resources]
@@ -831,14 +849,14 @@ class Client:
                 current = self.watch_list(prefix, at, 0)
                 now = [(r.resource, r.index) for r in current.resources]
             changed = woken if seen is None else now != seen
-            at = max(at, current.index)
+            at = later(at, current.index)
             seen = now
             if changed:
                 yield current
 
     def events_page(
         self,
-        after: int = 0,
+        after: Optional[Position] = 0,
         prefix: Optional[str] = None,
         limit: Optional[int] = None,
         wait: Duration = 0,
@@ -847,10 +865,14 @@ class Client:
         the server keeps), oldest first: at most ``limit`` (server default 100, at most
         1000), of resources whose name starts with ``prefix``. With ``wait``, when there
         is none yet the request waits up to that long for one. See :class:`EventPage` for
-        ``next`` and ``truncated``."""
-        if isinstance(after, bool) or not isinstance(after, int) or after < 0:
-            raise ValueError("after must be a non-negative int")
-        query: dict[str, Any] = {"after": after}
+        ``next`` and ``truncated``. On a partitioned group ``after`` is the ``next`` of a
+        page read there, a position (``str``), passed unchanged; 0 or ``None`` asks from
+        the oldest on any group."""
+        query: dict[str, Any] = {}
+        if after is not None:
+            check_position(after, "after")
+            if after != 0:  # the server's default: a partitioned group refuses the number
+                query["after"] = after
         if prefix is not None:
             query["prefix"] = prefix
         if limit is not None:
@@ -865,18 +887,19 @@ class Client:
         self,
         prefix: Optional[str] = None,
         *,
-        after: Optional[int] = None,
+        after: Optional[Position] = None,
         follow: bool = False,
         wait: Duration = 60.0,
         limit: Optional[int] = None,
-        on_truncated: Optional[Callable[[int], Any]] = None,
+        on_truncated: Optional[Callable[[Position], Any]] = None,
     ) -> Iterator[Event]:
         """Iterates over the recent changes, oldest first::
 
             for ev in client.events(prefix="jobs/", follow=True):
                 print(ev.index, ev.type, ev.resource, ev.owner, ev.fencing_token)
 
-        From the oldest the server keeps, or after the change index ``after``; of the
+        From the oldest the server keeps, or after the change index ``after`` (on a
+        partitioned group, a position: the ``next`` of an :meth:`events_page`); of the
         resources whose name starts with ``prefix``. Without ``follow`` it ends with the
         last change there is; with it, it keeps waiting (``wait`` seconds per request,
         passing each answer's ``next`` as the next ``after``) and yields each change as it
@@ -888,9 +911,11 @@ class Client:
         events that follow the gap (by default, a warning on the ``mutexd`` logger): some
         changes were missed. Without ``after``, the first answer starts at the oldest kept
         without that. An error ends the iteration with the exception; start again with
-        ``after`` set to the last event's ``index`` to miss nothing.
+        ``after`` set to the last event's ``index`` to miss nothing (on a partitioned
+        group, where each event's ``index`` is its partition's, from a page's ``next``
+        with :meth:`events_page`).
         """
-        at = 0 if after is None else after
+        at: Position = 0 if after is None else after
         report = after is not None
         per_request = 1000 if limit is None else limit
         full = False
@@ -902,12 +927,12 @@ class Client:
                     on_truncated(at)
                 else:
                     _log.warning(
-                        "mutexd events: changes after index %d were dropped by the server "
+                        "mutexd events: changes after index %s were dropped by the server "
                         "(it keeps the last --event-history only); some were missed", at)
             report = True
             for ev in page.events:
                 yield ev
-            at = max(at, page.next)
+            at = later(at, page.next)
             full = len(page.events) >= per_request
             if not follow and not full:
                 return

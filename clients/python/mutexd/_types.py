@@ -15,6 +15,7 @@ from typing import Any, Optional, Union
 
 __all__ = [
     "Duration",
+    "Position",
     "Lease",
     "Holder",
     "LeaseHolder",
@@ -29,6 +30,12 @@ __all__ = [
 
 #: A duration: seconds as ``int`` or ``float``, or a ``datetime.timedelta``.
 Duration = Union[int, float, _dt.timedelta]
+
+#: Where a list watch or the events stand: a change index (``int``) on a lone server or a
+#: group of one partition, an opaque ``str`` on a partitioned group (``--partitions N``,
+#: N > 1), where one number cannot order the changes of every partition. Pass it back
+#: unchanged.
+Position = Union[int, str]
 
 
 def to_ms(value: Duration, name: str) -> int:
@@ -60,6 +67,41 @@ def _int(data: Mapping[str, Any], key: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError("the answer's %r is not an integer: %r" % (key, value))
     return value
+
+
+def _position(data: Mapping[str, Any], key: str) -> Position:
+    value = data.get(key)
+    if isinstance(value, str) and value:
+        return value
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError("the answer's %r is neither an integer nor a position: %r"
+                         % (key, value))
+    return value
+
+
+def _optional_position(data: Any, key: str) -> Optional[Position]:
+    if not isinstance(data, Mapping) or data.get(key) is None:
+        return None
+    return _position(data, key)
+
+
+def later(at: Position, answered: Position) -> Position:
+    """The position to go on from: the greater of two change indexes (a server of a group
+    may answer with one behind another's), else the one answered, as positions are passed
+    back unchanged."""
+    if isinstance(at, int) and isinstance(answered, int):
+        return max(at, answered)
+    return answered
+
+
+def check_position(value: Any, name: str) -> None:
+    """Refuses what is neither a non-negative ``int`` nor a non-empty ``str``."""
+    if isinstance(value, str):
+        if not value:
+            raise ValueError("%s must not be empty" % name)
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError("%s must be a non-negative int, or a position (str)" % name)
 
 
 def _metadata(value: Any) -> Optional[dict[str, Any]]:
@@ -250,21 +292,22 @@ class ResourceState:
 class ResourcePage:
     """One page of :meth:`Client.list_page`: held resources in name order, and the cursor
     of the next page (``None`` on the last). ``index`` is the server's change index when
-    the page was read (``None`` from a server without it): a list watch waits for a change
-    after it."""
+    the page was read (``None`` from a server without it), a :data:`Position` (``str``)
+    on a partitioned group: a list watch waits for a change after it."""
 
     resources: list[ResourceState]
     next_cursor: Optional[str]
-    index: Optional[int] = None
+    index: Optional[Position] = None
 
 
 @dataclass(frozen=True)
 class ResourceList:
     """Every held resource under a prefix, as :meth:`Client.watch_list` and
     :meth:`Client.watch_prefix` give it: ``resources`` in name order (each with all its
-    holders), and ``index``, the server's change index when it was read, to watch from."""
+    holders), and ``index``, the server's change index when it was read, to watch from (a
+    :data:`Position`: a ``str`` on a partitioned group)."""
 
-    index: int
+    index: Position
     resources: list[ResourceState]
 
     def __len__(self) -> int:
@@ -284,7 +327,9 @@ class Event:
     ``"broken"``; ``index`` is the change's index (pass it as ``after`` to read what came
     next); ``at`` is the server's wall-clock time, informative only; ``limit`` is the
     resource's limit (more than 1: a counting semaphore) and ``shared`` whether the lease
-    was a shared one.
+    was a shared one. On a partitioned group ``partition`` is the resource's partition
+    (``None`` elsewhere) and ``index`` that partition's change index: there the events are
+    read on from a page's ``next``, a position, not from an event's ``index``.
     """
 
     index: int
@@ -295,6 +340,7 @@ class Event:
     fencing_token: int
     shared: bool = False
     limit: int = 1
+    partition: Optional[int] = None
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> "Event":
@@ -310,18 +356,20 @@ class Event:
             fencing_token=_int(data, "fencing_token"),
             shared=_shared(data),
             limit=_limit(data),
+            partition=_int(data, "partition") if data.get("partition") is not None else None,
         )
 
 
 @dataclass(frozen=True)
 class EventPage:
     """One answer of :meth:`Client.events_page`: ``events`` oldest first, ``next`` (the
-    ``after`` of the next request) and ``truncated``: events after the ``after`` asked for
+    ``after`` of the next request: a :data:`Position`, a ``str`` on a partitioned group)
+    and ``truncated``: events after the ``after`` asked for
     were dropped already (the server keeps the last ``--event-history`` only, and starts
     afresh on a restart), so ``events`` starts at the oldest it has and some were missed."""
 
     events: list[Event]
-    next: int
+    next: Position
     truncated: bool = False
 
     @classmethod
@@ -332,7 +380,7 @@ class EventPage:
         truncated = data.get("truncated", False)
         if not isinstance(truncated, bool):
             raise ValueError("the answer's 'truncated' is not a boolean: %r" % (truncated,))
-        return cls([Event.from_json(e) for e in items], _int(data, "next"), truncated)
+        return cls([Event.from_json(e) for e in items], _position(data, "next"), truncated)
 
 
 @dataclass(frozen=True)

@@ -205,7 +205,8 @@ def test_watch_list_sends_index_and_wait(stub):
 
 @pytest.mark.parametrize("body", [
     {"events": "x", "next": 1},
-    {"events": [], "next": "1"},
+    {"events": [], "next": ""},  # a position is a string, never an empty one
+    {"events": [], "next": 1.5},
     {"events": [{"index": 1, "resource": "a", "type": 3, "fencing_token": 1}], "next": 1},
     {"events": [], "next": 1, "truncated": "yes"},
 ])

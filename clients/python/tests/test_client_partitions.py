@@ -1,8 +1,9 @@
 """A partitioned group (--partitions 16) of three real servers on a real Azurite: the client
 sends each request about a resource straight to its partition's owner, so that no server
-forwards it, and follows a partition that moves when its owner stops (SIGTERM). And, on a
-stand-in, the readings of the map: at most one a second, and one that fails fails no
-request."""
+forwards it, and follows a partition that moves when its owner stops (SIGTERM); lists, list
+watches and events span the partitions, with positions (strings) for their index and next.
+And, on a stand-in, the readings of the map: at most one a second, and one that fails fails
+no request."""
 
 from __future__ import annotations
 
@@ -160,8 +161,7 @@ class Sent:
         assert not wrong, "answers served by another server than the one asked: %r" % wrong
 
 
-@pytest.fixture
-def group() -> Iterator[list[MutexdServer]]:
+def start_group() -> Iterator[list[MutexdServer]]:
     """Three servers of one partitioned group, every partition owned."""
     az = Azurite()
     try:
@@ -184,6 +184,19 @@ def group() -> Iterator[list[MutexdServer]]:
         az.stop()
 
 
+@pytest.fixture
+def group() -> Iterator[list[MutexdServer]]:
+    """A group of the test's own, for a test that stops one of its servers."""
+    yield from start_group()
+
+
+@pytest.fixture(scope="module")
+def steady_group() -> Iterator[list[MutexdServer]]:
+    """A group shared by the tests that stop none of its servers (each uses names of its
+    own)."""
+    yield from start_group()
+
+
 def every_call(client: mutexd.Client, name: str) -> None:
     """Every call about one resource, on ``name``."""
     lease = client.acquire(name, owner="test", ttl=30)
@@ -197,7 +210,8 @@ def every_call(client: mutexd.Client, name: str) -> None:
     assert client.break_lease(name) is False
 
 
-def test_requests_go_straight_to_the_owner(group, monkeypatch):
+def test_requests_go_straight_to_the_owner(steady_group, monkeypatch):
+    group = steady_group
     sent = Sent(monkeypatch)
     with mutexd.Client([s.url for s in group], timeout=10) as client:
         # The first answer about a resource shows the group is partitioned: the client
@@ -212,11 +226,12 @@ def test_requests_go_straight_to_the_owner(group, monkeypatch):
                 every_call(client, name)
         with client.lock(names[0][0], ttl=3, wait=5) as held:
             assert not held.lost.is_set()
-        # Lists, events and whoami go as before: to a server given.
+        assert forwarded(group) == before, "requests about a resource were forwarded"
+        # Lists, events and whoami go as before: to a server given (which asks each
+        # partition's owner for its part of a list or of the events).
         client.list_page(prefix="tests/")
         client.events_page()
         client.whoami()
-        assert forwarded(group) == before, "requests about a resource were forwarded"
         sent.assert_served_where_sent(mark)
         # Every server was asked: each owns partitions.
         assert {url for url, _, _, _ in sent.about_resources(mark)} == {s.url for s in group}
@@ -269,6 +284,99 @@ def test_follows_a_partition_that_moves(group, monkeypatch):
             sent.assert_served_where_sent(mark)
             assert sent.map_reads(mark) == 0
         assert not held.lost.is_set()
+
+
+def later(delay, fn, *args):
+    t = threading.Timer(delay, fn, args=args)
+    t.start()
+    return t
+
+
+def test_a_list_index_and_the_events_next_are_positions(steady_group):
+    prefix = "tests/%s/" % uuid.uuid4().hex[:8]
+    names = names_by_partition(prefix + "n", per=1)
+    with mutexd.Client([s.url for s in steady_group], timeout=10) as client:
+        for p in (0, 5, 11):
+            client.acquire(names[p][0], owner="test", ttl=30)
+        page = client.list_page(prefix=prefix)
+        assert [r.resource for r in page.resources] == sorted(names[p][0] for p in (0, 5, 11))
+        assert isinstance(page.index, str) and page.index.startswith("v")
+        # Passed back unchanged: a list watch from it, answered when its wait runs out.
+        now = client.watch_list(prefix, page.index, 0.3)
+        assert now.index == page.index and now.names() == page_names(page)
+        # The list at once, on any group.
+        assert client.watch_list(prefix, 0, 0).index == page.index
+        assert client.watch_list(prefix, None).index == page.index
+        # Another number is the server's to refuse on a partitioned group.
+        with pytest.raises(mutexd.InvalidRequest):
+            client.watch_list(prefix, 3, 0)
+        events = client.events_page(prefix=prefix)
+        assert isinstance(events.next, str) and events.next.startswith("v")
+        assert [(e.type, e.partition) for e in events.events] == [
+            ("granted", mutexd.partition_of(e.resource, PARTITIONS)) for e in events.events]
+        assert sorted(e.resource for e in events.events) == page_names(page)
+        assert client.events_page(events.next, prefix=prefix).events == []
+
+
+def page_names(page):
+    return [r.resource for r in page.resources]
+
+
+def test_a_list_watch_wakes_on_a_change_another_server_owns(steady_group):
+    m = settled(steady_group)
+    asked = steady_group[0]
+    prefix = "tests/%s/" % uuid.uuid4().hex[:8]
+    names = names_by_partition(prefix + "n", per=1)
+    elsewhere = [names[p][0] for p in range(PARTITIONS) if m[p] != asked.url]
+    assert len(elsewhere) >= 2
+    with mutexd.Client(asked.url, timeout=10) as watcher, \
+            mutexd.Client([s.url for s in steady_group], timeout=10) as writer:
+        it = watcher.watch_prefix(prefix, wait=20)
+        first = next(it)
+        assert first.names() == [] and isinstance(first.index, str)
+        later(0.5, writer.acquire, elsewhere[0])
+        started = time.monotonic()
+        second = next(it)
+        assert time.monotonic() - started < 10
+        assert second.names() == [elsewhere[0]] and second.index != first.index
+        # And from the position it gave, the next change, in another partition.
+        later(0.5, writer.acquire, elsewhere[1])
+        started = time.monotonic()
+        third = watcher.watch_list(prefix, second.index, 20)
+        assert time.monotonic() - started < 10
+        assert third.names() == sorted(elsewhere[:2])
+        it.close()
+
+
+def test_the_events_helper_pages_through_every_partition(steady_group):
+    prefix = "tests/%s/" % uuid.uuid4().hex[:8]
+    names = names_by_partition(prefix + "n", per=2)
+    used = [names[p][i] for p in (1, 4, 7, 9, 14) for i in range(2)]
+    done = []
+    with mutexd.Client([s.url for s in steady_group], timeout=10) as client:
+        for name in used:
+            lease = client.acquire(name, owner="test", ttl=30)
+            client.release(lease)
+            done += [(name, "granted"), (name, "released")]
+        truncated = []
+        seen = list(client.events(prefix=prefix, limit=3, on_truncated=truncated.append))
+        assert not truncated
+        # Every event once, oldest first: by time, then partition; a resource's in order.
+        assert sorted((e.resource, e.type) for e in seen) == sorted(done)
+        assert len({(e.partition, e.index) for e in seen}) == len(done)
+        assert all(e.partition == mutexd.partition_of(e.resource, PARTITIONS) for e in seen)
+        order = [(e.at, e.partition) for e in seen]
+        assert order == sorted(order)
+        for name in used:
+            assert [e.type for e in seen if e.resource == name] == ["granted", "released"]
+        # Followed: a change after them, in yet another partition, comes next, alone.
+        it = client.events(prefix=prefix, follow=True, wait=5, limit=3)
+        for _ in seen:
+            next(it)
+        later(0.5, client.acquire, names[12][0])
+        ev = next(it)
+        assert (ev.resource, ev.type, ev.partition) == (names[12][0], "granted", 12)
+        it.close()
 
 
 class SurprisingServer:
