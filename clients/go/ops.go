@@ -283,10 +283,14 @@ type ListOptions struct {
 	// also when it becomes free and leaves the list), or when Wait ran out.
 	Index uint64
 	Wait  time.Duration
+	// Position, when set, is the watch's start instead of Index: a page's Position, passed
+	// unchanged. On a partitioned group it is the only one (the server refuses an Index).
+	Position Position
 }
 
 // List returns one page of the held resources, in name order (GET /v1/resources); with
-// opts.Wait, a list watch. Pass the page's Index as the next watch's Index.
+// opts.Wait, a list watch. Pass the page's Index as the next watch's Index, or its
+// Position as the next watch's Position (on every group, a partitioned one too).
 func (c *Client) List(ctx context.Context, opts *ListOptions) (*ResourcePage, error) {
 	var o ListOptions
 	if opts != nil {
@@ -299,7 +303,10 @@ func (c *Client) List(ctx context.Context, opts *ListOptions) (*ResourcePage, er
 	if o.Limit != 0 {
 		limit = strconv.Itoa(o.Limit)
 	}
-	if o.Wait > 0 || o.Index > 0 {
+	if o.Position != "" {
+		index = string(o.Position)
+		wait = strconv.FormatInt(toMs(o.Wait), 10)
+	} else if o.Wait > 0 || o.Index > 0 {
 		index = strconv.FormatUint(o.Index, 10)
 		wait = strconv.FormatInt(toMs(o.Wait), 10)
 	}
@@ -317,22 +324,42 @@ func (c *Client) List(ctx context.Context, opts *ListOptions) (*ResourcePage, er
 }
 
 // ListAll returns every held resource whose name starts with prefix, in name order,
-// reading page after page; and the change index of the first page.
+// reading page after page; and the change index of the first page (0 on a partitioned
+// group: see ListAllPosition).
 func (c *Client) ListAll(ctx context.Context, prefix string) ([]ResourceState, uint64, error) {
+	all, first, err := c.listAll(ctx, prefix)
+	if err != nil {
+		return nil, 0, err
+	}
+	return all, first.Index, nil
+}
+
+// ListAllPosition is ListAll with the first page's Position: a list watch from it
+// (ListOptions.Position) works on every group, a partitioned one too.
+func (c *Client) ListAllPosition(ctx context.Context, prefix string) ([]ResourceState, Position, error) {
+	all, first, err := c.listAll(ctx, prefix)
+	if err != nil {
+		return nil, "", err
+	}
+	return all, first.Position, nil
+}
+
+// listAll reads every page; it returns the first, whose index the list is read at.
+func (c *Client) listAll(ctx context.Context, prefix string) ([]ResourceState, *ResourcePage, error) {
 	var all []ResourceState
 	o := ListOptions{Prefix: prefix, Limit: 1000}
-	var index uint64
-	for first := true; ; first = false {
+	var first *ResourcePage
+	for {
 		p, err := c.List(ctx, &o)
 		if err != nil {
-			return nil, 0, err
+			return nil, nil, err
 		}
-		if first {
-			index = p.Index
+		if first == nil {
+			first = p
 		}
 		all = append(all, p.Resources...)
 		if p.NextCursor == "" {
-			return all, index, nil
+			return all, first, nil
 		}
 		o.Cursor = p.NextCursor
 	}
@@ -342,6 +369,10 @@ func (c *Client) ListAll(ctx context.Context, prefix string) ([]ResourceState, u
 type EventsOptions struct {
 	// After: the changes after this change index (0: the oldest the server keeps).
 	After uint64
+	// AfterPosition, when set, is used instead of After: a page's NextPosition, passed
+	// unchanged. On a partitioned group it is the only one (the server refuses an After
+	// other than 0).
+	AfterPosition Position
 	// Prefix: only the changes of resources whose name starts with it.
 	Prefix string
 	// Limit: at most this many (server default 100, at most 1000); 0: the server's.
@@ -351,7 +382,8 @@ type EventsOptions struct {
 }
 
 // Events returns the recent changes after opts.After, oldest first (GET /v1/events).
-// Pass the page's Next as the next After. Truncated says that changes after After were
+// Pass the page's Next as the next After, or its NextPosition as the next AfterPosition
+// (on every group, a partitioned one too). Truncated says that changes after After were
 // dropped already (the server keeps its last --event-history, and starts afresh on a
 // restart): some were missed.
 func (c *Client) Events(ctx context.Context, opts *EventsOptions) (*EventPage, error) {
@@ -369,8 +401,14 @@ func (c *Client) Events(ctx context.Context, opts *EventsOptions) (*EventPage, e
 	if o.Wait > 0 {
 		wait = strconv.FormatInt(toMs(o.Wait), 10)
 	}
-	path := "/v1/events" + query("after", strconv.FormatUint(o.After, 10), "prefix", o.Prefix,
-		"limit", limit, "wait_ms", wait)
+	// After 0 is the server's default, so it goes unsaid: a partitioned group refuses the
+	// number.
+	after := string(o.AfterPosition)
+	if after == "" && o.After > 0 {
+		after = strconv.FormatUint(o.After, 10)
+	}
+	path := "/v1/events" + query("after", after, "prefix", o.Prefix, "limit", limit,
+		"wait_ms", wait)
 	resp, err := c.get(ctx, "", path, o.Wait)
 	if err != nil {
 		return nil, err

@@ -2,14 +2,17 @@ package mutexd_test
 
 // A partitioned group (--partitions 16) of three real servers on a real Azurite: the client
 // sends each request about a resource straight to its partition's owner, so that no server
-// forwards it, and follows a partition when its owner leaves.
+// forwards it, and follows a partition when its owner leaves; lists, list watches and events
+// span the partitions, with positions (strings) for their index and next.
 
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -378,4 +381,217 @@ func TestTheClientFollowsAPartitionWhoseOwnerLeaves(t *testing.T) {
 	if next[p] == victim || next[p] == nil {
 		t.Fatalf("partition %d is still owned by the server that left", p)
 	}
+}
+
+// namesUnder is per resource names under prefix in each partition.
+func namesUnder(prefix string, per int) [][]string {
+	out := make([][]string, partitions)
+	for i, filled := 0, 0; filled < partitions; i++ {
+		n := fmt.Sprintf("%sn%d", prefix, i)
+		p := mutexd.PartitionOf(n, partitions)
+		if len(out[p]) < per {
+			out[p] = append(out[p], n)
+			if len(out[p]) == per {
+				filled++
+			}
+		}
+	}
+	return out
+}
+
+// TestListsAndEventsSpanThePartitions: a list's index and the events' next are positions
+// there, passed back unchanged: a list watch asked of one server wakes on a change in a
+// partition another owns, and paging the events gives every event of several partitions
+// once, oldest first.
+func TestListsAndEventsSpanThePartitions(t *testing.T) {
+	group := startGroup(t, 3, "--partitions", strconv.Itoa(partitions))
+	owners := settledMap(t, group, 60*time.Second)
+	c := newClient(t, urlsOf(group), &mutexd.Options{Timeout: 10 * time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+
+	t.Run("a list's index is a position", func(t *testing.T) {
+		prefix := name(t) + "/"
+		names := namesUnder(prefix, 1)
+		var held []string
+		for _, p := range []int{0, 5, 11} {
+			if _, err := c.Acquire(ctx, names[p][0], &mutexd.AcquireOptions{TTL: 30 * time.Second}); err != nil {
+				t.Fatal(err)
+			}
+			held = append(held, names[p][0])
+		}
+		sort.Strings(held)
+		page, err := c.List(ctx, &mutexd.ListOptions{Prefix: prefix})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := resourceNames(page.Resources); strings.Join(got, " ") != strings.Join(held, " ") {
+			t.Fatalf("listed %v, want %v", got, held)
+		}
+		if !strings.HasPrefix(string(page.Position), "v") || page.Index != 0 {
+			t.Fatalf("index %d, position %q: want a position", page.Index, page.Position)
+		}
+		// Passed back unchanged: a list watch from it, answered when its wait runs out.
+		start := time.Now()
+		now, err := c.List(ctx, &mutexd.ListOptions{Prefix: prefix, Position: page.Position,
+			Wait: 300 * time.Millisecond})
+		if err != nil || now.Position != page.Position || time.Since(start) < 250*time.Millisecond {
+			t.Fatalf("the watch: %+v %v after %v", now, err, time.Since(start))
+		}
+		all, pos, err := c.ListAllPosition(ctx, prefix)
+		if err != nil || pos != page.Position || len(all) != len(held) {
+			t.Fatalf("ListAllPosition: %d, %q, %v", len(all), pos, err)
+		}
+		// A number is the server's to refuse on a partitioned group.
+		if _, err := c.List(ctx, &mutexd.ListOptions{Prefix: prefix, Index: 3}); !errors.Is(err, mutexd.ErrInvalidRequest) {
+			t.Fatalf("a number as the index: %v", err)
+		}
+		ev, err := c.Events(ctx, &mutexd.EventsOptions{Prefix: prefix})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(string(ev.NextPosition), "v") || len(ev.Events) != len(held) {
+			t.Fatalf("events: next %q, %d events", ev.NextPosition, len(ev.Events))
+		}
+		for _, e := range ev.Events {
+			if e.Type != "granted" || e.Partition == nil || *e.Partition != mutexd.PartitionOf(e.Resource, partitions) {
+				t.Fatalf("event %+v", e)
+			}
+		}
+		rest, err := c.Events(ctx, &mutexd.EventsOptions{Prefix: prefix, AfterPosition: ev.NextPosition})
+		if err != nil || len(rest.Events) != 0 {
+			t.Fatalf("after the last: %+v %v", rest, err)
+		}
+	})
+
+	t.Run("a list watch wakes on a change another server owns", func(t *testing.T) {
+		asked := group[0]
+		prefix := name(t) + "/"
+		names := namesUnder(prefix, 1)
+		var elsewhere []string
+		for p, s := range owners {
+			if s.URL != asked.URL {
+				elsewhere = append(elsewhere, names[p][0])
+			}
+		}
+		if len(elsewhere) < 2 {
+			t.Fatalf("the other servers own %d partitions", len(elsewhere))
+		}
+		watcher := newClient(t, asked.URL, &mutexd.Options{Timeout: 10 * time.Second})
+		_, at, err := watcher.ListAllPosition(ctx, prefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, res := range elsewhere[:2] {
+			time.AfterFunc(500*time.Millisecond, func() {
+				_, _ = c.Acquire(ctx, res, &mutexd.AcquireOptions{TTL: 30 * time.Second})
+			})
+			start := time.Now()
+			page, err := watcher.List(ctx, &mutexd.ListOptions{Prefix: prefix, Position: at,
+				Wait: 20 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := time.Since(start); d > 10*time.Second {
+				t.Fatalf("woken after %v", d)
+			}
+			want := append([]string(nil), elsewhere[:i+1]...)
+			sort.Strings(want)
+			if got := resourceNames(page.Resources); strings.Join(got, " ") != strings.Join(want, " ") {
+				t.Fatalf("listed %v, want %v", got, want)
+			}
+			if page.Position == at {
+				t.Fatalf("the position %q did not move", at)
+			}
+			at = page.Position
+		}
+	})
+
+	t.Run("the events page through every event of several partitions", func(t *testing.T) {
+		prefix := name(t) + "/"
+		names := namesUnder(prefix, 2)
+		var done []string
+		var used []string
+		for _, p := range []int{1, 4, 7, 9, 14} {
+			for _, res := range names[p] {
+				g, err := c.Acquire(ctx, res, &mutexd.AcquireOptions{TTL: 30 * time.Second})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := c.Release(ctx, res, g.LeaseID); err != nil {
+					t.Fatal(err)
+				}
+				done = append(done, res+" granted", res+" released")
+				used = append(used, res)
+			}
+		}
+		var seen []mutexd.Event
+		var after mutexd.Position
+		for pages := 0; ; pages++ {
+			if pages > 20 {
+				t.Fatal("the events did not end")
+			}
+			p, err := c.Events(ctx, &mutexd.EventsOptions{Prefix: prefix, Limit: 3, AfterPosition: after})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Truncated {
+				t.Fatal("truncated")
+			}
+			seen = append(seen, p.Events...)
+			after = p.NextPosition
+			if len(p.Events) < 3 {
+				break
+			}
+		}
+		var got []string
+		once := map[string]bool{}
+		for i, e := range seen {
+			got = append(got, e.Resource+" "+e.Type)
+			if e.Partition == nil || *e.Partition != mutexd.PartitionOf(e.Resource, partitions) {
+				t.Fatalf("event %+v", e)
+			}
+			once[fmt.Sprintf("%d/%d", *e.Partition, e.Index)] = true
+			// Oldest first: by time, then partition.
+			if i > 0 {
+				prev := seen[i-1]
+				if e.At.Before(prev.At) || (e.At.Equal(prev.At) && *e.Partition < *prev.Partition) {
+					t.Fatalf("event %d (%+v) before %d (%+v)", i, e, i-1, prev)
+				}
+			}
+		}
+		sort.Strings(got)
+		sort.Strings(done)
+		if strings.Join(got, "\n") != strings.Join(done, "\n") || len(once) != len(done) {
+			t.Fatalf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(done, "\n"))
+		}
+		for _, res := range used {
+			var kinds []string
+			for _, e := range seen {
+				if e.Resource == res {
+					kinds = append(kinds, e.Type)
+				}
+			}
+			if strings.Join(kinds, " ") != "granted released" {
+				t.Fatalf("%s: %v", res, kinds)
+			}
+		}
+		// Waited for: a change after them, in yet another partition, comes next.
+		last := names[12][0]
+		time.AfterFunc(500*time.Millisecond, func() {
+			_, _ = c.Acquire(ctx, last, &mutexd.AcquireOptions{TTL: 30 * time.Second})
+		})
+		p, err := c.Events(ctx, &mutexd.EventsOptions{Prefix: prefix, AfterPosition: after, Wait: 20 * time.Second})
+		if err != nil || len(p.Events) != 1 || p.Events[0].Resource != last || *p.Events[0].Partition != 12 {
+			t.Fatalf("after the wait: %+v %v", p, err)
+		}
+	})
+}
+
+func resourceNames(states []mutexd.ResourceState) []string {
+	var out []string
+	for _, s := range states {
+		out = append(out, s.Resource)
+	}
+	return out
 }

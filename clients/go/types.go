@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -85,18 +86,29 @@ type ResourceState struct {
 // Held reports whether a lease holds the resource.
 func (s *ResourceState) Held() bool { return s.State == "held" }
 
+// Position is where a list watch or the events stand, as the server said it: the change
+// index in decimal on a lone server or a group of one partition, an opaque string on a
+// partitioned group (--partitions N, N > 1), where one number cannot order the changes of
+// every partition. Pass it back unchanged (ListOptions.Position, EventsOptions.AfterPosition);
+// it works on every group, where the number fields work only on the first two.
+type Position string
+
 // ResourcePage is one answer of List: held resources in name order, the cursor of the
 // next page ("" on the last) and Index, the server's change index when it was read (a
-// list watch waits for a change after it).
+// list watch waits for a change after it). Position is the same as the server said it:
+// on a partitioned group, where Index is 0, the only one to watch from.
 type ResourcePage struct {
 	Resources  []ResourceState
 	NextCursor string
 	Index      uint64
+	Position   Position
 }
 
 // Event is one recent change of a resource (never with a lease id). Type is "granted",
 // "renewed", "released", "expired" or "broken"; Index the change's index (pass it as
-// After to read what came next); At the server's time, informative only.
+// After to read what came next); At the server's time, informative only. On a partitioned
+// group Partition is the resource's partition (nil elsewhere) and Index that partition's
+// change index: there the events are read on from a page's NextPosition.
 type Event struct {
 	Index        uint64
 	At           time.Time
@@ -106,16 +118,19 @@ type Event struct {
 	FencingToken uint64
 	Shared       bool
 	Limit        int
+	Partition    *int
 }
 
 // EventPage is one answer of Events: the events oldest first, Next (the After of the
 // next request) and Truncated: events after the After asked for were dropped already
 // (the server keeps the last --event-history only, and starts afresh on a restart), so
-// some were missed.
+// some were missed. NextPosition is Next as the server said it: on a partitioned group,
+// where Next is 0, the only one to read on from (as EventsOptions.AfterPosition).
 type EventPage struct {
-	Events    []Event
-	Next      uint64
-	Truncated bool
+	Events       []Event
+	Next         uint64
+	NextPosition Position
+	Truncated    bool
 }
 
 // WhoAmI is the client's token as the server sees it: its name in the tokens file ("" with
@@ -340,9 +355,9 @@ func decodeState(body []byte) (*ResourceState, error) {
 
 func decodePage(body []byte) (*ResourcePage, error) {
 	var w struct {
-		Resources  *[]wireState `json:"resources"`
-		NextCursor *string      `json:"next_cursor"`
-		Index      uint64       `json:"index"`
+		Resources  *[]wireState    `json:"resources"`
+		NextCursor *string         `json:"next_cursor"`
+		Index      json.RawMessage `json:"index"`
 	}
 	if err := json.Unmarshal(body, &w); err != nil {
 		return nil, err
@@ -350,7 +365,12 @@ func decodePage(body []byte) (*ResourcePage, error) {
 	if w.Resources == nil {
 		return nil, need("resources", false)
 	}
-	p := &ResourcePage{Resources: make([]ResourceState, 0, len(*w.Resources)), Index: w.Index}
+	index, pos, err := decodePosition(w.Index)
+	if err != nil {
+		return nil, err
+	}
+	p := &ResourcePage{Resources: make([]ResourceState, 0, len(*w.Resources)), Index: index,
+		Position: pos}
 	if w.NextCursor != nil {
 		p.NextCursor = *w.NextCursor
 	}
@@ -375,9 +395,10 @@ func decodeEvents(body []byte) (*EventPage, error) {
 			FencingToken uint64  `json:"fencing_token"`
 			Shared       bool    `json:"shared"`
 			Limit        *int    `json:"limit"`
+			Partition    *int    `json:"partition"`
 		} `json:"events"`
-		Next      *uint64 `json:"next"`
-		Truncated bool    `json:"truncated"`
+		Next      json.RawMessage `json:"next"`
+		Truncated bool            `json:"truncated"`
 	}
 	if err := json.Unmarshal(body, &w); err != nil {
 		return nil, err
@@ -385,16 +406,48 @@ func decodeEvents(body []byte) (*EventPage, error) {
 	if w.Events == nil || w.Next == nil {
 		return nil, need("events", false)
 	}
-	p := &EventPage{Events: make([]Event, 0, len(*w.Events)), Next: *w.Next, Truncated: w.Truncated}
+	next, pos, err := decodePosition(w.Next)
+	if err != nil {
+		return nil, err
+	}
+	if pos == "" {
+		return nil, need("next", false)
+	}
+	p := &EventPage{Events: make([]Event, 0, len(*w.Events)), Next: next, NextPosition: pos,
+		Truncated: w.Truncated}
 	for _, e := range *w.Events {
 		if e.Index == nil || e.Type == "" {
 			return nil, errMissing
 		}
 		p.Events = append(p.Events, Event{Index: *e.Index, At: parseTime(e.At), Resource: e.Resource,
 			Type: e.Type, Owner: e.Owner, FencingToken: e.FencingToken, Shared: e.Shared,
-			Limit: limitOr1(e.Limit)})
+			Limit: limitOr1(e.Limit), Partition: e.Partition})
 	}
 	return p, nil
+}
+
+// decodePosition reads a list's index or the events' next: a number (given as both) or a
+// partitioned group's position (a string; the number is 0 then). Absent or null: both
+// empty.
+func decodePosition(raw json.RawMessage) (uint64, Position, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return 0, "", nil
+	}
+	if raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return 0, "", err
+		}
+		if s == "" {
+			return 0, "", errors.New("an empty position")
+		}
+		return 0, Position(s), nil
+	}
+	var n uint64
+	if err := json.Unmarshal(raw, &n); err != nil {
+		return 0, "", err
+	}
+	return n, Position(strconv.FormatUint(n, 10)), nil
 }
 
 func decodeWhoAmI(body []byte) (*WhoAmI, error) {
