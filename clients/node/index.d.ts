@@ -79,18 +79,27 @@ export interface ResourceState {
   holders: Holder[];
 }
 
+/**
+ * Where a list watch or the events stand: a change index (bigint) on a lone server or a group of
+ * one partition, an opaque string on a partitioned group (--partitions N, N > 1), where one
+ * number cannot order the changes of every partition. Pass it back unchanged.
+ */
+export type Position = bigint | string;
+
 export interface ResourcePage {
   resources: ResourceState[];
   /** null on the last page. */
   nextCursor: string | null;
-  /** The server's change index when the page was read (absent from a server without it). */
-  index?: bigint;
+  /** The server's change index when the page was read (absent from a server without it); a
+   * string on a partitioned group. */
+  index?: Position;
 }
 
 /** Every held resource under a prefix, as watchList() and watchPrefix() give it. */
 export interface ResourceList {
-  /** The server's change index when the list was read: watch on from it. Exact (bigint). */
-  index: bigint;
+  /** The server's change index when the list was read: watch on from it. Exact (bigint); a
+   * string on a partitioned group. */
+  index: Position;
   /** In name order, each with every holder. */
   resources: ResourceState[];
 }
@@ -99,7 +108,8 @@ export type EventType = 'granted' | 'renewed' | 'released' | 'expired' | 'broken
 
 /** One recent change of a resource (never with a lease id). */
 export interface MutexdEvent {
-  /** Its change index: pass it as `after` to read what came next. */
+  /** Its change index: pass it as `after` to read what came next. On a partitioned group, its
+   * partition's change index: read on from a page's `next` there. */
   index: bigint;
   /** The server's wall-clock time (RFC 3339 UTC), informative only. */
   at: string | null;
@@ -111,13 +121,15 @@ export interface MutexdEvent {
   shared: boolean;
   /** The resource's limit: more than 1 for a counting semaphore. */
   limit: number;
+  /** On a partitioned group only: the resource's partition. */
+  partition?: number;
 }
 
 export interface EventPage {
   /** Oldest first. */
   events: MutexdEvent[];
-  /** The `after` of the next request. */
-  next: bigint;
+  /** The `after` of the next request; a string on a partitioned group. */
+  next: Position;
   /** Events after the `after` asked for were dropped already: some were missed. */
   truncated: boolean;
 }
@@ -132,8 +144,9 @@ export interface WhoAmI {
 export interface WatchListOptions extends CallOptions {
   /** Only names that start with it. */
   prefix?: string;
-  /** Wait for a change under the prefix after this change index. Default 0n. */
-  index?: bigint | number;
+  /** Wait for a change under the prefix after this change index, or position (a list's
+   * `index`). Default 0n; null, or 0n with waitMs 0: the list at once. */
+  index?: Position | number | null;
   /** At most this long (default 60000; at most the server's --max-wait-ms); 0: at once. */
   waitMs?: number;
 }
@@ -141,13 +154,14 @@ export interface WatchListOptions extends CallOptions {
 export interface WatchPrefixOptions extends CallOptions {
   /** How long each list watch waits on the server. Default 60000. */
   waitMs?: number;
-  /** Yield only changes after this change index (default: the list now first). */
-  index?: bigint | number;
+  /** Yield only changes after this change index or position (default: the list now first). */
+  index?: Position | number;
 }
 
 export interface EventsPageOptions extends CallOptions {
-  /** After this change index. Default 0n: the oldest the server keeps. */
-  after?: bigint | number;
+  /** After this change index, or position (a page's `next`). Default 0n: the oldest the server
+   * keeps. */
+  after?: Position | number | null;
   /** Only resources whose names start with it. */
   prefix?: string;
   /** At most this many (1 to 1000; the server's default is 100). */
@@ -158,8 +172,9 @@ export interface EventsPageOptions extends CallOptions {
 
 export interface EventsOptions extends CallOptions {
   prefix?: string;
-  /** After this change index; default: from the oldest the server keeps. */
-  after?: bigint | number;
+  /** After this change index, or position (a page's `next`); default: from the oldest the
+   * server keeps. */
+  after?: Position | number;
   /** Keep waiting for new events. Default false. */
   follow?: boolean;
   /** With follow, how long each request waits on the server. Default 60000. */
@@ -167,7 +182,8 @@ export interface EventsOptions extends CallOptions {
   /** Events per request (1 to 1000). Default 1000. */
   limit?: number;
   /** Called with the `after` whose next events were dropped (default: process.emitWarning). */
-  onTruncated?: (after: bigint) => void;
+  // A method's parameter, so that a callback written for a lone server's (after: bigint) fits.
+  onTruncated?(after: Position): void;
 }
 
 export interface ReleaseResult {

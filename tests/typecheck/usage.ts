@@ -19,6 +19,7 @@ import {
   ResourceList,
   MutexdEvent,
   EventPage,
+  Position,
   WhoAmI,
 } from '../../clients/node/index.js';
 
@@ -109,7 +110,8 @@ async function main(): Promise<void> {
   // Watching a prefix and following events, as docs/clients.md uses them.
   for await (const list of client.watchPrefix('jobs/', { waitMs: 30000 })) {
     const l: ResourceList = list;
-    const at: bigint = l.index;
+    const at: Position = l.index; // a string on a partitioned group
+    await client.watchList({ prefix: 'jobs/', index: at, waitMs: 30000 });
     const owners: string[] = l.resources.flatMap((r) => r.holders.map((h) => h.owner));
     void at;
     void owners;
@@ -121,11 +123,13 @@ async function main(): Promise<void> {
     const e: MutexdEvent = ev;
     const token: bigint = e.fencingToken;
     if (e.type === 'granted' || e.type === 'expired') void token;
+    const part: number | undefined = e.partition;
+    void part;
     break;
   }
   const page: EventPage = await client.eventsPage({ after: 0n, limit: 10 });
-  const next: bigint = page.next;
-  void next;
+  const next: Position = page.next;
+  await client.eventsPage({ after: next, limit: 10 });
   const who: WhoAmI = await client.whoami();
   const canBreak: boolean = who.scopes.includes('admin');
   void canBreak;

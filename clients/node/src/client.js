@@ -4,7 +4,17 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { Transport } from './transport.js';
-import { decodeJson, toLease, toState, toPage, toIndex, toResourceList, toEventPage, toWhoAmI } from './model.js';
+import {
+  decodeJson,
+  toLease,
+  toState,
+  toPage,
+  toPosition,
+  laterPosition,
+  toResourceList,
+  toEventPage,
+  toWhoAmI,
+} from './model.js';
 import {
   apiError,
   isRetryable,
@@ -503,15 +513,26 @@ export class Client {
    * A list watch: wait until a resource whose name starts with `prefix` changes after the
    * change index `index` (default 0n), or `waitMs` passes (default 60000; 0: at once), and
    * return every held resource under `prefix` then (all pages), with the change index to
-   * watch from next: `{ index: bigint, resources: ResourceState[] }`.
+   * watch from next: `{ index: bigint | string, resources: ResourceState[] }`. On a
+   * partitioned group (--partitions N, N > 1) the index is a position, a string: pass the
+   * `index` of a list read there unchanged (it refuses other numbers than the first read's
+   * 0). `index: 0n, waitMs: 0` (or `index: null`) reads the list at once on any group.
    */
   async watchList(options = {}) {
-    const { prefix, index = 0n, waitMs = DEFAULT_WATCH_WAIT_MS, signal, timeoutMs } = options;
-    const at = toIndex(index);
-    if (at === null || at < 0n) throw new TypeError('index must be a non-negative integer (a bigint or a number)');
+    const { prefix, waitMs = DEFAULT_WATCH_WAIT_MS, signal, timeoutMs } = options;
+    const index = options.index === undefined ? 0n : options.index;
+    const at = index === null ? null : toPosition(index);
+    if (index !== null && (at === null || (typeof at === 'bigint' && at < 0n))) {
+      throw new TypeError('index must be a non-negative integer (a bigint or a number), or a position (a string)');
+    }
     if (!(Number.isInteger(waitMs) && waitMs >= 0)) throw new TypeError('waitMs must be a non-negative integer');
-    const query = { prefix, limit: 1000, index: at, wait_ms: waitMs };
-    const first = toPage(await this.#call('GET', '/v1/resources', { query, signal, timeoutMs, waitMs }));
+    // The list at once is asked with no index, the same answer on every group: a partitioned
+    // one refuses the number 0.
+    const now = at === null || (at === 0n && waitMs === 0);
+    const query = now ? { prefix, limit: 1000 } : { prefix, limit: 1000, index: at, wait_ms: waitMs };
+    const first = toPage(
+      await this.#call('GET', '/v1/resources', { query, signal, timeoutMs, waitMs: now ? 0 : waitMs }),
+    );
     if (first.index === undefined || first.index === null) {
       throw new ProtocolError('the server\'s list has no index: it has no list watch', { code: 'ERR_INVALID_RESPONSE' });
     }
@@ -544,12 +565,12 @@ export class Client {
     let seen = null;
     let at;
     if (options.index === undefined || options.index === null) {
-      const now = await this.watchList({ prefix, index: 0n, waitMs: 0, signal, timeoutMs });
+      const now = await this.watchList({ prefix, index: null, signal, timeoutMs });
       yield now;
       at = now.index;
       seen = sig(now);
     } else {
-      at = toIndex(options.index);
+      at = toPosition(options.index);
     }
     for (;;) {
       if (signal?.aborted) throw signal.reason;
@@ -564,7 +585,7 @@ export class Client {
         now = await this.watchList({ prefix, index: at, waitMs: 0, signal, timeoutMs });
       }
       const changed = seen === null ? woken : sig(now) !== seen;
-      if (now.index > at) at = now.index;
+      at = laterPosition(at, now.index);
       seen = sig(now);
       if (changed) yield now;
     }
@@ -572,18 +593,23 @@ export class Client {
 
   /**
    * One request of the recent changes after the change index `after` (default 0n: the oldest
-   * the server keeps), oldest first: `{ events, next: bigint, truncated }`. `prefix`, `limit`
-   * (1 to 1000, server default 100), and `waitMs`: when there is none yet, wait up to that long
-   * for one.
+   * the server keeps), oldest first: `{ events, next: bigint | string, truncated }`. `prefix`,
+   * `limit` (1 to 1000, server default 100), and `waitMs`: when there is none yet, wait up to
+   * that long for one. On a partitioned group `after` is the `next` of a page read there, a
+   * position (a string), passed unchanged; 0n or null asks from the oldest on any group.
    */
   async eventsPage(options = {}) {
-    const { after = 0n, prefix, limit, waitMs = 0, signal, timeoutMs } = options;
-    const from = toIndex(after);
-    if (from === null || from < 0n) throw new TypeError('after must be a non-negative integer (a bigint or a number)');
+    const { prefix, limit, waitMs = 0, signal, timeoutMs } = options;
+    const after = options.after ?? 0n;
+    const from = toPosition(after);
+    if (from === null || (typeof from === 'bigint' && from < 0n)) {
+      throw new TypeError('after must be a non-negative integer (a bigint or a number), or a position (a string)');
+    }
     if (!(Number.isInteger(waitMs) && waitMs >= 0)) throw new TypeError('waitMs must be a non-negative integer');
-    const query = { after: from, prefix, limit, wait_ms: waitMs > 0 ? waitMs : undefined };
+    // 0 is the server's default, sent as no `after`: a partitioned group refuses the number.
+    const query = { after: from === 0n ? undefined : from, prefix, limit, wait_ms: waitMs > 0 ? waitMs : undefined };
     const body = await this.#call('GET', '/v1/events', { query, signal, timeoutMs, waitMs });
-    if (!Array.isArray(body.events) || toIndex(body.next) === null) {
+    if (!Array.isArray(body.events) || toPosition(body.next) === null) {
       throw new ProtocolError('the server\'s events answer lacks events or next', { code: 'ERR_INVALID_RESPONSE' });
     }
     return toEventPage(body);
@@ -592,7 +618,8 @@ export class Client {
   /**
    * The recent changes, oldest first:
    * `for await (const ev of client.events({ prefix: 'jobs/', follow: true })) ...`.
-   * From the oldest the server keeps, or after the change index `after`. Without `follow` it
+   * From the oldest the server keeps, or after the change index `after` (on a partitioned
+   * group, a position: the `next` of an eventsPage()). Without `follow` it
    * ends with the last change there is; with it, it keeps waiting (`waitMs` per request,
    * default 60000, passing each answer's `next` as the next `after`) until you break out of
    * the loop or abort `signal`. `limit`: events per request (default 1000).
@@ -601,13 +628,16 @@ export class Client {
    * the events after the gap (without it, a warning is emitted with process.emitWarning):
    * some were missed. Without `after`, the first answer starts at the oldest kept, without
    * that. A failed request ends it with its error; start again with `after` set to the last
-   * event's index to miss nothing.
+   * event's index to miss nothing (on a partitioned group, where each event's index is its
+   * partition's, from a page's `next` with eventsPage()).
    */
   async *events(options = {}) {
     const { prefix, after, follow = false, waitMs = DEFAULT_WATCH_WAIT_MS, limit = 1000, onTruncated, signal, timeoutMs } =
       options;
-    let at = after === undefined || after === null ? 0n : toIndex(after);
-    if (at === null) throw new TypeError('after must be a non-negative integer (a bigint or a number)');
+    let at = after === undefined || after === null ? 0n : toPosition(after);
+    if (at === null || (typeof at === 'bigint' && at < 0n)) {
+      throw new TypeError('after must be a non-negative integer (a bigint or a number), or a position (a string)');
+    }
     let report = after !== undefined && after !== null;
     let full = false;
     for (;;) {
@@ -632,7 +662,7 @@ export class Client {
       }
       report = true;
       for (const ev of page.events) yield ev;
-      if (page.next > at) at = page.next;
+      at = laterPosition(at, page.next);
       full = page.events.length >= limit;
       if (!follow && !full) return;
     }

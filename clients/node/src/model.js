@@ -199,12 +199,31 @@ export function toPage(j) {
     resources: Array.isArray(j.resources) ? j.resources.map(toState) : [],
     nextCursor: j.next_cursor ?? null,
   };
-  if (j.index !== undefined) page.index = toIndex(j.index);
+  if (j.index !== undefined) page.index = toPosition(j.index);
   return page;
 }
 
 /** A change index as a bigint (from a number or a bigint); null if absent or malformed. */
 export const toIndex = toToken;
+
+/**
+ * Where a list watch or the events stand: a change index (bigint) on a lone server or a group
+ * of one partition, an opaque string on a partitioned group (--partitions N, N > 1), where one
+ * number cannot order the changes of every partition; null if absent or malformed.
+ */
+export function toPosition(v) {
+  if (typeof v === 'string') return v === '' ? null : v;
+  return toIndex(v);
+}
+
+/**
+ * The position to go on from: the greater of two change indexes (a server of a group may answer
+ * with one behind another's), else the one answered, as positions are passed back unchanged.
+ */
+export function laterPosition(at, answered) {
+  if (typeof at === 'bigint' && typeof answered === 'bigint') return answered > at ? answered : at;
+  return answered;
+}
 
 /** The list with its change index (a list watch's answer, every page of it). */
 export function toResourceList(index, resources) {
@@ -222,6 +241,8 @@ export function toEvent(j) {
     fencingToken: toToken(j.fencing_token),
     shared: j.shared === true,
     limit: j.limit ?? 1,
+    // On a partitioned group only: the resource's partition, whose change index `index` is.
+    ...(Number.isInteger(j.partition) ? { partition: j.partition } : {}),
   };
 }
 
@@ -229,7 +250,7 @@ export function toEvent(j) {
 export function toEventPage(j) {
   return {
     events: Array.isArray(j.events) ? j.events.map(toEvent) : [],
-    next: toIndex(j.next),
+    next: toPosition(j.next),
     truncated: j.truncated === true,
   };
 }

@@ -1,8 +1,10 @@
 // A partitioned group: three real servers of one group (--partitions 16) on a real Azurite.
 // The client sends each request about a resource to its partition's owner, so that no server
-// forwards one, and follows a partition whose owner stops. Stand-ins on loopback check what a
-// real group does not show on demand: the map asked for again at most once a second, a map
-// request that fails failing nothing, and an owner that is not among the URLs given.
+// forwards one, and follows a partition whose owner stops; lists, list watches and events span
+// the partitions, with positions (strings) for their index and next. Stand-ins on loopback
+// check what a real group does not show on demand: the map asked for again at most once a
+// second, a map request that fails failing nothing, and an owner that is not among the URLs
+// given.
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -137,6 +139,114 @@ test('in steady state each request goes straight to its partition\'s owner', { t
     assert.equal(await forwarded(servers), start, 'no request was forwarded');
     // Nothing was a surprise: the map is the one learned.
     assert.deepEqual(c.partitions, { count: PARTITIONS, owners: map });
+  } finally {
+    c.close();
+  }
+});
+
+// Lists, list watches and events span the partitions: their index and next are positions
+// (strings), passed back unchanged. These run before the test that stops a server.
+test('a list\'s index and the events\' next are positions, passed back unchanged', { timeout: 120_000 }, async () => {
+  const c = new Client(servers.map((s) => s.url), { timeoutMs: 20_000 });
+  try {
+    const prefix = `positions/${randomUUID().slice(0, 8)}/`;
+    const byPartition = namesInEveryPartition(`${prefix}n`);
+    const held = [0, 5, 11].map((p) => byPartition[p][0]);
+    for (const name of held) await c.acquire(name, { ttlMs: 30_000 });
+    const pages = [];
+    for await (const page of c.list({ prefix })) pages.push(page);
+    assert.equal(pages.length, 1);
+    const page = pages[0];
+    assert.deepEqual(page.resources.map((r) => r.resource), [...held].sort());
+    assert.equal(typeof page.index, 'string');
+    assert.match(page.index, /^v/);
+    // A list watch from it, answered when its wait runs out.
+    const now = await c.watchList({ prefix, index: page.index, waitMs: 300 });
+    assert.equal(now.index, page.index);
+    // The list at once, on any group; another number is the server's to refuse.
+    assert.equal((await c.watchList({ prefix, index: 0n, waitMs: 0 })).index, page.index);
+    assert.equal((await c.watchList({ prefix, index: null })).index, page.index);
+    await assert.rejects(c.watchList({ prefix, index: 3n, waitMs: 0 }), { status: 400 });
+    const events = await c.eventsPage({ prefix });
+    assert.equal(typeof events.next, 'string');
+    assert.deepEqual(
+      events.events.map((e) => [e.type, e.partition]),
+      events.events.map((e) => ['granted', partitionOf(e.resource, PARTITIONS)]),
+    );
+    assert.deepEqual(events.events.map((e) => e.resource).sort(), [...held].sort());
+    assert.deepEqual((await c.eventsPage({ prefix, after: events.next })).events, []);
+  } finally {
+    c.close();
+  }
+});
+
+test('a list watch asked of one server wakes on a change in a partition another owns', { timeout: 120_000 }, async () => {
+  const map = await settled(servers);
+  const asked = servers[0];
+  const prefix = `positions/${randomUUID().slice(0, 8)}/`;
+  const byPartition = namesInEveryPartition(`${prefix}n`);
+  const elsewhere = byPartition.filter((_, p) => map[p] !== asked.url).map((l) => l[0]);
+  assert.ok(elsewhere.length >= 2);
+  const watcher = new Client(asked.url, { timeoutMs: 20_000 });
+  const writer = new Client(servers.map((s) => s.url), { timeoutMs: 20_000 });
+  try {
+    const it = watcher.watchPrefix(prefix, { waitMs: 20_000 });
+    const first = (await it.next()).value;
+    assert.deepEqual(first.resources, []);
+    assert.equal(typeof first.index, 'string');
+    setTimeout(() => writer.acquire(elsewhere[0], { ttlMs: 30_000 }), 500);
+    let started = performance.now();
+    const second = (await it.next()).value;
+    assert.ok(performance.now() - started < 10_000);
+    assert.deepEqual(second.resources.map((r) => r.resource), [elsewhere[0]]);
+    assert.notEqual(second.index, first.index);
+    await it.return();
+    // And from the position it gave, the next change, in another partition.
+    setTimeout(() => writer.acquire(elsewhere[1], { ttlMs: 30_000 }), 500);
+    started = performance.now();
+    const third = await watcher.watchList({ prefix, index: second.index, waitMs: 20_000 });
+    assert.ok(performance.now() - started < 10_000);
+    assert.deepEqual(third.resources.map((r) => r.resource), elsewhere.slice(0, 2).sort());
+  } finally {
+    watcher.close();
+    writer.close();
+  }
+});
+
+test('the events helper pages through every event of several partitions, each once', { timeout: 120_000 }, async () => {
+  const c = new Client(servers.map((s) => s.url), { timeoutMs: 20_000 });
+  try {
+    const prefix = `positions/${randomUUID().slice(0, 8)}/`;
+    const byPartition = namesInEveryPartition(`${prefix}n`);
+    const used = [1, 4, 7, 9, 14].flatMap((p) => byPartition[p]);
+    const done = [];
+    for (const name of used) {
+      const lease = await c.acquire(name, { ttlMs: 30_000 });
+      await c.release(lease);
+      done.push(`${name} granted`, `${name} released`);
+    }
+    const truncated = [];
+    const seen = [];
+    for await (const ev of c.events({ prefix, limit: 3, onTruncated: (at) => truncated.push(at) })) seen.push(ev);
+    assert.deepEqual(truncated, []);
+    // Every event once, oldest first (by time, then partition); a resource's in order.
+    assert.deepEqual(seen.map((e) => `${e.resource} ${e.type}`).sort(), [...done].sort());
+    assert.equal(new Set(seen.map((e) => `${e.partition}/${e.index}`)).size, done.length);
+    for (const e of seen) assert.equal(e.partition, partitionOf(e.resource, PARTITIONS));
+    const order = seen.map((e) => [e.at, e.partition]);
+    const sorted = [...order].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : a[1] - b[1]));
+    assert.deepEqual(order, sorted);
+    for (const name of used) {
+      assert.deepEqual(seen.filter((e) => e.resource === name).map((e) => e.type), ['granted', 'released']);
+    }
+    // Followed: a change after them, in yet another partition, comes next.
+    const it = c.events({ prefix, follow: true, waitMs: 5000, limit: 3 });
+    for (let i = 0; i < seen.length; i++) await it.next();
+    const last = byPartition[12][0];
+    setTimeout(() => c.acquire(last, { ttlMs: 30_000 }), 500);
+    const ev = (await it.next()).value;
+    assert.deepEqual([ev.resource, ev.type, ev.partition], [last, 'granted', 12]);
+    await it.return();
   } finally {
     c.close();
   }

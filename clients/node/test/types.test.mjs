@@ -72,7 +72,8 @@ test('declared interfaces match the objects the client builds', () => {
     ResourceState: toState({ resource: 'r', state: 'held', index: 1, holder: {}, waiters: 0 }),
     ResourcePage: toPage({ resources: [], next_cursor: null, index: 1 }),
     ResourceList: toResourceList(1n, []),
-    MutexdEvent: toEvent({ index: 1, at: 't', resource: 'r', type: 'granted', owner: 'o', fencing_token: 1, shared: false, limit: 1 }),
+    // `partition` is there on a partitioned group only.
+    MutexdEvent: toEvent({ index: 1, at: 't', resource: 'r', type: 'granted', owner: 'o', fencing_token: 1, shared: false, limit: 1, partition: 3 }),
     EventPage: toEventPage({ events: [], next: 1, truncated: false }),
     WhoAmI: toWhoAmI({ name: null, scopes: [] }),
   };
@@ -82,5 +83,9 @@ test('declared interfaces match the objects the client builds', () => {
   assert.equal(typeof lease.fencingToken, 'bigint');
   assert.equal(typeof shapes.MutexdEvent.index, 'bigint');
   assert.equal(typeof shapes.EventPage.next, 'bigint');
+  // A partitioned group's positions are strings, kept as they are.
+  assert.equal(toPage({ resources: [], next_cursor: null, index: 'v1.0.2' }).index, 'v1.0.2');
+  assert.equal(toEventPage({ events: [], next: 'v1.0.2', truncated: false }).next, 'v1.0.2');
+  assert.equal('partition' in toEvent({ index: 1, type: 'granted' }), false);
   assert.deepEqual(members(block('interface', 'LeaseRef')).sort(), ['leaseId', 'resource']);
 });
