@@ -184,7 +184,9 @@ enum MHD_Result spread_start(struct hreq *q, uint64_t held_ms)
     unsigned n = h->cfg.partitions;
     bool events = q->route == ROUTE_EVENTS;
     const char *what = events ? "after" : "index";
-    if (q->query.has_index && !q->query.index_text) {
+    /* 0 is every partition's start (a watch of a list read before anything changed, the
+     * events from the oldest): it needs no position. */
+    if (q->query.has_index && !q->query.index_text && q->query.index != 0) {
         api_fail(&q->err, 400, "invalid_field", what,
                  "%s must be the position a %s of this partitioned group returned ('v' and a "
                  "number per partition), passed back unchanged",

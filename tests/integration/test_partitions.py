@@ -355,9 +355,15 @@ def test_lists_and_events_span_every_partition(groups):  # noqa: F811
         n for n in names + ["other"] if partition_of(n) == 3}
     for bad in ("/v1/resources?partition=16", "/v1/resources?partition=x",
                 "/v1/resources?index=v1.2&wait_ms=10", "/v1/resources?index=5&wait_ms=10",
+                "/v1/events?after=5",
                 "/v1/events?after=7", "/v1/events?after=v1"):
         r = raw(a.client_url, "GET", bad)
         assert r.status == 400 and r.json["error"]["code"] == "invalid_field", (bad, r.body)
+
+    # 0 is every partition's start: a watch from it, events after it.
+    zero = get_json(a.client_url, "/v1/resources?prefix=spread&index=0&wait_ms=10")
+    assert isinstance(zero["index"], str) and len(zero["resources"]) == len(seen)
+    assert isinstance(get_json(a.client_url, "/v1/events?after=0&limit=1")["next"], str)
 
     # A list watch held at a wakes on a change in a partition b owns.
     index = get_json(a.client_url, "/v1/resources?prefix=spread&limit=1")["index"]
