@@ -12,7 +12,10 @@ struct spread_part {
     struct spread *s;
     unsigned p;
     char *target;
-    bool out;      /* sent in the current round */
+    bool out; /* sent in the current round */
+    /* Handed to the forwarder in this round: from then on it may be cancelled (before, a
+     * cancel would be undone by fwd_submit()). */
+    _Atomic bool submitted;
     cJSON *answer; /* its 200 answer, parsed (the forwarder's thread, before the count) */
 };
 
@@ -122,7 +125,7 @@ static void on_part_done(struct fwd_req *r)
          * part completes on this thread, so a part cancelled here has not completed yet, or
          * has, and its cancel is a flag nobody reads. */
         for (unsigned i = 0; i < s->n; i++)
-            if (&s->parts[i] != pt && s->parts[i].out)
+            if (&s->parts[i] != pt && atomic_load(&s->parts[i].submitted))
                 fwd_cancel(s->q->h->fwd, &s->parts[i].fwd);
     }
     if (atomic_fetch_sub(&s->left, 1) != 1)
@@ -151,6 +154,7 @@ static bool send_parts(struct spread *s, bool wait)
         struct spread_part *pt = &s->parts[p];
         if (!pt->out)
             continue;
+        atomic_store(&pt->submitted, false);
         free(pt->target);
         fwd_req_clear(&pt->fwd);
         cJSON_Delete(pt->answer);
@@ -169,6 +173,11 @@ static bool send_parts(struct spread *s, bool wait)
                                    .done = on_part_done};
         if (pt->target && fwd_submit(q->h->fwd, &pt->fwd) == 0) {
             sent = true;
+            atomic_store(&pt->submitted, true);
+            /* A part answered already may have ended the waits (or the client gone) before
+             * this one was handed over: its cancel is made here. */
+            if ((wait && atomic_load(&s->changed)) || atomic_load(&s->hung_up))
+                fwd_cancel(q->h->fwd, &pt->fwd);
             continue;
         }
         pt->fwd.outcome = FWD_REFUSED;
@@ -231,7 +240,7 @@ void spread_cancel(struct http *h, struct spread *s)
 {
     atomic_store(&s->hung_up, true);
     for (unsigned p = 0; p < s->n; p++)
-        if (s->parts[p].out)
+        if (atomic_load(&s->parts[p].submitted))
             fwd_cancel(h->fwd, &s->parts[p].fwd);
 }
 

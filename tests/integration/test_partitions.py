@@ -389,6 +389,16 @@ def test_lists_and_events_span_every_partition(groups):  # noqa: F811
     assert sorted(x[3] for x in grants) == sorted(names + ["other", target])
     assert grants == sorted(grants)
     assert all(partition_of(x[3]) == x[1] for x in grants)
+    # A wait from a position some partition is already past is answered at once: the
+    # other partitions' waits end, however early that partition answered.
+    first = next(n for n in names_of([0], per=1, prefix="early"))
+    raw(b.client_url, "POST", "/v1/resources/%s/acquire" % first, {"owner": "e", "ttl_ms": 60000})
+    for _ in range(5):
+        t0 = time.monotonic()
+        w = get_json(a.client_url, "/v1/events?after=%s&wait_ms=20000" % after)
+        assert [e["resource"] for e in w["events"]] == [first], w
+        assert time.monotonic() - t0 < 5 * SLOW, time.monotonic() - t0
+    after = w["next"]
     # A wait from that position wakes on the next change, whatever its partition.
     late2 = next(n for n in names_of(range(N), per=1, prefix="later")
                  if m[partition_of(n)] == g.servers[2].url)
