@@ -187,16 +187,23 @@ static mutexd_client *connect_group(const struct group *g)
     return c;
 }
 
+/* The group the tests run against, once its partitions have settled (`owner`: each one's
+ * server), and a client given every server's URL. */
+static mutexd_client *open_group(struct group *g, int *owner)
+{
+    group_of_env(g);
+    settled(g, owner);
+    return connect_group(g);
+}
+
 /* Once the client has read the map, acquire, get, watch, renew, break and release of names in
  * every partition reach their owner: no server forwards one. */
 static void requests_go_straight_to_the_partitions_owner(void **state)
 {
     (void)state;
     struct group g;
-    group_of_env(&g);
     int owner[PARTITIONS];
-    settled(&g, owner);
-    mutexd_client *c = connect_group(&g);
+    mutexd_client *c = open_group(&g, owner);
     struct mutexd_error e = {0};
     struct mutexd_state s = {0};
     struct mutexd_lease l = {0};
@@ -240,10 +247,8 @@ static void the_client_follows_a_partition_whose_owner_leaves(void **state)
 {
     (void)state;
     struct group g;
-    group_of_env(&g);
     int owner[PARTITIONS];
-    settled(&g, owner);
-    mutexd_client *c = connect_group(&g);
+    mutexd_client *c = open_group(&g, owner);
     struct mutexd_error e = {0};
     struct mutexd_state s = {0};
     struct mutexd_lease l = {0};
