@@ -340,11 +340,12 @@ def check_events(reader, history):
     new active handing out an index a reader was already shown); every grant shown was
     answered to a client or lives on in the feed (a later event of its token): none that
     never happened; and every grant answered to a client was shown, unless a read after it
-    said `truncated: true`. Returns violations."""
+    said `truncated: true`. On a partitioned group an index belongs to its partition: the
+    pair is the key. Returns violations."""
     bad = []
     by_index = {}
     for e in reader.events:
-        prev = by_index.setdefault(e["index"], e)
+        prev = by_index.setdefault((e.get("partition"), e["index"]), e)
         if prev != e:
             bad.append("index %d shown as two events: %r and %r" % (e["index"], prev, e))
     answered = {}
