@@ -340,6 +340,11 @@ enum ha_verdict ha_watch(struct ha *h, struct ha_view *view)
         v = HA_TAKE;
     }
 out:
+    /* A server that watches has no core: an owner blob that still names it (a partition it
+     * handed over or was fenced out of, a lease from before a restart) names nobody to
+     * forward to. Forwarded to itself, a request would be forwarded again, round and round. */
+    if (strcmp(active, h->cfg.advertise_url) == 0)
+        active[0] = '\0';
     blob_result_free(&r);
     return v;
 }

@@ -432,6 +432,17 @@ static bool tick_part(struct server *x, unsigned p, long ms)
     return tick_until_active(&x->m, ms);
 }
 
+/* Two servers of a group of two partitions on a new container: x the active of
+ * partition 0, y of partition 1. */
+static void two_partitioned(char container[64], struct server *x, struct server *y)
+{
+    mx_azurite_name(container, 64);
+    join_partitioned(x, container);
+    join_partitioned(y, container);
+    assert_true(tick_part(x, 0, 10000));
+    assert_true(tick_part(y, 1, 10000)); /* not held off by partition 0's owner */
+}
+
 /* A request about `name` to x: its status, the server that served it, its partition. */
 static long ask(struct server *x, const char *name, const char *action, struct mx_buf *body,
                 char by[128], unsigned *partition)
@@ -474,12 +485,8 @@ static void two_servers_share_two_partitions(void **st)
 {
     (void)st;
     char container[64];
-    mx_azurite_name(container, sizeof container);
     struct server x = {0}, y = {0};
-    join_partitioned(&x, container);
-    join_partitioned(&y, container);
-    assert_true(tick_part(&x, 0, 10000));
-    assert_true(tick_part(&y, 1, 10000)); /* not held off by partition 0's owner */
+    two_partitioned(container, &x, &y);
     assert_false(tick_part(&x, 1, 3 * GROUP_TICK_MS));
     assert_false(tick_part(&y, 0, 3 * GROUP_TICK_MS));
 
@@ -569,6 +576,70 @@ static void two_servers_share_two_partitions(void **st)
     unsigned long long after = token_of(&body);
     assert_int_equal(after % 256, 0);
     assert_true(after > tokens[0]);
+    leave_partitioned(&y);
+}
+
+/* The requests x has forwarded, of every answer code (its /metrics). */
+static unsigned long forwarded(const struct member *m)
+{
+    struct mx_buf b = {0};
+    assert_int_equal(request(m, "/metrics", NULL, &b, NULL), 200);
+    unsigned long n = 0;
+    static const char name[] = "mutexd_forwarded_requests_total{";
+    for (const char *at = b.p; at && (at = strstr(at, name)) != NULL; at++) {
+        const char *v = strchr(at, ' ');
+        if (v)
+            n += strtoul(v + 1, NULL, 10);
+    }
+    mx_buf_free(&b);
+    return n;
+}
+
+struct asker {
+    struct server *x;
+    long status;
+    char by[128];
+};
+
+static void *ask_for_d(void *arg)
+{
+    struct asker *a = arg;
+    struct mx_buf body = {0};
+    unsigned part;
+    a->status = ask(a->x, "{d}", NULL, &body, a->by, &part);
+    mx_buf_free(&body);
+    return NULL;
+}
+
+/* x hands partition 0 over while nobody may take it yet: its owner blob still names x, with
+ * the lease released. x holds the partition's requests until a new owner names itself; it
+ * never forwards them to itself, where each would be forwarded again, round and round. */
+static void a_partition_handed_over_is_never_forwarded_to_itself(void **st)
+{
+    (void)st;
+    char container[64];
+    struct server x = {0}, y = {0};
+    two_partitioned(container, &x, &y);
+    group_allow_takeover(x.groups[0], false);
+    group_allow_takeover(y.groups[0], false);
+    group_hand_over(x.groups[0]);
+    assert_false(tick_part(&x, 0, 2 * GROUP_TICK_MS));
+    assert_false(tick_part(&y, 0, 2 * GROUP_TICK_MS));
+    unsigned long before = forwarded(&x.m);
+    struct asker a = {.x = &x};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, ask_for_d, &a), 0);
+    mx_sleep_ms(500);
+    group_allow_takeover(y.groups[0], true);
+    assert_true(tick_part(&y, 0, 5000));
+    assert_false(tick_part(&x, 0, 2 * GROUP_TICK_MS)); /* now it forwards to y */
+    pthread_join(t, NULL);
+    unsigned long sent = forwarded(&x.m) - before;
+    printf("requests x forwarded for one request while partition 0 had no owner: %lu\n", sent);
+    assert_int_equal(a.status, 200);
+    assert_string_equal(a.by, y.m.url);
+    assert_true(sent <= 1);
+    leave_partitioned(&x);
     leave_partitioned(&y);
 }
 
@@ -944,6 +1015,8 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test_setup_teardown(a_takeover_that_fails_stays_a_standby_and_tries_again,
                                     mx_azurite_setup, mx_azurite_teardown),
     cmocka_unit_test_setup_teardown(an_undecodable_journal_line_blocks_the_takeover,
+                                    mx_azurite_setup, mx_azurite_teardown),
+    cmocka_unit_test_setup_teardown(a_partition_handed_over_is_never_forwarded_to_itself,
                                     mx_azurite_setup, mx_azurite_teardown),
     cmocka_unit_test_setup_teardown(two_servers_share_two_partitions, mx_azurite_setup,
                                     mx_azurite_teardown),
