@@ -21,6 +21,7 @@ import java.security.cert.Certificate;
 import java.security.cert.CertificateFactory;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
@@ -49,6 +50,14 @@ import javax.net.ssl.TrustManagerFactory;
  * smallest, at most 2 s) and goes round again while that leaves it within its timeout;
  * else it throws the last attempt's error.
  *
+ * <p>A partitioned group ({@code --partitions N}, N > 1): a request about one resource goes
+ * first to the owner of its partition ({@link Partitions#of}), at the URL the group's map
+ * gives, whether or not it is one of the list; then to the list's servers as above. The map
+ * ({@code GET /v1/servers}) is read in the background on the first answer that carries
+ * {@code Mutexd-Partition}, and again when an answer about a resource was served by another
+ * server than the one asked, on a 503 or on a transport error: at most once a second. A
+ * reading that fails keeps the map as it was, and never fails a request.
+ *
  * <p>Every call blocks its thread. Interrupting the thread (or cancelling the future of
  * {@link #lockAsync} or {@link #acquireAsync}) abandons the request and closes its
  * connection, so that the server drops a queued acquire; the call then throws
@@ -64,6 +73,8 @@ public final class Client implements AutoCloseable {
 
     private static final long RETRY_AFTER_CAP_NS = TimeUnit.SECONDS.toNanos(2);
     private static final long RETRY_AFTER_MIN_NS = TimeUnit.MILLISECONDS.toNanos(100);
+    /** The least time between two readings of the partition map. */
+    private static final long RELEARN_INTERVAL_NS = TimeUnit.SECONDS.toNanos(1);
 
     /** One URL of the client's list. */
     private final class Server {
@@ -80,6 +91,9 @@ public final class Client implements AutoCloseable {
 
     private final List<Server> servers = new ArrayList<>();
     private final AtomicInteger current = new AtomicInteger();
+    private final PartitionMap pmap = new PartitionMap();
+    /** When set (by the tests), sees every answer: the base URL it was sent to, the request, and the answer. */
+    volatile AnswerHook onAnswer;
     private final Duration timeout;
     private final String owner;
     private final String token;
@@ -355,6 +369,11 @@ public final class Client implements AutoCloseable {
         for (Server s : servers) {
             s.http = newHttp();
         }
+        synchronized (pmap) {
+            for (Server s : pmap.others.values()) {
+                s.http = newHttp();
+            }
+        }
     }
 
     // ---- sending ------------------------------------------------------------------------
@@ -374,6 +393,12 @@ public final class Client implements AutoCloseable {
         }
     }
 
+    /**
+     * Notes the server that answered (index {@code i}; -1 for a partition's owner the client
+     * was not given): it is asked first next time, unless its answer names the active server
+     * of its group by a URL of the list ({@code Mutexd-Served-By}), which is asked first
+     * instead. Only a URL the client was given is asked first.
+     */
     private void served(int i, HttpResponse<?> r) {
         String by = r.headers().firstValue("Mutexd-Served-By").orElse("").trim();
         if (!by.isEmpty()) {
@@ -392,7 +417,9 @@ public final class Client implements AutoCloseable {
                 // not a URL: ignored
             }
         }
-        current.set(i);
+        if (i >= 0) {
+            current.set(i);
+        }
     }
 
     /**
@@ -401,12 +428,22 @@ public final class Client implements AutoCloseable {
      * whole call. The answer is a 2xx; an error answer is thrown as an {@link ApiException}.
      */
     Response send(String method, String path, Object body, Duration limit, long deadline) {
-        return send(method, path, body == null ? null : Json.write(body), "application/json", limit, deadline);
+        return sendAbout(null, method, path, body, limit, deadline);
+    }
+
+    /** As above; {@code resource}, when not {@code null}, is the one resource the request is about, sent first to its partition's owner. */
+    Response sendAbout(String resource, String method, String path, Object body, Duration limit, long deadline) {
+        return send(resource, method, path, body == null ? null : Json.write(body), "application/json", limit, deadline);
     }
 
     Response send(String method, String path, String body, String contentType, Duration limit, long deadline) {
-        int n = servers.size();
-        int first = current.get();
+        return send(null, method, path, body, contentType, limit, deadline);
+    }
+
+    Response send(String resource, String method, String path, String body, String contentType, Duration limit,
+            long deadline) {
+        List<Target> targets = targets(resource);
+        int k = 0; // the next of targets to try in this round
         long start = System.nanoTime();
         long end = start + limit.toNanos();
         if (deadline != 0 && deadline - end < 0) {
@@ -414,9 +451,9 @@ public final class Client implements AutoCloseable {
         }
         MutexdException last = null;
         long pause = -1;
-        for (int attempt = 0; ; attempt++) {
-            if (attempt > 0 && attempt % n == 0) {
-                if (n == 1 || pause < 0) {
+        for (;;) {
+            if (k == targets.size()) { // back at a server tried in this call
+                if (targets.size() == 1 || pause < 0) {
                     throw last;
                 }
                 long wait = Math.max(RETRY_AFTER_MIN_NS, Math.min(pause, RETRY_AFTER_CAP_NS));
@@ -430,9 +467,13 @@ public final class Client implements AutoCloseable {
                     throw new CancelledException(method + " " + path + ": interrupted", e);
                 }
                 pause = -1;
+                // The map may have been read again meanwhile: the owner may be another.
+                targets = targets(resource);
+                k = 0;
             }
-            int i = (first + attempt) % n;
-            Server s = servers.get(i);
+            Target t = targets.get(k++);
+            Server s = t.server;
+            int i = t.index;
             long each = limit.toNanos();
             if (deadline != 0) {
                 long left = deadline - System.nanoTime();
@@ -450,15 +491,28 @@ public final class Client implements AutoCloseable {
                 r = exchange(s, method, path, body, contentType, each);
             } catch (TransportException e) {
                 last = e;
+                if (resource != null) {
+                    failed(null);
+                }
                 continue;
+            }
+            AnswerHook hook = onAnswer;
+            if (hook != null) {
+                hook.answered(s.url, method, path, r.status, r.raw.headers());
             }
             if (r.status >= 200 && r.status < 300) {
                 if (r.body == null) {
                     last = new ProtocolException(method, r.url, r.status, "answer " + r.status + " is not a JSON object", null);
                     s.http = newHttp();
+                    if (resource != null) {
+                        failed(null);
+                    }
                     continue;
                 }
                 served(i, r.raw);
+                if (resource != null) {
+                    answered(s, r.raw);
+                }
                 return r;
             }
             ApiException err = apiError(r.raw);
@@ -468,10 +522,220 @@ public final class Client implements AutoCloseable {
                 if (pause < 0 || ra < pause) {
                     pause = ra;
                 }
+                if (resource != null) {
+                    failed(r.raw);
+                }
                 continue;
             }
             served(i, r.raw);
+            if (resource != null) {
+                answered(s, r.raw);
+            }
             throw err;
+        }
+    }
+
+    // ---- routing by the partition map ------------------------------------------------------
+
+    /** Sees every answer, in the tests. */
+    interface AnswerHook {
+        void answered(String to, String method, String path, int status, java.net.http.HttpHeaders headers);
+    }
+
+    /** A server to send one attempt to, and its index in the client's list (-1: an owner the client was not given). */
+    private record Target(Server server, int index) {
+    }
+
+    /**
+     * What the client knows of its group's partitions (docs/api.md, "Partitions"). A
+     * partitioned group serves each resource on the owner of its partition; any other server
+     * forwards there. Sending straight to the owner saves that hop. Guarded by itself.
+     */
+    private static final class PartitionMap {
+        static final int UNKNOWN = 0; // never read, or every reading so far failed
+        static final int FLAT = 1; // the group is not partitioned: nothing is routed
+        static final int PARTITIONED = 2; // owners holds the owner of each partition
+
+        int state = UNKNOWN;
+        Server[] owners; // the owner of each partition; null while none owns it
+        final Map<String, Server> others = new HashMap<>(); // owners the client was not given, by key, kept for their connections
+        boolean fetching;
+        boolean fetchedOnce;
+        long fetchedAt; // System.nanoTime() when the last reading started
+    }
+
+    /**
+     * The order of one round of attempts: the owner of the resource's partition first, when
+     * the map names one, then the client's servers from the one asked first, each once.
+     */
+    private List<Target> targets(String resource) {
+        int n = servers.size();
+        int first = current.get();
+        Server owner = ownerOf(resource);
+        List<Target> out = new ArrayList<>(n + 1);
+        if (owner != null) {
+            out.add(new Target(owner, servers.indexOf(owner)));
+        }
+        for (int a = 0; a < n; a++) {
+            int i = (first + a) % n;
+            if (servers.get(i) != owner) {
+                out.add(new Target(servers.get(i), i));
+            }
+        }
+        return out;
+    }
+
+    /** The server that owns the resource's partition, or {@code null}: no resource, no map, or no owner at the moment. */
+    private Server ownerOf(String resource) {
+        if (resource == null) {
+            return null;
+        }
+        synchronized (pmap) {
+            if (pmap.state != PartitionMap.PARTITIONED) {
+                return null;
+            }
+            return pmap.owners[Partitions.of(resource, pmap.owners.length)];
+        }
+    }
+
+    /**
+     * Looks at an answer about a resource from {@code s}: the first sign of a partitioned
+     * group (a {@code Mutexd-Partition} header) has the map read; an answer served by another
+     * server than {@code s} (the request was forwarded: the partition moved, or the map is
+     * not known) has it read again.
+     */
+    private void answered(Server s, HttpResponse<?> r) {
+        if (r.headers().firstValue("Mutexd-Partition").isEmpty()) {
+            return;
+        }
+        int state;
+        synchronized (pmap) {
+            state = pmap.state;
+        }
+        if (state == PartitionMap.UNKNOWN) {
+            relearn();
+        } else if (state == PartitionMap.PARTITIONED) {
+            String by = r.headers().firstValue("Mutexd-Served-By").orElse("");
+            if (!by.isEmpty() && !s.key.equals(keyOf(by))) {
+                relearn();
+            }
+        }
+    }
+
+    /** Notes an attempt about a resource that got no answer, or a 503 ({@code r}): in a partitioned group its owner may have moved. */
+    private void failed(HttpResponse<?> r) {
+        int state;
+        synchronized (pmap) {
+            state = pmap.state;
+        }
+        if (state == PartitionMap.PARTITIONED || state == PartitionMap.UNKNOWN && r != null
+                && r.headers().firstValue("Mutexd-Partition").isPresent()) {
+            relearn();
+        }
+    }
+
+    /**
+     * Reads the map in the background, unless a reading is under way or one started less
+     * than {@link #RELEARN_INTERVAL_NS} ago: when a partition moves, every request on it is a
+     * surprise at once, and one reading serves them all. The request that asked for it goes
+     * on meanwhile.
+     */
+    private void relearn() {
+        synchronized (pmap) {
+            long now = System.nanoTime();
+            if (pmap.fetching || pmap.fetchedOnce && now - pmap.fetchedAt < RELEARN_INTERVAL_NS) {
+                return;
+            }
+            pmap.fetching = true;
+            pmap.fetchedOnce = true;
+            pmap.fetchedAt = now;
+        }
+        Thread t = new Thread(this::learn, "mutexd-partition-map");
+        t.setDaemon(true);
+        t.start();
+    }
+
+    /** Reads the map from the client's servers ({@code GET /v1/servers}) and puts it in force; a failure keeps the old one. */
+    private void learn() {
+        ServerGroup g = null;
+        try {
+            g = servers();
+        } catch (RuntimeException e) {
+            // kept as it was: the next surprise reads it again
+        }
+        synchronized (pmap) {
+            pmap.fetching = false;
+            if (g == null) {
+                return;
+            }
+            if (g.partitions() == null || g.partitions().count() <= 1) {
+                pmap.state = PartitionMap.FLAT;
+                pmap.owners = null;
+                return;
+            }
+            int count = Math.min(g.partitions().count(), Partitions.MAX);
+            Server[] owners = new Server[count];
+            for (ServerGroup.Owner o : g.partitions().owners()) {
+                if (o.url() != null && o.partition() >= 0 && o.partition() < count) {
+                    owners[o.partition()] = serverFor(o.url());
+                }
+            }
+            pmap.state = PartitionMap.PARTITIONED;
+            pmap.owners = owners;
+        }
+    }
+
+    /**
+     * The server of an owner's advertised URL: the client's own when it is one of its URLs,
+     * else one made for it (and kept, with its connections, for the next maps); {@code null}
+     * for a URL that cannot be used. Called with the map's lock held.
+     */
+    private Server serverFor(String raw) {
+        String key = keyOf(raw);
+        if (key == null) {
+            return null;
+        }
+        for (Server s : servers) {
+            if (s.key.equals(key)) {
+                return s;
+            }
+        }
+        Server s = pmap.others.get(key);
+        if (s == null) {
+            try {
+                s = server(raw.trim());
+            } catch (IllegalArgumentException e) {
+                return null;
+            }
+            pmap.others.put(key, s);
+        }
+        return s;
+    }
+
+    /** The normalised form of a URL (see {@link #normalise}), or {@code null} when it is not one. */
+    private static String keyOf(String raw) {
+        try {
+            URI u = new URI(raw.trim());
+            if (u.getScheme() == null || u.getHost() == null) {
+                return null;
+            }
+            return normalise(u);
+        } catch (URISyntaxException e) {
+            return null;
+        }
+    }
+
+    /** The owner's URL of each partition as last read ({@code null} for one without), or {@code null} while nothing is routed. */
+    List<String> partitionOwners() {
+        synchronized (pmap) {
+            if (pmap.state != PartitionMap.PARTITIONED) {
+                return null;
+            }
+            List<String> out = new ArrayList<>();
+            for (Server s : pmap.owners) {
+                out.add(s == null ? null : s.url);
+            }
+            return out;
         }
     }
 
@@ -658,7 +922,7 @@ public final class Client implements AutoCloseable {
             body.put("shared", o.shared);
         }
         long sent = System.nanoTime();
-        Response r = send("POST", resourcePath(resource) + "/acquire", body, timeout.plus(wait), 0);
+        Response r = sendAbout(resource, "POST", resourcePath(resource) + "/acquire", body, timeout.plus(wait), 0);
         // The lease's time runs from the grant: at the latest when the request was sent, or,
         // after a wait in the queue, when the answer arrived.
         long base = wait.isZero() ? sent : System.nanoTime();
@@ -695,7 +959,7 @@ public final class Client implements AutoCloseable {
             body.put("metadata", metadata);
         }
         long sent = System.nanoTime();
-        Response r = send("POST", resourcePath(resource) + "/renew", body, limit, deadline);
+        Response r = sendAbout(resource, "POST", resourcePath(resource) + "/renew", body, limit, deadline);
         return read(r, m -> Grant.from(m, sent));
     }
 
@@ -709,7 +973,7 @@ public final class Client implements AutoCloseable {
         if (leaseId != null) {
             body.put("lease_id", leaseId);
         }
-        send("POST", resourcePath(resource) + "/release", body, timeout, 0);
+        sendAbout(resource, "POST", resourcePath(resource) + "/release", body, timeout, 0);
     }
 
     /**
@@ -725,13 +989,13 @@ public final class Client implements AutoCloseable {
         if (leaseId != null) {
             body.put("lease_id", leaseId);
         }
-        Response r = send("POST", resourcePath(resource) + "/break", body, timeout, 0);
+        Response r = sendAbout(resource, "POST", resourcePath(resource) + "/break", body, timeout, 0);
         return read(r, m -> Types.bool(m, "broken"));
     }
 
     /** A resource's state ({@code GET /v1/resources/{resource}}); a name never used is free. */
     public ResourceState get(String resource) {
-        return read(send("GET", resourcePath(resource), null, timeout, 0), ResourceState::from);
+        return read(sendAbout(resource, "GET", resourcePath(resource), null, timeout, 0), ResourceState::from);
     }
 
     /**
@@ -740,7 +1004,7 @@ public final class Client implements AutoCloseable {
      */
     public ResourceState watch(String resource, long index, Duration wait) {
         String q = query("index", Long.toUnsignedString(index), "wait_ms", ms(wait));
-        return read(send("GET", resourcePath(resource) + q, null, timeout.plus(wait), 0), ResourceState::from);
+        return read(sendAbout(resource, "GET", resourcePath(resource) + q, null, timeout.plus(wait), 0), ResourceState::from);
     }
 
     /**
