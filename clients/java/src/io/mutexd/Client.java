@@ -1020,10 +1020,20 @@ public final class Client implements AutoCloseable {
     /**
      * A list watch: the list (as {@link #list}) once a resource under {@code prefix} changed
      * after change index {@code index}, or after {@code wait}. Pass the answer's
-     * {@link ResourceList#index()} to the next call.
+     * {@link ResourceList#index()} to the next call. A partitioned group refuses an index
+     * other than 0: see {@link #listWatch(String, Position, Duration, int, String)}.
      */
     public ResourceList listWatch(String prefix, long index, Duration wait, int limit, String cursor) {
-        String q = query("prefix", prefix, "index", Long.toUnsignedString(index), "wait_ms", ms(wait),
+        return listWatch(prefix, Position.of(index), wait, limit, cursor);
+    }
+
+    /**
+     * A list watch from {@code position} (a list's {@link ResourceList#position()}, passed
+     * unchanged; {@code null}: from the start), which works on every group, a partitioned one
+     * too. Pass the answer's {@link ResourceList#position()} to the next call.
+     */
+    public ResourceList listWatch(String prefix, Position position, Duration wait, int limit, String cursor) {
+        String q = query("prefix", prefix, "index", position != null ? position.value() : "0", "wait_ms", ms(wait),
                 "limit", limit > 0 ? limit : null, "cursor", cursor);
         return read(send("GET", "/v1/resources" + q, null, timeout.plus(wait), 0), ResourceList::from);
     }
@@ -1032,11 +1042,23 @@ public final class Client implements AutoCloseable {
      * The recent changes after change index {@code after}, oldest first, under
      * {@code prefix} (or all), at most {@code limit} (0: 100); with a {@code wait} (or
      * {@code null}) held until there is one. Pass the answer's {@link EventPage#next()} as the
-     * next {@code after}.
+     * next {@code after}. A partitioned group refuses an {@code after} other than 0: see
+     * {@link #events(Position, String, int, Duration)}.
      */
     public EventPage events(long after, String prefix, int limit, Duration wait) {
-        String q = query("after", Long.toUnsignedString(after), "prefix", prefix, "limit", limit > 0 ? limit : null,
-                "wait_ms", wait != null ? ms(wait) : null);
+        // 0 is the server's default, so it goes unsaid: a partitioned group takes it then too.
+        return events(after == 0 ? null : Position.of(after), prefix, limit, wait);
+    }
+
+    /**
+     * As {@link #events(long, String, int, Duration)}, after {@code after} (a page's
+     * {@link EventPage#nextPosition()}, passed unchanged; {@code null}: the oldest the server
+     * keeps), which works on every group, a partitioned one too. Pass the answer's
+     * {@link EventPage#nextPosition()} as the next {@code after}.
+     */
+    public EventPage events(Position after, String prefix, int limit, Duration wait) {
+        String q = query("after", after != null ? after.value() : null, "prefix", prefix,
+                "limit", limit > 0 ? limit : null, "wait_ms", wait != null ? ms(wait) : null);
         return read(send("GET", "/v1/events" + q, null, wait != null ? timeout.plus(wait) : timeout, 0), EventPage::from);
     }
 

@@ -58,6 +58,31 @@ final class Types {
         return ((Number) o).longValue();
     }
 
+    /**
+     * A list's index or the events' next as a number: the change index, or 0 for a
+     * partitioned group's position (a string), which {@link #position} reads.
+     */
+    static long index(Map<String, Object> m, String k) {
+        return m.get(k) instanceof String ? 0 : num(m, k);
+    }
+
+    /** A list's index or the events' next as the server wrote it; {@code null} when absent. */
+    static Position position(Map<String, Object> m, String k) {
+        Object o = m.get(k);
+        if (o == null) {
+            return null;
+        }
+        if (o instanceof String) {
+            return new Position((String) o);
+        }
+        return Position.of(num(m, k));
+    }
+
+    /** An optional integer field: {@code null} when absent. */
+    static Integer intOrNull(Map<String, Object> m, String k) {
+        return m.get(k) == null ? null : (int) num(m, k);
+    }
+
     static boolean bool(Map<String, Object> m, String k) {
         return Boolean.TRUE.equals(m.get(k));
     }

@@ -10,12 +10,16 @@ import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
@@ -23,7 +27,8 @@ import java.util.concurrent.atomic.AtomicReference;
 /**
  * A partitioned group ({@code --partitions 16}) of three real servers on a real Azurite: the
  * client sends each request about a resource straight to its partition's owner, so that no
- * server forwards it, and follows a partition when its owner leaves.
+ * server forwards it, and follows a partition when its owner leaves; lists, list watches and
+ * events span the partitions, with positions (strings) for their index and next.
  */
 final class RoutingTest {
     static final int PARTITIONS = 16;
@@ -340,6 +345,159 @@ final class RoutingTest {
             seen.check("after the move");
             T.eq(0L, forwarded(group) - before, "requests forwarded after the move");
         });
+    }
+
+    static List<String> namesOf(List<ResourceState> states) {
+        List<String> out = new ArrayList<>();
+        for (ResourceState s : states) {
+            out.add(s.resource());
+        }
+        return out;
+    }
+
+    /**
+     * A list's index and the events' next are positions there, passed back unchanged: a list
+     * watch wakes on a change in a partition another server owns, and paging the events gives
+     * every event of several partitions once, oldest first.
+     */
+    static void testListsAndEventsSpanThePartitions() throws Exception {
+        withGroup(group -> {
+            List<TestServer> owners = settledMap(group, Duration.ofSeconds(60));
+            Client c = Client.builder().urls(urlsOf(group)).timeout(Duration.ofSeconds(10)).build();
+
+            // A list's index is a position, and a number is the server's to refuse.
+            String prefix = T.name() + "/";
+            List<List<String>> names = namesIn(prefix, 1);
+            List<String> held = new ArrayList<>();
+            for (int p : List.of(0, 5, 11)) {
+                c.acquire(names.get(p).get(0), new AcquireOptions().ttl(Duration.ofSeconds(30)));
+                held.add(names.get(p).get(0));
+            }
+            Collections.sort(held);
+            ResourceList page = c.list(prefix, 0, null);
+            T.eq(held, namesOf(page.resources()), "listed");
+            T.check(page.index() == 0 && page.position() != null && page.position().value().startsWith("v")
+                    && !page.position().isIndex(), "index " + page.index() + ", position " + page.position());
+            long t0 = System.nanoTime();
+            ResourceList now = c.listWatch(prefix, page.position(), Duration.ofMillis(300), 0, null);
+            T.eq(page.position(), now.position(), "the watch's position, unchanged");
+            T.check(System.nanoTime() - t0 >= 250_000_000L, "the watch waited");
+            T.expect(InvalidRequestException.class, () -> c.listWatch(prefix, 3, Duration.ofMillis(300), 0, null));
+            EventPage ev = c.events(0, prefix, 0, null);
+            T.check(ev.nextPosition() != null && ev.nextPosition().value().startsWith("v") && ev.next() == 0,
+                    "events' next: " + ev.nextPosition());
+            T.eq(held.size(), ev.events().size(), "events");
+            for (Event e : ev.events()) {
+                T.check("granted".equals(e.type()) && e.partition() != null
+                        && e.partition() == Partitions.of(e.resource(), PARTITIONS), "event " + e);
+            }
+            T.eq(0, c.events(ev.nextPosition(), prefix, 0, null).events().size(), "events after the last");
+
+            // A list watch asked of one server wakes on a change in a partition another owns.
+            TestServer asked = group.get(0);
+            String prefix2 = T.name() + "/";
+            List<List<String>> names2 = namesIn(prefix2, 1);
+            List<String> elsewhere = new ArrayList<>();
+            for (int p = 0; p < PARTITIONS; p++) {
+                if (owners.get(p) != asked) {
+                    elsewhere.add(names2.get(p).get(0));
+                }
+            }
+            Client watcher = Client.builder().urls(asked.url).timeout(Duration.ofSeconds(10)).build();
+            Position at = watcher.list(prefix2, 0, null).position();
+            for (int i = 0; i < 2; i++) {
+                String r = elsewhere.get(i);
+                CompletableFuture<Void> later = CompletableFuture.runAsync(() -> {
+                    T.sleep(500);
+                    c.acquire(r, new AcquireOptions().ttl(Duration.ofSeconds(30)));
+                });
+                long start = System.nanoTime();
+                ResourceList woken = watcher.listWatch(prefix2, at, Duration.ofSeconds(20), 0, null);
+                later.join();
+                T.check(System.nanoTime() - start < 10_000_000_000L, "woken within 10 s");
+                List<String> want = new ArrayList<>(elsewhere.subList(0, i + 1));
+                Collections.sort(want);
+                T.eq(want, namesOf(woken.resources()), "listed after change " + i);
+                T.check(!woken.position().equals(at), "the position " + at + " moved");
+                at = woken.position();
+            }
+
+            // The events page through every event of several partitions, each once, oldest first.
+            String prefix3 = T.name() + "/";
+            List<List<String>> names3 = namesIn(prefix3, 2);
+            List<String> done = new ArrayList<>();
+            for (int p : List.of(1, 4, 7, 9, 14)) {
+                for (String r : names3.get(p)) {
+                    Grant g = c.acquire(r, new AcquireOptions().ttl(Duration.ofSeconds(30)));
+                    c.release(r, g.leaseId());
+                    done.add(r + " granted");
+                    done.add(r + " released");
+                }
+            }
+            List<Event> all = new ArrayList<>();
+            Position after = null;
+            for (int pages = 0; ; pages++) {
+                T.check(pages <= 20, "the events did not end");
+                EventPage pg = c.events(after, prefix3, 3, null);
+                T.check(!pg.truncated(), "truncated");
+                all.addAll(pg.events());
+                after = pg.nextPosition();
+                if (pg.events().size() < 3) {
+                    break;
+                }
+            }
+            List<String> got = new ArrayList<>();
+            Set<String> once = new HashSet<>();
+            Map<String, String> kinds = new HashMap<>();
+            for (int i = 0; i < all.size(); i++) {
+                Event e = all.get(i);
+                got.add(e.resource() + " " + e.type());
+                T.check(e.partition() != null && e.partition() == Partitions.of(e.resource(), PARTITIONS), "event " + e);
+                once.add(e.partition() + "/" + e.index());
+                kinds.merge(e.resource(), e.type(), (a, b) -> a + " " + b);
+                if (i > 0) {
+                    Event prev = all.get(i - 1);
+                    Instant ta = e.at();
+                    Instant tb = prev.at();
+                    T.check(!ta.isBefore(tb) && !(ta.equals(tb) && e.partition() < prev.partition()),
+                            "event " + i + " (" + e + ") before " + (i - 1) + " (" + prev + ")");
+                }
+            }
+            Collections.sort(got);
+            Collections.sort(done);
+            T.eq(done, got, "the events");
+            T.eq(done.size(), once.size(), "distinct events");
+            for (String k : kinds.values()) {
+                T.eq("granted released", k, "one resource's events");
+            }
+            // Waited for: a change after them, in yet another partition, comes next.
+            String last = names3.get(12).get(0);
+            CompletableFuture<Void> later = CompletableFuture.runAsync(() -> {
+                T.sleep(500);
+                c.acquire(last, new AcquireOptions().ttl(Duration.ofSeconds(30)));
+            });
+            EventPage waited = c.events(after, prefix3, 0, Duration.ofSeconds(20));
+            later.join();
+            T.check(waited.events().size() == 1 && waited.events().get(0).resource().equals(last)
+                    && waited.events().get(0).partition() == 12, "after the wait: " + waited);
+        });
+    }
+
+    /** A lone server keeps its numbers: a list's index and the events' next are change indexes, their positions the same in decimal. */
+    static void testALoneServersPositionsAreItsIndexes() {
+        TestServer s = TestServer.launch();
+        Client c = T.client(s.url);
+        String prefix = T.name() + "/";
+        c.acquire(prefix + "a", null);
+        ResourceList l = c.list(prefix, 0, null);
+        T.check(l.index() > 0 && l.position().isIndex(), "index " + l.index() + ", position " + l.position());
+        T.eq(Position.of(l.index()), l.position(), "the position of a lone server");
+        T.eq(l.index(), c.listWatch(prefix, l.position(), Duration.ofMillis(200), 0, null).index(), "a watch from its position");
+        EventPage ev = c.events(0, prefix, 0, null);
+        T.eq(Position.of(ev.next()), ev.nextPosition(), "the events' next");
+        T.eq(null, ev.events().get(0).partition(), "no partition on a lone server");
+        T.eq(0, c.events(ev.nextPosition(), prefix, 0, null).events().size(), "after the last");
+        T.eq(null, c.servers().partitions(), "no map");
     }
 
     /**
