@@ -24,8 +24,8 @@ owns partitions, chosen at random, and the group has settled when every live ser
 the same map with every partition owned by a live server; a SIGTERM is a leave and the
 server's return a join, each moving partitions by handover.
 
-test_ha_nemesis.py runs it for a few minutes in `make test` (one partition);
-tests/soak/ha_nemesis.sh for 30.
+test_ha_nemesis.py runs it for a few minutes in `make test`, once with one partition and
+once with eight; tests/soak/ha_nemesis.sh for 30 (its third argument: the partitions).
 """
 
 import argparse
