@@ -309,6 +309,9 @@ void group_set_seen(struct group *g, const struct ha_seen *seen)
 
 int group_tick(struct group *s)
 {
+    /* What this look gave up, this look only: a partition taken over keeps no word of the
+     * server it was taken from, which may come back on its address. */
+    s->given_up[0] = '\0';
     if (!s->core) {
         struct ha_view v;
         enum ha_verdict verdict = ha_watch(s->ha, &v);

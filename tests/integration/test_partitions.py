@@ -4,7 +4,8 @@ every answered change is there, no token handed out twice, tokens never go back 
 partition, no grant before the previous holder's deadline).
 
 - Three servers of 16 partitions each own 5 or 6; a SIGKILL moves the dead server's
-  partitions only, and the resources of the others see no pause.
+  partitions only, and the resources of the others see no pause; back on its address, the
+  killed server takes its share again.
 - A SIGTERM hands the server's partitions over before it exits, a blocking acquire waiting
   there is answered `partition_moved` and is granted when sent again; a server joining
   takes its share, and no partition moves twice.
@@ -163,6 +164,22 @@ def test_a_sigkill_moves_only_the_dead_servers_partitions(groups):  # noqa: F811
     # 2-core machine is well under a second.
     assert max(during) < max(1.0, 5 * p99(before)) * SLOW
     load.assert_ok()
+
+
+@pytest.mark.heavy
+def test_a_killed_server_back_on_its_address_takes_its_share(groups):  # noqa: F811
+    """The servers that took a dead server's partitions stop counting it as gone once it is
+    back (its heartbeat fresh, 15 s at most), and it takes its share again."""
+    g = groups(3, extra=PARTS).start(stagger=0.3)
+    settled(g)
+    victim = g.servers[1]
+    victim.kill()
+    settled(g, timeout=30)
+    t_back = time.monotonic()
+    back = g.restart(victim)
+    again = settled(g, timeout=45)
+    print("the killed server back: %d partitions after %.1f s"
+          % (sum(1 for p in again if again[p] == back.url), time.monotonic() - t_back))
 
 
 def raw(url, method, path, body=None, timeout=30):
