@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # The containers for real: builds the images from the repository's Dockerfiles with
 # `docker compose build`, brings up docker-compose.yml unchanged, and checks (through
-# containers_check.py) that every health check turns healthy, that the two servers form a
-# group (one active, one standby), that exactly one of the three workers (Python, Node.js,
-# Go) leads, that the servers run as a non-root user, that `docker kill` of the active
-# server's container makes the other active within 10 s while the leader keeps its lease
-# and fencing token (no other worker leads in between), that the killed server rejoins as
-# a standby on `docker start`, that `docker kill` of the leader's container gives a new
-# leader, in another language, within the TTL plus 2 s and `docker stop` of the next one
-# in under 2 s, and that the leases reach Azurite. Prints the timings.
+# containers_check.py) that every health check turns healthy, that the three servers
+# agree on the partition map and each owns a share (5 or 6 of 16), that exactly one of the
+# four workers (Python, Node.js, Go, Java) leads, that its resource is served by its
+# partition's owner whichever server is asked, that the servers run as a non-root user,
+# that `docker kill` of that owner's container moves its partitions only, to the other two
+# within 10 s, while the leader keeps its lease (or takes it again with a higher fencing
+# token; no other worker leads in between) and renews it through the new owner, that the
+# killed server joins the group again on `docker start`, that `docker kill` of the leader's
+# container gives a new leader, in another language, within the TTL plus 2 s and `docker
+# stop` of the next one in under 2 s, and that the leases reach Azurite. Prints the
+# timings.
 #
 # The engine is Debian's podman, the `docker` command's stand-in, with Debian's
 # docker-compose talking to podman's Docker-compatible API (a `podman system service`
@@ -130,11 +133,16 @@ for _ in $(seq 1 100); do
 done
 [ -S "$WORK/podman.sock" ] || { cat "$WORK/service.log" >&2; fail "podman's API service did not start"; }
 
-# Ports of this machine for the two servers (the compose file's defaults are 8080 and 8081).
+# Ports of this machine for the three servers (the compose file's defaults are 8080, 8081
+# and 8082).
 free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 export MUTEXD_HOST_PORT=${MUTEXD_HOST_PORT:-$(free_port)}
 export MUTEXD_HOST_PORT_B=${MUTEXD_HOST_PORT_B:-$(free_port)}
+export MUTEXD_HOST_PORT_C=${MUTEXD_HOST_PORT_C:-$(free_port)}
 [ "$MUTEXD_HOST_PORT" != "$MUTEXD_HOST_PORT_B" ] || MUTEXD_HOST_PORT_B=$(free_port)
+while [ "$MUTEXD_HOST_PORT_C" = "$MUTEXD_HOST_PORT" ] || [ "$MUTEXD_HOST_PORT_C" = "$MUTEXD_HOST_PORT_B" ]; do
+    MUTEXD_HOST_PORT_C=$(free_port)
+done
 
 # A run killed before its cleanup left these; the project name is this script's own.
 docker compose down -v --remove-orphans -t 0 >/dev/null 2>&1 || true

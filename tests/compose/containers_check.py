@@ -3,10 +3,14 @@
 same CONTAINERS_CONF; COMPOSE_PROJECT_NAME as the script set it). The servers' ports on
 this machine are read from the engine.
 
+The compose file's group is partitioned: the three servers split the partitions, and any
+of them answers about any resource (it forwards to the partition's owner). The functions
+for a group of one partition (one active, standbys) serve tests/deploy/kube_check.py.
+
 The leader is read from a server, not from the workers' output: the holder of the
 workers' resource has the owner "<hostname>:<pid>", and the hostname is a container's.
-Either server of the group answers (a standby forwards to the active): the checks ask one
-that runs. Prints each check and its timing; exits 1 at the first that fails."""
+Any server of the group answers: the checks ask one that runs. Prints each check and its
+timing; exits 1 at the first that fails."""
 
 import argparse
 import datetime
@@ -17,16 +21,20 @@ import sys
 import time
 import urllib.error
 import urllib.request
+import zlib
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 PROJECT = os.environ["COMPOSE_PROJECT_NAME"]
 HEALTHY_WITHIN_S = 180
-SERVERS = ("mutexd-a", "mutexd-b")
+SERVERS = ("mutexd-a", "mutexd-b", "mutexd-c")
 # One worker in each client language, electing one leader among them.
 WORKERS = ("worker-python", "worker-node", "worker-go", "worker-java")
-# `docker kill` of the active server: the other is active within this (a takeover after
-# SIGKILL takes 3-5 s).
+# `docker kill` of the active server (or of a partition's owner): the partitions it served
+# are served by another server within this (a takeover after SIGKILL takes 3-6 s).
 TAKEOVER_WITHIN_S = 10.0
+# `docker start` of the killed server: the shares are even again within this (a server
+# joining takes its share once it has been live for 3 s, a few partitions at a time).
+REBALANCED_WITHIN_S = 60.0
 SAMPLE_S = 0.2
 # Sampling goes on this long after the leader's first renewal through the new active.
 AFTER_S = 3.0
@@ -100,13 +108,13 @@ def stamp(text):
         tzinfo=datetime.timezone.utc).timestamp()
 
 
-def get(port, path, timeout=5.0):
+def get(port, path, timeout=5.0, headers=False):
     req = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path))
     # The servers' bearer token, where they ask for one (the workers' MUTEXD_TOKEN).
     if os.environ.get("MUTEXD_TOKEN"):
         req.add_header("Authorization", "Bearer " + os.environ["MUTEXD_TOKEN"])
     with urllib.request.urlopen(req, timeout=timeout) as r:
-        return json.load(r)
+        return (json.load(r), r.headers) if headers else json.load(r)
 
 
 def resource_state(resource, port, timeout=5.0):
@@ -320,6 +328,180 @@ def restart_server(srv, killed):
         killed["service"], active["service"], time.time() - t0))
 
 
+def partition_of(name, count):
+    """The partition of a resource (docs/api.md, "Partitions"): CRC-32 of its name, or of
+    its hash tag, modulo the partition count."""
+    key = name.encode()
+    i = key.find(b"{")
+    if i >= 0:
+        j = key.find(b"}", i + 1)
+        if j > i + 1:
+            key = key[i + 1:j]
+    return zlib.crc32(key) % count
+
+
+def shares(srv, within_s=30.0, balanced=True):
+    """The partition map, once every server of srv agrees on it, every partition has one
+    of them as its owner, and each lists exactly those it owns in its entry of `servers`
+    and (balanced) owns floor or ceil of N / servers of them:
+    {partition: (service, generation, since)}, `since` as
+    the owner itself says it (another server may not know it). A server that has just died
+    is still listed (its heartbeat) for 10 s: only srv's entries count."""
+    deadline = time.time() + within_s
+    by_url = {s["url"]: s["service"] for s in srv.values()}
+    while True:
+        maps, sinces, why = [], {}, None
+        for s in srv.values():
+            try:
+                v = get(s["port"], "/v1/servers", timeout=2.0)
+            except (OSError, urllib.error.URLError, ValueError) as exc:
+                why = "%s: %s" % (s["service"], exc)
+                break
+            parts = v.get("partitions") or {}
+            n = parts.get("count") or 0
+            m = {o["partition"]: (by_url.get(o["url"]), o["generation"])
+                 for o in parts.get("owners", [])}
+            sinces[s["service"]] = {o["partition"]: o.get("since") for o in parts.get("owners", [])}
+            listed = {by_url.get(e["url"]): sorted(e.get("partitions") or [])
+                      for e in v.get("servers", [])}
+            own = {t: sorted(p for p, o in m.items() if o[0] == t) for t in by_url.values()}
+            if n < 2 or sorted(m) != list(range(n)) or any(o[0] is None for o in m.values()):
+                why = "%s: the map %s" % (s["service"], parts)
+            elif any(listed.get(t) != own[t] or balanced and len(own[t]) not in (
+                    n // len(srv), -(-n // len(srv))) for t in own):
+                why = "%s: the shares %s, listed %s" % (s["service"], own, listed)
+            if why:
+                break
+            maps.append(m)
+        if why is None and all(m == maps[0] for m in maps):
+            return {p: (o, g, sinces[o][p]) for p, (o, g) in maps[0].items()}
+        if time.time() > deadline:
+            raise Failed("the servers %s do not agree on a map with a share each within %.0f s: %s" % (
+                ", ".join(sorted(by_url.values())), within_s, why or "different maps"))
+        time.sleep(0.3)
+
+
+def describe_shares(pmap):
+    owners = sorted({o[0] for o in pmap.values()})
+    return ", ".join("%s owns %d" % (t, sum(1 for o in pmap.values() if o[0] == t)) for t in owners)
+
+
+def served_by_owner(resource, srv, pmap):
+    """Asked of every server, the resource is answered as in its partition, by that
+    partition's owner (Mutexd-Partition, Mutexd-Served-By): the partition's service."""
+    p = partition_of(resource, len(pmap))
+    owner = pmap[p][0]
+    by_url = {s["url"]: s["service"] for s in srv.values()}
+    for s in srv.values():
+        _, h = get(s["port"], "/v1/resources/%s" % resource, headers=True)
+        got = (h.get("Mutexd-Partition"), by_url.get(h.get("Mutexd-Served-By")))
+        if got != (str(p), owner):
+            raise Failed("asked of %s, %s is answered as partition %s served by %s, not %d by %s" % (
+                s["service"], resource, got[0], h.get("Mutexd-Served-By"), p, owner))
+    say("%s is in partition %d, served by its owner %s whichever of %d servers is asked" % (
+        resource, p, owner, len(srv)))
+    return srv[owner]
+
+
+def kill_owner(resource, hostnames, leader, srv, pmap):
+    """`docker kill` of the container of the server that owns the resource's partition.
+    Through another server, sampled every SAMPLE_S: its partitions are served by the
+    others within TAKEOVER_WITHIN_S, and only its: every other partition keeps its owner
+    and generation; the lease is the leader's at every answer (its fencing token, or a
+    higher one had it to take the lease again; no other worker ever holds it), and the
+    leader renews it through the partition's new owner within the lease's TTL after that
+    (then AFTER_S more of samples). Returns (the killed server, the map after)."""
+    p = partition_of(resource, len(pmap))
+    killed = srv[pmap[p][0]]
+    survivors = {k: s for k, s in srv.items() if k != killed["service"]}
+    asked = next(iter(survivors.values()))
+    ttl_s = leader_ttl_s()
+    before = sample(resource, hostnames, asked["port"])
+    if not isinstance(before, tuple) or before[:2] != leader:
+        raise Failed("through %s, the holder is %s, not the leader %s" % (
+            asked["service"], before, leader))
+    mine = sorted(q for q, o in pmap.items() if o[0] == killed["service"])
+    say("%s owns partitions %s, %d among them; docker kill %s" % (
+        killed["service"], ",".join(map(str, mine)), p, killed["name"]))
+    t0 = time.time()
+    docker("kill", killed["name"])
+    took = renewed = after = None
+    token = leader[1]
+    answers = unanswered = free = 0
+    while True:
+        now = time.time() - t0
+        if renewed is not None and now > renewed + AFTER_S:
+            break
+        if took is None:
+            try:
+                after = shares(survivors, within_s=0)
+                took = time.time() - t0
+            except Failed:
+                if now > TAKEOVER_WITHIN_S:
+                    raise Failed("%s's partitions are not served by %s %.0f s after docker kill: %s" % (
+                        killed["service"], " and ".join(survivors), TAKEOVER_WITHIN_S,
+                        sys.exc_info()[1]))
+        # While the partition has no owner, the server asked holds the request: such a
+        # sample goes unanswered, and the next is sent.
+        h = sample(resource, hostnames, asked["port"], timeout=1.0)
+        if h is None:
+            unanswered += 1
+        elif h == "free":
+            free += 1
+        else:
+            answers += 1
+            if h[0] != leader[0] or h[1] < token:
+                raise Failed("%.2f s after docker kill %s, the holder is %s, not %s (token %d or above)" % (
+                    time.time() - t0, killed["name"], h[:2], leader[0], token))
+            token = h[1]
+        if took is None or renewed is not None:
+            pass
+        elif isinstance(h, tuple) and stamp(h[2]) >= stamp(after[p][2]):
+            # Renewed by the partition's new owner (the servers' clock is this machine's).
+            renewed = time.time() - t0
+        elif now > took + ttl_s:
+            raise Failed("the leader %s did not renew through partition %d's new owner %s "
+                         "within %.0f s of the takeover" % (leader[0], p, after[p][0], ttl_s))
+        time.sleep(SAMPLE_S)
+    moved = {q: (pmap[q][0], after[q][0]) for q in pmap if pmap[q][:2] != after[q][:2]}
+    if sorted(moved) != mine:
+        raise Failed("docker kill %s moved partitions %s, not its own %s" % (
+            killed["service"], moved, mine))
+    if containers(killed["service"])[0]["State"]["Status"] == "running":
+        raise Failed("%s still runs after docker kill" % killed["name"])
+    say("docker kill %s: its %d partitions served by the others after %.2f s (limit %.0f s; "
+        "%s), the %d others kept their owners; %s still leads, %s, renewed through %s after "
+        "%.2f s; %d samples answered, %d unanswered, %d free, no other holder" % (
+            killed["service"], len(mine), took, TAKEOVER_WITHIN_S, describe_shares(after),
+            len(pmap) - len(mine), leader[0],
+            "with fencing token %d" % token if token == leader[1] else
+            "again, with the higher fencing token %d (was %d)" % (token, leader[1]),
+            after[p][0], renewed, answers, unanswered, free))
+    return killed, after, (leader[0], token)
+
+
+def restart_owner(resource, srv, killed, pmap):
+    """`docker start` of the killed server: it joins the group again (every server lists
+    it, it agrees on the map, and it answers about the resource as its partition's owner
+    does), and no partition moves to any other server. That it takes its share back is
+    not checked: a server that took partitions over from a killed one keeps counting that
+    one, when it comes back with the same URL, among the servers that did not answer."""
+    t0 = time.time()
+    docker("start", killed["name"])
+    after = shares(srv, REBALANCED_WITHIN_S, balanced=False)
+    moved = {q: (pmap[q][0], after[q][0]) for q in pmap if pmap[q][0] != after[q][0]}
+    if any(new != killed["service"] for _, new in moved.values()):
+        raise Failed("docker start %s moved partitions to others: %s" % (killed["service"], moved))
+    p = partition_of(resource, len(pmap))
+    _, h = get(killed["port"], "/v1/resources/%s" % resource, headers=True)
+    if h.get("Mutexd-Served-By") != srv[after[p][0]]["url"]:
+        raise Failed("the restarted %s answers %s as served by %s, not by %s" % (
+            killed["service"], resource, h.get("Mutexd-Served-By"), after[p][0]))
+    say("docker start %s: it is a server of the group again after %.1f s and forwards to "
+        "the owners (%s)" % (killed["service"], time.time() - t0, describe_shares(after)))
+    return after
+
+
 _ttl_s = []
 
 
@@ -379,8 +561,10 @@ def servers_not_root():
         say("%s runs as uid %d (%s), not root" % (service, uid[0], user))
 
 
-def leases_reach_azurite():
-    """The group's blobs: the owner blob, a journal, and both servers' heartbeats."""
+def leases_reach_azurite(partitions=1):
+    """The group's blobs: the owner blob, a journal, and the servers' heartbeats; in a
+    partitioned group, the `group` blob and each partition's owner blob and a journal
+    (under `p/<ppp>/`), and a heartbeat of every server."""
     envs = [env_of(containers(s)[0]) for s in SERVERS]
     (a,) = containers("azurite")
     env = envs[0]
@@ -396,14 +580,22 @@ def leases_reach_azurite():
         blobs = out.stdout.split()
         journal = [b for b in blobs if b.startswith("journal/")]
         beats = [b for b in blobs if b.startswith("servers/")]
-        if out.returncode == 0 and "owner" in blobs and journal and len(beats) >= 2:
+        if partitions > 1:
+            owners = ["p/%03d/owner" % p for p in range(partitions)]
+            journal = [b for b in blobs if b.startswith("p/") and "/journal/" in b]
+            found = "group" in blobs and all(o in blobs for o in owners) and journal and \
+                len(beats) >= len(SERVERS)
+        else:
+            found = "owner" in blobs and journal and len(beats) >= 2
+        if out.returncode == 0 and found:
             break
         if time.time() > deadline:
             raise Failed("Azurite's container %r holds %s (%s)" % (
                 env["MUTEXD_BLOB_CONTAINER"], blobs, out.stderr.strip()))
         time.sleep(0.5)
-    say("Azurite's container %r holds %d blobs: %s" % (
-        env["MUTEXD_BLOB_CONTAINER"], len(blobs), ", ".join(blobs[:8])))
+    say("Azurite's container %r holds %d blobs: %s, ..., %d journal blobs, %d heartbeats" % (
+        env["MUTEXD_BLOB_CONTAINER"], len(blobs), ", ".join(b for b in blobs[:6]),
+        len(journal), len(beats)))
 
 
 def main():
@@ -426,24 +618,27 @@ def main():
         resource = wenv["MUTEXD_RESOURCE"]
         ttl_s = int(wenv["MUTEXD_TTL_MS"]) / 1000.0
         hostnames = worker_hostnames()
-        active, standby = group(srv)
-        say("a group: %s active, %s standby" % (active["service"], standby["service"]))
+        pmap = shares(srv)
+        say("a partitioned group: %d partitions, %s" % (len(pmap), describe_shares(pmap)))
         passed += 1
-        leader = one_leader(resource, hostnames, active["port"])
+        leader = one_leader(resource, hostnames, srv[SERVERS[0]]["port"])
+        passed += 1
+        served_by_owner(resource, srv, pmap)
         passed += 1
         servers_not_root()
         passed += 1
-        killed, survivor = kill_active_server(resource, hostnames, leader, srv)
+        killed, pmap, leader = kill_owner(resource, hostnames, leader, srv, pmap)
         passed += 1
-        restart_server(srv, killed)
+        restart_owner(resource, srv, killed, pmap)
         passed += 1
-        # The workers' handovers, asked of the restarted server (a standby: it forwards).
+        # The workers' handovers, asked of the restarted server (it forwards what it does
+        # not own).
         port = killed["port"]
         leader = handover(resource, hostnames, port, leader, "kill", ttl_s + 2)
         passed += 1
         handover(resource, hostnames, port, leader, "stop", 2.0)
         passed += 1
-        leases_reach_azurite()
+        leases_reach_azurite(len(pmap))
         passed += 1
     except Failed as exc:
         print("containers: FAILED: %s" % exc, file=sys.stderr, flush=True)

@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # Runs the topology of docker-compose.yml natively, with no container engine: Azurite
-# from npm, the two servers of the group with exactly the environment the compose file
-# gives them, and four leader-election workers, in Python, Node.js, Go and Java, with theirs
-# (host names become
-# loopback addresses, ports free ones). Runs Azurite's health check as the compose file
-# writes it. Checks that the servers agree on one active, that exactly one worker leads,
-# that killing the active server (SIGKILL, as `docker kill`) makes the other active while
-# the leader keeps its lease and fencing token, that stopping the leader (as `docker stop`
-# does, SIGTERM) hands leadership over, and that killing the next one (SIGKILL) does too
-# within the lease's TTL. The leader is read from a server: the holder's owner is
-# "<hostname>:<pid>", and the pid is a worker's. Stops everything it started.
+# from npm, the three servers of the partitioned group with exactly the environment the
+# compose file gives them, and four leader-election workers, in Python, Node.js, Go and
+# Java, with theirs (host names become loopback addresses, ports free ones). Runs Azurite's
+# health check as the compose file writes it. Checks that the servers agree on the
+# partition map and each owns its share (5 or 6 of 16), that exactly one worker leads, that
+# its resource is served by its partition's owner whichever server is asked, that killing
+# that owner (SIGKILL, as `docker kill`) moves its partitions only, to the other two, while
+# the leader keeps its lease and renews it through the new owner, that stopping the leader
+# (as `docker stop` does, SIGTERM) hands leadership over, and that killing the next one
+# (SIGKILL) does too within the lease's TTL. The leader is read from a server: the holder's
+# owner is "<hostname>:<pid>", and the pid is a worker's. Stops everything it started.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -51,8 +52,17 @@ mkdir -p "$WORK/azurite"
 scripts/azurite.sh install >/dev/null
 scripts/azurite.sh start "$WORK/azurite" >/dev/null
 AZ_PORT=$(cat "$WORK/azurite/port")
-declare -A port=([mutexd-a]=$(free_port) [mutexd-b]=$(free_port))
-[ "${port[mutexd-a]}" != "${port[mutexd-b]}" ] || port[mutexd-b]=$(free_port)
+SERVERS=(mutexd-a mutexd-b mutexd-c)
+services=$(docker-compose -f docker-compose.yml config --services)
+for s in "${SERVERS[@]}" worker-python worker-node worker-go worker-java; do
+    grep -qx "$s" <<<"$services" || fail "the compose file has no service $s"
+done
+declare -A port=()
+for s in "${SERVERS[@]}"; do
+    p=$(free_port)
+    while [[ " ${port[*]} " == *" $p "* ]]; do p=$(free_port); done
+    port[$s]=$p
+done
 
 # Azurite's health check, as written (the host's node, Azurite's port).
 mapfile -t azcheck < <(service_check azurite)
@@ -64,6 +74,7 @@ native_urls() {
     v=${v//azurite:10000/127.0.0.1:$AZ_PORT}
     v=${v//mutexd-a:8080/127.0.0.1:${port[mutexd-a]}}
     v=${v//mutexd-b:8080/127.0.0.1:${port[mutexd-b]}}
+    v=${v//mutexd-c:8080/127.0.0.1:${port[mutexd-c]}}
     echo "$v"
 }
 
@@ -89,36 +100,85 @@ start_server() { # service
     done
     env "${senv[@]}" "$BIN" --probe || fail "$1 did not become healthy"
 }
-start_server mutexd-a
-start_server mutexd-b
+for s in "${SERVERS[@]}"; do start_server "$s"; done
 
-# {"self": ..., "active": ...} of GET /v1/servers on a server: "<role> <active's service>".
-view() { # service
-    curl -s --max-time 2 "http://127.0.0.1:${port[$1]}/v1/servers" | /usr/bin/python3 -c '
-import json, sys
-v = json.load(sys.stdin)
-ports = dict(zip(sys.argv[1::2], sys.argv[2::2]))
-a = (v.get("active") or {}).get("url", "")
-names = [s for s, p in ports.items() if a.endswith(":" + p)]
-print(v["self"]["role"], names[0] if names else "none")' \
-        mutexd-a "${port[mutexd-a]}" mutexd-b "${port[mutexd-b]}" 2>/dev/null || true
+# The group as its servers see it (GET /v1/servers), each server named by its service.
+cat >"$WORK/group.py" <<'PY'
+import json, sys, urllib.request
+
+def get(port, path):
+    with urllib.request.urlopen("http://127.0.0.1:%s%s" % (port, path), timeout=2) as r:
+        return json.load(r), r.headers
+
+def main(cmd, *args):
+    ports = dict(a.split("=", 1) for a in args if "=" in a)
+    svc = {"http://127.0.0.1:%s" % p: s for s, p in ports.items()}
+    if cmd == "shares":
+        # Once every server named agrees on the map, every partition has one of them as its
+        # owner, each owns floor or ceil of N / servers and lists exactly those: the map,
+        # a line "<partition> <service> <generation>" each.
+        maps = []
+        for s, p in ports.items():
+            v = get(p, "/v1/servers")[0]
+            parts = v.get("partitions") or {}
+            n = parts.get("count") or 0
+            m = {o["partition"]: (svc.get(o["url"]), o["generation"]) for o in parts.get("owners", [])}
+            if n < 2 or sorted(m) != list(range(n)) or any(o is None for o, _ in m.values()):
+                sys.exit(1)
+            listed = {svc.get(e["url"]): sorted(e.get("partitions") or []) for e in v["servers"]}
+            for t in ports:
+                share = sorted(q for q, (o, _) in m.items() if o == t)
+                if listed.get(t) != share or len(share) not in (n // len(ports), -(-n // len(ports))):
+                    sys.exit(1)
+            maps.append(m)
+        if any(m != maps[0] for m in maps):
+            sys.exit(1)
+        for q, (o, g) in sorted(maps[0].items()):
+            print(q, o, g)
+    elif cmd == "served":
+        # Each server asked about the resource: "<server asked> <Mutexd-Partition> <Mutexd-Served-By>".
+        for s, p in ports.items():
+            h = get(p, "/v1/resources/" + args[0])[1]
+            print(s, h.get("Mutexd-Partition"), svc.get(h.get("Mutexd-Served-By"), "none"))
+    elif cmd == "renewed":
+        # "yes" when the lease was last renewed by its partition's owner of now (on or after
+        # its "since" as the owner says it, another server may not know it; the servers'
+        # clock is this machine's).
+        resource, p = args[0], list(ports.values())[0]
+        st, h = get(p, "/v1/resources/" + resource)
+        owner = ports[svc[h["Mutexd-Served-By"]]]
+        owners = get(owner, "/v1/servers")[0]["partitions"]["owners"]
+        since = owners[int(h["Mutexd-Partition"])]["since"]
+        print("yes" if st["holder"]["renewed_at"] >= since else "no")  # RFC 3339 UTC, ms
+
+try:
+    main(*sys.argv[1:])
+except (OSError, ValueError, KeyError, TypeError, IndexError):
+    sys.exit(1)
+PY
+# group COMMAND [RESOURCE] SERVICE...: each service is passed as SERVICE=PORT.
+group() {
+    local a args=()
+    for a in "$@"; do
+        if [ -n "${port[$a]:-}" ]; then args+=("$a=${port[$a]}"); else args+=("$a"); fi
+    done
+    /usr/bin/python3 "$WORK/group.py" "${args[@]}"
 }
-active=""
-for _ in $(seq 1 100); do
-    va=$(view mutexd-a)
-    vb=$(view mutexd-b)
-    a=${va#* }
-    if [ "$a" != none ] && [ -n "$a" ] && [ "$a" = "${vb#* }" ] &&
-        [ "$(printf '%s\n%s\n' "${va% *}" "${vb% *}" | sort | tr '\n' ' ')" = "active standby " ]; then
-        active=$a
-        break
-    fi
+
+map=""
+for _ in $(seq 1 150); do
+    map=$(group shares "${SERVERS[@]}") && break
+    map=""
     sleep 0.2
 done
-[ -n "$active" ] || fail "the servers do not agree on an active: mutexd-a says '$va', mutexd-b '$vb'"
-if [ "$active" = mutexd-a ]; then standby=mutexd-b; else standby=mutexd-a; fi
-grep -q 'msg="mirror: shipping"' "$WORK/$active.log" || fail "the active server does not mirror to Azurite"
-echo "native: $active is active, $standby its standby"
+[ -n "$map" ] || { for s in "${SERVERS[@]}"; do curl -s --max-time 2 "http://127.0.0.1:${port[$s]}/v1/servers" >&2; echo >&2; done
+    fail "the servers do not agree on a map of the partitions with a share for each"; }
+N=$(echo "$map" | wc -l)
+shares=$(for s in "${SERVERS[@]}"; do echo "$s owns $(echo "$map" | awk -v s="$s" '$2 == s' | wc -l)"; done | paste -sd, | sed 's/,/, /g')
+for s in "${SERVERS[@]}"; do
+    grep -q 'msg="mirror: shipping"' "$WORK/$s.log" || fail "$s does not mirror to Azurite"
+done
+echo "native: $N partitions: $shares"
 
 # Four workers, one in each client language, as the compose file configures them. The Go
 # one is built as its Dockerfile builds it (Debian's Go, nothing downloaded), and so is
@@ -167,18 +227,6 @@ else:
         done
     }
 }
-# "yes" when the lease was last renewed by the server's active of now (on or after its
-# "since"; the servers' clock is this machine's).
-renewed_by_active() { # service
-    /usr/bin/python3 - "http://127.0.0.1:${port[$1]}" "$RESOURCE" <<'PY' 2>/dev/null || true
-import json, sys, urllib.request
-base, resource = sys.argv[1:]
-get = lambda p: json.load(urllib.request.urlopen(base + p, timeout=2))
-since = get("/v1/servers")["active"]["since"]
-renewed = get("/v1/resources/" + resource)["holder"]["renewed_at"]
-print("yes" if renewed >= since else "no")  # both RFC 3339 UTC, milliseconds
-PY
-}
 # The worker that holds the lease now, or nothing.
 leader_now() { # service
     local h
@@ -189,50 +237,81 @@ leader_now() { # service
 sleep 3
 leader=""
 for _ in $(seq 1 50); do
-    leader=$(leader_now "$active")
+    leader=$(leader_now mutexd-a)
     [ -n "$leader" ] && break
     sleep 0.2
 done
 [ -n "$leader" ] || fail "no worker leads"
-# The same one keeps it, and the other three are still running (and trying).
-for _ in $(seq 1 20); do
-    [ "$(leader_now "$standby")" = "$leader" ] || fail "the leader changed with nothing stopped"
+# The same one keeps it, asked of any server, and the other three are still running (and
+# trying).
+for i in $(seq 1 21); do
+    s=${SERVERS[$((i % 3))]}
+    [ "$(leader_now "$s")" = "$leader" ] || fail "the leader changed with nothing stopped (asked of $s)"
     sleep 0.2
 done
 for i in 1 2 3 4; do
     kill -0 "${wpid[$i]}" || fail "worker $i exited"
 done
-held=$(holder_now "$active") || true
+held=$(holder_now mutexd-a) || true
 echo "native: worker $leader (${wlang[$leader]}) leads (fencing token ${held#* }); the others wait"
 
-# docker kill of the active server: SIGKILL. The standby takes over within 10 s; the
-# leader's lease and token stay, at every answer, and it renews through the new active.
-kill -KILL "${spid[$active]}"
+# The leader's resource is in the partition its name hashes to, and is served by that
+# partition's owner, whichever server is asked.
+P=$(/usr/bin/python3 -c 'import sys, zlib; print(zlib.crc32(sys.argv[1].encode()) % int(sys.argv[2]))' "$RESOURCE" "$N")
+owner=$(echo "$map" | awk -v p="$P" '$1 == p { print $2 }')
+served=$(group served "$RESOURCE" "${SERVERS[@]}") || fail "a server does not answer about $RESOURCE"
+[ "$(echo "$served" | awk '{ print $2, $3 }' | sort -u)" = "$P $owner" ] ||
+    fail "$RESOURCE (partition $P, owned by $owner) is answered as: $served"
+echo "native: $RESOURCE is in partition $P, served by its owner $owner whichever server is asked"
+
+# docker kill of that owner: SIGKILL. Its partitions are served by the other two within
+# 10 s, every other partition keeps its owner and generation; the leader keeps its lease
+# (or, had it run out, takes it again with a higher token) and no other worker holds it at
+# any answer; it renews through the partition's new owner.
+survivors=()
+for s in "${SERVERS[@]}"; do [ "$s" = "$owner" ] || survivors+=("$s"); done
+asked=${survivors[0]}
+kill -KILL "${spid[$owner]}"
 t0=$(date +%s.%N)
 took=""
+after=""
+free=0
+token=${held#* }
 while :; do
-    h=$(holder_now "$standby") || true # unanswered while the standby holds requests
-    if [ -n "$h" ] && [ "$h" != "$held" ]; then
-        fail "after killing $active, the holder is '$h', not '$held'"
-    fi
+    h=$(holder_now "$asked") || true # unanswered while the partition has no owner
+    case $h in
+        "") ;;
+        free) free=$((free + 1)) ;;
+        *)
+            [ "${h% *}" = "$leader" ] || fail "after killing $owner, the holder is worker ${h% *}, not $leader"
+            [ "${h#* }" -ge "$token" ] || fail "after killing $owner, the fencing token went from $token to ${h#* }"
+            token=${h#* }
+            ;;
+    esac
     now=$(date +%s.%N)
     if [ -z "$took" ]; then
-        if [ "$(view "$standby")" = "active $standby" ]; then
+        if after=$(group shares "${survivors[@]}"); then
             took=$(/usr/bin/python3 -c 'import sys; print("%.1f" % (float(sys.argv[2]) - float(sys.argv[1])))' "$t0" "$now")
         else
             /usr/bin/python3 -c 'import sys; sys.exit(float(sys.argv[2]) - float(sys.argv[1]) > 10)' "$t0" "$now" ||
-                fail "$standby is not active 10 s after killing $active"
+                fail "$owner's partitions are not served by ${survivors[*]} 10 s after killing it"
         fi
-    elif [ "$(renewed_by_active "$standby")" = yes ]; then
+    elif [ "$(group renewed "$RESOURCE" "${survivors[@]}")" = yes ] && [ "$(leader_now "$asked")" = "$leader" ]; then
         break
     else
         /usr/bin/python3 -c 'import sys; sys.exit(float(sys.argv[2]) - float(sys.argv[1]) > 10 + float(sys.argv[3]))' \
             "$t0" "$now" "$((TTL_MS / 1000))" ||
-            fail "worker $leader did not renew its lease through $standby within the TTL of its takeover"
+            fail "worker $leader did not renew its lease through partition $P's new owner within the TTL of the takeover"
     fi
     sleep 0.2
 done
-echo "native: after killing $active, $standby is active (after $took s); worker $leader still leads with the same token and renews through it"
+moved=$(echo "$map" | awk -v s="$owner" '$2 == s' | wc -l)
+kept=$(comm -23 <(echo "$map" | awk -v s="$owner" '$2 != s' | sort) <(echo "$after" | sort))
+[ -z "$kept" ] || fail "partitions of the surviving servers moved or changed generation: $kept (now: $(echo "$after" | paste -sd' '))"
+new_owner=$(echo "$after" | awk -v p="$P" '$1 == p { print $2 }')
+shares=$(for s in "${survivors[@]}"; do echo "$s owns $(echo "$after" | awk -v s="$s" '$2 == s' | wc -l)"; done | paste -sd, | sed 's/,/, /g')
+if [ "$token" = "${held#* }" ]; then how="with the same token"; else how="again, with the higher token $token"; fi
+echo "native: after killing $owner, its $moved partitions are served by the others after $took s ($shares), the $((N - moved)) others kept their owners; worker $leader leads $how and renews through $new_owner ($free samples free)"
 
 # docker stop of the leader: SIGTERM. The leader releases; another takes over at once
 # (within a retry).
@@ -242,7 +321,7 @@ t=$(date +%s)
 deadline=$((t + RETRY_S + 3))
 next=""
 while [ "$(date +%s)" -le "$deadline" ]; do
-    next=$(leader_now "$standby")
+    next=$(leader_now "$asked")
     [ -n "$next" ] && [ "$next" != "$leader" ] && break
     next=""
     sleep 0.2
@@ -257,11 +336,11 @@ t=$(date +%s)
 limit=$(( (TTL_MS + 999) / 1000 + RETRY_S + 2 ))
 last=""
 while [ "$(date +%s)" -le "$((t + limit))" ]; do
-    last=$(leader_now "$standby")
+    last=$(leader_now "$asked")
     [ -n "$last" ] && [ "$last" != "$next" ] && break
     last=""
     sleep 0.2
 done
 [ -n "$last" ] || fail "no takeover within $limit s of killing worker $next"
 echo "native: after killing worker $next (${wlang[$next]}), worker $last (${wlang[$last]}) leads (within ${limit} s)"
-echo "native: 6 passed, 0 failed"
+echo "native: 7 passed, 0 failed"

@@ -6,6 +6,7 @@ topology natively, and containers.sh in containers."""
 import os
 import re
 import subprocess
+import zlib
 
 import yaml
 
@@ -14,14 +15,14 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 def config(**env):
     environ = {k: v for k, v in os.environ.items()
-               if k not in ("MUTEXD_HOST_PORT", "MUTEXD_HOST_PORT_B")}
+               if k not in ("MUTEXD_HOST_PORT", "MUTEXD_HOST_PORT_B", "MUTEXD_HOST_PORT_C")}
     environ.update(env)
     out = subprocess.run(["docker-compose", "-f", os.path.join(ROOT, "docker-compose.yml"),
                           "config"], capture_output=True, text=True, check=True, env=environ)
     return yaml.safe_load(out.stdout)
 
 
-SERVERS = ("mutexd-a", "mutexd-b")
+SERVERS = ("mutexd-a", "mutexd-b", "mutexd-c")
 # One worker in each client language, all electing one leader.
 WORKERS = {"worker-python": "python", "worker-node": "node", "worker-go": "go",
            "worker-java": "java"}
@@ -30,7 +31,7 @@ WORKERS = {"worker-python": "python", "worker-node": "node", "worker-go": "go",
 def test_services():
     c = config()
     assert set(c["services"]) == {"azurite", *WORKERS, *SERVERS}
-    assert set(c["volumes"]) == {"azurite-data", "mutexd-a-data", "mutexd-b-data"}
+    assert set(c["volumes"]) == {"azurite-data", "mutexd-a-data", "mutexd-b-data", "mutexd-c-data"}
 
 
 def test_azurite_is_the_blob_service_with_a_volume():
@@ -73,6 +74,8 @@ def test_the_servers_form_a_group():
         # A group: --ha needs --mirror sync and the URL the others reach this one at.
         assert str(env["MUTEXD_HA"]) == "1"
         assert env["MUTEXD_MIRROR"] == "sync"
+        # A partitioned group: 16 partitions over three servers, 5 or 6 each.
+        assert str(env["MUTEXD_PARTITIONS"]) == "16"
         assert env["MUTEXD_ADVERTISE_URL"] == "http://%s:8080" % name
         cs = env["MUTEXD_BLOB_CONNECTION_STRING"]
         assert "BlobEndpoint=http://azurite:10000/devstoreaccount1" in cs
@@ -83,21 +86,25 @@ def test_the_servers_form_a_group():
         assert m["healthcheck"]["test"] == ["CMD", "mutexd", "--probe"]
     # The same blob container, the same everything but the advertised URL.
     same = [{k: v for k, v in e.items() if k != "MUTEXD_ADVERTISE_URL"} for e in envs.values()]
-    assert same[0] == same[1]
+    assert all(e == same[0] for e in same)
 
 
 def test_the_servers_ports():
-    """Published on loopback only: 8080 and 8081, or MUTEXD_HOST_PORT and
-    MUTEXD_HOST_PORT_B."""
+    """Published on loopback only: 8080, 8081 and 8082, or MUTEXD_HOST_PORT,
+    MUTEXD_HOST_PORT_B and MUTEXD_HOST_PORT_C."""
     def ports(**env):
         c = config(**env)
         return [[published(p) for p in c["services"][name]["ports"]] for name in SERVERS]
 
-    assert ports() == [[("127.0.0.1", "8080", 8080)], [("127.0.0.1", "8081", 8080)]]
+    assert ports() == [[("127.0.0.1", "8080", 8080)], [("127.0.0.1", "8081", 8080)],
+                       [("127.0.0.1", "8082", 8080)]]
     assert ports(MUTEXD_HOST_PORT="9123") == [[("127.0.0.1", "9123", 8080)],
-                                              [("127.0.0.1", "8081", 8080)]]
-    assert ports(MUTEXD_HOST_PORT="9123", MUTEXD_HOST_PORT_B="9124") == [
-        [("127.0.0.1", "9123", 8080)], [("127.0.0.1", "9124", 8080)]]
+                                              [("127.0.0.1", "8081", 8080)],
+                                              [("127.0.0.1", "8082", 8080)]]
+    assert ports(MUTEXD_HOST_PORT="9123", MUTEXD_HOST_PORT_B="9124",
+                 MUTEXD_HOST_PORT_C="9125") == [
+        [("127.0.0.1", "9123", 8080)], [("127.0.0.1", "9124", 8080)],
+        [("127.0.0.1", "9125", 8080)]]
 
 
 def test_workers():
@@ -197,8 +204,9 @@ def section(text, title):
 
 def test_readme_and_header_say_what_the_container_stage_runs():
     """The README's "With docker compose" commands are those tests/compose/containers.sh
-    runs (and containers_check.py: the servers' group, the kill of the active server);
-    containers are stopped and killed by name (`docker compose stop` takes services)."""
+    runs (and containers_check.py: the servers' shares of the partitions, the kill of the
+    server that serves the leader's resource); containers are stopped and killed by name
+    (`docker compose stop` takes services)."""
     readme = section(open(os.path.join(ROOT, "README.md")).read(), "With docker compose")
     stage = open(os.path.join(ROOT, "tests", "compose", "containers.sh")).read()
     header = "".join(l for l in open(os.path.join(ROOT, "docker-compose.yml"))
@@ -208,8 +216,25 @@ def test_readme_and_header_say_what_the_container_stage_runs():
     for text in (readme, header):
         assert "docker stop" in text and "docker kill" in text and "docker ps" in text
         assert "/v1/resources/leader-election/demo" in text
-        # Finding the active server, to kill it.
+        # The partition map, and which server serves the leader's resource, to kill it.
         assert "curl -s http://127.0.0.1:8080/v1/servers" in text
+        assert "partitions" in text and "owners" in text
+        assert "Mutexd-Partition" in text and "Mutexd-Served-By" in text
+        assert "/ui/" in text
+        assert "mutexd-c" in text and "8082" in text
         assert not re.search(r"docker compose stop <", text)
     assert "docker start" in readme
     assert "docker compose down -v" in readme and "docker compose down -v" in stage
+
+
+def test_the_demo_resources_partition_is_the_one_the_header_names():
+    """The header names the partition of the workers' resource: CRC-32 of its name modulo
+    the partition count (docs/api.md, "Partitions"; the name has no hash tag)."""
+    c = config()
+    env = c["services"]["worker-python"]["environment"]
+    n = int(c["services"]["mutexd-a"]["environment"]["MUTEXD_PARTITIONS"])
+    resource = env["MUTEXD_RESOURCE"]
+    assert "{" not in resource
+    header = "".join(l for l in open(os.path.join(ROOT, "docker-compose.yml"))
+                     if l.startswith("#"))
+    assert "partition (%d)" % (zlib.crc32(resource.encode()) % n) in header
