@@ -196,6 +196,9 @@ static enum MHD_Result answer_resumed(struct hreq *q)
             return http_i_send_unavailable(q, "shutting down");
         }
         const char *stale = not_serving(q);
+        if (stale && strcmp(stale, HTTP_UNCONFIRMED) == 0 && q->h->cfg.partitions > 1 &&
+            !atomic_load(&q->h->parts[q->partition].published))
+            stale = HTTP_PARTITION_MOVED; /* its core stopped as the partition moved */
         if (stale)
             return http_i_send_group_unavailable(q, stale);
         return q->route == ROUTE_EVENTS ? answer_events(q) : start_list(q);

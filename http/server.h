@@ -118,6 +118,10 @@ bool http_ready(struct http *h, char *why, size_t len, struct mx_buf *details);
  * time. */
 void http_set_serve_until(struct http *h, unsigned partition, uint64_t mono_ns);
 #define HTTP_UNCONFIRMED "ownership_unconfirmed"
+/* The reason of the 503 answered to a list watch or an events wait whose partition was
+ * handed over (http_release()) while it waited: the client sends it again, and it goes to
+ * the new owner. A blocking acquire or a resource watch is answered the same by its core. */
+#define HTTP_PARTITION_MOVED "partition_moved"
 /* Reasons of the 503 answered when a server has its waiting requests (blocking acquires,
  * watches) at their bound, three quarters of its connection limit, whether they came from
  * clients or through a standby; and on a spare connection (http/conns.h) to any request

@@ -25,7 +25,7 @@ struct spread {
     uint64_t held_ms; /* the first round's wait (0: none) */
     int round;
     _Atomic unsigned left; /* parts of this round still out */
-    _Atomic bool changed;  /* a watch's part saw a change: the other waits end */
+    _Atomic bool changed;  /* a watch's part saw a change or failed: the other waits end */
     _Atomic bool hung_up;
     unsigned n;
     uint64_t *pos; /* each partition's index (a list watch) or `after` (events) */
@@ -117,9 +117,13 @@ static void on_part_done(struct fwd_req *r)
 {
     struct spread_part *pt = container_of(r, struct spread_part, fwd);
     struct spread *s = pt->s;
-    if (r->outcome == FWD_RELAYED && r->status == 200)
+    bool failed = r->outcome != FWD_RELAYED || r->status != 200;
+    if (!failed)
         pt->answer = cJSON_ParseWithLength(r->answer, r->answer_len);
-    if (s->round == 1 && s->held_ms && pt->answer && saw_change(s, pt) &&
+    /* A part that failed is the answer whatever the others say (a partition handed over
+     * while its part waited: 503 partition_moved, sent again by the client), so their waits
+     * end too, rather than until the forwarder stops or the wait runs out. */
+    if (s->round == 1 && s->held_ms && (failed || (pt->answer && saw_change(s, pt))) &&
         !atomic_exchange(&s->changed, true)) {
         /* The others' waits end: a list reads them again, events keep their positions. Every
          * part completes on this thread, so a part cancelled here has not completed yet, or
