@@ -6,7 +6,9 @@
  * into the warm copy. Taking over: hold requests, clear the data directory, start the core
  * (mirror_open takes the owner lease and seals the previous journal; mirror_restore reads
  * the warm copy's tail or the named snapshot and journal; mirror_start claims a new
- * generation, writes its first snapshot and reserves tokens), then serve.
+ * generation, writes its first snapshot and reserves tokens), then serve. A partition's
+ * core is opened on a thread of its own, and served at the first tick after it is open:
+ * the server's other partitions are ticked meanwhile.
  *
  * The active, at each tick: one read of the owner blob. Another server named there: step
  * down (the storage fences it anyway). Not confirmed for --failover-after-ms: answer
@@ -17,6 +19,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +59,18 @@ struct group {
     bool may_take;        /* group_allow_takeover() */
     char seen_owner[256]; /* a standby's last look: the URL the owner blob names, or "" */
     char given_up[256];   /* the owner that look gave up, or "" */
+    /* A partition's takeover reads the container on a thread of its own (the opener): the
+     * server's other partitions are confirmed at each tick meanwhile, or they would stop
+     * answering once a slow takeover outlasted --failover-after-ms. Its outcome is handed
+     * to the tick once `opened` is set. */
+    pthread_t opener;
+    bool opening; /* the opener was started and is not joined yet */
+    _Atomic bool opened;
+    struct core *open_core;
+    enum core_rc open_rc;
+    const char *open_failed;
+    char open_err[512];
+    uint64_t open_t0, open_done_ns;
 };
 
 int group_render_servers(void *ctx, struct mx_buf *out)
@@ -115,6 +130,11 @@ void group_close(struct group *g)
 {
     if (!g)
         return;
+    if (g->opening) {
+        pthread_join(g->opener, NULL);
+        if (g->open_core)
+            core_close(g->open_core); /* never published */
+    }
     if (g->core) {
         http_set_core(g->http, g->partition, NULL);
         core_close(g->core);
@@ -218,6 +238,35 @@ static int wipe_store(const char *dir, char *err, size_t errlen)
     return 0;
 }
 
+/* Clears the data directory and opens the core: the container's lease taken, its state
+ * read. The opener's thread with more than one partition, else the tick's. */
+static void open_core(struct group *s)
+{
+    char dir[4096];
+    s->open_core = NULL;
+    s->open_err[0] = '\0';
+    s->open_failed = "cannot clear the data directory";
+    core_data_dir(s->opt, s->partition, s->partitions, dir, sizeof dir);
+    s->open_rc = wipe_store(dir, s->open_err, sizeof s->open_err) == 0 ? CORE_OK : CORE_FAILED;
+    struct core_config cc = {.opt = s->opt,
+                             .warm = s->partitions > 1 ? NULL : s->copy,
+                             .partition = s->partition,
+                             .partitions = s->partitions};
+    if (s->open_rc == CORE_OK)
+        s->open_rc =
+            core_open(&s->open_core, &cc, s->open_err, sizeof s->open_err, &s->open_failed);
+    s->open_done_ns = mx_mono_ns();
+    atomic_store(&s->opened, true);
+}
+
+static void *opener_main(void *arg)
+{
+    open_core(arg);
+    return NULL;
+}
+
+static void finish_take_over(struct group *s);
+
 /* The container is free, or its holder was given up: read it and serve. */
 static void take_over(struct group *s)
 {
@@ -228,17 +277,30 @@ static void take_over(struct group *s)
     http_set_role(s->http, s->partition, HTTP_ROLE_HOLD, NULL);
     atomic_store(&s->forwarding, false);
     ha_set_role(s->ha, HA_JOINING);
-    char err[512] = "", quoted[1100];
-    const char *failed = "cannot clear the data directory";
-    char dir[4096];
-    core_data_dir(s->opt, s->partition, s->partitions, dir, sizeof dir);
-    enum core_rc rc = wipe_store(dir, err, sizeof err) == 0 ? CORE_OK : CORE_FAILED;
-    struct core_config cc = {.opt = s->opt,
-                             .warm = s->partitions > 1 ? NULL : s->copy,
-                             .partition = s->partition,
-                             .partitions = s->partitions};
-    if (rc == CORE_OK)
-        rc = core_open(&s->core, &cc, err, sizeof err, &failed);
+    s->open_t0 = t0;
+    atomic_store(&s->opened, false);
+    if (s->partitions > 1) {
+        if (pthread_create(&s->opener, NULL, opener_main, s) == 0) {
+            s->opening = true;
+            return;
+        }
+        mx_warn("cannot start a thread for the takeover; taking over on this one", "partition=%u",
+                s->partition);
+    }
+    open_core(s);
+    finish_take_over(s);
+}
+
+/* The opened core served, or the failure to open it told. */
+static void finish_take_over(struct group *s)
+{
+    uint64_t t0 = s->open_t0;
+    char quoted[1100];
+    const char *failed = s->open_failed;
+    const char *err = s->open_err;
+    enum core_rc rc = s->open_rc;
+    s->core = rc == CORE_OK ? s->open_core : NULL;
+    s->open_core = NULL;
     if (rc != CORE_OK) {
         ha_set_role(s->ha, HA_STANDBY);
         if (rc == CORE_BLOCKED) {
@@ -262,7 +324,7 @@ static void take_over(struct group *s)
     atomic_store(&s->blocked_until_ns, 0);
     s->blocked_said_ns = 0;
     /* It owned the container when its mirror took the lease and wrote the owner blob. */
-    s->owned_ns = mx_mono_ns();
+    s->owned_ns = s->open_done_ns;
     http_set_serve_until(s->http, s->partition,
                          s->owned_ns + s->opt->failover_after_ms * MX_NS_PER_MS);
     struct http_core hc;
@@ -307,25 +369,38 @@ void group_set_seen(struct group *g, const struct ha_seen *seen)
     ha_set_seen(g->ha, seen);
 }
 
+/* A standby's look at the owner blob: take over, or forward to the active it names. */
+static void watch(struct group *s)
+{
+    struct ha_view v;
+    enum ha_verdict verdict = ha_watch(s->ha, &v);
+    snprintf(s->seen_owner, sizeof s->seen_owner, "%s", verdict == HA_TAKE ? "" : v.active);
+    snprintf(s->given_up, sizeof s->given_up, "%s", v.given_up);
+    if (verdict == HA_TAKE && s->may_take) {
+        take_over(s);
+    } else {
+        atomic_store(&s->forwarding, v.active[0] != '\0');
+        http_set_role(s->http, s->partition, v.active[0] ? HTTP_ROLE_FORWARD : HTTP_ROLE_HOLD,
+                      v.active);
+        if (ha_role(s->ha) != HA_STANDBY)
+            ha_set_role(s->ha, HA_STANDBY);
+        follow(s, &v);
+    }
+}
+
 int group_tick(struct group *s)
 {
     /* What this look gave up, this look only: a partition taken over keeps no word of the
      * server it was taken from, which may come back on its address. */
     s->given_up[0] = '\0';
     if (!s->core) {
-        struct ha_view v;
-        enum ha_verdict verdict = ha_watch(s->ha, &v);
-        snprintf(s->seen_owner, sizeof s->seen_owner, "%s", verdict == HA_TAKE ? "" : v.active);
-        snprintf(s->given_up, sizeof s->given_up, "%s", v.given_up);
-        if (verdict == HA_TAKE && s->may_take) {
-            take_over(s);
-        } else {
-            atomic_store(&s->forwarding, v.active[0] != '\0');
-            http_set_role(s->http, s->partition, v.active[0] ? HTTP_ROLE_FORWARD : HTTP_ROLE_HOLD,
-                          v.active);
-            if (ha_role(s->ha) != HA_STANDBY)
-                ha_set_role(s->ha, HA_STANDBY);
-            follow(s, &v);
+        if (!s->opening) {
+            watch(s);
+        } else if (atomic_load(&s->opened)) {
+            /* The partition's takeover is over: served from now on, or a standby again. */
+            pthread_join(s->opener, NULL);
+            s->opening = false;
+            finish_take_over(s);
         }
         if (!s->core) {
             uint64_t changes = 0, ms = 0;

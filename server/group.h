@@ -6,7 +6,10 @@
  * this server is the active, its core, which it publishes to the HTTP front once whole.
  *
  * Threads: the main thread's, between signals; but the `ctx` callbacks of the HTTP front
- * (group_ready(), group_metrics(), group_render_servers()), which any thread may call.
+ * (group_ready(), group_metrics(), group_render_servers()), which any thread may call. A
+ * partition's takeover opens its core on a thread of its own (one group_tick() starts it,
+ * a later one serves it or stays a standby), so that a slow takeover holds up no other
+ * partition of the server.
  */
 #ifndef MX_GROUP_H
 #define MX_GROUP_H

@@ -388,8 +388,10 @@ int partitions_tick(struct partitions *ps)
 {
     look_all(ps);
     if (ps->leaving) {
+        /* A takeover that was under way when the server began to leave ends here too: its
+         * partition is handed over as soon as it is served. */
         for (unsigned p = 0; p < ps->count; p++)
-            if (group_tick(ps->groups[p]) != 0)
+            if (group_tick(ps->groups[p]) != 0 || group_core(ps->groups[p]))
                 group_hand_over(ps->groups[p]);
         return 0;
     }
