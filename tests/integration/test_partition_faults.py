@@ -1,0 +1,477 @@
+"""The faults of test_ha_faults.py on a partitioned group (--partitions): real servers on a
+real Azurite, each reaching it through its own fault proxy (faultproxy.py), so that a fault
+hits one server and, through the partition's prefix in the container (`p/<ppp>/`), one
+partition.
+
+- A server whose wall clock runs 5 s ahead takes over the partitions of the one whose clock
+  is right (and the other way round): no lease is granted to a contender before its
+  holder's deadline as the holder saw it, and every lease goes to a contender afterwards.
+- The takeover of one partition slowed past the owner lease (15 s): the server taking it
+  keeps it, no other server takes it meanwhile, the other partitions are served throughout,
+  and the load's history is clean.
+- One failed blob request (a 503, then a reset) on a partition's journal append, on its
+  owner-lease renewal and on the listing of every partition's owner blob, under load:
+  nothing answered is lost, and no partition moves.
+- A resource watch, a list watch and an events wait waiting at a server that leaves
+  (SIGTERM) are answered 503 `partition_moved` with Retry-After; sent again to a survivor
+  they see the next change.
+"""
+
+import email.utils
+import re
+import threading
+import time
+import uuid
+
+import pytest
+
+import ha_history
+from azure import Azurite
+from ha_group import SLOW, Load, faketime_env, groups, wait_log  # noqa: F401
+from ha_history import GroupClient
+from test_partitions import raw
+
+N = 4
+PARTS = ["--partitions", str(N)]
+FAST = ["--failover-grace-ms", "3000"]
+
+
+@pytest.fixture(scope="module")
+def azurite():
+    a = Azurite()
+    yield a
+    a.stop()
+
+
+def partition_of(name):
+    return ha_history.partition_of(name, N)
+
+
+def prefix(p):
+    """A regex of partition p's prefix in the container, in a path or an escaped query."""
+    return r"p(/|%%2F)%03d(/|%%2F)" % p
+
+
+def owners(g, s):
+    """Partition -> owner URL (or None) in server s's map; None when s does not answer."""
+    v = g.view(s, timeout=2)
+    if not v or "partitions" not in v:
+        return None
+    return {o["partition"]: o["url"] for o in v["partitions"]["owners"]}
+
+
+def settled(g, timeout=30):
+    """Waits until every live server has the same map, every partition owned by a live
+    server and every one owning its even share (floor or ceil of N / servers)."""
+    deadline = time.monotonic() + timeout * SLOW
+    last = None
+    while time.monotonic() < deadline:
+        live = g.alive()
+        urls = {s.url for s in live}
+        maps = [owners(g, s) for s in live]
+        last = maps
+        if maps and maps[0] is not None and all(m == maps[0] for m in maps):
+            m = maps[0]
+            share = {u: sum(1 for p in m if m[p] == u) for u in urls}
+            lo = N // len(live)
+            if (len(m) == N and all(m[p] in urls for p in m) and
+                    all(lo <= c <= lo + 1 for c in share.values())):
+                return m
+        time.sleep(0.1)
+    raise AssertionError("the partitions did not settle: %r\n%s" % (last, g.logs(20)))
+
+
+def names_of(partitions, per=2, prefix="probe"):
+    """`per` resource names in each of `partitions`."""
+    out, i = [], 0
+    want = {p: per for p in partitions}
+    while any(want.values()):
+        name = "%s-%d" % (prefix, i)
+        p = partition_of(name)
+        if want.get(p):
+            out.append(name)
+            want[p] -= 1
+        i += 1
+    return out
+
+
+def generations(g, s):
+    """Partition -> (owner URL, generation) in server s's map; None when s does not answer."""
+    v = g.view(s, timeout=2)
+    if not v or "partitions" not in v:
+        return None
+    return {o["partition"]: (o["url"], o["generation"]) for o in v["partitions"]["owners"]}
+
+
+class MapWatch:
+    """Polls the partition map of each live server every 50 ms: every change of a
+    partition's owner or generation it saw (partition, from, to): a move, or a takeover by
+    the same server."""
+
+    def __init__(self, g):
+        self.g = g
+        self.seen = generations(g, g.alive()[0])
+        self.moves = []
+        self.stop_event = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        while not self.stop_event.is_set():
+            for s in self.g.alive():
+                now = generations(self.g, s) or {}
+                for p, u in now.items():
+                    if u[0] and u != self.seen.get(p):
+                        self.moves.append((p, self.seen.get(p), u))
+                        self.seen[p] = u
+            time.sleep(0.05)
+
+    def stop(self):
+        self.stop_event.set()
+        self.thread.join(timeout=10)
+        return self.moves
+
+
+# ---- 1. a server whose clock runs 5 s ahead ---------------------------------------------
+
+def holder_deadline(send, ttl_ms):
+    return send + ttl_ms / 1000 - ttl_ms / 50 / 1000
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("killed", ["right", "ahead"])
+def test_a_clock_ahead_grants_nothing_before_the_holders_deadline(groups, killed):
+    """Two servers of 4 partitions, the second 5 s ahead, each owning two. Holders renew
+    leases of 10 s on resources of every partition, contenders ask for the same names; the
+    holders stop and the server named `killed` is SIGKILLed: the other takes its partitions.
+    No contender is granted a lease before its holder's deadline (its last answered send +
+    the TTL), and every lease goes to a contender afterwards."""
+    ttl = 10000
+    g = groups(n=2, envs=[{}, faketime_env("+5s")], extra=PARTS)
+    right, ahead = g.servers
+    right.start()
+    time.sleep(0.5)
+    ahead.start()
+    m = settled(g)
+    c = ahead.client(timeout=5)
+    r = c.request("GET", "/healthz")
+    c.close()
+    skew = email.utils.parsedate_to_datetime(r.header("date")).timestamp() - time.time()
+    assert 3.5 <= skew <= 6.5, "the second server's clock is %.2f s off, not 5 s" % skew
+    assert sorted(sum(1 for p in m if m[p] == s.url) for s in g.servers) == [2, 2], m
+    victim, survivor = (right, ahead) if killed == "right" else (ahead, right)
+
+    urls, aliases = g.urls(), g.aliases()
+    names = names_of(range(N), per=2, prefix="held")
+    last = {}  # resource -> (lease_id, token, send time of its last answered acquire/renew)
+    stop_holders = threading.Event()
+
+    def holder(i, res):
+        c = GroupClient(urls, aliases=aliases)
+        lid = str(uuid.uuid4())
+        try:
+            while not stop_holders.is_set():
+                send = time.monotonic()
+                if res in last:
+                    st, js = c.request("POST", "/v1/resources/%s/renew" % res,
+                                       {"lease_id": lid}, deadline=send + 2)
+                else:
+                    st, js = c.request("POST", "/v1/resources/%s/acquire" % res,
+                                       {"owner": "holder", "ttl_ms": ttl, "lease_id": lid},
+                                       deadline=send + 2)
+                if st == 200 and not stop_holders.is_set():
+                    last[res] = (lid, js["fencing_token"], send)
+                stop_holders.wait(0.3 + 0.7 * (i / len(names)))
+        finally:
+            c.close()
+
+    grants = []  # (resource, recv time, token)
+    stop_contenders = threading.Event()
+
+    def contender(res):
+        c = GroupClient(urls, timeout=2, aliases=aliases)
+        try:
+            while not stop_contenders.is_set():
+                st, js = c.request("POST", "/v1/resources/%s/acquire" % res,
+                                   {"owner": "contender", "ttl_ms": 30000,
+                                    "lease_id": str(uuid.uuid4())},
+                                   deadline=time.monotonic() + 2)
+                if st == 200:
+                    grants.append((res, time.monotonic(), js["fencing_token"]))
+                    return
+                time.sleep(0.05)
+        finally:
+            c.close()
+
+    hs = [threading.Thread(target=holder, args=(i, n), daemon=True) for i, n in enumerate(names)]
+    for t in hs:
+        t.start()
+    time.sleep(3)
+    assert len(last) == len(names), last
+    cs = [threading.Thread(target=contender, args=(n,), daemon=True) for n in names]
+    for t in cs:
+        t.start()
+    time.sleep(1)
+    assert not grants, grants
+    stop_holders.set()
+    for t in hs:
+        t.join(timeout=10)
+    since = len(survivor.lines)
+    victim.kill()
+    deadline = time.monotonic() + 30 * SLOW
+    while time.monotonic() < deadline:
+        now = owners(g, survivor)
+        if now and all(now[p] == survivor.url for p in range(N)):
+            break
+        time.sleep(0.1)
+    took = [l for l in survivor.lines[since:] if "serving as the active server" in l]
+    assert len(took) == 2, "the survivor did not take the victim's two partitions:\n" + \
+        g.logs(30)
+    deadline = time.monotonic() + ttl / 1000 + 15
+    while time.monotonic() < deadline and len(grants) < len(names):
+        time.sleep(0.1)
+    stop_contenders.set()
+    for t in cs:
+        t.join(timeout=10)
+    early = []
+    for res, recv, tok in grants:
+        lid, htok, send = last[res]
+        d = holder_deadline(send, ttl)
+        if recv < d:
+            early.append("%s (partition %d, owned by the %s server before the kill): granted "
+                         "to another client (token %d) %.2f s before its holder's deadline "
+                         "(token %d)" % (res, partition_of(res),
+                                         "killed" if m[partition_of(res)] == victim.url
+                                         else "surviving", tok, d - recv, htok))
+    print("killed the %s server; skew %.2f s; grants %d of %d; early %d"
+          % (killed, skew, len(grants), len(names), len(early)))
+    assert not early, "\n".join(early)
+    assert len(grants) == len(names), \
+        "not every lease went to a contender after its deadline: %r" % grants
+
+
+# ---- 2. the takeover of one partition slower than the owner lease -----------------------
+
+@pytest.mark.heavy
+def test_a_slow_takeover_of_one_partition_keeps_it_and_the_others_are_served(groups):
+    """Three servers of 4 partitions; the one owning two is SIGKILLed. Each request of the
+    others to one of its partitions' snapshots and journal (not its lease) takes 4 s: that
+    partition's takeover outlasts the owner lease (15 s). The server taking it keeps it, no
+    other takes it meanwhile, and the resources of every other partition are answered
+    throughout."""
+    g = groups(3, extra=PARTS + FAST).start(stagger=0.3)
+    m = settled(g)
+    victim = next(s for s in g.servers if sum(1 for p in m if m[p] == s.url) == 2)
+    slow_p, other_p = [p for p in range(N) if m[p] == victim.url]
+    survivors = [s for s in g.servers if s is not victim]
+    load = Load(g)
+    assert load.wait_answered(300) >= 300
+    rules = []
+    for s in survivors:
+        px = g.proxy(s)
+        rules += [px.add(action="delay", delay=4.0, method="GET",
+                         path=r"/%s(snapshots|journal)/" % prefix(slow_p), times=None),
+                  px.add(action="delay", delay=4.0, method="GET",
+                         query=r"prefix=%s" % prefix(slow_p), times=None),
+                  px.add(action="delay", delay=4.0, method="PUT",
+                         path=r"/%s(snapshots|journal)/" % prefix(slow_p), times=None)]
+
+    # Acquire and release cycles on resources of each partition the survivors own, one
+    # sent to each survivor: every one answered, none slow.
+    probes = names_of([p for p in range(N) if m[p] != victim.url], per=len(survivors),
+                      prefix="served")
+    errors, samples, stop = [], [], threading.Event()
+
+    def probe(res, s):
+        body = {"owner": "probe", "ttl_ms": 5000}
+        while not stop.is_set():
+            t0 = time.monotonic()
+            r = raw(s.client_url, "POST", "/v1/resources/%s/acquire" % res, body, timeout=10)
+            if r.status == 200:
+                r2 = raw(s.client_url, "POST", "/v1/resources/%s/release" % res,
+                         {"lease_id": r.json["lease_id"]}, timeout=10)
+                if r2.status != 200:
+                    errors.append((res, "release", r2.status, r2.body[:200]))
+            else:
+                errors.append((res, "acquire", r.status, r.body[:200]))
+            samples.append((t0, time.monotonic() - t0))
+            time.sleep(0.05)
+
+    threads = [threading.Thread(target=probe, args=(res, survivors[i % len(survivors)]),
+                                daemon=True) for i, res in enumerate(probes)]
+    for t in threads:
+        t.start()
+    since = {s: len(s.lines) for s in survivors}
+    pattern = r"serving as the active server.* partition=%d " % slow_p
+    t_kill = time.monotonic()
+    victim.kill()
+    try:
+        taker = None
+        deadline = time.monotonic() + 120 * SLOW
+        while taker is None and time.monotonic() < deadline:
+            taker = next((s for s in survivors if wait_log(s, pattern, 0, since[s])), None)
+            time.sleep(0.1)
+        t_took = time.monotonic()
+        time.sleep(2)
+    finally:
+        for s in survivors:
+            for r in rules:
+                g.proxy(s).remove(r)
+        stop.set()
+        for t in threads:
+            t.join(timeout=30)
+    fired = sum(r.fired for r in rules)
+    took = [l for s in survivors for l in s.lines[since[s]:] if re.search(pattern, l)]
+    other = [l for s in survivors for l in s.lines[since[s]:]
+             if re.search(r"serving as the active server.* partition=%d " % other_p, l)]
+    during = sorted(lat for t0, lat in samples if t_kill <= t0 < t_took)
+    print("partition %d: %r, after %.1f s; delayed requests: %d; partition %d: %r"
+          % (slow_p, took, t_took - t_kill, fired, other_p, other))
+    print("the other partitions' acquire+release during the slow takeover: %d cycles, the "
+          "slowest %.2f s; errors: %d %r" % (len(during), during[-1] if during else 0,
+                                             len(errors), errors[:3]))
+    assert taker is not None, "the slow takeover did not complete:\n" + g.logs(30)
+    assert fired >= 4, rules
+    took_ms = int(re.search(r"took_ms=(\d+)", took[0]).group(1))
+    assert took_ms > 15000, "the delays did not make the takeover outlast the owner lease " \
+        "(%d ms): the test proves nothing" % took_ms
+    assert len(took) == 1, "partition %d was taken more than once: %r" % (slow_p, took)
+    assert len(other) == 1, other
+    assert owners(g, taker)[slow_p] == taker.url
+    assert not errors, "requests to the other partitions failed during the slow " \
+        "takeover: %d, %r" % (len(errors), errors[:5])
+    assert during and during[-1] < 2.0 * SLOW, during[-5:]
+    load.wait_answered(load.answered() + 300, timeout=30)
+    load.assert_ok()
+
+
+# ---- 3. one failed blob request on a partition -----------------------------------------
+
+@pytest.mark.heavy
+def test_single_failed_blob_requests_of_a_partition_lose_nothing_and_move_nothing(groups):
+    """Two servers of 4 partitions under load. On one partition of the first server its
+    journal append, its owner-lease renewal, and (on each server) the listing of every
+    partition's owner blob fail once with a 503, then once with a reset."""
+    g = groups(2, extra=PARTS + FAST).start(stagger=0.3)
+    m = settled(g)
+    s = g.servers[0]
+    p = next(q for q in range(N) if m[q] == s.url)
+    load = Load(g, ledgers=8)
+    assert load.wait_answered(300) >= 300
+    watch = MapWatch(g)
+    since = {t: len(t.lines) for t in g.servers}
+    faults = [
+        ("journal append", s, dict(method="PUT", path=r"/%sjournal/" % prefix(p),
+                                   query=r"comp=appendblock")),
+        ("owner lease renewal", s, dict(method="PUT", path=r"/%sowner$" % prefix(p),
+                                        query=r"comp=lease",
+                                        header=("x-ms-lease-action", "renew"))),
+    ] + [("owner blob listing of server %d" % t.index, t,
+          dict(method="GET", query=r"comp=list.*prefix=p(/|%2F)(&|$)")) for t in g.servers]
+    seen = []
+    try:
+        for action in ("503", "reset"):
+            for what, t, rule in faults:
+                r = g.proxy(t).add(action=action, **rule)
+                ok = g.proxy(t).wait_fired(r, timeout=30)
+                g.proxy(t).remove(r)
+                assert ok, (what, r)
+                seen.append("%s %s: %r" % (action, what, r))
+                before = load.answered()
+                time.sleep(1.0)
+                assert load.answered() > before, "the load stopped after the failed %s" % what
+        # A move a failed request set off would be under way by now.
+        time.sleep(3)
+    finally:
+        moves = watch.stop()
+    print("\n".join(seen))
+    taken = [l for t in g.servers for l in t.lines[since[t]:]
+             if "serving as the active server" in l or "handed the partition over" in l]
+    print("partition %d of %s; moves: %r" % (p, s.url, moves))
+    assert not taken, "partitions changed hands: %r" % taken
+    assert not moves, "a single failed blob request moved partitions: %r\n%s" % (
+        moves, g.logs(pattern=r"level=(warn|error)|serving as|handing|handed"))
+    assert settled(g) == m
+    load.assert_ok()
+
+
+# ---- 4. watches at a server that leaves -------------------------------------------------
+
+def waiting(url, path):
+    """GET `path` from `url` on a thread of its own, waiting there by the time this
+    returns: (the thread, a list its answer goes to)."""
+    answers = []
+
+    def run():
+        answers.append(raw(url, "GET", path))
+    t = threading.Thread(target=run)
+    t.start()
+    time.sleep(0.5)
+    assert not answers, answers[0].body
+    return t, answers
+
+
+def test_watches_at_a_server_that_leaves_are_told_the_partition_moved(groups):
+    """A resource watch, a list watch and an events wait waiting at a server that leaves
+    with SIGTERM are answered 503 `partition_moved` with Retry-After; sent again to a
+    survivor with the same index (position), they are held, and answered with the next
+    change."""
+    g = groups(3, extra=PARTS).start(stagger=0.3)
+    m = settled(g)
+    victim = next(s for s in g.servers if any(m[p] == s.url for p in range(N)))
+    mine = [p for p in range(N) if m[p] == victim.url]
+    name, other = names_of([mine[0]], per=2, prefix="watched")
+    a = raw(victim.client_url, "POST", "/v1/resources/%s/acquire" % name,
+            {"owner": "first", "ttl_ms": 60000})
+    assert a.status == 200, a.body
+    index = raw(victim.client_url, "GET", "/v1/resources/%s" % name).json["index"]
+    position = raw(victim.client_url, "GET", "/v1/resources?prefix=watched").json["index"]
+    after = raw(victim.client_url, "GET", "/v1/events?prefix=watched").json["next"]
+    assert isinstance(position, str) and isinstance(after, str), (position, after)
+    wait = "wait_ms=20000"
+    res_path = "/v1/resources/%s?index=%d&%s" % (name, index, wait)
+    list_path = "/v1/resources?prefix=watched&index=%s&%s" % (position, wait)
+    events_path = "/v1/events?prefix=watched&after=%s&%s" % (after, wait)
+    t1, res_answer = waiting(victim.client_url, res_path)
+    t2, list_answer = waiting(victim.client_url, list_path)
+    t3, events_answer = waiting(victim.client_url, events_path)
+    victim.stop(timeout=15)  # SIGTERM: its partitions are handed over, then it exits 0
+    for t in (t1, t2, t3):
+        t.join(timeout=30)
+    for what, answers in (("resource watch", res_answer), ("list watch", list_answer),
+                          ("events wait", events_answer)):
+        assert answers, "the %s was not answered" % what
+        r = answers[0]
+        print("%s at the server that left: %d %s" % (what, r.status, r.body[:200]))
+        assert r.status == 503, (what, r.status, r.body)
+        assert r.json["error"]["reason"] == "partition_moved", (what, r.body)
+        assert r.header("Retry-After"), (what, r.headers)
+
+    # Sent again to a survivor: held until the next change, then answered with it.
+    survivor = g.alive()[0]
+    settled(g)
+    t1, res_again = waiting(survivor.client_url, res_path)
+    t2, list_again = waiting(survivor.client_url, list_path)
+    t3, events_again = waiting(survivor.client_url, events_path)
+    b = raw(survivor.client_url, "POST", "/v1/resources/%s/acquire" % other,
+            {"owner": "second", "ttl_ms": 60000})
+    assert b.status == 200, b.body
+    t2.join(timeout=30)
+    t3.join(timeout=30)
+    assert events_again and events_again[0].status == 200, events_again
+    assert [(e["type"], e["resource"]) for e in events_again[0].json["events"]] == [
+        ("granted", other)], events_again[0].body
+    assert list_again and list_again[0].status == 200, list_again
+    listed = {x["resource"] for x in list_again[0].json["resources"]}
+    assert listed == {name, other}, listed
+    assert list_again[0].json["index"] != position
+    time.sleep(0.5)
+    assert not res_again, "the resource watch woke on another resource's change: %s" % (
+        res_again[0].body)
+    rel = raw(survivor.client_url, "POST", "/v1/resources/%s/release" % name,
+              {"lease_id": a.json["lease_id"]})
+    assert rel.status == 200, rel.body
+    t1.join(timeout=30)
+    assert res_again and res_again[0].status == 200, res_again
+    assert res_again[0].json["state"] == "free" and res_again[0].json["index"] > index, \
+        res_again[0].body
