@@ -483,12 +483,11 @@ def kill_owner(resource, hostnames, leader, srv, pmap):
 def restart_owner(resource, srv, killed, pmap):
     """`docker start` of the killed server: it joins the group again (every server lists
     it, it agrees on the map, and it answers about the resource as its partition's owner
-    does), and no partition moves to any other server. That it takes its share back is
-    not checked: a server that took partitions over from a killed one keeps counting that
-    one, when it comes back with the same URL, among the servers that did not answer."""
+    does), takes its share back (the others count it as gone for 15 s after they gave it
+    up), and no partition moves to any other server."""
     t0 = time.time()
     docker("start", killed["name"])
-    after = shares(srv, REBALANCED_WITHIN_S, balanced=False)
+    after = shares(srv, REBALANCED_WITHIN_S, balanced=True)
     moved = {q: (pmap[q][0], after[q][0]) for q in pmap if pmap[q][0] != after[q][0]}
     if any(new != killed["service"] for _, new in moved.values()):
         raise Failed("docker start %s moved partitions to others: %s" % (killed["service"], moved))
@@ -497,8 +496,8 @@ def restart_owner(resource, srv, killed, pmap):
     if h.get("Mutexd-Served-By") != srv[after[p][0]]["url"]:
         raise Failed("the restarted %s answers %s as served by %s, not by %s" % (
             killed["service"], resource, h.get("Mutexd-Served-By"), after[p][0]))
-    say("docker start %s: it is a server of the group again after %.1f s and forwards to "
-        "the owners (%s)" % (killed["service"], time.time() - t0, describe_shares(after)))
+    say("docker start %s: it owns its share again after %.1f s, and forwards to the owners "
+        "of the others (%s)" % (killed["service"], time.time() - t0, describe_shares(after)))
     return after
 
 
