@@ -274,10 +274,12 @@ def test_a_sigterm_hands_over_and_a_join_moves_each_partition_once(groups, azuri
     w.join()
     moved = {p: c for p, c in changes.items() if c}
     print("the join moved %d partitions: %r" % (len(moved), moved))
-    share = N // len(g.alive())  # the newcomer owns the fewest: its share is the floor
-    assert sum(1 for p in m3 if m3[p] == joined.url) == share
+    # Its share is the floor or the ceil of N / servers (settled() checks every share), each
+    # of its partitions moved to it once, and nothing else moved.
+    mine3 = sum(1 for p in m3 if m3[p] == joined.url)
+    assert N // len(g.alive()) <= mine3 <= -(-N // len(g.alive()))
     assert all(len(c) == 1 and c[0][1] == joined.url for c in moved.values()), moved
-    assert len(moved) == share
+    assert len(moved) == mine3
     load.assert_ok()
 
 
