@@ -47,17 +47,21 @@ async function owners(server) {
   }
 }
 
-/** Waits until every server of `live` names an owner among `live` for every partition, and
- * they agree; resolves with those owners. */
+/** Waits until every server of `live` names an owner among `live` for every partition, they
+ * agree, and each owns its even share (the floor or the ceiling of the count / servers): a
+ * map still being balanced moves on under the test. Resolves with those owners. */
 async function settled(live) {
   const urls = new Set(live.map((s) => s.url));
+  const floor = Math.floor(PARTITIONS / live.length);
   return eventually(
     async () => {
       const views = await Promise.all(live.map(owners));
       if (views.some((v) => v === null || v.some((u) => !urls.has(u)))) return null;
-      return views.every((v) => JSON.stringify(v) === JSON.stringify(views[0])) ? views[0] : null;
+      if (!views.every((v) => JSON.stringify(v) === JSON.stringify(views[0]))) return null;
+      const shares = [...urls].map((u) => views[0].filter((o) => o === u).length);
+      return shares.every((n) => n >= floor && n <= floor + 1) ? views[0] : null;
     },
-    { timeoutMs: 60_000, intervalMs: 200, message: 'every partition owned, and the servers agreeing' },
+    { timeoutMs: 60_000, intervalMs: 200, message: 'the partitions settled, the shares even' },
   );
 }
 
