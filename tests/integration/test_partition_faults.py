@@ -29,7 +29,8 @@ import ha_history
 from azure import Azurite
 from ha_group import SLOW, Load, faketime_env, groups, wait_log  # noqa: F401
 from ha_history import GroupClient
-from test_partitions import raw
+from test_partitions import owners, raw
+from test_partitions import settled as partitions_settled
 
 N = 4
 PARTS = ["--partitions", str(N)]
@@ -52,33 +53,8 @@ def prefix(p):
     return r"p(/|%%2F)%03d(/|%%2F)" % p
 
 
-def owners(g, s):
-    """Partition -> owner URL (or None) in server s's map; None when s does not answer."""
-    v = g.view(s, timeout=2)
-    if not v or "partitions" not in v:
-        return None
-    return {o["partition"]: o["url"] for o in v["partitions"]["owners"]}
-
-
 def settled(g, timeout=30):
-    """Waits until every live server has the same map, every partition owned by a live
-    server and every one owning its even share (floor or ceil of N / servers)."""
-    deadline = time.monotonic() + timeout * SLOW
-    last = None
-    while time.monotonic() < deadline:
-        live = g.alive()
-        urls = {s.url for s in live}
-        maps = [owners(g, s) for s in live]
-        last = maps
-        if maps and maps[0] is not None and all(m == maps[0] for m in maps):
-            m = maps[0]
-            share = {u: sum(1 for p in m if m[p] == u) for u in urls}
-            lo = N // len(live)
-            if (len(m) == N and all(m[p] in urls for p in m) and
-                    all(lo <= c <= lo + 1 for c in share.values())):
-                return m
-        time.sleep(0.1)
-    raise AssertionError("the partitions did not settle: %r\n%s" % (last, g.logs(20)))
+    return partitions_settled(g, timeout, count=N)
 
 
 def names_of(partitions, per=2, prefix="probe"):

@@ -47,9 +47,9 @@ def owners(g, s):
     return {o["partition"]: o["url"] for o in v["partitions"]["owners"]}
 
 
-def settled(g, timeout=30):
+def settled(g, timeout=30, count=N):
     """Waits until every live server has the same map, every partition owned by a live
-    server and every one owning its even share (floor or ceil of N / servers)."""
+    server and every one owning its even share (floor or ceil of count / servers)."""
     deadline = time.monotonic() + timeout * SLOW
     last = None
     while time.monotonic() < deadline:
@@ -60,8 +60,8 @@ def settled(g, timeout=30):
         if maps and all(m == maps[0] for m in maps) and maps[0] is not None:
             m = maps[0]
             share = {u: sum(1 for p in m if m[p] == u) for u in urls}
-            lo = N // len(live)
-            if (all(m[p] in urls for p in m) and len(m) == N and
+            lo = count // len(live)
+            if (all(m[p] in urls for p in m) and len(m) == count and
                     all(lo <= c <= lo + 1 for c in share.values())):
                 return m
         time.sleep(0.1)
