@@ -1,6 +1,7 @@
 """A server group whose servers each reach Azurite through their own fault proxy
 (faultproxy.py), with the load and the checks the fault tests and the nemesis share."""
 
+import email.utils
 import re
 import select
 import socket
@@ -26,6 +27,114 @@ def faketime_env(offset):
     """The environment that runs a server with its wall clock `offset` ahead ("+5s")."""
     return {"LD_PRELOAD": FAKETIME_LIB, "FAKETIME": offset, "FAKETIME_DONT_FAKE_MONOTONIC": "1",
             "FAKETIME_NO_CACHE": "1"}
+
+
+def skew_of(s):
+    """How far server s's wall clock runs ahead of ours, from its Date header (s)."""
+    c = s.client(timeout=5)
+    try:
+        r = c.request("GET", "/healthz")
+    finally:
+        c.close()
+    return email.utils.parsedate_to_datetime(r.header("date")).timestamp() - time.time()
+
+
+class Contest:
+    """Holders renew leases of `ttl_ms` on `names`, then stop as a holder that keeps its
+    work until its own deadline; contenders ask for the same names all along, each with
+    one lease_id for every attempt (an acquire answered too late may have been granted,
+    and its retry must find that lease). early() names every grant to a contender before
+    its holder's deadline: the send time of the holder's last answered acquire or renew
+    plus the TTL, less the 2 % a client keeps for its clock's drift."""
+
+    def __init__(self, urls, names, ttl_ms, aliases=None):
+        self.urls, self.names, self.ttl = urls, list(names), ttl_ms
+        self.aliases = aliases
+        self.last = {}  # resource -> (lease_id, token, send time of its last answer)
+        self.grants = []  # (resource, recv time, token)
+        self.answers = {}  # resource -> a contender's last answer (status, json)
+        self.holding = threading.Event()
+        self.contending = threading.Event()
+        self.threads = []
+
+    def _holder(self, i, res):
+        c = GroupClient(self.urls, aliases=self.aliases)
+        lid = str(uuid.uuid4())
+        try:
+            while not self.holding.is_set():
+                send = time.monotonic()
+                if res in self.last:
+                    st, js = c.request("POST", "/v1/resources/%s/renew" % res,
+                                       {"lease_id": lid}, deadline=send + 2)
+                else:
+                    st, js = c.request("POST", "/v1/resources/%s/acquire" % res,
+                                       {"owner": "holder", "ttl_ms": self.ttl, "lease_id": lid},
+                                       deadline=send + 2)
+                if st == 200 and not self.holding.is_set():
+                    self.last[res] = (lid, js["fencing_token"], send)
+                self.holding.wait(0.3 + 0.7 * (i / len(self.names)))
+        finally:
+            c.close()
+
+    def _contender(self, res):
+        c = GroupClient(self.urls, timeout=2, aliases=self.aliases)
+        lid = str(uuid.uuid4())
+        try:
+            while not self.contending.is_set():
+                st, js = c.request("POST", "/v1/resources/%s/acquire" % res,
+                                   {"owner": "contender", "ttl_ms": 30000, "lease_id": lid},
+                                   deadline=time.monotonic() + 2)
+                self.answers[res] = (st, js)
+                if st == 200:
+                    self.grants.append((res, time.monotonic(), js["fencing_token"]))
+                    return
+                time.sleep(0.05)
+        finally:
+            c.close()
+
+    def _start(self, target, args):
+        hs = [threading.Thread(target=target, args=a, daemon=True) for a in args]
+        for t in hs:
+            t.start()
+        return hs
+
+    def start(self):
+        """Holders first, for 3 s; then contenders, which get nothing for 1 s."""
+        self.holders = self._start(self._holder, list(enumerate(self.names)))
+        time.sleep(3)
+        assert len(self.last) == len(self.names), self.last
+        self.contenders = self._start(self._contender, [(n,) for n in self.names])
+        time.sleep(1)
+        assert not self.grants, self.grants
+
+    def stop_holders(self):
+        self.holding.set()
+        for t in self.holders:
+            t.join(timeout=10)
+
+    def wait(self, timeout):
+        """Until every name went to a contender, or `timeout` s."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and len(self.grants) < len(self.names):
+            time.sleep(0.1)
+        self.contending.set()
+        for t in self.contenders:
+            t.join(timeout=10)
+
+    def early(self, describe=lambda res: res):
+        out = []
+        for res, recv, tok in self.grants:
+            lid, htok, send = self.last[res]
+            d = send + self.ttl / 1000 - self.ttl / 50 / 1000
+            if recv < d:
+                out.append("%s: granted to another client (token %d) %.2f s before its "
+                           "holder's deadline (token %d)" % (describe(res), tok, d - recv, htok))
+        return out
+
+    def ungranted(self):
+        """The names no contender got, with its last answer."""
+        got = {g[0] for g in self.grants}
+        return {r: self.answers.get(r) for r in self.names if r not in got}
 
 
 class PeerProxy:

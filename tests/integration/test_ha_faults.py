@@ -13,7 +13,6 @@ at the end: every answered change is there, fencing tokens are never handed out 
 go back, no lease is granted before its holder's own deadline. A lost change is shown with
 the blob it was written to and the journal the owner blob named then."""
 
-import email.utils
 import json
 import os
 import re
@@ -22,14 +21,12 @@ import signal
 import socket
 import threading
 import time
-import uuid
 
 import pytest
 
 from azure import Azurite
-from ha_group import (SLOW, Load, faketime_env, groups,  # noqa: F401
-                      metric, wait_log)
-from ha_history import GroupClient
+from ha_group import (SLOW, Contest, Load, faketime_env, groups,  # noqa: F401
+                      metric, skew_of, wait_log)
 from harness import Client
 
 ROLL = ["--snapshot-every-changes", "200"]
@@ -284,10 +281,6 @@ def test_a_slow_takeover_keeps_the_container(groups):
 
 # ---- e. a standby whose clock runs 5 s ahead takes over held leases ---------------------
 
-def holder_deadline(send, ttl_ms):
-    return send + ttl_ms / 1000 - ttl_ms / 50 / 1000
-
-
 @pytest.mark.heavy
 def test_a_standby_with_a_clock_ahead_grants_nothing_before_the_holders_deadline(groups):
     ttl = 10000
@@ -297,89 +290,22 @@ def test_a_standby_with_a_clock_ahead_grants_nothing_before_the_holders_deadline
     skewed = g.servers[1].start()
     assert g.active() is active
     # The skew is real: the standby's Date header is 5 s ahead of ours.
-    c = skewed.client(timeout=5)
-    r = c.request("GET", "/healthz")
-    c.close()
-    their = email.utils.parsedate_to_datetime(r.header("date")).timestamp()
-    skew = their - time.time()
+    skew = skew_of(skewed)
     assert 3.5 <= skew <= 6.5, "the standby's clock is %.2f s off, not 5 s" % skew
-    # Holders: leases of 10 s renewed every second until the active dies; then they stop,
-    # as a holder that keeps its work until its own deadline.
-    urls = g.urls()
-    n = 8
-    last = {}  # resource -> (lease_id, token, send time of its last answered acquire/renew)
-    stop_holders = threading.Event()
-
-    def holder(i):
-        res = "held-%d" % i
-        c = GroupClient(urls)
-        lid = str(uuid.uuid4())
-        try:
-            while not stop_holders.is_set():
-                send = time.monotonic()
-                if res in last:
-                    st, js = c.request("POST", "/v1/resources/%s/renew" % res,
-                                       {"lease_id": lid}, deadline=send + 2)
-                else:
-                    st, js = c.request("POST", "/v1/resources/%s/acquire" % res,
-                                       {"owner": "holder", "ttl_ms": ttl, "lease_id": lid},
-                                       deadline=send + 2)
-                if st == 200 and not stop_holders.is_set():
-                    last[res] = (lid, js["fencing_token"], send)
-                stop_holders.wait(0.3 + 0.7 * (i / n))
-        finally:
-            c.close()
-
-    grants = []  # (resource, recv time, token)
-    stop_contenders = threading.Event()
-
-    def contender(i):
-        res = "held-%d" % i
-        c = GroupClient(urls, timeout=2)
-        try:
-            while not stop_contenders.is_set():
-                st, js = c.request("POST", "/v1/resources/%s/acquire" % res,
-                                   {"owner": "contender", "ttl_ms": 30000,
-                                    "lease_id": str(uuid.uuid4())},
-                                   deadline=time.monotonic() + 2)
-                if st == 200:
-                    grants.append((res, time.monotonic(), js["fencing_token"]))
-                    return
-                time.sleep(0.05)
-        finally:
-            c.close()
-
-    hs = [threading.Thread(target=holder, args=(i,), daemon=True) for i in range(n)]
-    for t in hs:
-        t.start()
-    time.sleep(3)
-    assert len(last) == n, last
-    cs = [threading.Thread(target=contender, args=(i,), daemon=True) for i in range(n)]
-    for t in cs:
-        t.start()
-    time.sleep(1)
-    assert not grants, grants
-    stop_holders.set()
-    for t in hs:
-        t.join(timeout=10)
+    # Holders: leases of 10 s renewed until the active dies; then they stop, as a holder
+    # that keeps its work until its own deadline.
+    contest = Contest(g.urls(), ["held-%d" % i for i in range(8)], ttl)
+    contest.start()
+    contest.stop_holders()
     active.kill()
     assert g.active(timeout=30 * SLOW, among=[skewed]) is skewed
-    deadline = time.monotonic() + ttl / 1000 + 10
-    while time.monotonic() < deadline and len(grants) < n:
-        time.sleep(0.1)
-    stop_contenders.set()
-    for t in cs:
-        t.join(timeout=10)
-    early = []
-    for res, recv, tok in grants:
-        lid, htok, send = last[res]
-        d = holder_deadline(send, ttl)
-        if recv < d:
-            early.append("%s: granted to another client (token %d) %.2f s before its holder's "
-                         "deadline (token %d)" % (res, tok, d - recv, htok))
-    print("skew %.2f s; grants %d of %d; early %d" % (skew, len(grants), n, len(early)))
+    contest.wait(ttl / 1000 + 10)
+    early = contest.early()
+    print("skew %.2f s; grants %d of %d; early %d"
+          % (skew, len(contest.grants), len(contest.names), len(early)))
     assert not early, "\n".join(early)
-    assert len(grants) == n, "not every lease went to a contender after its deadline: %r" % grants
+    assert not contest.ungranted(), \
+        "not every lease went to a contender after its deadline: %r" % contest.ungranted()
 
 
 # ---- f. a restore from an async mirror: the old holder's renew -------------------------
