@@ -442,6 +442,9 @@ static uint64_t settle_held(struct fwd *f, uint64_t now, uint64_t wake)
         } else if (now >= deadline(f, r)) {
             log_refused(f, r, FWD_NO_ACTIVE, "held_for_the_forward_timeout");
             complete(f, r, FWD_REFUSED, FWD_NO_ACTIVE);
+        } else if (role == HTTP_ROLE_FORWARD && r->hops >= FWD_HOPS_MAX) {
+            log_refused(f, r, FWD_NO_ACTIVE, "forwarded_too_many_times");
+            complete(f, r, FWD_REFUSED, FWD_NO_ACTIVE);
         } else if (role == HTTP_ROLE_FORWARD && now >= r->_not_before_ns && r->wait_ms > 0 &&
                    f->max_parked && f->n_parked >= f->max_parked) {
             log_refused(f, r, FWD_BUSY, "waiting_requests_at_their_bound");
@@ -650,6 +653,9 @@ int fwd_submit(struct fwd *f, struct fwd_req *r)
     h = add_header(h, &ok, "Content-Type", r->content_type);
     h = add_header(h, &ok, "Accept", r->accept);
     h = add_header(h, &ok, "X-Request-Id", r->request_id);
+    char hops[16];
+    snprintf(hops, sizeof hops, "%u", r->hops + 1);
+    h = add_header(h, &ok, FWD_HOPS_HEADER, hops);
     h = add_header(h, &ok, "Expect", NULL); /* no 100-continue round trip */
     r->_next = NULL;
     r->_easy = NULL;

@@ -51,6 +51,13 @@ extern const char *const fwd_header_names[FWD_NHEADERS];
 #define FWD_SHUTTING_DOWN "shutting down"
 #define FWD_BUSY          "forward_busy"
 
+/* A forwarded request carries the number of servers it has crossed (Mutexd-Hops). One
+ * forward reaches the owner; a move in progress may take two. A request that has already
+ * crossed this many is refused FWD_NO_ACTIVE rather than sent on: two servers whose views
+ * of the owner disagree for a moment would otherwise pass it back and forth. */
+#define FWD_HOPS_HEADER "Mutexd-Hops"
+#define FWD_HOPS_MAX    3
+
 struct fwd_req {
     /* public: set before fwd_submit(), unchanged until `done` */
     const char *method; /* GET, HEAD (sent as GET, so the relayed length is right) or POST */
@@ -67,6 +74,7 @@ struct fwd_req {
      * an acquire with the lease_id proposed, a renewal, a release). False for a break and an
      * acquire without a lease_id: those go to the active at most once (see forward.c). */
     bool idempotent;
+    unsigned hops; /* the servers it crossed before this one (its Mutexd-Hops header) */
     /* Where it goes while its partition is served here (HTTP_ROLE_SERVE): this server's
      * own URL, for a request that must be answered by HTTP whoever owns the partition (a
      * part of a list of every partition). NULL: such a request comes back FWD_SERVE_HERE. */

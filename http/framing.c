@@ -2,6 +2,8 @@
  * Reading a request (see request.h and server.c's steps 2 and 3): its headers, admission
  * and authorization before any body is read, and the body gathered up to its limit.
  */
+#include <stdlib.h>
+
 #include "common/partition.h"
 #include "http/request.h"
 
@@ -54,6 +56,13 @@ enum MHD_Result http_i_on_headers(struct hreq *q, const char *url, const char *m
         snprintf(q->rid, sizeof q->rid, "%s", rid);
     else
         http_i_new_request_id(h, q->rid, sizeof q->rid);
+    /* Anything but a small number counts as a request forwarded as often as it may be. */
+    const char *hops = MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, FWD_HOPS_HEADER);
+    if (hops) {
+        char *end;
+        unsigned long n = strtoul(hops, &end, 10);
+        q->hops = end == hops || *end || n > FWD_HOPS_MAX ? FWD_HOPS_MAX : (unsigned)n;
+    }
     q->head = strcmp(method, "HEAD") == 0;
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(q->conn, MHD_CONNECTION_INFO_CONNECTION_FD);

@@ -154,6 +154,7 @@ struct hreq {
      * connection's thread's but while the parts are out (http/spread.h). */
     struct spread *spread;
     char rid[72];
+    unsigned hops; /* servers it crossed before this one (Mutexd-Hops; 0: from a client) */
     char reason[API_MAX_REASON + 1];
 };
 

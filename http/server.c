@@ -515,6 +515,7 @@ static enum MHD_Result forward(struct hreq *q, uint64_t wait_ms)
     f->content_type = MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, "Content-Type");
     f->accept = MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, "Accept");
     f->request_id = q->rid;
+    f->hops = q->hops;
     f->arrival_ns = q->start_ns;
     f->wait_ms = wait_ms;
     /* A break (with or without a lease_id), and an acquire without a lease_id, would do

@@ -170,6 +170,7 @@ static bool send_parts(struct spread *s, bool wait)
                                    .authorization = auth,
                                    .accept = "application/json",
                                    .request_id = q->rid,
+                                   .hops = q->hops,
                                    .arrival_ns = mx_mono_ns(),
                                    .wait_ms = wait ? s->held_ms : 0,
                                    .idempotent = true,

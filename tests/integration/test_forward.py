@@ -309,6 +309,48 @@ def test_a_held_request_follows_the_active_to_its_new_url(active):
         sock.close()
 
 
+def forward_counts(s):
+    """(requests relayed, requests refused no_active_server) from server s's metrics."""
+    body = s.client().request("GET", "/metrics").body
+    relayed = sum(float(v) for v in
+                  re.findall(r"^mutexd_forwarded_requests_total\{[^}]*\} (\S+)$", body, re.M))
+    m = re.search(r'^mutexd_forward_refused_total\{reason="no_active_server"\} (\S+)$', body,
+                  re.M)
+    return relayed, float(m.group(1))
+
+
+def test_two_servers_naming_each_other_pass_a_request_on_three_times_at_most():
+    """Two servers whose views of the owner disagree, each naming the other: a request goes
+    A, B, A, B, and B, the third server it crossed, answers 503 no_active_server at once,
+    rather than the pair passing it back and forth until a timeout."""
+    pa, pb = free_port(), free_port()
+    env = {"MUTEXD_FORWARD_TIMEOUT_MS": "8000"}
+    a = Server(listen="127.0.0.1:%d" % pa,
+               env=dict(env, MUTEXD_FAULT_ROLE="forward:" + url_of(pb))).start()
+    b = Server(listen="127.0.0.1:%d" % pb,
+               env=dict(env, MUTEXD_FAULT_ROLE="forward:" + url_of(pa))).start()
+    try:
+        c = a.client(timeout=30)
+        t0 = time.monotonic()
+        r = c.acquire("fw/loop", owner="me", lease_id=str(uuid.uuid4()))
+        took = time.monotonic() - t0
+        assert r.status == 503 and r.json["error"]["reason"] == "no_active_server", r
+        assert r.header("Retry-After") == "1"
+        assert took < 2, took
+        (ra, na), (rb, nb) = forward_counts(a), forward_counts(b)
+        print("answered in %.3f s; relayed by A %d, by B %d; refused by A %d, by B %d"
+              % (took, ra, rb, na, nb))
+        assert (ra, rb, na, nb) == (2, 1, 0, 1)
+        assert any("forwarded_too_many_times" in l for l in b.lines), b.log()
+        # A GET and a list go the same way.
+        for path in ("/v1/resources/fw/loop", "/v1/resources"):
+            r = c.request("GET", path)
+            assert r.status == 503 and r.json["error"]["reason"] == "no_active_server", r
+    finally:
+        a.stop()
+        b.stop()
+
+
 def test_the_active_lost_mid_request_is_active_lost():
     # A listener that accepts the request and closes without answering: it may have been
     # delivered, so it is not sent again.
