@@ -23,10 +23,18 @@ SLOW = 3.0 if ("asan" in BIN or "tsan" in BIN) else 1.0
 FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 
 
+# The environment of a server whose wall clock is faked, all but the offset: the monotonic
+# clock is left alone, and the offset read again at every call. libfaketime's "monotonic
+# fix" for condition variables is turned off: with it, every timed wait on the monotonic
+# clock went through it at a cost that kept an idle server busy (0.7 of a core for a
+# server of 8 partitions, 1.3 for the active of a group of one; 0.01 without it).
+FAKETIME_ENV = {"LD_PRELOAD": FAKETIME_LIB, "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+                "FAKETIME_NO_CACHE": "1", "FAKETIME_FORCE_MONOTONIC_FIX": "0"}
+
+
 def faketime_env(offset):
     """The environment that runs a server with its wall clock `offset` ahead ("+5s")."""
-    return {"LD_PRELOAD": FAKETIME_LIB, "FAKETIME": offset, "FAKETIME_DONT_FAKE_MONOTONIC": "1",
-            "FAKETIME_NO_CACHE": "1"}
+    return dict(FAKETIME_ENV, FAKETIME=offset)
 
 
 def skew_of(s):

@@ -40,7 +40,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from azure import Azurite  # noqa: E402
-from ha_group import FAKETIME_LIB, SLOW, Load, ProxiedGroup  # noqa: E402
+from ha_group import FAKETIME_ENV, FAKETIME_LIB, SLOW, Load, ProxiedGroup  # noqa: E402
 
 # Requests a single failure may hit: (name, rule).
 ONE_FAILURES = [
@@ -99,16 +99,9 @@ class Nemesis:
             # Every server reads its wall clock's offset from a file of its own, again at
             # each call: a step is a new line there.
             self.clocks = tempfile.mkdtemp(prefix="mutexd-nemesis-")
-            # A partitioned server has a thread pool per partition it owns: reading the
-            # file at every call of the wall clock would starve it, so the file is read
-            # again once a second (a step then takes up to a second to show).
-            cache = ({"FAKETIME_CACHE_DURATION": "1"} if self.partitions > 1
-                     else {"FAKETIME_NO_CACHE": "1"})
             for i in range(3):
                 self.write_clock(i)
-                envs[i] = dict(cache, LD_PRELOAD=FAKETIME_LIB,
-                               FAKETIME_DONT_FAKE_MONOTONIC="1",
-                               FAKETIME_TIMESTAMP_FILE=self.clock_file(i))
+                envs[i] = dict(FAKETIME_ENV, FAKETIME_TIMESTAMP_FILE=self.clock_file(i))
         self.g = ProxiedGroup(self.az, n=3, extra=extra, envs=envs, peers=True)
         self.out("nemesis seed %d: %d s, %d partition(s), snapshot every %s changes, clock %s" % (
             self.seed, self.seconds, self.partitions, roll or "100000 (default)",

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from ha_group import FAKETIME_LIB
+from ha_group import FAKETIME_ENV, FAKETIME_LIB
 from harness import Server
 
 TTL_MS = 5000
@@ -28,8 +28,7 @@ def stepped_server():
     stamp = os.path.join(s.data_dir, "faketime")
     with open(stamp, "w") as f:
         f.write("+0\n")
-    s.env.update({"LD_PRELOAD": FAKETIME_LIB, "FAKETIME_TIMESTAMP_FILE": stamp,
-                  "FAKETIME_NO_CACHE": "1", "FAKETIME_DONT_FAKE_MONOTONIC": "1"})
+    s.env.update(dict(FAKETIME_ENV, FAKETIME_TIMESTAMP_FILE=stamp))
     s.env.pop("FAKETIME", None)
     return s.start(), stamp
 
