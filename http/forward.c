@@ -29,6 +29,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/prom.h"
+#include "http/hangup.h"
 #include "http/stats.h"
 
 #define URL_MAX        512
@@ -433,7 +434,7 @@ static uint64_t settle_held(struct fwd *f, uint64_t now, uint64_t wake)
         r->_next = NULL;
         atomic_fetch_sub(&f->n_held, 1);
         enum http_role role = role_of(f, r);
-        if (atomic_load(&r->_cancel)) {
+        if (atomic_load(&r->_cancel) || (r->client_fd >= 0 && hangup_peer_gone(r->client_fd))) {
             complete(f, r, FWD_GONE, NULL);
         } else if (role == HTTP_ROLE_SERVE) {
             complete(f, r, FWD_SERVE_HERE, NULL);

@@ -75,6 +75,9 @@ struct fwd_req {
      * acquire without a lease_id: those go to the active at most once (see forward.c). */
     bool idempotent;
     unsigned hops; /* the servers it crossed before this one (its Mutexd-Hops header) */
+    /* The client's socket, polled for a hang-up before each attempt to send: a request
+     * whose client has gone is dropped (FWD_GONE), not sent. -1: none to poll. */
+    int client_fd;
     /* Where it goes while its partition is served here (HTTP_ROLE_SERVE): this server's
      * own URL, for a request that must be answered by HTTP whoever owns the partition (a
      * part of a list of every partition). NULL: such a request comes back FWD_SERVE_HERE. */

@@ -79,6 +79,10 @@ enum MHD_Result http_i_serve_metrics(struct hreq *q)
                  "Requests that may wait answered 503 too_many_waiting_requests: as many were "
                  "held already as the server takes.",
                  atomic_load(&h->waits_refused));
+    prom_counter(&b, "mutexd_http_changes_dropped_total",
+                 "Acquires, renewals, releases and breaks not carried out: their client had "
+                 "closed its connection before they were.",
+                 atomic_load(&h->changes_dropped));
     prom_counter(&b, "mutexd_http_spare_connection_refusals_total",
                  "Requests other than health checks answered 503 too_many_connections on a "
                  "connection kept beyond --max-connections for health checks.",

@@ -83,6 +83,7 @@ struct http {
     unsigned max_waiting; /* immutable */
     _Atomic unsigned waiting;
     _Atomic uint64_t waits_refused, spares_refused;
+    _Atomic uint64_t changes_dropped; /* changes whose client hung up before they were made */
 };
 
 /*

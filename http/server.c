@@ -359,6 +359,17 @@ static enum MHD_Result serve_request(struct hreq *q)
                  what, q->route == ROUTE_EVENTS ? "in next" : "by GET");
         return http_i_send_error(q, &q->err);
     }
+    /* A change whose client has closed its connection is not made. It waited in this
+     * server's socket (a server paused, say, then resumed) while its client gave up, and a
+     * client that gives up retries elsewhere with the same lease_id, may be answered there,
+     * and may have released that lease since: made now, an acquire would grant a lease no
+     * client holds, a break would end a newer holder's. */
+    if (!get && hangup_peer_gone(q->fd)) {
+        atomic_fetch_add(&h->changes_dropped, 1);
+        q->status = 499; /* nobody to answer: close */
+        q->phase = PH_DONE;
+        return MHD_NO;
+    }
     /* Every check of this server passed: a standby hands it on, a fenced server refuses. */
     enum http_role role = q->here ? HTTP_ROLE_SERVE : fwd_role(h->fwd, q->partition);
     const struct http_core *core = &h->parts[q->partition].core;
@@ -516,6 +527,7 @@ static enum MHD_Result forward(struct hreq *q, uint64_t wait_ms)
     f->accept = MHD_lookup_connection_value(q->conn, MHD_HEADER_KIND, "Accept");
     f->request_id = q->rid;
     f->hops = q->hops;
+    f->client_fd = q->fd;
     f->arrival_ns = q->start_ns;
     f->wait_ms = wait_ms;
     /* A break (with or without a lease_id), and an acquire without a lease_id, would do

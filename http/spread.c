@@ -171,6 +171,7 @@ static bool send_parts(struct spread *s, bool wait)
                                    .accept = "application/json",
                                    .request_id = q->rid,
                                    .hops = q->hops,
+                                   .client_fd = q->fd,
                                    .arrival_ns = mx_mono_ns(),
                                    .wait_ms = wait ? s->held_ms : 0,
                                    .idempotent = true,

@@ -1,10 +1,15 @@
 """Mutual exclusion, fairness and liveness under contention, against a real server."""
 
+import json
+import os
+import re
+import signal
 import socket
 import threading
 import time
+import uuid
 
-from harness import Client
+from harness import Server
 
 
 def wait_for(pred, timeout=5.0, step=0.01):
@@ -162,6 +167,45 @@ def test_waiter_that_hangs_up_is_never_granted(server, client):
     assert r.json["fencing_token"] == holder["fencing_token"] + 1
     g = client.get("hang").json
     assert g["holder"]["owner"] == "patient"
+
+
+def send_and_leave(s, method, path, body):
+    """Sends one whole request and closes the connection without reading an answer, as a
+    client whose timeout ran out."""
+    data = json.dumps(body).encode()
+    sock = socket.create_connection((s.host, s.port))
+    sock.sendall(b"%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: %d\r\n\r\n%s" % (method.encode(), path.encode(), len(data),
+                                                     data))
+    sock.close()
+
+
+def test_changes_whose_clients_gave_up_on_a_paused_server_are_not_made():
+    """A server paused (SIGSTOP) while three clients send an acquire, a release and a break
+    and give up (close the connection): resumed, it makes none of them. Made late, the
+    acquire would grant a lease that no client holds (its client has retried elsewhere and
+    released it since, say), the release and break would end a lease that is held."""
+    with Server() as s:
+        c = s.client()
+        held = c.acquire("paused/held", owner="holder", ttl_ms=60000).json
+        os.kill(s.proc.pid, signal.SIGSTOP)
+        try:
+            send_and_leave(s, "POST", "/v1/resources/paused/ghost/acquire",
+                           {"owner": "gone", "ttl_ms": 60000, "lease_id": str(uuid.uuid4())})
+            send_and_leave(s, "POST", "/v1/resources/paused/held/release",
+                           {"lease_id": held["lease_id"]})
+            send_and_leave(s, "POST", "/v1/resources/paused/held/break", {})
+            time.sleep(0.2)
+        finally:
+            os.kill(s.proc.pid, signal.SIGCONT)
+        assert wait_for(lambda: re.search(r"^mutexd_http_changes_dropped_total 3$",
+                                          c.request("GET", "/metrics").body, re.M)), \
+            c.request("GET", "/metrics").body
+        assert c.get("paused/ghost").json["state"] == "free"
+        g = c.get("paused/held").json
+        assert g["state"] == "held" and g["holder"]["fencing_token"] == held["fencing_token"], g
+        # A client that stays is answered as ever.
+        assert c.acquire("paused/ghost", owner="here").status == 200
 
 
 def test_watcher_that_hangs_up_is_dropped(server, client):

@@ -247,6 +247,36 @@ def test_a_held_request_goes_to_the_active_once_there_is_one(active):
         b.stop()
 
 
+def test_a_change_held_for_an_active_is_dropped_when_its_client_gives_up(active):
+    """An acquire held by a standby (no active yet) whose client gives up and closes its
+    connection is not sent to the active when one appears: sent late, it would grant a
+    lease no client holds."""
+    b = standby("hold", timeout_ms=5000, after="1000:forward:" + active.url)
+    try:
+        data = json.dumps({"owner": "gone", "ttl_ms": 60000,
+                           "lease_id": str(uuid.uuid4())}).encode()
+        sock = socket.create_connection((b.host, b.port))
+        sock.sendall(b"POST /v1/resources/fw/gone/acquire HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                     b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                     % (len(data), data))
+        time.sleep(0.3)
+        sock.close()
+        # Once the active is there, a request through the standby goes to it at once.
+        deadline = time.monotonic() + 5
+        cb = b.client()
+        while time.monotonic() < deadline:
+            r = cb.get("fw/other")
+            if r.status == 200 and r.header("Mutexd-Served-By") == active.url:
+                break
+            time.sleep(0.05)
+        time.sleep(0.3)
+        assert active.client().get("fw/gone").json["state"] == "free"
+        body = cb.request("GET", "/metrics").body
+        assert re.search(r"^mutexd_forward_abandoned_total 1$", body, re.M), body
+    finally:
+        b.stop()
+
+
 def test_a_held_request_is_served_here_when_this_server_becomes_active():
     b = standby("hold", timeout_ms=5000, after="500:serve")
     try:
