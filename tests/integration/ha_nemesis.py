@@ -41,6 +41,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from azure import Azurite  # noqa: E402
 from ha_group import FAKETIME_ENV, FAKETIME_LIB, SLOW, Load, ProxiedGroup  # noqa: E402
+from harness import remove_own_tmp, use_own_tmp  # noqa: E402
 
 # Requests a single failure may hit: (name, rule).
 ONE_FAILURES = [
@@ -355,8 +356,14 @@ def main(argv=None):
     args = ap.parse_args(argv)
     seed = args.seed if args.seed is not None else random.randrange(1 << 31)
     print("nemesis seed %d" % seed, flush=True)
-    seed, bad, _ = run(seed, args.seconds, out=lambda s: print(s, flush=True),
-                       partitions=args.partitions)
+    # The data directories of the servers it kills, Azurite's, the clock files: all in a
+    # directory of the run's own, removed at the end whatever happened (as under pytest).
+    use_own_tmp()
+    try:
+        seed, bad, _ = run(seed, args.seconds, out=lambda s: print(s, flush=True),
+                           partitions=args.partitions)
+    finally:
+        remove_own_tmp()
     return 1 if bad else 0
 
 
