@@ -160,6 +160,7 @@ struct hreq {
 };
 
 /* server.c: dispatch and the connection callbacks */
+enum MHD_Result http_i_nobody_to_answer(struct hreq *q);
 void http_i_suspend(struct hreq *q);
 void http_i_uncount(struct hreq *q);
 enum MHD_Result http_i_dispatch(struct hreq *q);

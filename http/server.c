@@ -37,6 +37,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+/* The client hung up: nothing to answer, and the connection is closed. */
+enum MHD_Result http_i_nobody_to_answer(struct hreq *q)
+{
+    q->status = 499;
+    q->phase = PH_DONE;
+    return MHD_NO;
+}
+
 /* ---- answers from actors --------------------------------------------------------- */
 
 /* Any thread: the actor's answer is in q->ra.rq. */
@@ -154,9 +162,7 @@ static enum MHD_Result answer_forwarded(struct hreq *q)
     case FWD_GONE:
         break;
     }
-    q->status = 499; /* nobody to answer: close */
-    q->phase = PH_DONE;
-    return MHD_NO;
+    return http_i_nobody_to_answer(q);
 }
 
 static enum MHD_Result start_list(struct hreq *q);
@@ -187,9 +193,7 @@ static enum MHD_Result answer_resumed(struct hreq *q)
     if (q->ev_held) {
         q->ev_held = false;
         if (q->ev_gone) {
-            q->status = 499; /* nobody to answer: close */
-            q->phase = PH_DONE;
-            return MHD_NO;
+            return http_i_nobody_to_answer(q);
         }
         if (atomic_load(&q->h->draining)) {
             q->close = true;
@@ -216,9 +220,7 @@ static enum MHD_Result answer_resumed(struct hreq *q)
         return http_i_send_render(q, &rd, NULL);
     }
     if (q->ra.rq.status == RES_GONE) {
-        q->status = 499; /* nobody to answer: close */
-        q->phase = PH_DONE;
-        return MHD_NO;
+        return http_i_nobody_to_answer(q);
     }
     /* A read (a watch's state, a wait that ran out with the holder's name) answered after
      * a wait: checked as a list watch is. A change answered here is durable, so it stands. */
@@ -366,9 +368,7 @@ static enum MHD_Result serve_request(struct hreq *q)
      * client holds, a break would end a newer holder's. */
     if (!get && hangup_peer_gone(q->fd)) {
         atomic_fetch_add(&h->changes_dropped, 1);
-        q->status = 499; /* nobody to answer: close */
-        q->phase = PH_DONE;
-        return MHD_NO;
+        return http_i_nobody_to_answer(q);
     }
     /* Every check of this server passed: a standby hands it on, a fenced server refuses. */
     enum http_role role = q->here ? HTTP_ROLE_SERVE : fwd_role(h->fwd, q->partition);

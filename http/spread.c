@@ -423,9 +423,7 @@ enum MHD_Result spread_answer(struct hreq *q)
 {
     struct spread *s = q->spread;
     if (atomic_load(&s->hung_up)) {
-        q->status = 499; /* nobody to answer: close */
-        q->phase = PH_DONE;
-        return MHD_NO;
+        return http_i_nobody_to_answer(q);
     }
     bool again = false;
     for (unsigned p = 0; p < s->n; p++) {
