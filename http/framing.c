@@ -7,6 +7,12 @@
 #include "common/partition.h"
 #include "http/request.h"
 
+/* A body over the limit is read and thrown away (libmicrohttpd cannot answer in the
+ * middle of a body) and answered 413 at its end, unless it goes on for more than this:
+ * then a chunked one has its connection simply closed, and one whose Content-Length says
+ * so is answered at once. */
+#define DISCARD_MAX (1024 * 1024)
+
 /* The headers admission decides on (http/admit.h), as libmicrohttpd parsed them. */
 static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const char *key,
                                     const char *value)
@@ -133,8 +139,11 @@ enum MHD_Result http_i_on_headers(struct hreq *q, const char *url, const char *m
         return http_i_send_group_unavailable(q, HTTP_TOO_MANY_CONNECTIONS);
     }
 
-    /* Answers that need no body are sent before it is read; the connection then closes,
-     * which is what a client sending 64 KiB too much deserves. */
+    /* A Content-Length over the limit is answered 413. Up to DISCARD_MAX the body is read
+     * and thrown away first, as a chunked one is: a client that writes its whole body
+     * before reading (most do) then reads the answer, where a close with its body unread
+     * would reset the connection under it. Beyond that, the answer goes at once and the
+     * connection closes. */
     bool json_route = q->route == ROUTE_ACQUIRE || q->route == ROUTE_RENEW ||
                       q->route == ROUTE_RELEASE || q->route == ROUTE_BREAK;
     bool has_body;
@@ -142,6 +151,11 @@ enum MHD_Result http_i_on_headers(struct hreq *q, const char *url, const char *m
     bool body_ok = admit_body(&ah, json_route, &has_body, &be);
     if (!body_ok && be.status == 413) {
         q->close = true;
+        if (strtoull(ah.content_length, NULL, 10) <= DISCARD_MAX) {
+            q->too_large = true;
+            q->phase = PH_BODY;
+            return MHD_YES;
+        }
         q->err = be;
         return http_i_send_error(q, &q->err);
     }
@@ -160,11 +174,6 @@ enum MHD_Result http_i_on_headers(struct hreq *q, const char *url, const char *m
     q->phase = PH_BODY;
     return MHD_YES;
 }
-
-/* A body over the limit is read and thrown away (libmicrohttpd cannot answer in the
- * middle of a body) and answered 413 at its end, unless it goes on for more than this,
- * when the connection is simply closed. */
-#define DISCARD_MAX (1024 * 1024)
 
 enum MHD_Result http_i_on_body(struct hreq *q, const char *data, size_t len)
 {

@@ -6,9 +6,11 @@
  *   2. First call of the access handler: route, request id, admission (an Origin header or,
  *      on a loopback listener, a foreign Host: 403), authorization, and the checks that
  *      need no body (Content-Length over 64 KiB: 413; a body not typed JSON: 415). A
- *      request with a body refused there (400, 401, 403, 404, 405, 413, 415) is answered at
+ *      request with a body refused there (400, 401, 403, 404, 405, 415) is answered at
  *      once and its body is never read: libmicrohttpd closes the connection after the
- *      answer. From the request line the connection tracker (conns.h) gives the request
+ *      answer. A 413's body is read and thrown away first, up to 1 MiB (framing.c), so
+ *      that a client still writing it is not reset before it reads the answer.
+ *      From the request line the connection tracker (conns.h) gives the request
  *      --idle-timeout-ms to arrive whole.
  *   3. Body chunks are gathered, at most 64 KiB, in a buffer that grows with them.
  *   4. Final call: decode and validate. Health, readiness and metrics are answered at

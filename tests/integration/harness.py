@@ -246,6 +246,16 @@ def free_port():
         return s.getsockname()[1]
 
 
+def recv_to_close(sk):
+    """Everything the peer sends on socket sk until it closes."""
+    got = b""
+    while True:
+        b = sk.recv(65536)
+        if not b:
+            return got
+        got += b
+
+
 def raw_request(host, port, data, timeout=5.0, read_all=True, half_close=False):
     """Sends raw bytes; returns what the server answered (b"" if it closed at once).
     half_close: then shut down our sending side, as a client that has nothing more."""

@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from harness import BIN, Client, Server, raw_request, status_of
+from harness import BIN, Client, Server, raw_request, recv_to_close, status_of
 
 UUID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 TIME_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
@@ -562,6 +562,26 @@ def test_body_limit(client):
     assert r.status == 200, r  # exactly 64 KiB
     r = client.post("bl2", "acquire", ('{"owner":"o"}' + pad + " ").encode())
     check_error(r, 413, "body_too_large")
+
+
+def test_body_over_limit_is_read_before_the_answer(server):
+    """A client that writes its whole body before it reads (as most do) gets its 413, not a
+    reset: the server reads a body of up to 1 MiB before it answers and closes."""
+    body = b"x" * 70000
+    head = (b"POST /v1/resources/bl3/acquire HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body))
+    with socket.create_connection((server.host, server.port), timeout=5) as sk:
+        sk.sendall(head)
+        for i in range(0, len(body), 8192):
+            time.sleep(0.01)  # the answer, were it sent at the headers, is out by now
+            sk.sendall(body[i:i + 8192])
+        raw = recv_to_close(sk)
+    assert status_of(raw) == 413 and b"body_too_large" in raw, raw[:300]
+    assert b"Connection: close" in raw
+    # Over 1 MiB announced: answered at once, the body unread.
+    t0 = time.monotonic()
+    raw = raw_request(server.host, server.port, head.replace(b"70000", b"1048577") + b"{")
+    assert status_of(raw) == 413 and time.monotonic() - t0 < 1.5, raw[:300]
 
 
 def test_chunked_body_over_limit(server):

@@ -15,7 +15,7 @@ import pytest
 
 from azure import Azurite
 from ha_history import GroupClient, check, run_load
-from harness import BIN, Client, Server, free_port
+from harness import BIN, Server, free_port, recv_to_close
 
 # Sanitizer builds are several times slower: the safety checks stay, the time bounds grow.
 SLOW = 3.0 if ("asan" in BIN or "tsan" in BIN) else 1.0
@@ -244,12 +244,7 @@ def test_requests_waiting_when_a_server_starts_are_answered(azurite):
                 continue
             try:
                 c.sendall(req)
-                got = b""
-                while True:
-                    chunk = c.recv(4096)
-                    if not chunk:
-                        break
-                    got += chunk
+                got = recv_to_close(c)
                 answers.append(got.split(b"\r\n", 1)[0].decode())
             except OSError as e:
                 answers.append("error: %r" % e)
