@@ -230,6 +230,33 @@ static void a_join_moves_a_share_once(void **st)
     assert_int_equal(moved, 4);
 }
 
+/* A join where the shares do not divide evenly: the newcomer takes the smaller share (the
+ * larger stays with those that own the most), whatever the seed, however the partitions in
+ * transit make the counts look while it goes on. */
+static void a_join_takes_the_smaller_share(void **st)
+{
+    (void)st;
+    static const struct {
+        unsigned partitions, before;
+    } cases[] = {{16, 2}, {16, 4}, {64, 3}, {7, 2}, {100, 6}, {10, 3}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+        for (unsigned seed = 1; seed <= 8; seed++) {
+            struct sim s;
+            sim_init(&s, cases[c].partitions, seed);
+            for (unsigned i = 0; i < cases[c].before; i++)
+                join(&s, (int)i);
+            settle(&s, 300000);
+            moved_once(&s);
+            join(&s, (int)cases[c].before);
+            settle(&s, 600000);
+            check_balanced(&s);
+            unsigned moved = moved_once(&s), want = cases[c].partitions / (cases[c].before + 1);
+            if (moved != want)
+                fail_msg("%u partitions, %u servers and one joins (seed %u): %u moved, want %u",
+                         cases[c].partitions, cases[c].before, seed, moved, want);
+        }
+}
+
 /* One of four leaves (or dies): only its partitions move, each once, to the others. */
 static void a_leave_moves_its_partitions_only(void **st)
 {
@@ -319,6 +346,7 @@ int main(int argc, char **argv);
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(the_target_is_balanced_and_depends_on_the_members_alone),
     cmocka_unit_test(a_join_moves_a_share_once),
+    cmocka_unit_test(a_join_takes_the_smaller_share),
     cmocka_unit_test(a_leave_moves_its_partitions_only),
     cmocka_unit_test(an_orphan_is_claimed_by_another),
     cmocka_unit_test(random_joins_and_leaves_always_settle),
