@@ -208,6 +208,44 @@ def test_changes_whose_clients_gave_up_on_a_paused_server_are_not_made():
         assert c.acquire("paused/ghost", owner="here").status == 200
 
 
+def test_128_requests_arriving_at_once_are_answered_at_once():
+    """128 keep-alive connections whose requests all arrive while the server is paused:
+    resumed, it answers every one at once. (libmicrohttpd's epoll loop takes events 128 at
+    a time and, given a full batch, waited for one more event or its timeout, seconds
+    away, before serving the batch: a closed-loop load of 128 connections stopped dead.)
+    Three rounds, each on new connections: the first did not always show it."""
+    req = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    with Server(args=["--threads", "1", "--idle-timeout-ms", "60000"]) as s:
+        for rnd in range(3):
+            socks = []
+            try:
+                for _ in range(128):
+                    sk = socket.create_connection((s.host, s.port), timeout=5)
+                    socks.append(sk)
+                    sk.sendall(req)
+                    assert sk.recv(4096).startswith(b"HTTP/1.1 200"), "not served before"
+                time.sleep(0.5)  # the server idle, waiting for events
+                os.kill(s.proc.pid, signal.SIGSTOP)
+                try:
+                    for sk in socks:
+                        sk.sendall(req)
+                    time.sleep(0.2)
+                finally:
+                    os.kill(s.proc.pid, signal.SIGCONT)
+                t0 = time.monotonic()
+                answered = 0
+                for sk in socks:
+                    try:
+                        answered += sk.recv(4096).startswith(b"HTTP/1.1 200")
+                    except socket.timeout:
+                        break
+                took = time.monotonic() - t0
+                assert answered == 128 and took < 2, (rnd, answered, took)
+            finally:
+                for sk in socks:
+                    sk.close()
+
+
 def test_watcher_that_hangs_up_is_dropped(server, client):
     g = client.get("wh").json
     sock = socket.create_connection((server.host, server.port))
