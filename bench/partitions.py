@@ -2,16 +2,16 @@
 """What partitions buy and what a failure costs: a partitioned group against one server.
 
     bench/partitions.py [--only scale,small,failure,takeover] [--cpu 0.25] [--seconds 10]
-                        [--reps 2] [--leases 300000] [--json FILE]
+                        [--reps 2] [--leases 300000] [--connections 64] [--json FILE]
 
-- scale: acquire + release cycles per second (bench/loadgen, distinct keys, 64
+- scale: acquire + release cycles per second (bench/loadgen, distinct keys, --connections
   connections) of one server with --ha, of three servers with --partitions 1 (one active,
   two standbys) and of three with --partitions 16, each server held to the same CPU share
   (--cpu cores, a cgroup's CPU quota of its own: the CFS bandwidth limit that podman --cpus
   sets), loadgen sending each request straight to its partition's owner. The goal: three
   servers of 16 partitions at >= 2.2x one server.
-- small: one server with --ha, --partitions 16 against --partitions 1, no CPU limit
-  (the goal: >= 0.9x).
+- small: one server with --ha, --partitions 16 against --partitions 1, no CPU limit, as many
+  connections (the goal: >= 0.9x).
 - failure: three servers of 16 partitions; 96 resources (6 a partition), each renewed every
   100 ms by a client of its own at its partition's owner; one server is SIGKILLed. The share
   of resources that saw no answer for more than a second, against the killed server's share
@@ -158,14 +158,14 @@ def cpu_seconds(pid):
     return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def measured(g, az, seconds):
+def measured(g, az, seconds, connections=64):
     """loadgen's cycles per second, and the CPU (cores) of the servers, Azurite and loadgen
     over the run."""
     pids = [s.proc.pid for s in g.servers]
     before = [cpu_seconds(p) for p in pids], cpu_seconds(az.pid), \
         resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()
-    r = cycles(loadgen(g.servers, seconds))
+    r = cycles(loadgen(g.servers, seconds, connections=connections))
     wall = time.monotonic() - t0
     after = [cpu_seconds(p) for p in pids], cpu_seconds(az.pid), \
         resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -203,7 +203,7 @@ def run_configs(az, a, what, configs, cpu=None):
         for key, n, parts in (configs if rep % 2 == 0 else configs[::-1]):
             g = Group(az, n, parts, cpu=cpu)
             try:
-                r, used = measured(g, az, a.seconds)
+                r, used = measured(g, az, a.seconds, a.connections)
             finally:
                 g.close()
             rates[key].append(r)
@@ -435,6 +435,7 @@ def main():
     ap.add_argument("--only", default="scale,small,failure,takeover")
     ap.add_argument("--cpu", type=float, default=0.25)
     ap.add_argument("--seconds", type=float, default=10)
+    ap.add_argument("--connections", type=int, default=64)
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--leases", type=int, default=300000)
     ap.add_argument("--json")
