@@ -21,7 +21,9 @@ import sys
 import time
 import urllib.error
 import urllib.request
-import zlib
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
+from ha_history import partition_of  # noqa: E402  (docs/api.md, "Partitions")
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 PROJECT = os.environ["COMPOSE_PROJECT_NAME"]
@@ -326,18 +328,6 @@ def restart_server(srv, killed):
         raise Failed("%s rejoined as %s's active" % (killed["service"], active["service"]))
     say("docker start %s: a standby of %s again after %.1f s" % (
         killed["service"], active["service"], time.time() - t0))
-
-
-def partition_of(name, count):
-    """The partition of a resource (docs/api.md, "Partitions"): CRC-32 of its name, or of
-    its hash tag, modulo the partition count."""
-    key = name.encode()
-    i = key.find(b"{")
-    if i >= 0:
-        j = key.find(b"}", i + 1)
-        if j > i + 1:
-            key = key[i + 1:j]
-    return zlib.crc32(key) % count
 
 
 def shares(srv, within_s=30.0, balanced=True):
