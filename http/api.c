@@ -19,15 +19,28 @@
 
 #include "common/hex.h"
 #include "common/json_span.h"
+#include "common/partition.h"
 #include "common/uuid.h"
 #include "http/ui.h"
 
 static const char *const route_names[ROUTE_COUNT] = {
-    [ROUTE_NONE] = "other",      [ROUTE_ACQUIRE] = "acquire", [ROUTE_RENEW] = "renew",
-    [ROUTE_RELEASE] = "release", [ROUTE_BREAK] = "break",     [ROUTE_GET] = "get",
-    [ROUTE_LIST] = "list",       [ROUTE_HEALTHZ] = "healthz", [ROUTE_READYZ] = "readyz",
-    [ROUTE_METRICS] = "metrics", [ROUTE_SERVERS] = "servers", [ROUTE_EVENTS] = "events",
-    [ROUTE_WHOAMI] = "whoami",   [ROUTE_UI] = "ui",
+    [ROUTE_NONE] = "other",
+    [ROUTE_ACQUIRE] = "acquire",
+    [ROUTE_RENEW] = "renew",
+    [ROUTE_RELEASE] = "release",
+    [ROUTE_BREAK] = "break",
+    [ROUTE_GET] = "get",
+    [ROUTE_LIST] = "list",
+    [ROUTE_HEALTHZ] = "healthz",
+    [ROUTE_READYZ] = "readyz",
+    [ROUTE_METRICS] = "metrics",
+    [ROUTE_SERVERS] = "servers",
+    [ROUTE_EVENTS] = "events",
+    [ROUTE_WHOAMI] = "whoami",
+    [ROUTE_UI] = "ui",
+    [ROUTE_ACQUIRE_MANY] = "acquire_many",
+    [ROUTE_RENEW_MANY] = "renew_many",
+    [ROUTE_RELEASE_MANY] = "release_many",
 };
 
 const char *api_route_name(enum api_route r)
@@ -42,6 +55,7 @@ bool api_fail(struct api_error *e, int status, const char *code, const char *fie
     e->code = code;
     e->field = field;
     e->allow = NULL;
+    e->reason = NULL;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(e->message, sizeof e->message, fmt, ap);
@@ -144,6 +158,15 @@ bool api_route(const char *method, const char *path, enum api_route *route, cons
         if (!is_get(method))
             return not_allowed(e, "GET, HEAD");
         *route = path[4] == 's' ? ROUTE_SERVERS : path[4] == 'e' ? ROUTE_EVENTS : ROUTE_WHOAMI;
+        return true;
+    }
+    if (strcmp(path, "/v1/acquire") == 0 || strcmp(path, "/v1/renew") == 0 ||
+        strcmp(path, "/v1/release") == 0) {
+        if (!method_is(method, "POST"))
+            return not_allowed(e, "POST");
+        *route = path[4] == 'a'   ? ROUTE_ACQUIRE_MANY
+                 : path[6] == 'n' ? ROUTE_RENEW_MANY
+                                  : ROUTE_RELEASE_MANY;
         return true;
     }
     if (strncmp(path, prefix, plen) != 0 || (path[plen] != '\0' && path[plen] != '/'))
@@ -425,15 +448,17 @@ enum field {
     F_METADATA = 1 << 4,
     F_REASON = 1 << 5,
     F_LIMIT = 1 << 6,
-    F_SHARED = 1 << 7
+    F_SHARED = 1 << 7,
+    F_RESOURCES = 1 << 8
 };
 
 static const struct {
     const char *name;
     enum field f;
 } fields[] = {
-    {"owner", F_OWNER},       {"ttl_ms", F_TTL},    {"lease_id", F_LEASE_ID}, {"wait_ms", F_WAIT},
-    {"metadata", F_METADATA}, {"reason", F_REASON}, {"limit", F_LIMIT},       {"shared", F_SHARED},
+    {"owner", F_OWNER},  {"ttl_ms", F_TTL},        {"lease_id", F_LEASE_ID},
+    {"wait_ms", F_WAIT}, {"metadata", F_METADATA}, {"reason", F_REASON},
+    {"limit", F_LIMIT},  {"shared", F_SHARED},     {"resources", F_RESOURCES},
 };
 
 static unsigned allowed_fields(enum api_route route, unsigned *required)
@@ -451,6 +476,16 @@ static unsigned allowed_fields(enum api_route route, unsigned *required)
     case ROUTE_BREAK:
         *required = 0;
         return F_REASON | F_LEASE_ID;
+    case ROUTE_ACQUIRE_MANY:
+        *required = F_OWNER | F_RESOURCES;
+        return F_RESOURCES | F_OWNER | F_TTL | F_LEASE_ID | F_WAIT | F_METADATA | F_LIMIT |
+               F_SHARED;
+    case ROUTE_RENEW_MANY:
+        *required = F_RESOURCES | F_LEASE_ID;
+        return F_RESOURCES | F_LEASE_ID | F_TTL | F_METADATA;
+    case ROUTE_RELEASE_MANY:
+        *required = F_RESOURCES | F_LEASE_ID;
+        return F_RESOURCES | F_LEASE_ID;
     default:
         *required = 0;
         return 0;
@@ -461,10 +496,13 @@ static enum res_op route_op(enum api_route route)
 {
     switch (route) {
     case ROUTE_ACQUIRE:
+    case ROUTE_ACQUIRE_MANY:
         return RES_ACQUIRE;
     case ROUTE_RENEW:
+    case ROUTE_RENEW_MANY:
         return RES_RENEW;
     case ROUTE_RELEASE:
+    case ROUTE_RELEASE_MANY:
         return RES_RELEASE;
     case ROUTE_BREAK:
         return RES_BREAK;
@@ -473,11 +511,78 @@ static enum res_op route_op(enum api_route route)
     }
 }
 
+void api_names_free(struct api_names *n)
+{
+    free(n->buf);
+    memset(n, 0, sizeof *n);
+}
+
+/* `resources`: 2 to 64 distinct valid names, kept in the order given. */
+static bool decode_names(const cJSON *v, struct api_names *n, struct api_error *e)
+{
+    int count = cJSON_IsArray(v) ? cJSON_GetArraySize(v) : -1;
+    if (count < API_MIN_NAMES || count > API_MAX_NAMES)
+        return api_fail(e, 400, "invalid_field", "resources",
+                        "resources must be an array of %d to %d resource names", API_MIN_NAMES,
+                        API_MAX_NAMES);
+    size_t total = 0;
+    for (const cJSON *x = v->child; x; x = x->next) {
+        if (!cJSON_IsString(x))
+            return api_fail(e, 400, "invalid_field", "resources",
+                            "resources must hold resource names (strings)");
+        size_t len = strlen(x->valuestring);
+        if (!api_valid_resource(x->valuestring, len)) {
+            invalid_resource(e);
+            snprintf(e->message, sizeof e->message,
+                     "resources[%u] is not a valid resource name (1 to %d characters of "
+                     "A-Z a-z 0-9 . _ ~ : @ - { } and /)",
+                     (unsigned)n->count, MX_NAME_MAX);
+            return false;
+        }
+        for (uint32_t k = 0; k < n->count; k++)
+            if (n->len[k] == len && memcmp(n->name[k], x->valuestring, len) == 0)
+                return api_fail(e, 400, "invalid_field", "resources",
+                                "resources names '%.60s' twice: each resource once",
+                                x->valuestring);
+        n->name[n->count] = x->valuestring; /* the tree's until copied below */
+        n->len[n->count++] = len;
+        total += len + 1;
+    }
+    n->buf = malloc(total);
+    if (!n->buf)
+        return api_fail(e, 503, "unavailable", NULL, "out of memory");
+    char *p = n->buf;
+    for (uint32_t k = 0; k < n->count; k++) {
+        memcpy(p, n->name[k], n->len[k]);
+        p[n->len[k]] = '\0';
+        n->name[k] = p;
+        p += n->len[k] + 1;
+    }
+    return true;
+}
+
+bool api_names_one_partition(const struct api_names *n, unsigned partitions, struct api_error *e)
+{
+    unsigned first = mx_partition(n->name[0], n->len[0], partitions);
+    for (uint32_t k = 1; k < n->count; k++)
+        if (mx_partition(n->name[k], n->len[k], partitions) != first) {
+            api_fail(e, 400, "invalid_field", "resources",
+                     "'%.60s' and '%.60s' are in different partitions: name them with one "
+                     "hash tag, as {order-7}/lock and {order-7}/stock",
+                     n->name[0], n->name[k]);
+            e->reason = "partitions_differ";
+            return false;
+        }
+    return true;
+}
+
 static bool decode_field(enum field f, const cJSON *v, const char *raw, size_t raw_len,
-                         const struct res_limits *lim, struct res_req *rq, char *reason,
-                         size_t reason_len, struct api_error *e)
+                         const struct res_limits *lim, struct res_req *rq, struct api_names *names,
+                         char *reason, size_t reason_len, struct api_error *e)
 {
     switch (f) {
+    case F_RESOURCES:
+        return decode_names(v, names, e);
     case F_OWNER:
         return decode_owner(v, rq, e);
     case F_TTL:
@@ -504,9 +609,9 @@ static bool decode_field(enum field f, const cJSON *v, const char *raw, size_t r
     return false;
 }
 
-bool api_decode_body(enum api_route route, const char *body, size_t len,
-                     const struct res_limits *lim, struct res_req *rq, char *reason,
-                     size_t reason_len, struct api_error *e)
+static bool decode_body(enum api_route route, const char *body, size_t len,
+                        const struct res_limits *lim, struct res_req *rq, struct api_names *names,
+                        char *reason, size_t reason_len, struct api_error *e)
 {
     rq->op = (uint8_t)route_op(route);
     rq->ttl_ms = api_default_ttl(lim);
@@ -514,6 +619,8 @@ bool api_decode_body(enum api_route route, const char *body, size_t len,
         reason[0] = '\0';
     unsigned required, allowed = allowed_fields(route, &required);
     if (len == 0) {
+        if (required & F_RESOURCES)
+            return api_fail(e, 400, "missing_field", "resources", "resources is required");
         if (required & F_OWNER)
             return api_fail(e, 400, "missing_field", "owner", "owner is required");
         if (required & F_LEASE_ID)
@@ -575,8 +682,12 @@ parsed:
             api_fail(e, 400, "invalid_json", NULL, "the body is not valid JSON");
             goto out;
         }
-        if (!decode_field(f, v, raw, raw_len, lim, rq, reason, reason_len, e))
+        if (!decode_field(f, v, raw, raw_len, lim, rq, names, reason, reason_len, e))
             goto out;
+    }
+    if ((required & F_RESOURCES) && names->count == 0) {
+        api_fail(e, 400, "missing_field", "resources", "resources is required");
+        goto out;
     }
     if ((required & F_OWNER) && !rq->owner) {
         api_fail(e, 400, "missing_field", "owner", "owner is required");
@@ -596,6 +707,25 @@ parsed:
 out:
     cJSON_Delete(root);
     return ok;
+}
+
+bool api_decode_body(enum api_route route, const char *body, size_t len,
+                     const struct res_limits *lim, struct res_req *rq, char *reason,
+                     size_t reason_len, struct api_error *e)
+{
+    struct api_names none = {0}; /* no route of one resource takes `resources` */
+    return decode_body(route, body, len, lim, rq, &none, reason, reason_len, e);
+}
+
+bool api_decode_many(enum api_route route, const char *body, size_t len,
+                     const struct res_limits *lim, struct res_req *rq, struct api_names *names,
+                     struct api_error *e)
+{
+    memset(names, 0, sizeof *names);
+    if (decode_body(route, body, len, lim, rq, names, NULL, 0, e))
+        return true;
+    api_names_free(names);
+    return false;
 }
 
 static bool parse_u64(const char *s, uint64_t *out)

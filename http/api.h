@@ -22,6 +22,8 @@
 #define API_MAX_LIMIT          1000
 /* A partitioned group's list or events position: "v" and up to 256 numbers of up to 20
  * digits, each after a '.'. */
+#define API_MIN_NAMES    2 /* resources named at once */
+#define API_MAX_NAMES    64
 #define API_MAX_POSITION (1 + 256 * 21)
 
 enum api_route {
@@ -39,6 +41,11 @@ enum api_route {
     ROUTE_EVENTS,  /* GET /v1/events: the recent changes */
     ROUTE_WHOAMI,  /* GET /v1/whoami: the token's name and scopes, answered by every server */
     ROUTE_UI,      /* GET /ui and /ui/...: the dashboard's files (http/ui.h) */
+    /* POST /v1/acquire, /v1/renew, /v1/release: several resources at once, all or none
+     * (docs/api.md, "Several resources at once"); the names are in the body. */
+    ROUTE_ACQUIRE_MANY,
+    ROUTE_RENEW_MANY,
+    ROUTE_RELEASE_MANY,
     ROUTE_COUNT
 };
 
@@ -52,6 +59,7 @@ struct api_error {
     const char *allow; /* 405: the Allow header */
     char message[160];
     char field_buf[64]; /* holds the name of an unknown field */
+    const char *reason; /* a machine-readable why, for some 400s (or NULL) */
 };
 
 /* Fills `e` and returns false, for `return api_fail(...)`. */
@@ -86,6 +94,30 @@ bool api_is_json_type(const char *content_type);
 bool api_decode_body(enum api_route route, const char *body, size_t len,
                      const struct res_limits *lim, struct res_req *rq, char *reason,
                      size_t reason_len, struct api_error *e);
+
+/* The resources of a request about several at once, in the order given: distinct, each a
+ * valid name. The names point into `buf` (malloc'd); api_names_free() releases it. */
+struct api_names {
+    uint32_t count;
+    const char *name[API_MAX_NAMES];
+    size_t len[API_MAX_NAMES];
+    char *buf;
+};
+
+void api_names_free(struct api_names *n);
+
+/*
+ * api_decode_body for ROUTE_ACQUIRE_MANY, ROUTE_RENEW_MANY and ROUTE_RELEASE_MANY: the
+ * other fields into `rq` as for one resource, and `resources` into `names`. `names` is
+ * released on failure too.
+ */
+bool api_decode_many(enum api_route route, const char *body, size_t len,
+                     const struct res_limits *lim, struct res_req *rq, struct api_names *names,
+                     struct api_error *e);
+
+/* Whether every name is in one partition of `partitions` (docs/api.md, "Partitions"): else
+ * the contract's 400 (invalid_field resources, reason partitions_differ). */
+bool api_names_one_partition(const struct api_names *n, unsigned partitions, struct api_error *e);
 
 /* Query parameters, one at a time; then api_query_finish(). */
 struct api_query {

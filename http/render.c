@@ -154,6 +154,8 @@ void render_error(const struct api_error *e, struct render *out)
     error_object(&w, e->code, e->message);
     if (e->field)
         key_str(&w, "field", e->field);
+    if (e->reason)
+        key_str(&w, "reason", e->reason);
     out->retry_after_s = e->status == 503 ? 1 : 0;
     finish_error(&w, e->status, out);
 }

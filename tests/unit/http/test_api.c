@@ -509,6 +509,112 @@ static void utf8(void **st)
 }
 
 int main(int argc, char **argv);
+/* Several resources at once: the routes, `resources` and its every refusal. */
+static bool decode_many(enum api_route route, const char *body, struct res_req *rq,
+                        struct api_names *n, struct api_error *e)
+{
+    memset(rq, 0, sizeof *rq);
+    return api_decode_many(route, body, strlen(body), &LIM, rq, n, e);
+}
+
+static void many_fails(enum api_route route, const char *body, const char *code, const char *field)
+{
+    struct res_req rq;
+    struct api_names n;
+    struct api_error e;
+    assert_false(decode_many(route, body, &rq, &n, &e));
+    assert_int_equal(e.status, 400);
+    assert_string_equal(e.code, code);
+    if (field)
+        assert_string_equal(e.field, field);
+    else
+        assert_null(e.field);
+    assert_null(n.buf);
+    res_req_clear(&rq);
+}
+
+static void several_resources(void **st)
+{
+    (void)st;
+    route_ok("POST", "/v1/acquire", ROUTE_ACQUIRE_MANY, NULL);
+    route_ok("POST", "/v1/renew", ROUTE_RENEW_MANY, NULL);
+    route_ok("POST", "/v1/release", ROUTE_RELEASE_MANY, NULL);
+    route_err("GET", "/v1/acquire", 405, "method_not_allowed");
+    route_err("POST", "/v1/break", 404, "not_found");
+
+    struct res_req rq;
+    struct api_names n;
+    struct api_error e;
+    assert_true(decode_many(ROUTE_ACQUIRE_MANY,
+                            "{\"resources\":[\"{acct}/b\",\"{acct}/a\"],\"owner\":\"w\","
+                            "\"ttl_ms\":5000,\"wait_ms\":100}",
+                            &rq, &n, &e));
+    assert_int_equal(rq.op, RES_ACQUIRE);
+    assert_int_equal(n.count, 2);
+    assert_string_equal(n.name[0], "{acct}/b"); /* the order given */
+    assert_string_equal(n.name[1], "{acct}/a");
+    assert_int_equal(rq.ttl_ms, 5000);
+    assert_int_equal(rq.wait_ms, 100);
+    assert_true(api_names_one_partition(&n, 16, &e));
+    api_names_free(&n);
+    res_req_clear(&rq);
+
+    /* 64 names at most, 2 at least, each once, each a name. */
+    char body[8192];
+    int k = snprintf(body, sizeof body, "{\"owner\":\"w\",\"resources\":[");
+    for (int i = 0; i < 64; i++)
+        k += snprintf(body + k, sizeof body - (size_t)k, "%s\"r%d\"", i ? "," : "", i);
+    snprintf(body + k, sizeof body - (size_t)k, "]}");
+    assert_true(decode_many(ROUTE_ACQUIRE_MANY, body, &rq, &n, &e));
+    assert_int_equal(n.count, 64);
+    assert_string_equal(n.name[63], "r63");
+    assert_false(api_names_one_partition(&n, 16, &e));
+    assert_int_equal(e.status, 400);
+    assert_string_equal(e.field, "resources");
+    assert_string_equal(e.reason, "partitions_differ");
+    assert_true(api_names_one_partition(&n, 1, &e));
+    api_names_free(&n);
+    res_req_clear(&rq);
+    snprintf(body + k, sizeof body - (size_t)k, ",\"r64\"]}");
+    many_fails(ROUTE_ACQUIRE_MANY, body, "invalid_field", "resources");
+    many_fails(ROUTE_ACQUIRE_MANY, "{\"owner\":\"w\",\"resources\":[\"a\"]}", "invalid_field",
+               "resources");
+    many_fails(ROUTE_ACQUIRE_MANY, "{\"owner\":\"w\",\"resources\":[]}", "invalid_field",
+               "resources");
+    many_fails(ROUTE_ACQUIRE_MANY, "{\"owner\":\"w\",\"resources\":\"a\"}", "invalid_field",
+               "resources");
+    many_fails(ROUTE_ACQUIRE_MANY, "{\"owner\":\"w\",\"resources\":[\"a\",\"b\",\"a\"]}",
+               "invalid_field", "resources");
+    many_fails(ROUTE_ACQUIRE_MANY, "{\"owner\":\"w\",\"resources\":[\"a\",1]}", "invalid_field",
+               "resources");
+    many_fails(ROUTE_ACQUIRE_MANY, "{\"owner\":\"w\",\"resources\":[\"a\",\"b//c\"]}",
+               "invalid_resource", NULL);
+    many_fails(ROUTE_ACQUIRE_MANY, "{\"owner\":\"w\"}", "missing_field", "resources");
+    many_fails(ROUTE_ACQUIRE_MANY, "", "missing_field", "resources");
+    many_fails(ROUTE_ACQUIRE_MANY, "{\"resources\":[\"a\",\"b\"]}", "missing_field", "owner");
+    many_fails(ROUTE_ACQUIRE_MANY, "{\"resources\":[\"a\",\"b\"],\"owner\":\"w\",\"reason\":\"x\"}",
+               "unknown_field", "reason");
+    /* One resource's routes take no `resources`. */
+    decode_fails(ROUTE_ACQUIRE, "{\"owner\":\"w\",\"resources\":[\"a\",\"b\"]}", "unknown_field",
+                 "resources");
+
+    const char *lease = "\"lease_id\":\"0b6f8e4e-2c1a-4f7e-9d3b-5a6c7d8e9f01\"";
+    snprintf(body, sizeof body, "{\"resources\":[\"a\",\"b\"],%s,\"ttl_ms\":2000}", lease);
+    assert_true(decode_many(ROUTE_RENEW_MANY, body, &rq, &n, &e));
+    assert_int_equal(rq.op, RES_RENEW);
+    assert_true(rq.has_lease_id);
+    api_names_free(&n);
+    res_req_clear(&rq);
+    snprintf(body, sizeof body, "{\"resources\":[\"a\",\"b\"],%s}", lease);
+    assert_true(decode_many(ROUTE_RELEASE_MANY, body, &rq, &n, &e));
+    assert_int_equal(rq.op, RES_RELEASE);
+    api_names_free(&n);
+    res_req_clear(&rq);
+    many_fails(ROUTE_RELEASE_MANY, "{\"resources\":[\"a\",\"b\"]}", "missing_field", "lease_id");
+    snprintf(body, sizeof body, "{\"resources\":[\"a\",\"b\"],%s,\"ttl_ms\":2000}", lease);
+    many_fails(ROUTE_RELEASE_MANY, body, "unknown_field", "ttl_ms");
+}
+
 static void acquire_takes_a_limit_or_shared(void **state)
 {
     (void)state;
@@ -534,6 +640,7 @@ static void acquire_takes_a_limit_or_shared(void **state)
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(acquire_takes_a_limit_or_shared),
     cmocka_unit_test(routing),
+    cmocka_unit_test(several_resources),
     cmocka_unit_test(resource_names),
     cmocka_unit_test(acquire_body),
     cmocka_unit_test(metadata_limit),
