@@ -611,16 +611,27 @@ static void acquire(struct res *r, struct res_domain *d, struct res_req *q,
         q->_queued_ns = now->mono_ns;
         q->_watcher = false;
         q->status = RES_PENDING;
-        q->_next = NULL;
-        q->_prev = r->waiters_tail;
-        if (r->waiters_tail)
-            r->waiters_tail->_next = q;
+        if (!q->seq)
+            q->seq = res_next_arrival(d);
+        /* Behind every waiter that arrived before it: from the tail, since most come last. */
+        struct res_req *after = r->waiters_tail;
+        while (after && after->seq > q->seq)
+            after = after->_prev;
+        q->_prev = after;
+        q->_next = after ? after->_next : r->waiters;
+        if (q->_next)
+            q->_next->_prev = q;
+        else
+            r->waiters_tail = q;
+        if (after)
+            after->_next = q;
         else
             r->waiters = q;
-        r->waiters_tail = q;
         r->nwaiters++;
         atomic_fetch_add(&d->waiters, 1);
         atomic_fetch_add(&d->waiters_kind[res_kind_of(req_limit(q), q->shared)], 1);
+        if (!after) /* ahead of every waiter: it may fit where the one it passed did not */
+            grant_next(r, d, now, out);
     }
 }
 
@@ -708,6 +719,11 @@ static void get(struct res *r, struct res_domain *d, struct res_req *q, const st
 }
 
 /* ---- the entry points ------------------------------------------------------------ */
+
+uint64_t res_next_arrival(struct res_domain *d)
+{
+    return atomic_fetch_add_explicit(&d->arrival, 1, memory_order_relaxed) + 1;
+}
 
 void res_init(struct res *r, uint64_t index)
 {

@@ -12,7 +12,9 @@
  * remembered ones would exceed the limit. Release and break forget a lease.
  *
  * Waiting is first come, first served: the first waiter is granted as soon as it fits, and
- * no request is granted while one queued before it waits, even one that would fit.
+ * no request is granted while one queued before it waits, even one that would fit. The
+ * queue is in arrival order (res_req.seq), which is the order of queueing unless a request
+ * took its place before it came (see res_domain.arrival).
  *
  * Requests are answered by setting their status and view and appending them to a
  * struct res_out; those that wait (waiters of acquire with wait_ms, watchers of GET with
@@ -47,6 +49,10 @@ struct res_domain {
     struct res_limits lim;
     _Atomic uint64_t last_token; /* the last fencing token handed out */
     _Atomic uint64_t last_index; /* the last change index handed out */
+    /* The arrival order of waiters (res_req.seq): every queue is kept in it, so that a
+     * request about several resources, which takes its number before it reaches any of
+     * them, is queued on each behind exactly those that came before it. */
+    _Atomic uint64_t arrival;
     /* Tokens above this may not be handed out (the blob mirror reserves them in blocks;
      * UINT64_MAX without a mirror). */
     _Atomic uint64_t token_ceiling;
@@ -155,6 +161,9 @@ struct res_req {
     uint32_t limit; /* acquire: the holder limit it names (0 is taken as 1) */
     bool shared;    /* acquire: a shared lease */
     uint64_t id;    /* unique: names the request in res_drop() */
+    /* Its place in the arrival order of res_domain.arrival (res_next_arrival()), or 0: it
+     * takes the next one if it has to wait. */
+    uint64_t seq;
     /* Whether the client is still there; NULL: always. Asked before granting a waiter. */
     bool (*alive)(struct res_req *q);
     /* out */
@@ -168,6 +177,9 @@ struct res_req {
     uint64_t _queued_ns; /* mono: when it joined the queue (0: never waited) */
     bool _watcher;
 };
+
+/* The next place in the domain's arrival order. Any thread. */
+uint64_t res_next_arrival(struct res_domain *d);
 
 /* Sets up the domain's histograms (the rest of a zeroed domain is ready). */
 void res_domain_init(struct res_domain *d);

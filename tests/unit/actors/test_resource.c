@@ -221,6 +221,77 @@ static void waiters_are_granted_in_fifo_order(void **st)
     res_free(&r);
 }
 
+/* The queue is in arrival order: a request that took its place before it came (as one
+ * about several resources does) goes ahead of those that arrived after it, and behind
+ * those that arrived before; one ahead of every waiter is granted at once if it fits. */
+static void waiters_are_queued_in_arrival_order(void **st)
+{
+    (void)st;
+    setup_domain();
+    struct res r;
+    res_init(&r, 0);
+    struct res_req *h = grant(&r, "holder", 5000);
+    struct res_req *a = acquire_req("a", 5000, 60000);
+    uint64_t early = res_next_arrival(&D); /* taken before a and c queue */
+    handle(&r, a);
+    struct res_req *c = acquire_req("c", 5000, 60000);
+    handle(&r, c);
+    struct res_req *b = acquire_req("b", 5000, 60000);
+    b->seq = early;
+    handle(&r, b);
+    expect_none();
+    assert_int_equal(r.nwaiters, 3);
+    assert_ptr_equal(r.waiters, b);
+    assert_ptr_equal(r.waiters->_next, a);
+    assert_ptr_equal(r.waiters_tail, c);
+    struct res_req *cur = h, *order[] = {b, a, c};
+    for (int i = 0; i < 3; i++) {
+        struct res_req *rel = with_id(req(RES_RELEASE), cur->view.lease_id);
+        handle(&r, rel);
+        expect(rel, RES_OK_RELEASED);
+        expect(order[i], RES_OK_LEASE);
+        expect_none();
+        done(rel);
+        cur = order[i];
+    }
+    done(h);
+    done(a);
+    done(b);
+    done(c);
+    res_free(&r);
+
+    /* Readers hold, a writer waits: a reader that arrived before the writer is granted at
+     * once, one that arrived after it waits behind it. */
+    res_init(&r, 0);
+    struct res_req *r1 = acquire_req("r1", 5000, 0);
+    r1->shared = true;
+    handle(&r, r1);
+    expect(r1, RES_OK_LEASE);
+    uint64_t before_writer = res_next_arrival(&D);
+    struct res_req *w = acquire_req("w", 5000, 60000);
+    handle(&r, w);
+    expect_none();
+    struct res_req *late = acquire_req("late", 5000, 60000);
+    late->shared = true;
+    handle(&r, late);
+    expect_none();
+    struct res_req *r2 = acquire_req("r2", 5000, 60000);
+    r2->shared = true;
+    r2->seq = before_writer;
+    handle(&r, r2);
+    expect(r2, RES_OK_LEASE);
+    expect_none();
+    assert_int_equal(r.nwaiters, 2);
+    res_cancel_all(&r, &D, NULL, &OUT);
+    expect(w, RES_ERR_UNAVAILABLE);
+    expect(late, RES_ERR_UNAVAILABLE);
+    done(r1);
+    done(r2);
+    done(w);
+    done(late);
+    res_free(&r);
+}
+
 static void waiter_times_out_with_lease_held(void **st)
 {
     (void)st;
@@ -1087,6 +1158,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(grant_on_free_then_conflict),
     cmocka_unit_test(reacquire_with_same_lease_id_is_idempotent),
     cmocka_unit_test(waiters_are_granted_in_fifo_order),
+    cmocka_unit_test(waiters_are_queued_in_arrival_order),
     cmocka_unit_test(waiter_times_out_with_lease_held),
     cmocka_unit_test(expiry_at_deadline_never_before_and_grants_waiter),
     cmocka_unit_test(expiry_lateness_is_measured),
