@@ -471,6 +471,12 @@ static void grant(struct res *r, struct res_domain *d, struct res_req *q, const 
     answer_lease(r, i, now, out, q);
 }
 
+/* The part of a request about several resources that holds the head's place, or NULL. */
+static struct res_req *reserved_head(const struct res *r)
+{
+    return r->waiters && r->waiters->_reserved ? r->waiters : NULL;
+}
+
 /* Keeps lease i (and its token), starting its TTL again: renew, re-acquire. */
 static void extend(struct res *r, struct res_domain *d, uint32_t i, struct res_req *q,
                    uint64_t ttl_ms, const struct res_now *now, struct res_out *out)
@@ -478,9 +484,14 @@ static void extend(struct res *r, struct res_domain *d, uint32_t i, struct res_r
     if (in_restore_grace(d, q, now, out))
         return;
     struct store_lease *l = &r->row.leases[i];
+    const struct res_req *held_for = reserved_head(r);
+    size_t room =
+        RES_ROW_MAX_BYTES -
+        (held_for ? lease_bytes(held_for->owner, held_for->has_metadata ? held_for->metadata : NULL)
+                  : 0);
     if (q->has_metadata && (l->metadata ? l->metadata->len : 0) < q->metadata->len &&
         row_bytes(r) - lease_bytes(l->owner, l->metadata) + lease_bytes(l->owner, q->metadata) >
-            RES_ROW_MAX_BYTES) {
+            room) {
         answer(out, q, RES_ERR_ROW_FULL);
         return;
     }
@@ -558,6 +569,13 @@ static void grant_next(struct res *r, struct res_domain *d, const struct res_now
         } else if (r->nheld && req_limit(q) != r->row.limit) {
             unlink_waiter(r, d, q);
             answer_limit(r, out, q);
+        } else if (q->multi) {
+            /* Reserved, not granted: the other parts decide. Nobody behind it goes first. */
+            if (!q->_reserved && fits(r, d, q)) {
+                q->_reserved = true;
+                out->reserved = q;
+            }
+            break;
         } else if (fits(r, d, q)) {
             unlink_waiter(r, d, q);
             grant(r, d, q, now, out);
@@ -591,7 +609,7 @@ static void acquire(struct res *r, struct res_domain *d, struct res_req *q,
         return;
     }
     int i = q->has_lease_id ? find_lease(r, q->lease_id) : -1;
-    if (i >= 0) {
+    if (i >= 0 && (r->row.leases[i].held || !reserved_head(r))) {
         acquire_own(r, d, (uint32_t)i, q, now, out); /* a retry */
         return;
     }
@@ -599,17 +617,20 @@ static void acquire(struct res *r, struct res_domain *d, struct res_req *q,
         answer_limit(r, out, q);
         return;
     }
-    if (!r->waiters && fits(r, d, q)) {
+    bool now_fits = !r->waiters && fits(r, d, q);
+    if (now_fits && !q->multi) {
         grant(r, d, q, now, out);
-    } else if (q->wait_ms == 0) {
+    } else if (q->wait_ms == 0 && !now_fits) {
         atomic_fetch_add(&d->conflicts, 1);
         answer_held(r, now, out, q);
     } else if (r->nwaiters >= d->lim.max_waiters) {
         answer(out, q, RES_ERR_TOO_MANY);
     } else {
-        q->_deadline_ns = now->mono_ns + q->wait_ms * MX_NS_PER_MS;
+        /* A part that fits at once with wait_ms 0 stays reserved until the others answer. */
+        q->_deadline_ns = q->wait_ms ? now->mono_ns + q->wait_ms * MX_NS_PER_MS : UINT64_MAX;
         q->_queued_ns = now->mono_ns;
         q->_watcher = false;
+        q->_reserved = false;
         q->status = RES_PENDING;
         if (!q->seq)
             q->seq = res_next_arrival(d);
@@ -639,8 +660,9 @@ static void renew(struct res *r, struct res_domain *d, struct res_req *q, const 
                   struct res_out *out)
 {
     int i = q->has_lease_id ? find_lease(r, q->lease_id) : -1;
-    if (i < 0) {
-        atomic_fetch_add(&d->renewals_lost, 1); /* too late: another took its place */
+    if (i < 0 || (!r->row.leases[i].held && reserved_head(r))) {
+        /* Too late: another took its place, or reserved it. */
+        atomic_fetch_add(&d->renewals_lost, 1);
         answer(out, q, RES_ERR_LOST);
         return;
     }
@@ -931,6 +953,23 @@ void res_drop(struct res *r, struct res_domain *d, uint64_t id, const struct res
             answer(out, q, RES_GONE);
             return;
         }
+}
+
+void res_multi_grant(struct res *r, struct res_domain *d, struct res_req *q,
+                     const struct res_now *now, struct res_out *out)
+{
+    uint64_t index = r->row.index;
+    if (q != reserved_head(r)) { /* cannot be: the parts are granted only once reserved */
+        q->reason = "not reserved";
+        answer(out, q, RES_ERR_UNAVAILABLE);
+        return;
+    }
+    unlink_waiter(r, d, q);
+    q->_reserved = false;
+    grant(r, d, q, now, out);
+    grant_next(r, d, now, out); /* a semaphore may have room for those behind it */
+    if (r->row.index != index)
+        notify_watchers(r, d, now, out);
 }
 
 void res_cancel_all(struct res *r, struct res_domain *d, const char *reason, struct res_out *out)

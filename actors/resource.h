@@ -164,6 +164,11 @@ struct res_req {
     /* Its place in the arrival order of res_domain.arrival (res_next_arrival()), or 0: it
      * takes the next one if it has to wait. */
     uint64_t seq;
+    /* One part of a request about several resources at once: when it heads the queue and
+     * fits it is not granted but reserved (res_out.reserved), and granted by
+     * res_multi_grant() once every part is reserved. While reserved it holds the place a
+     * grant would take: a remembered lease cannot come back into it. */
+    bool multi;
     /* Whether the client is still there; NULL: always. Asked before granting a waiter. */
     bool (*alive)(struct res_req *q);
     /* out */
@@ -176,6 +181,7 @@ struct res_req {
     uint64_t _deadline_ns;
     uint64_t _queued_ns; /* mono: when it joined the queue (0: never waited) */
     bool _watcher;
+    bool _reserved;
 };
 
 /* The next place in the domain's arrival order. Any thread. */
@@ -190,9 +196,11 @@ void res_domain_metrics(struct res_domain *d, struct mx_buf *b);
 /* Releases the references a request holds (its owner and metadata, and its view's). */
 void res_req_clear(struct res_req *rq);
 
-/* Answered requests, in order. */
+/* Answered requests, in order; and the part of a request about several resources that
+ * reserved its place during the call (still queued, not answered), if one did. */
 struct res_out {
     struct res_req *head, *tail;
+    struct res_req *reserved;
 };
 
 /* Beside each lease of the row. */
@@ -253,6 +261,11 @@ void res_tick(struct res *r, struct res_domain *d, const struct res_now *now, st
  * grant those behind it that now fit. */
 void res_drop(struct res *r, struct res_domain *d, uint64_t id, const struct res_now *now,
               struct res_out *out);
+/* Grants `q`, a part of a request about several resources that has reserved its place
+ * (res_out.reserved): answered in `out` like any grant (RES_OK_LEASE, or
+ * RES_ERR_UNAVAILABLE when no token or lease id could be had). */
+void res_multi_grant(struct res *r, struct res_domain *d, struct res_req *q,
+                     const struct res_now *now, struct res_out *out);
 /* Answers every waiter and watcher RES_ERR_UNAVAILABLE with `reason`. */
 void res_cancel_all(struct res *r, struct res_domain *d, const char *reason, struct res_out *out);
 

@@ -292,6 +292,89 @@ static void waiters_are_queued_in_arrival_order(void **st)
     res_free(&r);
 }
 
+/* A part of a request about several resources: reserved, not granted, when it heads the
+ * queue and fits; granted by res_multi_grant(); while reserved, nobody behind it is granted
+ * and a remembered lease cannot come back into its place. */
+static struct res_req *part_req(const char *owner, uint64_t wait_ms)
+{
+    struct res_req *q = acquire_req(owner, 5000, wait_ms);
+    q->multi = true;
+    return q;
+}
+
+static void a_part_is_reserved_then_granted(void **st)
+{
+    (void)st;
+    setup_domain();
+    struct res r;
+    res_init(&r, 0);
+    struct res_req *h = grant(&r, "holder", 5000);
+    struct res_req *m = part_req("multi", 60000);
+    handle(&r, m);
+    expect_none();
+    assert_null(OUT.reserved); /* held: it waits */
+    struct res_req *s = acquire_req("single", 5000, 60000);
+    handle(&r, s);
+    expect_none();
+
+    /* The holder's lease runs out: the part reserves the place, and is not answered. */
+    advance(5000);
+    tick(&r);
+    expect_none();
+    assert_ptr_equal(OUT.reserved, m);
+    OUT.reserved = NULL;
+    tick(&r);
+    assert_null(OUT.reserved); /* reserved once */
+    /* The holder comes back too late: its place is reserved. */
+    struct res_req *late = with_id(req(RES_RENEW), h->view.lease_id);
+    handle(&r, late);
+    expect(late, RES_ERR_LOST);
+    struct res_req *again = with_id(acquire_req("holder", 5000, 0), h->view.lease_id);
+    handle(&r, again);
+    expect(again, RES_ERR_HELD); /* not its lease back: a new acquire, behind the part */
+    expect_none();
+
+    res_multi_grant(&r, &D, m, &NOW, &OUT);
+    expect(m, RES_OK_LEASE);
+    assert_true(m->view.token > h->view.token);
+    expect_none(); /* the single waits behind the part's lease */
+    assert_int_equal(r.nwaiters, 1);
+    res_cancel_all(&r, &D, NULL, &OUT);
+    expect(s, RES_ERR_UNAVAILABLE);
+    done(h);
+    done(m);
+    done(s);
+    done(late);
+    done(again);
+    res_free(&r);
+
+    /* wait_ms 0: reserved at once on a free resource, and held there until granted or
+     * dropped, however long the others take; refused at once on a held one. */
+    res_init(&r, 0);
+    struct res_req *z = part_req("z", 0);
+    handle(&r, z);
+    expect_none();
+    assert_ptr_equal(OUT.reserved, z);
+    OUT.reserved = NULL;
+    struct res_req *behind = acquire_req("behind", 5000, 60000);
+    handle(&r, behind);
+    expect_none();
+    advance(30000);
+    tick(&r);
+    expect_none();
+    res_drop(&r, &D, z->id, &NOW, &OUT);
+    expect(z, RES_GONE);
+    expect(behind, RES_OK_LEASE); /* the place is free again */
+    struct res_req *z2 = part_req("z2", 0);
+    handle(&r, z2);
+    expect(z2, RES_ERR_HELD);
+    assert_null(OUT.reserved);
+    done(z);
+    done(z2);
+    done(behind);
+    res_free(&r);
+}
+
 static void waiter_times_out_with_lease_held(void **st)
 {
     (void)st;
@@ -1159,6 +1242,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(reacquire_with_same_lease_id_is_idempotent),
     cmocka_unit_test(waiters_are_granted_in_fifo_order),
     cmocka_unit_test(waiters_are_queued_in_arrival_order),
+    cmocka_unit_test(a_part_is_reserved_then_granted),
     cmocka_unit_test(waiter_times_out_with_lease_held),
     cmocka_unit_test(expiry_at_deadline_never_before_and_grants_waiter),
     cmocka_unit_test(expiry_lateness_is_measured),
