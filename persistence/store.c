@@ -399,6 +399,11 @@ uint64_t store_wait_seq(const struct store_wait *w)
     return w->_item._seq;
 }
 
+void store_link_rec(struct store_rec *r, struct store_rec *next)
+{
+    r->_item._next = next ? &next->_item : NULL;
+}
+
 struct store_rec *store_next_rec(const struct store_rec *r)
 {
     return (struct store_rec *)r->_item._next;
@@ -508,6 +513,38 @@ uint64_t store_submit_in(struct store *s, struct store_rec *rec, uint64_t epoch,
     uint64_t seq = ++s->last_seq;
     rec->_item._seq = seq;
     enqueue(s, &rec->_item, !b || b->store != s);
+    pthread_mutex_unlock(&s->lock);
+    return seq;
+}
+
+uint64_t store_submit_group(struct store *s, struct store_rec *recs, size_t n,
+                            const uint64_t *epochs)
+{
+    /* One epoch for all: the writer refuses a record whose epoch is not its own, and a
+     * group must be refused whole. Epochs start at 1: 0 is never the store's. */
+    uint64_t epoch = n ? epochs[0] : 0;
+    for (size_t i = 1; i < n; i++)
+        if (epochs[i] != epoch)
+            epoch = 0;
+    pthread_mutex_lock(&s->lock);
+    if (s->closing) {
+        pthread_mutex_unlock(&s->lock);
+        for (struct store_rec *r = recs, *next; r; r = next) {
+            next = store_next_rec(r);
+            store_rec_free(r);
+        }
+        return 0;
+    }
+    /* Under one hold of the lock, so nothing comes between them, and the writer takes the
+     * whole queue at once: one commit. */
+    uint64_t seq = 0;
+    for (struct store_rec *r = recs, *next; r; r = next) {
+        next = store_next_rec(r);
+        r->_item._kind = ITEM_REC;
+        r->_item._epoch = epoch;
+        r->_item._seq = seq = ++s->last_seq;
+        enqueue(s, &r->_item, true);
+    }
     pthread_mutex_unlock(&s->lock);
     return seq;
 }

@@ -164,6 +164,17 @@ void store_close(struct store *s);
  * sequence number; 0 when the store is closing (the record was freed). */
 uint64_t store_submit(struct store *s, struct store_rec *rec, uint64_t epoch);
 
+/* Takes the `n` records of `recs` (linked through store_next_rec(); each with the epoch its
+ * author read its state in, `epochs[i]`) and queues them one after another: they are
+ * committed in one transaction and shipped in one batch, or all refused (when any epoch is
+ * not the store's). The changes of a grant of several resources at once. Returns the last
+ * one's sequence number (the first is that minus n - 1); 0 when the store is closing (the
+ * records were freed). */
+uint64_t store_submit_group(struct store *s, struct store_rec *recs, size_t n,
+                            const uint64_t *epochs);
+/* Sets the record after `r` in a list for store_submit_group(). */
+void store_link_rec(struct store_rec *r, struct store_rec *next);
+
 /* Completes `w` once everything submitted so far is durable, in this call when it
  * already is. `epoch`: as for store_submit. `seq`: the last record the answer shows (a
  * store_submit result; 0 for none), which a sync mirror must hold before `w` completes. */

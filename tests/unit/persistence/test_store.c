@@ -309,6 +309,60 @@ static void records_submitted_meanwhile_commit_as_one_batch(void **state)
     sem_destroy(&h.go);
 }
 
+/* A group (the grant of several resources at once): committed in one transaction and
+ * shipped in one batch, numbered one after another; refused whole when one of its records
+ * was made from a state read before a failed commit. */
+static void a_group_is_committed_or_refused_whole(void **state)
+{
+    (void)state;
+    struct hook h = {0};
+    char dir[64];
+    struct store *s = open_store(dir, &h, 1); /* the first commit fails */
+    uint64_t old = store_epoch(s);
+    struct waiter w = {.w.done = on_done, .status = -1};
+    uint64_t seq = store_submit(s, rec("lost"), old);
+    store_wait(s, &w.w, old, seq);
+    for (int i = 0; i < 5000 && atomic_load(&w.status) == -1; i++)
+        mx_sleep_ms(1);
+    assert_int_equal(atomic_load(&w.status), STORE_EFAIL);
+    uint64_t epoch = store_epoch(s);
+    assert_true(epoch != old);
+    wait_calls(&h, 0);
+
+    /* One part read its state before the failure: none of the three is written. */
+    struct store_rec *a = rec("g/a"), *b = rec("g/b"), *c = rec("g/c");
+    store_link_rec(a, b);
+    store_link_rec(b, c);
+    uint64_t epochs[3] = {epoch, old, epoch};
+    seq = store_submit_group(s, a, 3, epochs);
+    assert_true(seq > 0);
+    wait_done(s, seq);
+    struct store_row row;
+    assert_int_equal(store_get(s, "g/a", 3, &row), STORE_NOTFOUND);
+    assert_int_equal(store_get(s, "g/c", 3, &row), STORE_NOTFOUND);
+
+    /* All read in the store's epoch: all three, in one commit, one shipped batch. */
+    int calls = atomic_load(&h.finished);
+    a = rec("g/a");
+    b = rec("g/b");
+    c = rec("g/c");
+    store_link_rec(a, b);
+    store_link_rec(b, c);
+    uint64_t now[3] = {epoch, epoch, epoch};
+    uint64_t last = store_submit_group(s, a, 3, now);
+    assert_int_equal(last, seq + 3);
+    wait_done(s, last);
+    wait_calls(&h, calls + 1);
+    assert_int_equal(h.recs[calls], 3);
+    for (int i = 0; i < 3; i++) {
+        char name[8];
+        snprintf(name, sizeof name, "g/%c", 'a' + i);
+        assert_int_equal(store_get(s, name, 3, &row), STORE_OK);
+        store_row_clear(&row);
+    }
+    close_store(s, dir);
+}
+
 /* A commit that fails is rolled back whole: none of its rows is there, its waits fail, the
  * store says why, and the next commit succeeds. */
 static void a_failed_commit_rolls_back_and_the_next_succeeds(void **state)
@@ -1083,6 +1137,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(a_failed_high_water_read_fails_the_open),
     cmocka_unit_test(records_submitted_meanwhile_commit_as_one_batch),
     cmocka_unit_test(a_failed_commit_rolls_back_and_the_next_succeeds),
+    cmocka_unit_test(a_group_is_committed_or_refused_whole),
     cmocka_unit_test(a_reopened_store_has_every_committed_row_and_mark),
     cmocka_unit_test(a_deferred_change_is_committed_on_the_callers_thread),
     cmocka_unit_test(a_deferred_change_not_committed_here_goes_to_the_writer),
