@@ -572,7 +572,11 @@ static void grant_next(struct res *r, struct res_domain *d, const struct res_now
         } else if (q->multi) {
             /* Reserved, not granted: the other parts decide. Nobody behind it goes first. */
             if (!q->_reserved && fits(r, d, q)) {
+                /* Its own deadline ends here: once every part is reserved they are granted
+                 * together, and a part timed out in between would leave them split. The
+                 * request's deadline is kept by whoever waits for all the parts. */
                 q->_reserved = true;
+                q->_deadline_ns = UINT64_MAX;
                 out->reserved = q;
             }
             break;
@@ -626,8 +630,7 @@ static void acquire(struct res *r, struct res_domain *d, struct res_req *q,
     } else if (r->nwaiters >= d->lim.max_waiters) {
         answer(out, q, RES_ERR_TOO_MANY);
     } else {
-        /* A part that fits at once with wait_ms 0 stays reserved until the others answer. */
-        q->_deadline_ns = q->wait_ms ? now->mono_ns + q->wait_ms * MX_NS_PER_MS : UINT64_MAX;
+        q->_deadline_ns = now->mono_ns + q->wait_ms * MX_NS_PER_MS; /* a part: until reserved */
         q->_queued_ns = now->mono_ns;
         q->_watcher = false;
         q->_reserved = false;

@@ -167,7 +167,8 @@ struct res_req {
     /* One part of a request about several resources at once: when it heads the queue and
      * fits it is not granted but reserved (res_out.reserved), and granted by
      * res_multi_grant() once every part is reserved. While reserved it holds the place a
-     * grant would take: a remembered lease cannot come back into it. */
+     * grant would take (a remembered lease cannot come back into it) and has no deadline
+     * of its own: it leaves only by res_multi_grant() or res_drop(). */
     bool multi;
     /* Whether the client is still there; NULL: always. Asked before granting a waiter. */
     bool (*alive)(struct res_req *q);

@@ -313,7 +313,7 @@ static void a_part_is_reserved_then_granted(void **st)
     handle(&r, m);
     expect_none();
     assert_null(OUT.reserved); /* held: it waits */
-    struct res_req *s = acquire_req("single", 5000, 60000);
+    struct res_req *s = acquire_req("single", 5000, 300000);
     handle(&r, s);
     expect_none();
 
@@ -334,6 +334,9 @@ static void a_part_is_reserved_then_granted(void **st)
     expect(again, RES_ERR_HELD); /* not its lease back: a new acquire, behind the part */
     expect_none();
 
+    advance(120000); /* past its wait_ms: reserved, it does not time out */
+    tick(&r);
+    expect_none();
     res_multi_grant(&r, &D, m, &NOW, &OUT);
     expect(m, RES_OK_LEASE);
     assert_true(m->view.token > h->view.token);
