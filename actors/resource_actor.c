@@ -17,7 +17,7 @@
 #include "common/container_of.h"
 #include "common/log.h"
 
-enum { MSG_REQ = 1, MSG_DROP, MSG_ALARM = RA_MSG_ALARM, MSG_TIMER };
+enum { MSG_REQ = 1, MSG_DROP, MSG_ALARM = RA_MSG_ALARM, MSG_TIMER, MSG_COMMIT, MSG_SUBMITTED };
 
 struct drop_msg {
     struct rt_msg msg;
@@ -32,6 +32,13 @@ struct ra_state {
     uint64_t epoch;        /* the store epoch the state was read in */
     uint64_t last_seq;     /* the last record submitted */
     bool loaded;
+    /* A part's grant went into a group not yet submitted (MSG_SUBMITTED ends it): nothing
+     * is written meanwhile, answers wait in `held`, changes gather in the state, and a
+     * second part's commit waits in `deferred`. */
+    bool holding;
+    struct res_out held;
+    struct ra_request *deferred, *deferred_tail; /* linked through rq._next */
+    uint64_t held_from, held_to;                 /* the group's change indexes (events) */
 };
 
 static struct res_now now_clock(void)
@@ -85,10 +92,45 @@ static void on_events_durable(struct store_wait *w, int status)
     free(n);
 }
 
+/* Holding: answers wait for the group (those whose client left are told at once). */
+static void hold_answers(struct ra_state *st, struct res_out *out)
+{
+    struct res_req *q;
+    while ((q = res_out_pop(out)) != NULL) {
+        if (q->status == RES_GONE) {
+            struct ra_request *r = container_of(q, struct ra_request, rq);
+            r->reply(r);
+            continue;
+        }
+        q->_next = NULL;
+        if (st->held.tail)
+            st->held.tail->_next = q;
+        else
+            st->held.head = q;
+        st->held.tail = q;
+    }
+}
+
+/* A turn that reserved a part's place tells its request. */
+static void tell_reserved(struct res_out *out)
+{
+    if (!out->reserved)
+        return;
+    struct ra_request *r = container_of(out->reserved, struct ra_request, rq);
+    out->reserved = NULL;
+    if (r->reserved)
+        r->reserved(r);
+}
+
 /* Writes the change (if any), then queues every answer behind it. */
 static void flush(struct rt_actor *self, struct ra_state *st, struct ra_ctx *ctx,
                   struct res_out *out)
 {
+    tell_reserved(out);
+    if (st->holding) {
+        hold_answers(st, out);
+        return;
+    }
     if (st->res.changed) {
         size_t len;
         const char *name = rt_name(self, &len);
@@ -194,6 +236,80 @@ static bool load(struct rt_actor *self, struct ra_state *st, struct ra_ctx *ctx,
     return true;
 }
 
+/* A part's commit: its grant, and the record of the turn handed to its request, which
+ * submits it with the other parts'. Until then the actor holds. */
+static void commit_part(struct rt_actor *self, struct ra_state *st, struct ra_ctx *ctx,
+                        struct ra_request *r, const struct res_now *now, struct res_out *out)
+{
+    res_multi_grant(&st->res, ctx->domain, &r->rq, now, out);
+    size_t len;
+    const char *name = rt_name(self, &len);
+    struct store_rec *rec = NULL;
+    if (st->res.changed) {
+        st->held_from = st->res.changed_from;
+        st->held_to = st->res.row.index;
+        rec = res_take_rec(&st->res, name, len);
+        res_forget_changes(&st->res);
+    }
+    st->holding = true;
+    r->granted(r, rec, st->epoch);
+}
+
+/* The group is submitted as `seq`: the answers held wait for it, and what changed
+ * meanwhile is written behind it. */
+static void submitted(struct rt_actor *self, struct ra_state *st, struct ra_ctx *ctx, uint64_t seq,
+                      const struct res_now *now, struct res_out *out)
+{
+    st->holding = false;
+    if (seq == 0) {
+        /* Not written (a part failed, or the store is closing): memory holds a grant the
+         * store never will. Read the row again at the next message; the held answers
+         * fail, and so does a part's commit that waited (its record, of epoch 0, is
+         * refused with its group). */
+        st->epoch = 0;
+        st->held_from = st->held_to = 0;
+        fail_all(&st->held, "the grant of several resources could not be written");
+        st->held.head = st->held.tail = NULL;
+    }
+    if (seq > st->last_seq)
+        st->last_seq = seq;
+    size_t len;
+    const char *name = rt_name(self, &len);
+    struct ev_log *log = ctx->domain->events;
+    if (log && st->held_to && seq) {
+        struct ev_notice *n = malloc(sizeof *n + len);
+        if (n) {
+            *n = (struct ev_notice){
+                .log = log, .from = st->held_from, .to = st->held_to, .len = len};
+            memcpy(n->name, name, len);
+            n->wait.done = on_events_durable;
+            store_wait_in(ctx->store, &n->wait, st->epoch, seq, rt_turn_ctx(self));
+        } else {
+            ev_durable(log, name, len, st->held_from, st->held_to, true);
+        }
+    }
+    st->held_from = st->held_to = 0;
+    /* The held answers go first, in their order. */
+    if (st->held.head) {
+        st->held.tail->_next = out->head;
+        if (!out->tail)
+            out->tail = st->held.tail;
+        out->head = st->held.head;
+        st->held.head = st->held.tail = NULL;
+    }
+    /* The next group, if a part's commit waited for this one. */
+    struct ra_request *next = st->deferred;
+    if (next) {
+        st->deferred = next->rq._next ? container_of(next->rq._next, struct ra_request, rq) : NULL;
+        if (!st->deferred)
+            st->deferred_tail = NULL;
+        next->rq._next = NULL;
+        /* What changed before it is written first, as its own record. */
+        flush(self, st, ctx, out);
+        commit_part(self, st, ctx, next, now, out);
+    }
+}
+
 static void ra_activate(struct rt_actor *self, void *state)
 {
     (void)self;
@@ -227,6 +343,12 @@ static void ra_receive(struct rt_actor *self, void *state, struct rt_msg *m)
             rt_alarm_set(ctx->alarms, name, len, now.mono_ns + 1000 * MX_NS_PER_MS);
         } else if (m->type == MSG_DROP) {
             free(m);
+        } else if (m->type == MSG_COMMIT) {
+            struct ra_request *r = (struct ra_request *)m;
+            r->granted(r, NULL, 0); /* the group fails: its request answers */
+        } else if (m->type == MSG_SUBMITTED) {
+            submitted(self, st, ctx, 0, &now, &out); /* what was held fails */
+            fail_all(&out, "the store could not be read");
         }
         return;
     }
@@ -259,6 +381,23 @@ static void ra_receive(struct rt_actor *self, void *state, struct rt_msg *m)
         st->timer_at = 0;
         res_tick(&st->res, d, &now, &out);
         break;
+    case MSG_COMMIT: {
+        struct ra_request *r = (struct ra_request *)m;
+        if (st->holding) { /* one group at a time: after the one under way */
+            r->rq._next = NULL;
+            if (st->deferred_tail)
+                st->deferred_tail->rq._next = &r->rq;
+            else
+                st->deferred = r;
+            st->deferred_tail = r;
+            break;
+        }
+        commit_part(self, st, ctx, r, &now, &out);
+        break;
+    }
+    case MSG_SUBMITTED:
+        submitted(self, st, ctx, ((struct ra_submitted *)m)->seq, &now, &out);
+        break;
     }
     flush(self, st, ctx, &out);
     set_timer(self, st, ctx);
@@ -270,7 +409,7 @@ static bool ra_idle(struct rt_actor *self, void *state, uint64_t *barrier)
     (void)self;
     struct ra_state *st = state;
     *barrier = st->last_seq;
-    return res_idle(&st->res);
+    return !st->holding && !st->deferred && res_idle(&st->res);
 }
 
 static void ra_deactivate(struct rt_actor *self, void *state, bool shutdown)
@@ -288,6 +427,14 @@ static void ra_deactivate(struct rt_actor *self, void *state, bool shutdown)
     while ((q = res_out_pop(&out)) != NULL) {
         struct ra_request *r = container_of(q, struct ra_request, rq);
         r->reply(r);
+    }
+    /* Only at shutdown can a group be under way here (holding keeps the actor active). */
+    fail_all(&st->held, "shutting down");
+    st->held.head = st->held.tail = NULL;
+    while (st->deferred) {
+        struct ra_request *r = st->deferred;
+        st->deferred = r->rq._next ? container_of(r->rq._next, struct ra_request, rq) : NULL;
+        r->granted(r, NULL, 0);
     }
     if (!shutdown && st->loaded && st->epoch != store_epoch(ctx->store)) {
         /* A commit failed since the state was read: what memory holds may never have
@@ -337,6 +484,29 @@ int ra_send(struct rt *rt, const char *name, size_t len, struct ra_request *r,
      * microseconds of work, less than waking a worker for it. Its change then goes into
      * the sender's batch; a turn a worker runs submits to the store's writer. */
     return rt_send_here(rt, name, len, &r->msg, batch);
+}
+
+static void cancel_part(struct rt_msg *m)
+{
+    /* Shutting down before the commit: the group is never submitted. */
+    struct ra_request *r = (struct ra_request *)m;
+    r->granted(r, NULL, 0);
+}
+
+int ra_send_commit(struct rt *rt, const char *name, size_t len, struct ra_request *r)
+{
+    r->msg.type = MSG_COMMIT;
+    r->msg.cancel = cancel_part;
+    return rt_send(rt, name, len, &r->msg, 0);
+}
+
+int ra_send_submitted(struct rt *rt, const char *name, size_t len, struct ra_submitted *m,
+                      uint64_t seq)
+{
+    m->msg.type = MSG_SUBMITTED;
+    m->msg.cancel = NULL; /* shutting down: the held answers are cancelled at deactivation */
+    m->seq = seq;
+    return rt_send(rt, name, len, &m->msg, 0);
 }
 
 static void free_msg(struct rt_msg *m)

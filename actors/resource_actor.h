@@ -39,7 +39,23 @@ struct ra_request {
     /* Called exactly once: when the answer is durable, or could not be made so (then
      * rq.status is RES_ERR_UNAVAILABLE), or the client is gone (RES_GONE). Any thread. */
     void (*reply)(struct ra_request *r);
+    /* A part of a request about several resources (rq.multi) only. `reserved`: called once,
+     * in the turn its place is reserved. `granted`: called in the turn ra_send_commit()
+     * leads to, with the record of that turn's changes and the store epoch it was made in
+     * (rec is NULL when it could not be made: out of memory). The caller submits every
+     * part's record as one group (store_submit_group) and then calls ra_send_submitted()
+     * for every part; until then the actor writes nothing more and answers nothing. Both
+     * run on the actor's turn: they may rt_send, not with RT_SEND_RUN_HERE. */
+    void (*reserved)(struct ra_request *r);
+    void (*granted)(struct ra_request *r, struct store_rec *rec, uint64_t epoch);
     struct store_wait _wait; /* private */
+};
+
+/* What ra_send_submitted() sends: the caller's memory, untouched once that call returns
+ * until the part's reply. */
+struct ra_submitted {
+    struct rt_msg msg; /* private */
+    uint64_t seq;      /* private */
 };
 
 /* Sends `r` to resource `name`. When the resource's turn runs on this thread, its change
@@ -48,6 +64,15 @@ struct ra_request {
  * and answers it itself). */
 int ra_send(struct rt *rt, const char *name, size_t len, struct ra_request *r,
             struct store_batch *batch);
+
+/* Grants the reserved part `r` on resource `name` (it was sent with ra_send and its
+ * `reserved` has been called). Any thread. Returns RT_OK or an rt_status error. */
+int ra_send_commit(struct rt *rt, const char *name, size_t len, struct ra_request *r);
+
+/* Tells resource `name` that the group its part's record went into was submitted as `seq`
+ * (its last record). Any thread. Returns RT_OK or an rt_status error. */
+int ra_send_submitted(struct rt *rt, const char *name, size_t len, struct ra_submitted *m,
+                      uint64_t seq);
 
 /* Tells resource `name` that the client of request `id` has gone. Any thread. */
 void ra_send_drop(struct rt *rt, const char *name, size_t len, uint64_t id);

@@ -13,7 +13,9 @@
 #include <string.h>
 
 #include "actors/resource_actor.h"
+#include "common/container_of.h"
 #include "common/str.h"
+#include "common/uuid.h"
 
 struct fixture {
     char dir[64];
@@ -285,8 +287,196 @@ static void a_reactivated_resource_reads_its_lease_from_the_store(void **state)
 }
 
 int main(int argc, char **argv);
+/* A test's own coordinator of one request about two resources, "a" and "b": when both
+ * parts are reserved it commits a, then b; b's record submits the group. */
+struct group;
+struct part {
+    struct ra_request r;
+    struct ra_submitted sub;
+    struct group *g;
+    const char *name;
+    sem_t done;
+    int rows_at_reply; /* how many of the two rows the store had when it was answered */
+};
+struct group {
+    struct fixture *f;
+    struct part p[2];
+    atomic_int reserved;
+    pthread_mutex_t lock;
+    struct store_rec *recs[2];
+    uint64_t epochs[2];
+    int handed;
+    uint64_t seq;
+};
+
+static void part_reserved(struct ra_request *r)
+{
+    struct part *p = container_of(r, struct part, r);
+    struct group *g = p->g;
+    /* "a" first; "b" once a's part is granted and a moment has passed, so that a's answer
+     * would be out by then if it did not wait for the group. */
+    if (atomic_fetch_add(&g->reserved, 1) + 1 == 2)
+        assert_int_equal(ra_send_commit(g->f->rt, "a", 1, &g->p[0].r), RT_OK);
+}
+
+static void *commit_b_later(void *arg)
+{
+    struct group *g = arg;
+    mx_sleep_ms(100);
+    assert_int_equal(ra_send_commit(g->f->rt, "b", 1, &g->p[1].r), RT_OK);
+    return NULL;
+}
+
+static void part_granted(struct ra_request *r, struct store_rec *rec, uint64_t epoch)
+{
+    struct part *p = container_of(r, struct part, r);
+    struct group *g = p->g;
+    pthread_mutex_lock(&g->lock);
+    int i = (int)(p - g->p);
+    g->recs[i] = rec;
+    g->epochs[i] = epoch;
+    bool last = ++g->handed == 2;
+    if (last) {
+        assert_non_null(g->recs[0]);
+        assert_non_null(g->recs[1]);
+        store_link_rec(g->recs[0], g->recs[1]);
+        store_link_rec(g->recs[1], NULL);
+        g->seq = store_submit_group(g->f->store, g->recs[0], 2, g->epochs);
+    }
+    pthread_mutex_unlock(&g->lock);
+    if (i == 0) { /* a's turn ends first */
+        pthread_t t;
+        assert_int_equal(pthread_create(&t, NULL, commit_b_later, g), 0);
+        pthread_detach(t);
+    }
+    if (last)
+        for (int k = 0; k < 2; k++)
+            assert_int_equal(ra_send_submitted(g->f->rt, g->p[k].name, 1, &g->p[k].sub, g->seq),
+                             RT_OK);
+}
+
+static void part_reply(struct ra_request *r)
+{
+    struct part *p = container_of(r, struct part, r);
+    struct store_row row;
+    p->rows_at_reply = 0;
+    for (int i = 0; i < 2; i++)
+        if (store_get(p->g->f->store, p->g->p[i].name, 1, &row) == STORE_OK) {
+            p->rows_at_reply += row.nleases > 0 && row.leases[row.nleases - 1].held;
+            store_row_clear(&row);
+        }
+    sem_post(&p->done);
+}
+
+static struct group *group_new(struct fixture *f, uint64_t wait_ms)
+{
+    struct group *g = calloc(1, sizeof *g);
+    assert_non_null(g);
+    g->f = f;
+    pthread_mutex_init(&g->lock, NULL);
+    uint64_t seq = res_next_arrival(&f->domain);
+    uint8_t id[16];
+    assert_int_equal(mx_uuid_random(id), 0);
+    for (int i = 0; i < 2; i++) {
+        struct part *p = &g->p[i];
+        p->g = g;
+        p->name = i ? "b" : "a";
+        sem_init(&p->done, 0, 0);
+        p->r.reply = part_reply;
+        p->r.reserved = part_reserved;
+        p->r.granted = part_granted;
+        p->r.rq.op = RES_ACQUIRE;
+        p->r.rq.multi = true;
+        p->r.rq.seq = seq;
+        p->r.rq.id = 1000 + (uint64_t)i;
+        p->r.rq.ttl_ms = 30000;
+        p->r.rq.wait_ms = wait_ms;
+        p->r.rq.owner = mx_str_new("pair", 4);
+        p->r.rq.has_lease_id = true;
+        memcpy(p->r.rq.lease_id, id, 16); /* one lease id for the set */
+    }
+    return g;
+}
+
+static bool part_wait(struct part *p, int ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += ms / 1000 + 1;
+    while (sem_timedwait(&p->done, &ts) != 0)
+        if (errno != EINTR)
+            return false;
+    return true;
+}
+
+static void group_free(struct group *g)
+{
+    for (int i = 0; i < 2; i++) {
+        res_req_clear(&g->p[i].r.rq);
+        sem_destroy(&g->p[i].done);
+    }
+    pthread_mutex_destroy(&g->lock);
+    free(g);
+}
+
+static struct call *call_on(struct fixture *f, const char *name, struct call *c)
+{
+    assert_int_equal(ra_send(f->rt, name, strlen(name), &c->r, NULL), RT_OK);
+    return c;
+}
+
+/* Two resources granted at once: each part waits for its place, holds it reserved while
+ * the other waits (a single waiter behind it is not granted), and both are answered only
+ * once both rows are on disk, in one commit. */
+static void the_parts_of_a_set_are_granted_in_one_commit(void **state)
+{
+    (void)state;
+    struct fixture *f = open_fixture(0);
+    struct call *hb = call_on(f, "b", call_new(f, RES_ACQUIRE)); /* b is held */
+    assert_true(wait_reply(hb, 5000));
+    assert_int_equal(hb->r.rq.status, RES_OK_LEASE);
+
+    struct group *g = group_new(f, 10000);
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(ra_send(f->rt, g->p[i].name, 1, &g->p[i].r, NULL), RT_OK);
+    struct call *wa = call_new(f, RES_ACQUIRE);
+    wa->r.rq.wait_ms = 10000;
+    call_on(f, "a", wa);
+    assert_false(part_wait(&g->p[0], 200)); /* a reserved, b waits: nobody answered */
+    assert_false(wait_reply(wa, 10));
+    assert_int_equal(atomic_load(&g->reserved), 1);
+
+    struct call *rel = call_new(f, RES_RELEASE);
+    with_lease(rel, hb->r.rq.view.lease_id);
+    call_on(f, "b", rel);
+    assert_true(wait_reply(rel, 5000));
+    for (int i = 0; i < 2; i++) {
+        assert_true(part_wait(&g->p[i], 5000));
+        assert_int_equal(g->p[i].r.rq.status, RES_OK_LEASE);
+        assert_int_equal(g->p[i].rows_at_reply, 2); /* both durable when either answers */
+        assert_memory_equal(g->p[i].r.rq.view.lease_id, g->p[0].r.rq.lease_id, 16);
+    }
+    assert_true(g->p[0].r.rq.view.token != g->p[1].r.rq.view.token);
+    assert_false(wait_reply(wa, 100)); /* behind the set's lease on a */
+    assert_int_equal(store_backlog(f->store), 0);
+
+    struct call *ra = call_new(f, RES_RELEASE);
+    with_lease(ra, g->p[0].r.rq.view.lease_id);
+    call_on(f, "a", ra);
+    assert_true(wait_reply(ra, 5000));
+    assert_true(wait_reply(wa, 5000));
+    assert_int_equal(wa->r.rq.status, RES_OK_LEASE);
+    call_free(hb);
+    call_free(rel);
+    call_free(ra);
+    call_free(wa);
+    group_free(g);
+    close_fixture(f);
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(answers_come_after_their_change_is_durable),
+    cmocka_unit_test(the_parts_of_a_set_are_granted_in_one_commit),
     cmocka_unit_test(waiters_are_granted_in_order),
     cmocka_unit_test(a_closed_write_gate_changes_nothing),
     cmocka_unit_test(a_failed_commit_is_answered_unavailable_and_forgotten),
