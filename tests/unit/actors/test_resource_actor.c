@@ -12,6 +12,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "actors/multi.h"
 #include "actors/resource_actor.h"
 #include "common/container_of.h"
 #include "common/str.h"
@@ -474,9 +475,145 @@ static void the_parts_of_a_set_are_granted_in_one_commit(void **state)
     close_fixture(f);
 }
 
+/* ---- the coordinator (actors/multi.h) ---- */
+
+struct set {
+    struct ra_multi *m;
+    sem_t done;
+};
+
+static void set_done(struct ra_multi *m)
+{
+    sem_post(&((struct set *)m->arg)->done);
+}
+
+static struct set *set_start(struct fixture *f, const char *a, const char *b, uint64_t wait_ms,
+                             uint64_t first_id)
+{
+    struct set *s = calloc(1, sizeof *s);
+    assert_non_null(s);
+    sem_init(&s->done, 0, 0);
+    const char *names[2] = {a, b};
+    size_t lens[2] = {strlen(a), strlen(b)};
+    struct res_req t = {.op = RES_ACQUIRE, .ttl_ms = 30000, .wait_ms = wait_ms};
+    t.owner = mx_str_new("set", 3);
+    t.has_lease_id = true;
+    assert_int_equal(mx_uuid_random(t.lease_id), 0);
+    s->m = ra_multi_new(f->rt, f->store, names, lens, 2, &t, first_id, set_done, s);
+    mx_str_unref(t.owner);
+    assert_non_null(s->m);
+    ra_multi_start(s->m, &f->domain);
+    return s;
+}
+
+static bool set_wait(struct set *s, int ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    while (sem_timedwait(&s->done, &ts) != 0)
+        if (errno != EINTR)
+            return false;
+    return true;
+}
+
+static void set_free(struct set *s)
+{
+    ra_multi_free(s->m);
+    sem_destroy(&s->done);
+    free(s);
+}
+
+static void release_on(struct fixture *f, const char *name, const uint8_t id[16])
+{
+    struct call *c = with_lease(call_new(f, RES_RELEASE), id);
+    call_on(f, name, c);
+    assert_true(wait_reply(c, 5000));
+    assert_int_equal(c->r.rq.status, RES_OK_RELEASED);
+    call_free(c);
+}
+
+/* Two sets naming the same resources in opposite orders, both waiting behind a holder of
+ * each: no deadlock. The one that arrived first is granted both when the holders leave; the
+ * other, both, when it releases. */
+static void sets_in_opposite_orders_do_not_deadlock(void **state)
+{
+    (void)state;
+    struct fixture *f = open_fixture(0);
+    struct call *ha = call_on(f, "x", call_new(f, RES_ACQUIRE));
+    struct call *hb = call_on(f, "y", call_new(f, RES_ACQUIRE));
+    assert_true(wait_reply(ha, 5000) && wait_reply(hb, 5000));
+    struct set *s1 = set_start(f, "x", "y", 20000, 5000);
+    struct set *s2 = set_start(f, "y", "x", 20000, 6000);
+    assert_false(set_wait(s1, 200));
+    release_on(f, "y", hb->r.rq.view.lease_id); /* y free: s1 reserves it, s2 waits */
+    assert_false(set_wait(s1, 200));
+    release_on(f, "x", ha->r.rq.view.lease_id);
+    assert_true(set_wait(s1, 5000));
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(s1->m->parts[i].req.rq.status, RES_OK_LEASE);
+    assert_false(set_wait(s2, 200));
+    release_on(f, "x", s1->m->parts[0].req.rq.view.lease_id);
+    assert_false(set_wait(s2, 200)); /* y is still s1's */
+    release_on(f, "y", s1->m->parts[1].req.rq.view.lease_id);
+    assert_true(set_wait(s2, 5000));
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(s2->m->parts[i].req.rq.status, RES_OK_LEASE);
+        assert_true(s2->m->parts[i].req.rq.view.token > s1->m->parts[1 - i].req.rq.view.token);
+    }
+    call_free(ha);
+    call_free(hb);
+    set_free(s1);
+    set_free(s2);
+    close_fixture(f);
+}
+
+/* wait_ms 0 with one of the two held: lease_held on that part, the other dropped, and
+ * nothing granted; a client that hangs up while its set waits leaves every queue, its
+ * reserved place given to the next waiter. */
+static void a_refused_or_abandoned_set_takes_nothing(void **state)
+{
+    (void)state;
+    struct fixture *f = open_fixture(0);
+    struct call *hb = call_on(f, "q", call_new(f, RES_ACQUIRE));
+    assert_true(wait_reply(hb, 5000));
+    struct set *s = set_start(f, "p", "q", 0, 7000);
+    assert_true(set_wait(s, 5000));
+    assert_int_equal(s->m->parts[1].req.rq.status, RES_ERR_HELD);
+    assert_int_equal(s->m->parts[0].req.rq.status, RES_GONE);
+    struct call *g = call_on(f, "p", call_new(f, RES_GET));
+    assert_true(wait_reply(g, 5000));
+    assert_false(g->r.rq.view.held);
+    set_free(s);
+
+    s = set_start(f, "p", "q", 20000, 8000); /* p reserved, q waits */
+    struct call *w = call_new(f, RES_ACQUIRE);
+    w->r.rq.wait_ms = 20000;
+    call_on(f, "p", w);
+    assert_false(wait_reply(w, 200));
+    ra_multi_hangup(s->m);
+    assert_true(set_wait(s, 5000));
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(s->m->parts[i].req.rq.status, RES_GONE);
+    assert_true(wait_reply(w, 5000));
+    assert_int_equal(w->r.rq.status, RES_OK_LEASE);
+    call_free(hb);
+    call_free(g);
+    call_free(w);
+    set_free(s);
+    close_fixture(f);
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(answers_come_after_their_change_is_durable),
     cmocka_unit_test(the_parts_of_a_set_are_granted_in_one_commit),
+    cmocka_unit_test(sets_in_opposite_orders_do_not_deadlock),
+    cmocka_unit_test(a_refused_or_abandoned_set_takes_nothing),
     cmocka_unit_test(waiters_are_granted_in_order),
     cmocka_unit_test(a_closed_write_gate_changes_nothing),
     cmocka_unit_test(a_failed_commit_is_answered_unavailable_and_forgotten),

@@ -1,0 +1,179 @@
+/*
+ * A request about several resources at once (see multi.h).
+ */
+#include "actors/multi.h"
+
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/container_of.h"
+
+static struct ra_multi_part *part_of(struct ra_request *r)
+{
+    return container_of(r, struct ra_multi_part, req);
+}
+
+static bool part_alive(struct res_req *q)
+{
+    struct ra_multi_part *p = part_of(container_of(q, struct ra_request, rq));
+    return atomic_load(&p->m->state) != RA_MULTI_ABANDONED;
+}
+
+/* Every part but `except` leaves its queue (one already answered ignores it). */
+static void drop_others(struct ra_multi *m, const struct ra_multi_part *except)
+{
+    for (size_t i = 0; i < m->n; i++)
+        if (&m->parts[i] != except)
+            ra_send_drop(m->rt, m->parts[i].name, m->parts[i].len, m->parts[i].req.rq.id);
+}
+
+static void abandon(struct ra_multi *m, const struct ra_multi_part *by)
+{
+    int waiting = RA_MULTI_WAITING;
+    if (atomic_compare_exchange_strong(&m->state, &waiting, RA_MULTI_ABANDONED))
+        drop_others(m, by);
+}
+
+static void part_reply(struct ra_request *r)
+{
+    struct ra_multi_part *p = part_of(r);
+    struct ra_multi *m = p->m;
+    /* While waiting no part is granted: any answer is a refusal, and ends the set. */
+    abandon(m, p);
+    if (atomic_fetch_add(&m->answered, 1) + 1 == m->n)
+        m->done(m);
+}
+
+/* A message the actors must get (a holding actor waits for it): a full mailbox is waited
+ * out; only a shutdown refuses it, and then the actors answer what they hold. */
+static int send_surely(int (*send)(struct ra_multi_part *p, uint64_t seq), struct ra_multi_part *p,
+                       uint64_t seq)
+{
+    int rc;
+    while ((rc = send(p, seq)) == RT_EFULL)
+        sched_yield();
+    return rc;
+}
+
+static int send_commit(struct ra_multi_part *p, uint64_t seq)
+{
+    (void)seq;
+    return ra_send_commit(p->m->rt, p->name, p->len, &p->req);
+}
+
+static int send_submitted(struct ra_multi_part *p, uint64_t seq)
+{
+    return ra_send_submitted(p->m->rt, p->name, p->len, &p->submitted, seq);
+}
+
+static void part_granted(struct ra_request *r, struct store_rec *rec, uint64_t epoch);
+
+static void part_reserved(struct ra_request *r)
+{
+    struct ra_multi *m = part_of(r)->m;
+    if (atomic_fetch_add(&m->reserved, 1) + 1 != m->n)
+        return;
+    int waiting = RA_MULTI_WAITING;
+    if (!atomic_compare_exchange_strong(&m->state, &waiting, RA_MULTI_COMMITTING))
+        return; /* abandoned meanwhile: the drops are on their way */
+    for (size_t i = 0; i < m->n; i++)
+        if (send_surely(send_commit, &m->parts[i], 0) != RT_OK)
+            part_granted(&m->parts[i].req, NULL, 0); /* shutting down: the group fails */
+}
+
+static void part_granted(struct ra_request *r, struct store_rec *rec, uint64_t epoch)
+{
+    struct ra_multi_part *p = part_of(r);
+    struct ra_multi *m = p->m;
+    size_t i = (size_t)(p - m->parts);
+    pthread_mutex_lock(&m->lock);
+    m->recs[i] = rec;
+    m->epochs[i] = epoch;
+    if (!rec)
+        m->failed = true;
+    bool last = ++m->handed == m->n;
+    pthread_mutex_unlock(&m->lock);
+    if (!last)
+        return;
+    uint64_t seq = 0;
+    if (!m->failed) {
+        for (size_t k = 0; k + 1 < m->n; k++)
+            store_link_rec(m->recs[k], m->recs[k + 1]);
+        store_link_rec(m->recs[m->n - 1], NULL);
+        seq = store_submit_group(m->store, m->recs[0], m->n, m->epochs);
+    } else {
+        for (size_t k = 0; k < m->n; k++)
+            if (m->recs[k])
+                store_rec_free(m->recs[k]);
+    }
+    for (size_t k = 0; k < m->n; k++)
+        send_surely(send_submitted, &m->parts[k], seq);
+}
+
+struct ra_multi *ra_multi_new(struct rt *rt, struct store *store, const char *const *names,
+                              const size_t *lens, size_t n, const struct res_req *template,
+                              uint64_t first_id, void (*done)(struct ra_multi *m), void *arg)
+{
+    if (n < 2 || n > 64)
+        return NULL;
+    struct ra_multi *m = calloc(1, sizeof *m + n * sizeof m->parts[0]);
+    if (!m)
+        return NULL;
+    m->rt = rt;
+    m->store = store;
+    m->n = n;
+    m->done = done;
+    m->arg = arg;
+    atomic_init(&m->state, RA_MULTI_WAITING);
+    pthread_mutex_init(&m->lock, NULL);
+    for (size_t i = 0; i < n; i++) {
+        struct ra_multi_part *p = &m->parts[i];
+        p->m = m;
+        p->name = names[i];
+        p->len = lens[i];
+        struct res_req *q = &p->req.rq;
+        *q = *template;
+        memset(&q->view, 0, sizeof q->view);
+        q->owner = mx_str_ref(template->owner);
+        q->metadata = template->has_metadata ? mx_str_ref(template->metadata) : NULL;
+        q->op = RES_ACQUIRE;
+        q->multi = true;
+        q->id = first_id + i;
+        q->alive = part_alive;
+        q->_next = q->_prev = NULL;
+        p->req.reply = part_reply;
+        p->req.reserved = part_reserved;
+        p->req.granted = part_granted;
+    }
+    return m;
+}
+
+void ra_multi_start(struct ra_multi *m, struct res_domain *domain)
+{
+    uint64_t seq = res_next_arrival(domain);
+    for (size_t i = 0; i < m->n; i++)
+        m->parts[i].req.rq.seq = seq;
+    for (size_t i = 0; i < m->n; i++) {
+        struct ra_multi_part *p = &m->parts[i];
+        int rc = ra_send(m->rt, p->name, p->len, &p->req, NULL);
+        if (rc != RT_OK) {
+            p->req.rq.status = RES_ERR_UNAVAILABLE;
+            p->req.rq.reason = rt_strerror(rc);
+            part_reply(&p->req);
+        }
+    }
+}
+
+void ra_multi_hangup(struct ra_multi *m)
+{
+    abandon(m, NULL);
+}
+
+void ra_multi_free(struct ra_multi *m)
+{
+    for (size_t i = 0; i < m->n; i++)
+        res_req_clear(&m->parts[i].req.rq);
+    pthread_mutex_destroy(&m->lock);
+    free(m);
+}

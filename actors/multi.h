@@ -1,0 +1,76 @@
+/*
+ * A request about several resources at once (docs/api.md, "Several resources at once"):
+ * one part on each resource's actor (resource_actor.h), and what decides for all of them.
+ *
+ * Every part takes the same place in the domain's arrival order, so that on each resource
+ * it queues behind exactly the waiters that came before the request. A part that heads its
+ * queue and fits is reserved there (resource.h); when the last part is reserved the set is
+ * committing: each part is granted, their records are submitted as one group
+ * (store_submit_group), and every part is answered once the group is durable. No deadlock
+ * is possible: the waiter that arrived first heads every queue it is in, and only leases
+ * (which end by their TTL) stand before it; a reserved part waits for nothing.
+ *
+ * Until the set is committing, any part answered without a grant (lease_held at its
+ * deadline or with wait_ms 0, limit_mismatch, too_many_waiters, unavailable) abandons the
+ * set, as does ra_multi_hangup(): every other part is dropped from its queue, reserved or
+ * not. Once committing, the set is granted whatever happens to the client.
+ *
+ * Threads: start from a thread that is not inside a turn; the rest runs on the actors'
+ * turns and the store's threads; `done` is called once, on any of them.
+ */
+#ifndef MX_MULTI_H
+#define MX_MULTI_H
+
+#include <stdatomic.h>
+#include <pthread.h>
+
+#include "actors/resource_actor.h"
+
+struct ra_multi;
+
+struct ra_multi_part {
+    struct ra_request req; /* the part's request and answer */
+    struct ra_submitted submitted;
+    struct ra_multi *m;
+    const char *name; /* the caller's */
+    size_t len;
+};
+
+enum { RA_MULTI_WAITING, RA_MULTI_COMMITTING, RA_MULTI_ABANDONED };
+
+struct ra_multi {
+    struct rt *rt;
+    struct store *store;
+    size_t n;
+    /* Called once every part is answered: read each part's req.rq.status and view. */
+    void (*done)(struct ra_multi *m);
+    void *arg;
+    /* private */
+    _Atomic int state;
+    _Atomic size_t reserved, answered;
+    pthread_mutex_t lock;
+    size_t handed;
+    bool failed;
+    uint64_t epochs[64];
+    struct store_rec *recs[64];
+    struct ra_multi_part parts[];
+};
+
+/* A set of `n` parts (2 to 64), with `template` (op RES_ACQUIRE, owner, ttl_ms, wait_ms,
+ * lease_id, metadata, limit, shared) copied into each, its references taken; part i has
+ * request id `first_id` + i. NULL when out of memory. */
+struct ra_multi *ra_multi_new(struct rt *rt, struct store *store, const char *const *names,
+                              const size_t *lens, size_t n, const struct res_req *template,
+                              uint64_t first_id, void (*done)(struct ra_multi *m), void *arg);
+
+/* Sends every part, all with one place in `domain`'s arrival order. A part that cannot be
+ * sent is answered RES_ERR_UNAVAILABLE and abandons the set. */
+void ra_multi_start(struct ra_multi *m, struct res_domain *domain);
+
+/* The client has gone: the set is abandoned unless it is committing. Any thread. */
+void ra_multi_hangup(struct ra_multi *m);
+
+/* After `done`: releases the parts' references and the set. */
+void ra_multi_free(struct ra_multi *m);
+
+#endif
