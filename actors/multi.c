@@ -90,7 +90,9 @@ static void part_granted(struct ra_request *r, struct store_rec *rec, uint64_t e
     pthread_mutex_lock(&m->lock);
     m->recs[i] = rec;
     m->epochs[i] = epoch;
-    if (!rec)
+    /* Its grant answered (the restore grace, no token left, out of memory): not granted,
+     * so none is. */
+    if (!rec || r->rq.status != RES_OK_LEASE)
         m->failed = true;
     bool last = ++m->handed == m->n;
     pthread_mutex_unlock(&m->lock);

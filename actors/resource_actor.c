@@ -276,6 +276,8 @@ static void submitted(struct rt_actor *self, struct ra_state *st, struct ra_ctx 
     size_t len;
     const char *name = rt_name(self, &len);
     struct ev_log *log = ctx->domain->events;
+    if (log && st->held_to && !seq)
+        ev_durable(log, name, len, st->held_from, st->held_to, false); /* never written */
     if (log && st->held_to && seq) {
         struct ev_notice *n = malloc(sizeof *n + len);
         if (n) {

@@ -14,6 +14,7 @@
 
 #include "actors/multi.h"
 #include "actors/resource_actor.h"
+#include "common/clock.h"
 #include "common/container_of.h"
 #include "common/str.h"
 #include "common/uuid.h"
@@ -605,6 +606,22 @@ static void a_refused_or_abandoned_set_takes_nothing(void **state)
     call_free(hb);
     call_free(g);
     call_free(w);
+    set_free(s);
+
+    /* A grant that cannot be made when the set commits (here the restore grace): none is
+     * made, both parts are answered unavailable, and neither resource is held after. */
+    atomic_store(&f->domain.grace_until_ns, mx_mono_ns() + 60000 * MX_NS_PER_MS);
+    s = set_start(f, "g1", "g2", 1000, 9000);
+    assert_true(set_wait(s, 5000));
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(s->m->parts[i].req.rq.status, RES_ERR_UNAVAILABLE);
+    atomic_store(&f->domain.grace_until_ns, 0);
+    for (int i = 0; i < 2; i++) {
+        struct call *gi = call_on(f, i ? "g2" : "g1", call_new(f, RES_GET));
+        assert_true(wait_reply(gi, 5000));
+        assert_false(gi->r.rq.view.held);
+        call_free(gi);
+    }
     set_free(s);
     close_fixture(f);
 }
