@@ -242,6 +242,37 @@ static bool under(const char *name, size_t len, const char *prefix, size_t prefi
     return len >= prefix_len && memcmp(name, prefix, prefix_len) == 0;
 }
 
+/* A slot for the next event at the ring's end, the oldest dropped when it is full (lock
+ * held). */
+static struct ev_event *ring_push(struct ev_log *log)
+{
+    struct ev_event *slot;
+    if (log->count == log->capacity) {
+        slot = &log->ring[log->head];
+        ev_event_clear(slot);
+        log->head = (log->head + 1) % log->capacity;
+        log->count--;
+    } else {
+        slot = &log->ring[(log->head + log->count) % log->capacity];
+    }
+    log->count++;
+    return slot;
+}
+
+/* The ring's position of the first event at or above `index` (lock held). */
+static uint32_t ring_find(struct ev_log *log, uint64_t index)
+{
+    uint32_t lo = 0, hi = log->count;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (log->ring[(log->head + mid) % log->capacity].index < index)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 uint64_t ev_record(struct ev_log *log, uint64_t floor, const struct ev_event *e)
 {
     pthread_mutex_lock(&log->lock);
@@ -251,24 +282,51 @@ uint64_t ev_record(struct ev_log *log, uint64_t floor, const struct ev_event *e)
     atomic_store(log->counter, index);
     pending_add(log, index, name_hash(e->name, e->name_len));
     if (log->capacity) {
-        struct ev_event *slot;
-        if (log->count == log->capacity) {
-            slot = &log->ring[log->head];
-            ev_event_clear(slot);
-            log->head = (log->head + 1) % log->capacity;
-            log->count--;
-        } else {
-            slot = &log->ring[(log->head + log->count) % log->capacity];
-        }
+        struct ev_event *slot = ring_push(log);
         *slot = *e;
         slot->index = index;
         slot->durable = false;
         mx_str_ref(slot->owner);
-        log->count++;
         log->first_kept = log->ring[log->head].index;
     }
     pthread_mutex_unlock(&log->lock);
     return index;
+}
+
+uint64_t ev_reserve(struct ev_log *log, const char *const *names, const size_t *lens, size_t n)
+{
+    pthread_mutex_lock(&log->lock);
+    uint64_t first = atomic_load(log->counter) + 1;
+    atomic_store(log->counter, first + n - 1);
+    for (size_t i = 0; i < n; i++) {
+        pending_add(log, first + i, name_hash(names[i], lens[i]));
+        if (log->capacity) {
+            struct ev_event *slot = ring_push(log);
+            *slot = (struct ev_event){
+                .index = first + i, .type = EV_GRANTED, .name_len = (uint16_t)lens[i]};
+            memcpy(slot->name, names[i], lens[i]);
+            log->first_kept = log->ring[log->head].index;
+        }
+    }
+    pthread_mutex_unlock(&log->lock);
+    return first;
+}
+
+void ev_fill(struct ev_log *log, uint64_t index, const struct ev_event *e)
+{
+    pthread_mutex_lock(&log->lock);
+    uint32_t i = log->capacity ? ring_find(log, index) : 0;
+    if (i < log->count) {
+        struct ev_event *slot = &log->ring[(log->head + i) % log->capacity];
+        if (slot->index == index && !slot->durable && !slot->failed) {
+            ev_event_clear(slot);
+            *slot = *e;
+            slot->index = index;
+            slot->durable = false;
+            mx_str_ref(slot->owner);
+        }
+    }
+    pthread_mutex_unlock(&log->lock);
 }
 
 void ev_durable(struct ev_log *log, const char *name, size_t len, uint64_t from, uint64_t to,
@@ -284,15 +342,7 @@ void ev_durable(struct ev_log *log, const char *name, size_t len, uint64_t from,
         log->fail_tail = from;
     }
     /* The ring is in index order: find `from`, then mark this resource's events to `to`. */
-    uint32_t lo = 0, hi = log->count;
-    while (lo < hi) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (log->ring[(log->head + mid) % log->capacity].index < from)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    for (uint32_t i = lo; i < log->count; i++) {
+    for (uint32_t i = log->capacity ? ring_find(log, from) : 0; i < log->count; i++) {
         struct ev_event *e = &log->ring[(log->head + i) % log->capacity];
         if (e->index > to)
             break;
@@ -302,7 +352,7 @@ void ev_durable(struct ev_log *log, const char *name, size_t len, uint64_t from,
         }
     }
     uint64_t hash = name_hash(name, len);
-    lo = 0, hi = log->pcount;
+    uint32_t lo = 0, hi = log->pcount;
     while (lo < hi) {
         uint32_t mid = lo + (hi - lo) / 2;
         if (pending_at(log, mid)->index < from)

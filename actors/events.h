@@ -67,6 +67,13 @@ void ev_close(struct ev_log *log);
  * index. */
 uint64_t ev_record(struct ev_log *log, uint64_t floor, const struct ev_event *e);
 
+/* Takes `n` consecutive change indexes, the first returned, for the grants of a set of
+ * resources (names[i] takes the first + i), recorded as events not yet durable: a reader
+ * stops before them until each is filled (ev_fill) and durable, or failed (ev_durable). */
+uint64_t ev_reserve(struct ev_log *log, const char *const *names, const size_t *lens, size_t n);
+/* Records the event of reserved `index` (the caller filled its fields but the index). */
+void ev_fill(struct ev_log *log, uint64_t index, const struct ev_event *e);
+
 /* The changes of resource `name` with indexes `from` to `to` are durable (`ok`), or their
  * commit failed (they never happened, and are never shown): completes the waits they end
  * (on this thread, after the lock is released), also when they failed (a watch wakes,

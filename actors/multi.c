@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "common/container_of.h"
+#include "common/uuid.h"
 
 static struct ra_multi_part *part_of(struct ra_request *r)
 {
@@ -35,12 +36,21 @@ static void abandon(struct ra_multi *m, const struct ra_multi_part *by)
         drop_others(m, by);
 }
 
+static void part_reserved(struct ra_request *r);
+
 static void part_reply(struct ra_request *r)
 {
     struct ra_multi_part *p = part_of(r);
     struct ra_multi *m = p->m;
-    /* While waiting no part is granted: any answer is a refusal, and ends the set. */
-    abandon(m, p);
+    if (r->rq.status == RES_OK_LEASE && atomic_load(&m->state) == RA_MULTI_WAITING) {
+        /* A retry of the set: this lease id holds the resource already, and was renewed. */
+        p->early = true;
+        part_reserved(r);
+    } else {
+        /* While waiting no part is granted: any other answer is a refusal, and ends the
+         * set. */
+        abandon(m, p);
+    }
     if (atomic_fetch_add(&m->answered, 1) + 1 == m->n)
         m->done(m);
 }
@@ -77,8 +87,23 @@ static void part_reserved(struct ra_request *r)
     int waiting = RA_MULTI_WAITING;
     if (!atomic_compare_exchange_strong(&m->state, &waiting, RA_MULTI_COMMITTING))
         return; /* abandoned meanwhile: the drops are on their way */
+    const char *names[64];
+    size_t lens[64], k = 0;
     for (size_t i = 0; i < m->n; i++)
-        if (send_surely(send_commit, &m->parts[i], 0) != RT_OK)
+        if (!m->parts[i].early) {
+            names[k] = m->parts[i].name;
+            lens[k++] = m->parts[i].len;
+        }
+    m->committing = k;
+    if (k == 0)
+        return; /* every part was a retry, answered already */
+    m->first_index = res_reserve_indexes(m->domain, names, lens, k);
+    k = 0;
+    for (size_t i = 0; i < m->n; i++)
+        if (!m->parts[i].early)
+            m->parts[i].req.rq.part_index = m->first_index + k++;
+    for (size_t i = 0; i < m->n; i++)
+        if (!m->parts[i].early && send_surely(send_commit, &m->parts[i], 0) != RT_OK)
             part_granted(&m->parts[i].req, NULL, 0); /* shutting down: the group fails */
 }
 
@@ -94,23 +119,45 @@ static void part_granted(struct ra_request *r, struct store_rec *rec, uint64_t e
      * so none is. */
     if (!rec || r->rq.status != RES_OK_LEASE)
         m->failed = true;
-    bool last = ++m->handed == m->n;
+    bool last = ++m->handed == m->committing;
     pthread_mutex_unlock(&m->lock);
     if (!last)
         return;
+    struct store_rec *first = NULL, *prev = NULL;
+    uint64_t epochs[64];
+    size_t k = 0;
+    for (size_t j = 0; j < m->n; j++) {
+        if (m->parts[j].early || !m->recs[j])
+            continue;
+        if (m->failed) {
+            store_rec_free(m->recs[j]);
+            continue;
+        }
+        if (prev)
+            store_link_rec(prev, m->recs[j]);
+        else
+            first = m->recs[j];
+        prev = m->recs[j];
+        epochs[k++] = m->epochs[j];
+    }
     uint64_t seq = 0;
     if (!m->failed) {
-        for (size_t k = 0; k + 1 < m->n; k++)
-            store_link_rec(m->recs[k], m->recs[k + 1]);
-        store_link_rec(m->recs[m->n - 1], NULL);
-        seq = store_submit_group(m->store, m->recs[0], m->n, m->epochs);
-    } else {
-        for (size_t k = 0; k < m->n; k++)
-            if (m->recs[k])
-                store_rec_free(m->recs[k]);
+        store_link_rec(prev, NULL);
+        seq = store_submit_group(m->store, first, k, epochs);
     }
-    for (size_t k = 0; k < m->n; k++)
-        send_surely(send_submitted, &m->parts[k], seq);
+    struct ev_log *log = m->domain->events;
+    k = 0;
+    for (size_t j = 0; j < m->n; j++) {
+        struct ra_multi_part *x = &m->parts[j];
+        if (x->early)
+            continue;
+        /* Never written: its reserved index is never shown (the actor says so too when
+         * its turn recorded the grant). */
+        if (!seq && log)
+            ev_durable(log, x->name, x->len, m->first_index + k, m->first_index + k, false);
+        k++;
+        send_surely(send_submitted, x, seq);
+    }
 }
 
 struct ra_multi *ra_multi_new(struct rt *rt, struct store *store, const char *const *names,
@@ -118,6 +165,12 @@ struct ra_multi *ra_multi_new(struct rt *rt, struct store *store, const char *co
                               uint64_t first_id, void (*done)(struct ra_multi *m), void *arg)
 {
     if (n < 2 || n > 64)
+        return NULL;
+    /* One lease id for the set: the client's, or one drawn here for every part. */
+    uint8_t id[16];
+    if (template->has_lease_id)
+        memcpy(id, template->lease_id, sizeof id);
+    else if (mx_uuid_random(id) != 0)
         return NULL;
     struct ra_multi *m = calloc(1, sizeof *m + n * sizeof m->parts[0]);
     if (!m)
@@ -141,6 +194,8 @@ struct ra_multi *ra_multi_new(struct rt *rt, struct store *store, const char *co
         q->metadata = template->has_metadata ? mx_str_ref(template->metadata) : NULL;
         q->op = RES_ACQUIRE;
         q->multi = true;
+        q->has_lease_id = true;
+        memcpy(q->lease_id, id, sizeof id);
         q->id = first_id + i;
         q->alive = part_alive;
         q->_next = q->_prev = NULL;
@@ -153,6 +208,7 @@ struct ra_multi *ra_multi_new(struct rt *rt, struct store *store, const char *co
 
 void ra_multi_start(struct ra_multi *m, struct res_domain *domain)
 {
+    m->domain = domain;
     uint64_t seq = res_next_arrival(domain);
     for (size_t i = 0; i < m->n; i++)
         m->parts[i].req.rq.seq = seq;

@@ -10,6 +10,11 @@
  * is possible: the waiter that arrived first heads every queue it is in, and only leases
  * (which end by their TTL) stand before it; a reserved part waits for nothing.
  *
+ * The grants take consecutive change indexes, reserved when the set starts committing
+ * (res_reserve_indexes()), so that nothing else comes between them in the events.
+ *
+ * A part answered with its lease while the set waits is a retry: its lease id holds that
+ * resource already, and the answer renewed it. It counts as reserved and needs no commit.
  * Until the set is committing, any part answered without a grant (lease_held at its
  * deadline or with wait_ms 0, limit_mismatch, too_many_waiters, unavailable) abandons the
  * set, as does ra_multi_hangup(): every other part is dropped from its queue, reserved or
@@ -34,6 +39,9 @@ struct ra_multi_part {
     struct ra_multi *m;
     const char *name; /* the caller's */
     size_t len;
+    /* Answered with its lease while the set waited: the lease id holds the resource
+     * already (a retry of the set), and the answer renewed it. It needs no commit. */
+    bool early;
 };
 
 enum { RA_MULTI_WAITING, RA_MULTI_COMMITTING, RA_MULTI_ABANDONED };
@@ -41,6 +49,7 @@ enum { RA_MULTI_WAITING, RA_MULTI_COMMITTING, RA_MULTI_ABANDONED };
 struct ra_multi {
     struct rt *rt;
     struct store *store;
+    struct res_domain *domain;
     size_t n;
     /* Called once every part is answered: read each part's req.rq.status and view. */
     void (*done)(struct ra_multi *m);
@@ -49,16 +58,18 @@ struct ra_multi {
     _Atomic int state;
     _Atomic size_t reserved, answered;
     pthread_mutex_t lock;
-    size_t handed;
+    size_t handed, committing; /* parts handed over, of those committed */
     bool failed;
     uint64_t epochs[64];
     struct store_rec *recs[64];
+    uint64_t first_index; /* the first change index reserved for the parts committed */
     struct ra_multi_part parts[];
 };
 
 /* A set of `n` parts (2 to 64), with `template` (op RES_ACQUIRE, owner, ttl_ms, wait_ms,
  * lease_id, metadata, limit, shared) copied into each, its references taken; part i has
- * request id `first_id` + i. NULL when out of memory. */
+ * request id `first_id` + i. Every part has the template's lease id, or without one the
+ * same one drawn at random. NULL when out of memory (or no random id). */
 struct ra_multi *ra_multi_new(struct rt *rt, struct store *store, const char *const *names,
                               const size_t *lens, size_t n, const struct res_req *template,
                               uint64_t first_id, void (*done)(struct ra_multi *m), void *arg);

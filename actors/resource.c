@@ -198,7 +198,15 @@ struct res_req *res_out_pop(struct res_out *out)
 static void change(struct res *r, struct res_domain *d, enum ev_type type,
                    const struct store_lease *l, const struct res_now *now)
 {
-    uint64_t next;
+    uint64_t next, reserved = r->next_index;
+    r->next_index = 0;
+    if (reserved && reserved <= r->row.index) {
+        /* Another holder changed the resource since its index was reserved: the reserved
+         * one is never shown, and this change takes the next. */
+        if (d->events)
+            ev_durable(d->events, r->name, r->name_len, reserved, reserved, false);
+        reserved = 0;
+    }
     if (d->events) {
         struct ev_event e = {.at_ms = now->wall_ms,
                              .type = (uint8_t)type,
@@ -209,7 +217,11 @@ static void change(struct res *r, struct res_domain *d, enum ev_type type,
                              .name_len = (uint16_t)r->name_len};
         if (r->name_len)
             memcpy(e.name, r->name, r->name_len);
-        next = ev_record(d->events, r->row.index, &e);
+        if (reserved)
+            ev_fill(d->events, reserved, &e);
+        next = reserved ? reserved : ev_record(d->events, r->row.index, &e);
+    } else if (reserved) {
+        next = reserved;
     } else {
         next = atomic_fetch_add(&d->last_index, 1) + 1;
         if (next <= r->row.index) {
@@ -750,6 +762,14 @@ uint64_t res_next_arrival(struct res_domain *d)
     return atomic_fetch_add_explicit(&d->arrival, 1, memory_order_relaxed) + 1;
 }
 
+uint64_t res_reserve_indexes(struct res_domain *d, const char *const *names, const size_t *lens,
+                             size_t n)
+{
+    if (d->events)
+        return ev_reserve(d->events, names, lens, n);
+    return atomic_fetch_add(&d->last_index, n) + 1;
+}
+
 void res_init(struct res *r, uint64_t index)
 {
     memset(r, 0, sizeof *r);
@@ -969,7 +989,11 @@ void res_multi_grant(struct res *r, struct res_domain *d, struct res_req *q,
     }
     unlink_waiter(r, d, q);
     q->_reserved = false;
+    r->next_index = q->part_index;
     grant(r, d, q, now, out);
+    if (r->next_index && d->events) /* not granted: the index is never shown */
+        ev_durable(d->events, r->name, r->name_len, r->next_index, r->next_index, false);
+    r->next_index = 0;
     grant_next(r, d, now, out); /* a semaphore may have room for those behind it */
     if (r->row.index != index)
         notify_watchers(r, d, now, out);

@@ -170,6 +170,9 @@ struct res_req {
      * grant would take (a remembered lease cannot come back into it) and has no deadline
      * of its own: it leaves only by res_multi_grant() or res_drop(). */
     bool multi;
+    /* A part: the change index its grant takes (res_reserve_indexes()), set before
+     * res_multi_grant(); 0: the next one, as any change. */
+    uint64_t part_index;
     /* Whether the client is still there; NULL: always. Asked before granting a waiter. */
     bool (*alive)(struct res_req *q);
     /* out */
@@ -187,6 +190,12 @@ struct res_req {
 
 /* The next place in the domain's arrival order. Any thread. */
 uint64_t res_next_arrival(struct res_domain *d);
+/* Takes `n` consecutive change indexes for the grants of a set, the first returned:
+ * names[i]'s grant takes the first + i (res_req.part_index). A grant that finds its
+ * resource's index at or above its own (another holder of a semaphore changed it since)
+ * takes the next one instead, and the one reserved is never shown. Any thread. */
+uint64_t res_reserve_indexes(struct res_domain *d, const char *const *names, const size_t *lens,
+                             size_t n);
 
 /* Sets up the domain's histograms (the rest of a zeroed domain is ready). */
 void res_domain_init(struct res_domain *d);
@@ -224,6 +233,7 @@ struct res {
     uint32_t nwaiters, nwatchers;
     bool changed;          /* set by a change; the caller writes it (res_take_rec) */
     uint64_t changed_from; /* the index of the first change since `changed` was cleared */
+    uint64_t next_index;   /* the index reserved for the next change (0: none) */
 };
 
 /* A resource without a row: free, with `index` (see store_index_floor()). */

@@ -262,6 +262,47 @@ static void without_history_a_wait_from_the_past_ends_at_once(void **st)
 
 static struct ev_log *race_log;
 
+/* The grants of a set take consecutive indexes reserved ahead: another change recorded
+ * meanwhile takes the next after them, a reader stops before the set until it is durable,
+ * and a reserved index whose grant never happened is never shown. */
+static void reserved_indexes_stay_together_and_hide_until_durable(void **st)
+{
+    (void)st;
+    struct ev_log *log;
+    atomic_store(&counter, 10);
+    assert_int_equal(ev_open(&log, 16, &counter), 0);
+    const char *names[] = {"s/a", "s/b", "s/c"};
+    size_t lens[] = {3, 3, 3};
+    assert_int_equal(ev_reserve(log, names, lens, 3), 11);
+    assert_int_equal(record(log, "other", EV_GRANTED, 0), 14); /* after the set's */
+
+    struct ev_event ev[8];
+    uint64_t next;
+    bool truncated;
+    assert_int_equal(ev_read(log, 10, "", 0, ev, 8, &next, &truncated), 0); /* held back */
+    for (int i = 0; i < 2; i++) {
+        struct ev_event e = {
+            .type = EV_GRANTED, .token = 40 + (uint64_t)i, .limit = 1, .name_len = 3};
+        memcpy(e.name, names[i], 3);
+        e.owner = mx_str_new("o", 1);
+        ev_fill(log, 11 + (uint64_t)i, &e);
+        mx_str_unref(e.owner);
+        ev_durable(log, names[i], 3, 11 + (uint64_t)i, 11 + (uint64_t)i, true);
+    }
+    ev_durable(log, "s/c", 3, 13, 13, false); /* s/c's grant did not happen */
+    size_t n = ev_read(log, 10, "", 0, ev, 8, &next, &truncated);
+    assert_int_equal(n, 3);
+    assert_int_equal(ev[0].index, 11);
+    assert_int_equal(ev[0].token, 40);
+    assert_string_equal(ev[1].name, "s/b");
+    assert_int_equal(ev[1].index, 12);
+    assert_string_equal(ev[2].name, "other");
+    assert_int_equal(ev[2].index, 14);
+    for (size_t i = 0; i < n; i++)
+        ev_event_clear(&ev[i]);
+    ev_close(log);
+}
+
 static void *recorder(void *arg)
 {
     (void)arg;
@@ -301,5 +342,6 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(reads_show_durable_changes_only),
     cmocka_unit_test(without_history_a_wait_from_the_past_ends_at_once),
     cmocka_unit_test(concurrent_changes_are_kept_in_index_order),
+    cmocka_unit_test(reserved_indexes_stay_together_and_hide_until_durable),
 };
 MX_TEST_MAIN(tests)
