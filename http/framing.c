@@ -145,7 +145,8 @@ enum MHD_Result http_i_on_headers(struct hreq *q, const char *url, const char *m
      * would reset the connection under it. Beyond that, the answer goes at once and the
      * connection closes. */
     bool json_route = q->route == ROUTE_ACQUIRE || q->route == ROUTE_RENEW ||
-                      q->route == ROUTE_RELEASE || q->route == ROUTE_BREAK;
+                      q->route == ROUTE_RELEASE || q->route == ROUTE_BREAK ||
+                      http_i_is_many(q->route);
     bool has_body;
     struct api_error be;
     bool body_ok = admit_body(&ah, json_route, &has_body, &be);

@@ -141,6 +141,15 @@ static void error_object(struct mx_jw *w, const char *code, const char *message)
     key_str(w, "message", message);
 }
 
+/* error_object(), with `resource` when `name` is not NULL. */
+static void error_named(struct mx_jw *w, const char *name, size_t len, const char *code,
+                        const char *message)
+{
+    error_object(w, code, message);
+    if (name)
+        key_name(w, "resource", name, len);
+}
+
 /* Ends an error_object() and hands it to `out`. */
 static void finish_error(struct mx_jw *w, int status, struct render *out)
 {
@@ -176,7 +185,10 @@ void render_unavailable_message(const char *reason, const char *message, uint32_
     finish_error(&w, 503, out);
 }
 
-void render_answer(const char *name, size_t len, const struct res_req *rq, struct render *out)
+/* The answer to `rq` about `name` into `out`; `named`: an error names the resource too (a
+ * request about several resources says which one it is about). */
+static void answer(const char *name, size_t len, const struct res_req *rq, bool named,
+                   struct render *out)
 {
     const struct res_view *v = &rq->view;
     struct mx_jw w = {0};
@@ -212,7 +224,8 @@ void render_answer(const char *name, size_t len, const struct res_req *rq, struc
         out->body = mx_jw_take(&w);
         return;
     case RES_ERR_HELD:
-        error_object(&w, "lease_held", "the resource is held by another lease");
+        error_named(&w, named ? name : NULL, len, "lease_held",
+                    "the resource is held by another lease");
         mx_jw_key(&w, "holder");
         mx_jw_object(&w);
         key_owner(&w, "owner", v->owner);
@@ -226,33 +239,34 @@ void render_answer(const char *name, size_t len, const struct res_req *rq, struc
         finish_error(&w, 409, out);
         return;
     case RES_ERR_LIMIT:
-        error_object(&w, "limit_mismatch",
-                     "the resource is held under another limit: every acquire of a "
-                     "resource with holders must name the limit in force");
+        error_named(&w, named ? name : NULL, len, "limit_mismatch",
+                    "the resource is held under another limit: every acquire of a "
+                    "resource with holders must name the limit in force");
         key_u64(&w, "limit", v->limit ? v->limit : 1);
         finish_error(&w, 409, out);
         return;
     case RES_ERR_SHARED:
-        error_object(&w, "invalid_field",
-                     "this lease id holds the resource with the other value of shared");
+        error_named(&w, named ? name : NULL, len, "invalid_field",
+                    "this lease id holds the resource with the other value of shared");
         key_str(&w, "field", "shared");
         finish_error(&w, 400, out);
         return;
     case RES_ERR_ROW_FULL:
-        error_object(&w, "invalid_field",
-                     "with this metadata the leases of the resource would carry more than "
-                     "1.5 MiB together: use smaller metadata");
+        error_named(&w, named ? name : NULL, len, "invalid_field",
+                    "with this metadata the leases of the resource would carry more than "
+                    "1.5 MiB together: use smaller metadata");
         key_str(&w, "field", "metadata");
         finish_error(&w, 400, out);
         return;
     case RES_ERR_LOST:
-        error_object(&w, "lease_lost",
-                     "the lease is no longer the resource's: it was released, broken, or "
-                     "another lease was granted after it expired");
+        error_named(&w, named ? name : NULL, len, "lease_lost",
+                    "the lease is no longer the resource's: it was released, broken, or "
+                    "another lease was granted after it expired");
         finish_error(&w, 409, out);
         return;
     case RES_ERR_TOO_MANY:
-        error_object(&w, "too_many_waiters", "the resource's queue of waiters is full");
+        error_named(&w, named ? name : NULL, len, "too_many_waiters",
+                    "the resource's queue of waiters is full");
         out->retry_after_s = 1;
         finish_error(&w, 429, out);
         return;
@@ -263,6 +277,59 @@ void render_answer(const char *name, size_t len, const struct res_req *rq, struc
         render_unavailable(rq->reason, rq->retry_after_s, out);
         return;
     }
+}
+
+void render_answer(const char *name, size_t len, const struct res_req *rq, struct render *out)
+{
+    answer(name, len, rq, false, out);
+}
+
+void render_many(const char *const *names, const size_t *lens, const struct res_req *const *rq,
+                 size_t n, int ok, struct render *out)
+{
+    out->retry_after_s = 0;
+    size_t lost = 0, first = n;
+    for (size_t i = 0; i < n; i++) {
+        if (rq[i]->status == RES_ERR_LOST && lost++ == 0)
+            first = i;
+        else if (first == n && rq[i]->status != ok && rq[i]->status != RES_GONE &&
+                 rq[i]->status != RES_ERR_LOST)
+            first = i;
+    }
+    struct mx_jw w = {0};
+    if (lost) {
+        error_named(&w, names[first], lens[first], "lease_lost",
+                    "the lease is no longer held on every resource named: see resources");
+        mx_jw_key(&w, "resources");
+        mx_jw_array(&w);
+        for (size_t i = 0; i < n; i++)
+            if (rq[i]->status == RES_ERR_LOST)
+                mx_jw_str(&w, names[i], lens[i]);
+        mx_jw_array_end(&w);
+        finish_error(&w, 409, out);
+        return;
+    }
+    if (first < n) {
+        answer(names[first], lens[first], rq[first], true, out);
+        return;
+    }
+    mx_jw_object(&w);
+    mx_jw_key(&w, "leases");
+    mx_jw_array(&w);
+    for (size_t i = 0; i < n; i++) {
+        struct render one;
+        answer(names[i], lens[i], rq[i], false, &one);
+        if (!one.body) {
+            free(mx_jw_take(&w));
+            out->status = 503;
+            out->body = NULL;
+            return;
+        }
+        mx_jw_raw(&w, one.body, strlen(one.body));
+        free(one.body);
+    }
+    mx_jw_array_end(&w);
+    finish(&w, 200, out);
 }
 
 void render_list(const struct ra_list *l, const char *next_cursor, uint64_t index,

@@ -23,6 +23,13 @@ struct render {
 
 /* The answer to a lease request on `name`; sets status, body and Retry-After. */
 void render_answer(const char *name, size_t len, const struct res_req *rq, struct render *out);
+/* The answer to a request about several resources (`rq[i]` about `names[i]`), each part
+ * answered `ok` when it went well: 200 {"leases": [each part's answer]}; else 409
+ * `lease_lost` naming the first lost in `resource` and every lost one in `resources`; else
+ * the first other refusal, naming its resource. A part answered RES_GONE (left its queue
+ * when another was refused) is passed over. */
+void render_many(const char *const *names, const size_t *lens, const struct res_req *const *rq,
+                 size_t n, int ok, struct render *out);
 /* An error of the contract. */
 void render_error(const struct api_error *e, struct render *out);
 /* A 503 `unavailable` with a reason; Retry-After `retry_after_s` (0: 1 s). */

@@ -154,6 +154,11 @@ struct hreq {
     /* A list or events request of a partitioned server, asked of every partition: the
      * connection's thread's but while the parts are out (http/spread.h). */
     struct spread *spread;
+    /* A request about several resources (POST /v1/acquire, /v1/renew, /v1/release): the
+     * names, decoded before dispatch (their partition decides where it goes), and its parts
+     * while they are out (http/many.c). */
+    struct api_names names;
+    struct many *many;
     char rid[72];
     unsigned hops; /* servers it crossed before this one (Mutexd-Hops; 0: from a client) */
     char reason[API_MAX_REASON + 1];
@@ -186,6 +191,15 @@ void http_i_read_headers(struct hreq *q, const char *method, const char *version
 enum MHD_Result http_i_on_headers(struct hreq *q, const char *url, const char *method,
                                   const char *version);
 enum MHD_Result http_i_on_body(struct hreq *q, const char *data, size_t len);
+
+/* many.c: requests about several resources */
+bool http_i_is_many(enum api_route r);
+void http_i_many_route(struct hreq *q);
+bool http_i_many_decode(struct hreq *q);
+enum MHD_Result http_i_serve_many(struct hreq *q, const struct http_core *core);
+enum MHD_Result http_i_answer_many(struct hreq *q);
+void http_i_many_hangup(struct hreq *q);
+void http_i_many_free(struct hreq *q);
 
 /* pages.c: the dashboard, /v1/servers, /metrics */
 enum MHD_Result http_i_serve_ui(struct hreq *q);

@@ -69,7 +69,7 @@ enum MHD_Result http_i_send_body(struct hreq *q, int status, char *body, const c
     if (q->v1 && q->h->cfg.served_by && !q->spread &&
         fwd_role(q->h->fwd, q->partition) == HTTP_ROLE_SERVE)
         MHD_add_response_header(r, "Mutexd-Served-By", q->h->cfg.served_by);
-    if (q->v1 && q->name_len && q->h->cfg.partitions > 1) {
+    if (q->v1 && (q->name_len || q->names.count) && q->h->cfg.partitions > 1) {
         char part[12];
         snprintf(part, sizeof part, "%u", q->partition);
         MHD_add_response_header(r, "Mutexd-Partition", part);

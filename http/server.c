@@ -97,6 +97,10 @@ static void on_hangup(void *ctx, uint64_t id, void *arg)
         spread_cancel(h, q->spread); /* every partition's wait is closed */
         return;
     }
+    if (q->many) {
+        http_i_many_hangup(q); /* every part leaves its queue */
+        return;
+    }
     if (q->forwarding) {
         fwd_cancel(h->fwd, &q->fwd); /* the transfer is closed: the active drops its waiter */
         return;
@@ -170,6 +174,7 @@ static enum MHD_Result answer_forwarded(struct hreq *q)
         q->here = true;
         res_req_clear(&q->ra.rq);
         memset(&q->ra, 0, sizeof q->ra);
+        api_names_free(&q->names); /* decoded again with the rest */
         return http_i_dispatch(q);
     case FWD_REFUSED:
         if (strcmp(q->fwd.reason, FWD_SHUTTING_DOWN) == 0) {
@@ -208,6 +213,8 @@ static enum MHD_Result answer_resumed(struct hreq *q)
         return spread_answer(q);
     if (q->forwarding)
         return answer_forwarded(q);
+    if (q->many)
+        return http_i_answer_many(q);
     if (q->ev_held) {
         q->ev_held = false;
         if (q->ev_gone) {
@@ -339,8 +346,10 @@ static enum MHD_Result serve_request(struct hreq *q)
         if (!qc.ok)
             return http_i_send_error(q, &q->err);
         q->query = qc.query;
-    } else if (!api_decode_body(q->route, q->body, q->body_len, h->cfg.lim, &q->ra.rq, q->reason,
-                                sizeof q->reason, &q->err)) {
+    } else if (http_i_is_many(q->route)
+                   ? !http_i_many_decode(q)
+                   : !api_decode_body(q->route, q->body, q->body_len, h->cfg.lim, &q->ra.rq,
+                                      q->reason, sizeof q->reason, &q->err)) {
         return http_i_send_error(q, &q->err);
     }
     if (q->route == ROUTE_SERVERS)
@@ -444,6 +453,9 @@ static enum MHD_Result serve_request(struct hreq *q)
                 mx_log_quote(reason, sizeof reason, q->reason), q->rid);
     }
 
+    if (http_i_is_many(q->route))
+        return http_i_serve_many(q, core);
+
     struct res_req *rq = &q->ra.rq;
     rq->id = q->id;
     rq->alive = client_alive;
@@ -533,7 +545,7 @@ static enum MHD_Result forward(struct hreq *q, uint64_t wait_ms)
     if (!q->target) /* arrived before the first role change: its target was not kept */
         return http_i_send_group_unavailable(q, FWD_NO_ACTIVE);
     bool post = q->route == ROUTE_ACQUIRE || q->route == ROUTE_RENEW || q->route == ROUTE_RELEASE ||
-                q->route == ROUTE_BREAK;
+                q->route == ROUTE_BREAK || http_i_is_many(q->route);
     struct fwd_req *f = &q->fwd;
     f->method = post ? "POST" : q->head ? "HEAD" : "GET";
     f->target = q->target;
@@ -644,6 +656,9 @@ unsigned http_i_route_scope(enum api_route r)
     case ROUTE_ACQUIRE:
     case ROUTE_RENEW:
     case ROUTE_RELEASE:
+    case ROUTE_ACQUIRE_MANY:
+    case ROUTE_RENEW_MANY:
+    case ROUTE_RELEASE_MANY:
         return AUTH_WRITE;
     case ROUTE_BREAK:
         return AUTH_ADMIN;
@@ -711,6 +726,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             return http_i_on_body(q, upload_data, n);
         }
         conns_request_received(q->h->conns, http_i_conn_of(conn));
+        if (http_i_is_many(q->route))
+            http_i_many_route(q); /* its names' partition decides where it goes */
         return http_i_dispatch(q);
     case PH_WAIT:
         return answer_resumed(q);
@@ -742,6 +759,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     res_req_clear(&q->ra.rq);
     fwd_req_clear(&q->fwd);
     spread_free(q->spread);
+    http_i_many_free(q);
     free(q->target);
     if (q->list)
         ra_list_free(q->list);

@@ -32,7 +32,8 @@ struct http;
 struct http_core {
     struct rt *rt;
     struct store *store;
-    struct ev_log *events; /* the change index, the recent events and the waits for them */
+    struct ev_log *events;     /* the change index, the recent events and the waits for them */
+    struct res_domain *domain; /* the arrival order of requests about several resources */
     void *ctx;
     /* /readyz: true when ready, else false with a reason; may add JSON members to
      * `details`. */

@@ -341,6 +341,7 @@ void core_front(struct core *c, struct http_core *out)
         .rt = c->rt,
         .store = c->store,
         .events = c->domain.events,
+        .domain = &c->domain,
         .ctx = c,
         .ready = core_ready,
         .metrics = core_metrics,

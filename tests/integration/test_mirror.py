@@ -628,3 +628,39 @@ def test_a_paused_owner_cannot_append_after_the_container_was_taken(azurite):
             assert any("mirror: stopped" in line for line in a.lines), "\n".join(a.lines[-20:])
             cb.close()
         ca.close()
+
+
+def test_sets_of_several_resources_are_whole_after_a_restore(azurite):
+    """Sets granted in one commit each, then the disk is lost: the restore from the
+    container brings every set back whole, with its tokens, and hands out none again."""
+    name = container()
+    data = tempfile.mkdtemp(prefix="mutexd-restore-")
+    try:
+        with Server(data_dir=data, args=mirror_args(azurite, name, "sync")) as s:
+            c = s.client()
+            sets = []
+            for i in range(30):
+                names = ["set/%d/%s" % (i, k) for k in "abcd"]
+                r = c.request("POST", "/v1/acquire", {"resources": names, "owner": "o%d" % i,
+                                                      "ttl_ms": 60000, "metadata": {"i": i}})
+                assert r.status == 200, r
+                sets.append(r.json["leases"])
+            c.close()
+        shutil.rmtree(data)
+        with Server(data_dir=data, args=mirror_args(azurite, name, "sync")) as s:
+            c = s.client()
+            for leases in sets:
+                for x in leases:
+                    h = c.get(x["resource"]).json["holder"]
+                    assert h and h["fencing_token"] == x["fencing_token"], (x, h)
+                    assert h["metadata"] == x["metadata"]
+                names = [x["resource"] for x in leases]
+                r = c.request("POST", "/v1/renew", {"resources": names,
+                                                    "lease_id": leases[0]["lease_id"]})
+                assert r.status == 200, r
+            top = max(x["fencing_token"] for ls in sets for x in ls)
+            r = c.request("POST", "/v1/acquire", {"resources": ["new/a", "new/b"], "owner": "n"})
+            assert r.status == 200 and min(x["fencing_token"] for x in r.json["leases"]) > top, r
+            c.close()
+    finally:
+        shutil.rmtree(data, ignore_errors=True)

@@ -442,3 +442,68 @@ def test_blob_requests_do_not_grow_with_the_partitions(groups):  # noqa: F811
     # journal ten times a second each, the heartbeats); one read of each partition's owner
     # blob a tick would be 160 more.
     assert all(r < 45 for r in rates), rates
+
+
+def test_sets_of_one_partition_are_forwarded_and_kept_whole_by_a_takeover(groups):  # noqa: F811
+    """A request about several resources goes to their partition's owner from any server;
+    names of two partitions get the contract's 400. Sets held on a server that is killed
+    are whole on the new owner, renewed as a set, and no token of a resource comes back."""
+    g = groups(3, extra=PARTS).start(stagger=0.3)
+    m = settled(g)
+    alias = g.aliases()
+    tags = ["order-%d" % i for i in range(12)]
+    sets = {}
+    for tag in tags:
+        names = ["{%s}/lock" % tag, "{%s}/stock" % tag, "{%s}/audit" % tag]
+        p = partition_of(names[0])
+        assert all(partition_of(n) == p for n in names)
+        owner = m[p]
+        # Sent to a server that does not own the partition: forwarded to the one that does.
+        other = next(s for s in g.servers if s.url != owner)
+        c = other.client()
+        r = c.request("POST", "/v1/acquire", {"resources": names, "owner": tag,
+                                               "ttl_ms": 60000})
+        c.close()
+        assert r.status == 200, r
+        assert r.header("mutexd-partition") == str(p), r.headers
+        assert r.header("mutexd-served-by") == owner, r.headers
+        sets[tag] = r.json["leases"]
+    a, b = "plain-1", next("plain-%d" % i for i in range(2, 100)
+                           if partition_of("plain-%d" % i) != partition_of("plain-1"))
+    c = g.servers[0].client()
+    r = c.request("POST", "/v1/acquire", {"resources": [a, b], "owner": "o"})
+    c.close()
+    assert r.status == 400, r
+    err = r.json["error"]
+    assert (err["code"], err["field"], err["reason"]) == ("invalid_field", "resources",
+                                                          "partitions_differ"), r
+    victim = g.servers[1]
+    lost = [t for t in tags if m[partition_of("{%s}/lock" % t)] == victim.url]
+    assert lost, "no set on the victim's partitions"
+    victim.kill()
+    after = settled(g, timeout=30)
+    for tag, leases in sets.items():
+        names = [x["resource"] for x in leases]
+        host, port = alias[after[partition_of(names[0])]].rsplit("/", 1)[-1].rsplit(":", 1)
+        c = Client(host, int(port), 10)
+        for x in leases:
+            h = c.request("GET", "/v1/resources/" + x["resource"]).json["holder"]
+            assert h and h["fencing_token"] == x["fencing_token"], (tag, x, h)
+        deadline = time.monotonic() + 15 * SLOW  # a takeover's grace may answer 503 first
+        while True:
+            r = c.request("POST", "/v1/renew", {"resources": names,
+                                                "lease_id": leases[0]["lease_id"]})
+            if r.status != 503 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert r.status == 200, (tag, r)
+        assert [x["fencing_token"] for x in r.json["leases"]] == \
+            [x["fencing_token"] for x in leases]
+        assert c.request("POST", "/v1/release", {"resources": names,
+                                                 "lease_id": leases[0]["lease_id"]}).status == 200
+        r = c.request("POST", "/v1/acquire", {"resources": names, "owner": "next"})
+        assert r.status == 200, r
+        # Tokens grow per resource (a partition's own sequence: docs/api.md, "Names").
+        for new, old in zip(r.json["leases"], leases):
+            assert new["fencing_token"] > old["fencing_token"], (new, old)
+        c.close()
