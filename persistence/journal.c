@@ -82,6 +82,8 @@ void jr_encode_rec(struct mx_buf *b, const struct store_rec *rec)
     mx_json_add_u64(o, "seq", rec->commit_seq);
     mx_json_add_name(o, "resource", rec->name, rec->name_len);
     mx_json_add_u64(o, "index", rec->index);
+    if (rec->grouped)
+        mx_json_add_u64(o, "grp", rec->group_left);
     if (!rec->drop) {
         mx_json_add_u64(o, "limit", rec->limit);
         add_leases(o, "put", rec->put, rec->nput);
@@ -404,6 +406,16 @@ bool jr_decode(const char *line, size_t len, struct jr_line *out, char *err, siz
         if (!decode_change(o, line, len, out, err, errlen)) {
             jr_line_clear(out);
             goto out;
+        }
+        uint64_t left;
+        if (cJSON_GetObjectItemCaseSensitive(o, "grp")) {
+            if (!get_u64(o, "grp", &left) || left > 63) {
+                jr_line_clear(out);
+                fail(err, errlen, "bad grp");
+                goto out;
+            }
+            out->grouped = true;
+            out->group_left = (uint32_t)left;
         }
     } else if (strcmp(s, "reserve") == 0) {
         out->op = JR_RESERVE;

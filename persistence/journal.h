@@ -55,6 +55,8 @@ struct jr_line {
     enum jr_mode mode;        /* begin, snapshot */
     uint64_t first_seq;       /* begin */
     struct store_marks marks; /* snapshot */
+    bool grouped;             /* set, del: one of a group ("grp": how many follow it) */
+    uint32_t group_left;
 };
 
 /* Appends one line (with its '\n') to `b`. */

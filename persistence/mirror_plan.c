@@ -271,8 +271,28 @@ const struct store_row *mirror_replay_get(const struct mirror_replay *st, const 
     return st->slots[h] ? &st->v[st->slots[h] - 1].row : NULL;
 }
 
+/* The group read so far is cut off: its lines are never applied, but the indexes and
+ * tokens they name are never handed out again either. */
+static void drop_group(struct mirror_replay *st)
+{
+    for (uint32_t i = 0; i < st->ngroup; i++) {
+        struct jr_line *l = &st->group[i];
+        if (l->seq > st->last_seq) {
+            st->groups_dropped++;
+            if (l->row.index > st->marks.index_hwm)
+                st->marks.index_hwm = l->row.index;
+            for (uint32_t j = 0; j < l->row.nleases; j++)
+                if (l->row.leases[j].token > st->marks.token_hwm)
+                    st->marks.token_hwm = l->row.leases[j].token;
+        }
+        jr_line_clear(l);
+    }
+    st->ngroup = 0;
+}
+
 void mirror_replay_free(struct mirror_replay *st)
 {
+    drop_group(st);
     for (size_t i = 0; i < st->n; i++) {
         free((char *)st->v[i].name);
         store_row_clear(&st->v[i].row);
@@ -417,8 +437,25 @@ enum mirror_read mirror_replay_text(struct mirror_replay *st, const char *name, 
                 st->mode = l.mode;
                 st->snapshot_seq = st->last_seq = l.marks.commit_seq;
             }
-            int rc = mirror_replay_line(st, &l, snapshot);
-            jr_line_clear(&l);
+            int rc = 0;
+            if (!snapshot && (l.op == JR_SET || l.op == JR_DEL) && l.grouped) {
+                const struct jr_line *prev = st->ngroup ? &st->group[st->ngroup - 1] : NULL;
+                if (prev && (l.seq != prev->seq + 1 || l.group_left + 1 != prev->group_left))
+                    drop_group(st); /* cut off: this one starts it again, or another */
+                if (st->ngroup == 64)
+                    drop_group(st);
+                st->group[st->ngroup++] = l; /* moved in */
+                if (l.group_left == 0) {
+                    for (uint32_t i = 0; i < st->ngroup && rc == 0; i++)
+                        rc = mirror_replay_line(st, &st->group[i], false);
+                    drop_group(st);
+                }
+            } else {
+                if (st->ngroup && !snapshot && l.op != JR_RESERVE)
+                    drop_group(st);
+                rc = mirror_replay_line(st, &l, snapshot);
+                jr_line_clear(&l);
+            }
             if (rc != 0) {
                 snprintf(err, errlen, "out of memory restoring %s", name);
                 return -1;

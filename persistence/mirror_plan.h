@@ -107,6 +107,11 @@ struct mirror_replay {
     struct store_marks marks;
     uint64_t ceiling, last_seq, snapshot_seq, duplicates, gaps;
     enum jr_mode mode;
+    /* The lines of a group read so far, applied when its last one comes: a group cut off
+     * (at the journal's end, or by a block appended again) is never applied in part. */
+    struct jr_line group[64];
+    uint32_t ngroup;
+    uint64_t groups_dropped; /* lines of groups cut off */
 };
 
 /* Applies one decoded line: "row" and "put" (format 1) replace the resource's row, "set"
@@ -126,9 +131,10 @@ enum mirror_read {
 };
 
 /* Decodes and applies every line of a blob's text (`snapshot`: a snapshot, whose first line
- * must be its header). MIRROR_READ_OK; MIRROR_READ_UNDECODABLE with err when a line cannot be
- * decoded (among them a line of a newer format); MIRROR_READ_FAILED with err when out of
- * memory. */
+ * must be its header). The lines of a group wait until its last one is read, in this call
+ * or a later one; what a group read so far is when the journal ends is never applied.
+ * MIRROR_READ_OK; MIRROR_READ_UNDECODABLE with err when a line cannot be decoded (among them a line
+ * of a newer format); MIRROR_READ_FAILED with err when out of memory. */
 enum mirror_read mirror_replay_text(struct mirror_replay *st, const char *name, const char *text,
                                     size_t len, bool snapshot, char *err, size_t errlen);
 

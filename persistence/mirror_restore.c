@@ -146,6 +146,9 @@ static int import(struct mirror *m, struct mirror_replay *st, uint64_t generatio
 {
     if (st->gaps)
         mx_warn("mirror: the journal skips sequence numbers", "gaps=%" PRIu64, st->gaps);
+    if (st->groups_dropped)
+        mx_warn("mirror: a group of changes cut off in the journal was left out, whole",
+                "changes=%" PRIu64, st->groups_dropped);
     /* No token at or below the last reservation may be handed out again. */
     if (st->ceiling > st->marks.token_hwm)
         st->marks.token_hwm = st->ceiling;

@@ -538,8 +538,11 @@ uint64_t store_submit_group(struct store *s, struct store_rec *recs, size_t n,
     /* Under one hold of the lock, so nothing comes between them, and the writer takes the
      * whole queue at once: one commit. */
     uint64_t seq = 0;
+    size_t left = n;
     for (struct store_rec *r = recs, *next; r; r = next) {
         next = store_next_rec(r);
+        r->grouped = true;
+        r->group_left = (uint16_t)--left;
         r->_item._kind = ITEM_REC;
         r->_item._epoch = epoch;
         r->_item._seq = seq = ++s->last_seq;

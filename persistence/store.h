@@ -96,6 +96,10 @@ struct store_rec {
     struct store_lease *put; /* references held by the record */
     uint8_t (*del)[16];
     uint64_t commit_seq; /* set when committed: its place in the store's history, durable */
+    /* One of a group (store_submit_group): how many of its records follow it. The journal
+     * marks them, so that a restore applies a group whole or not at all. */
+    bool grouped;
+    uint16_t group_left;
     uint16_t name_len;
     char name[];
 };
