@@ -88,6 +88,29 @@ def test_scopes_and_prefixes(secured):
     c.close()
 
 
+def test_a_set_needs_write_and_every_name_within_the_prefix(secured):
+    c = secured.client()
+    body = {"resources": ["jobs/a", "jobs/b"], "owner": "d"}
+    assert c.request("POST", "/v1/acquire", body).status == 401
+    r = c.request("POST", "/v1/acquire", body, headers=bearer("reader"))
+    assert r.status == 403 and r.code == "forbidden", r
+    r = c.request("POST", "/v1/acquire", {"resources": ["jobs/a", "other/b"], "owner": "d"},
+                  headers=bearer("deployer"))
+    assert r.status == 403 and r.code == "forbidden" and "other/b" in r.body, r
+    assert c.request("GET", "/v1/resources/jobs/a", headers=bearer("reader")).json["index"] == 0
+    r = c.request("POST", "/v1/acquire", body, headers=bearer("deployer"))
+    assert r.status == 200, r
+    lid = r.json["leases"][0]["lease_id"]
+    for path in ("/v1/renew", "/v1/release"):
+        r = c.request("POST", path, {"resources": ["jobs/a", "other/b"], "lease_id": lid},
+                      headers=bearer("deployer"))
+        assert r.status == 403, r
+        r = c.request("POST", path, {"resources": ["jobs/a", "jobs/b"], "lease_id": lid},
+                      headers=bearer("deployer"))
+        assert r.status == 200, r
+    c.close()
+
+
 def test_sighup_reloads_tokens_without_dropping_connections(secured):
     c = secured.client()
     assert c.request("GET", "/v1/resources/a", headers=bearer("reader")).status == 200
