@@ -206,9 +206,14 @@ bool admit_origin_host(const struct admit_headers *h, const char *allowed_origin
                     "(a defence against DNS rebinding)");
 }
 
+unsigned long long admit_content_length(const struct admit_headers *h)
+{
+    return h->content_length ? strtoull(h->content_length, NULL, 10) : 0;
+}
+
 bool admit_body(const struct admit_headers *h, bool json_route, bool *has_body, struct api_error *e)
 {
-    unsigned long long clen = h->content_length ? strtoull(h->content_length, NULL, 10) : 0;
+    unsigned long long clen = admit_content_length(h);
     *has_body = clen > 0 || h->transfer_encoding != NULL;
     if (h->content_length && clen > API_MAX_BODY)
         return api_fail(e, 413, "body_too_large", NULL, "the body is over %d bytes", API_MAX_BODY);

@@ -77,6 +77,9 @@ bool admit_origin_host(const struct admit_headers *h, const char *allowed_origin
  * this server (DNS rebinding) would be its own origin too. */
 bool admit_same_origin(const struct admit_headers *h, const char *allowed_hosts);
 
+/* The Content-Length given (0 without one). */
+unsigned long long admit_content_length(const struct admit_headers *h);
+
 /* Whether a request has a body, and whether it may be read: over API_MAX_BODY by its
  * Content-Length (413), or, for a route that takes a JSON body (`json_route`), a body
  * without a JSON Content-Type (415: a web page can send text/plain or no type without

@@ -152,7 +152,7 @@ enum MHD_Result http_i_on_headers(struct hreq *q, const char *url, const char *m
     bool body_ok = admit_body(&ah, json_route, &has_body, &be);
     if (!body_ok && be.status == 413) {
         q->close = true;
-        if (strtoull(ah.content_length, NULL, 10) <= DISCARD_MAX) {
+        if (admit_content_length(&ah) <= DISCARD_MAX) {
             q->too_large = true;
             q->phase = PH_BODY;
             return MHD_YES;
