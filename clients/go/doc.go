@@ -5,7 +5,10 @@
 // It is built on the standard library only. Besides one method per operation of the API
 // (Acquire, Renew, Release, Break, Get, Watch, List, Events, WhoAmI, Servers), it has what
 // every user of leases needs: Lock, a lease renewed in the background whose Done channel
-// closes the moment it is lost, and RunWhenLeader, the leader-election loop.
+// closes the moment it is lost; LockMany, leases on several resources taken at once and
+// kept alive as a set (AcquireMany, RenewMany, ReleaseMany), and LockOrdered, its
+// counterpart for resources of different partitions; and RunWhenLeader, the
+// leader-election loop.
 //
 //	client, err := mutexd.NewFromEnv(nil) // MUTEXD_URL, MUTEXD_TOKEN, MUTEXD_CA_FILE
 //	if err != nil {

@@ -178,6 +178,15 @@ type APIError struct {
 	// Holder is who holds the resource (lease_held): of several holders, the one whose
 	// lease ends first. Nil when the answer does not say.
 	Holder *LeaseHolder
+	// Resource is the resource the answer names, "" when it names none: of a request
+	// about several resources (AcquireMany, RenewMany, ReleaseMany), the first held
+	// (lease_held) or no longer held (lease_lost) in the order given; of LockOrdered, the
+	// resource whose lock failed.
+	Resource string
+	// Resources is, of a lease_lost answer to RenewMany or ReleaseMany, every resource the
+	// lease id no longer holds, in the order given (the others WERE renewed, or released);
+	// nil when the answer names none.
+	Resources []string
 	// Details is the whole error object of the answer, every extra field included.
 	Details map[string]json.RawMessage
 	// Header is the answer's header.
@@ -281,6 +290,13 @@ func newAPIError(status int, header http.Header, body []byte) *APIError {
 		_ = json.Unmarshal(wire.Error["field"], &e.Field)
 		_ = json.Unmarshal(wire.Error["reason"], &e.Reason)
 		_ = json.Unmarshal(wire.Error["limit"], &e.Limit)
+		_ = json.Unmarshal(wire.Error["resource"], &e.Resource)
+		if raw, ok := wire.Error["resources"]; ok {
+			var names []string
+			if json.Unmarshal(raw, &names) == nil {
+				e.Resources = names
+			}
+		}
 		if raw, ok := wire.Error["holder"]; ok {
 			var h LeaseHolder
 			if h.UnmarshalJSON(raw) == nil {

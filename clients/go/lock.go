@@ -108,6 +108,13 @@ type Lease struct {
 	relErr   error
 	onLost   []func()
 
+	// How it is renewed and released: its own resource's calls, or (the core of a
+	// LeaseSet of LockMany) the set's. label names what is held, in messages.
+	renewFn     func(ctx context.Context, o *RenewOptions) (*Grant, error)
+	releaseFn   func(ctx context.Context) error
+	releaseLost bool // Release releases even after a lease_lost answer (a set: what it still holds)
+	label       string
+
 	done   chan struct{}      // closed when lost
 	stop   context.CancelFunc // ends the renewer
 	exited chan struct{}      // closed when the renewer has returned
@@ -126,7 +133,7 @@ func (c *Client) Hold(g *Grant) *Lease {
 func newLease(c *Client, g *Grant) *Lease {
 	l := &Lease{c: c, grant: *g, margin: SafetyMargin(g.TTL), resource: g.Resource,
 		leaseID: g.LeaseID, token: g.FencingToken, done: make(chan struct{}),
-		exited: make(chan struct{}), stop: func() {}}
+		exited: make(chan struct{}), stop: func() {}, label: "lease on " + g.Resource}
 	l.deadline = g.Deadline.Add(-l.margin)
 	l.base = g.Deadline.Add(-g.ExpiresIn)
 	return l
@@ -268,7 +275,7 @@ func (l *Lease) expire() []func() {
 		why = "no renewal was tried since the last one succeeded: the process did not run in time (paused, or starved)"
 	}
 	return l.setLostLocked(&expiredError{msg: fmt.Sprintf(
-		"lease expired: no renewal of the lease on %s succeeded before its deadline (%s)", l.resource, why)})
+		"lease expired: no renewal of the %s succeeded before its deadline (%s)", l.label, why)})
 }
 
 // setLostLocked marks the lease lost (l.mu is held) and returns the callbacks to call.
@@ -334,8 +341,7 @@ func (l *Lease) renewLoop(ctx context.Context) {
 		if left := deadline.Sub(sent); left < timeout {
 			timeout = left
 		}
-		g, err := l.c.Renew(ctx, l.resource, l.leaseID,
-			&RenewOptions{Timeout: timeout, Deadline: deadline})
+		g, err := l.renew(ctx, &RenewOptions{Timeout: timeout, Deadline: deadline})
 		l.mu.Lock()
 		l.inflight = time.Time{}
 		if l.lost || l.stopped || ctx.Err() != nil {
@@ -368,6 +374,22 @@ func (l *Lease) renewLoop(ctx context.Context) {
 		l.mu.Unlock()
 		next = sent.Add(period)
 	}
+}
+
+// renew sends one renewal.
+func (l *Lease) renew(ctx context.Context, o *RenewOptions) (*Grant, error) {
+	if l.renewFn != nil {
+		return l.renewFn(ctx, o)
+	}
+	return l.c.Renew(ctx, l.resource, l.leaseID, o)
+}
+
+// release sends the release.
+func (l *Lease) release(ctx context.Context) error {
+	if l.releaseFn != nil {
+		return l.releaseFn(ctx)
+	}
+	return l.c.Release(ctx, l.resource, l.leaseID)
 }
 
 // Stop stops renewing, without releasing, and waits for the renewer to end.
@@ -403,8 +425,11 @@ func (l *Lease) Release(ctx context.Context) error {
 	var err error
 	if lostErr != nil && errors.Is(lostErr, ErrLeaseLost) {
 		err = lostErr
+		if l.releaseLost {
+			_ = l.release(ctx) // lease_lost again, for the lost ones: the others are released
+		}
 	} else {
-		err = l.c.Release(ctx, l.resource, l.leaseID)
+		err = l.release(ctx)
 	}
 	l.mu.Lock()
 	l.relErr = err

@@ -47,6 +47,32 @@ type acquireBody struct {
 	Shared   bool        `json:"shared,omitempty"`
 }
 
+// acquireBody is the body of an acquire with the options o (a lease id proposed if none).
+func (c *Client) acquireBody(o *AcquireOptions) (acquireBody, error) {
+	if o.TTL < 0 {
+		return acquireBody{}, durationError("TTL")
+	}
+	if o.Wait < 0 {
+		return acquireBody{}, durationError("Wait")
+	}
+	b := acquireBody{Owner: o.Owner, LeaseID: o.LeaseID, WaitMs: toMs(o.Wait), Metadata: metadataValue(o.Metadata), Shared: o.Shared}
+	if b.Owner == "" {
+		b.Owner = c.owner
+	}
+	if b.LeaseID == "" {
+		b.LeaseID = NewLeaseID()
+	}
+	if o.TTL > 0 {
+		ttl := toMs(o.TTL)
+		b.TTLMs = &ttl
+	}
+	// Sent only when asked for: without them the request means what it always meant.
+	if o.Limit != 0 {
+		b.Limit = &o.Limit
+	}
+	return b, nil
+}
+
 // metadataValue is v, or nil (nothing sent) for a nil json.RawMessage.
 func metadataValue(v interface{}) interface{} {
 	if raw, ok := v.(json.RawMessage); ok && raw == nil {
@@ -76,26 +102,9 @@ func (c *Client) Acquire(ctx context.Context, resource string, opts *AcquireOpti
 	if err != nil {
 		return nil, err
 	}
-	if o.TTL < 0 {
-		return nil, durationError("TTL")
-	}
-	if o.Wait < 0 {
-		return nil, durationError("Wait")
-	}
-	b := acquireBody{Owner: o.Owner, LeaseID: o.LeaseID, WaitMs: toMs(o.Wait), Metadata: metadataValue(o.Metadata), Shared: o.Shared}
-	if b.Owner == "" {
-		b.Owner = c.owner
-	}
-	if b.LeaseID == "" {
-		b.LeaseID = NewLeaseID()
-	}
-	if o.TTL > 0 {
-		ttl := toMs(o.TTL)
-		b.TTLMs = &ttl
-	}
-	// Sent only when asked for: without them the request means what it always meant.
-	if o.Limit != 0 {
-		b.Limit = &o.Limit
+	b, err := c.acquireBody(&o)
+	if err != nil {
+		return nil, err
 	}
 	body, err := json.Marshal(b)
 	if err != nil {
