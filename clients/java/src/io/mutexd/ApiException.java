@@ -15,6 +15,7 @@ public class ApiException extends MutexdException {
     private final String serverMessage;
     private final Duration retryAfter;
     private final transient Map<String, Object> error;
+    private volatile String resource; // the resource that failed, when the answer names none (lockOrdered)
 
     public ApiException(int status, String code, String message, Duration retryAfter, Map<String, Object> error) {
         super(status + (code != null ? " " + code : "") + ": " + message);
@@ -49,6 +50,20 @@ public class ApiException extends MutexdException {
     public String field() {
         Object f = error.get("field");
         return f instanceof String ? (String) f : null;
+    }
+
+    /**
+     * The resource the error is about, or {@code null}: the answer's {@code resource} (of a
+     * request about several resources, the first held, or no longer held, in the order
+     * given), or of {@link Client#lockOrdered} the resource whose lock failed.
+     */
+    public String resource() {
+        Object r = error.get("resource");
+        return r instanceof String ? (String) r : resource;
+    }
+
+    void resource(String name) {
+        this.resource = name;
     }
 
     /** The whole {@code error} object of the answer (empty without one). */

@@ -902,7 +902,22 @@ public final class Client implements AutoCloseable {
         if (o == null) {
             o = new AcquireOptions();
         }
+        Map<String, Object> body = acquireBody(o, null);
+        Duration wait = o.wait != null ? o.wait : Duration.ZERO;
+        long sent = System.nanoTime();
+        Response r = sendAbout(resource, "POST", resourcePath(resource) + "/acquire", body, timeout.plus(wait), 0);
+        // The lease's time runs from the grant: at the latest when the request was sent, or,
+        // after a wait in the queue, when the answer arrived.
+        long base = wait.isZero() ? sent : System.nanoTime();
+        return read(r, m -> Grant.from(m, base));
+    }
+
+    /** The body of an acquire (of several resources, when {@code resources} is not {@code null}). */
+    private Map<String, Object> acquireBody(AcquireOptions o, List<String> resources) {
         Map<String, Object> body = new LinkedHashMap<>();
+        if (resources != null) {
+            body.put("resources", resources);
+        }
         body.put("owner", o.owner != null ? o.owner : owner);
         if (o.ttl != null) {
             body.put("ttl_ms", ms(o.ttl));
@@ -921,12 +936,7 @@ public final class Client implements AutoCloseable {
         if (o.shared != null) {
             body.put("shared", o.shared);
         }
-        long sent = System.nanoTime();
-        Response r = sendAbout(resource, "POST", resourcePath(resource) + "/acquire", body, timeout.plus(wait), 0);
-        // The lease's time runs from the grant: at the latest when the request was sent, or,
-        // after a wait in the queue, when the answer arrived.
-        long base = wait.isZero() ? sent : System.nanoTime();
-        return read(r, m -> Grant.from(m, base));
+        return body;
     }
 
     /** As {@link #acquire}, in the background: cancelling the future hangs up, so that the server drops the waiter. */
@@ -991,6 +1001,122 @@ public final class Client implements AutoCloseable {
         }
         Response r = sendAbout(resource, "POST", resourcePath(resource) + "/break", body, timeout, 0);
         return read(r, m -> Types.bool(m, "broken"));
+    }
+
+    // ---- several resources at once ----------------------------------------------------------
+
+    /** The names of a request about several resources: at least one, none empty (the server checks the rest). */
+    private static List<String> names(List<String> resources) {
+        if (resources == null || resources.isEmpty()) {
+            throw new IllegalArgumentException("no resource named");
+        }
+        List<String> out = List.copyOf(resources); // no null
+        for (String r : out) {
+            if (r.isEmpty()) {
+                throw new IllegalArgumentException("the resource must not be empty");
+            }
+        }
+        return out;
+    }
+
+    /** The leases of {@code {"leases": [...]}}: one per name, in the order asked, of one lease id. */
+    private static List<Grant> grants(Map<String, Object> m, List<String> names, long base) {
+        List<Grant> gs = Types.each(m.get("leases"), x -> Grant.from(x, base));
+        if (!m.containsKey("leases") || gs.size() != names.size()) {
+            throw new IllegalArgumentException(gs.size() + " leases for " + names.size() + " resources");
+        }
+        for (int i = 0; i < gs.size(); i++) {
+            if (!gs.get(i).resource().equals(names.get(i))) {
+                throw new IllegalArgumentException("lease " + i + " is on " + gs.get(i).resource() + ", not " + names.get(i));
+            }
+            if (!gs.get(i).leaseId().equals(gs.get(0).leaseId())) {
+                throw new IllegalArgumentException("the leases have different lease ids");
+            }
+        }
+        return gs;
+    }
+
+    /**
+     * Acquires a lease on every one of {@code resources} (2 to 64 names, each once), or on
+     * none, with one request ({@code POST /v1/acquire}); the options are {@link #acquire}'s and
+     * apply to each lease. Returns the leases, one per resource in the order given, all with
+     * one lease id (the one proposed, sent again unchanged to the next server: a retry gets the
+     * same leases back), each with its own fencing token.
+     *
+     * <p>With {@code o.waitFor} the request waits in the queue of every resource and is granted
+     * all at once when it heads each (no deadlock, whatever the order of the names in
+     * concurrent requests). It goes to the server of the first name's partition: on a
+     * partitioned group every name must be in that partition (a hash tag: {@code {acct}/alice},
+     * {@code {acct}/bob}), else {@link InvalidRequestException} ({@code field} "resources");
+     * see {@link #lockOrdered} for names of different partitions.
+     *
+     * @throws LeaseHeldException a resource is held (at once, or when the wait ran out):
+     *     {@link ApiException#resource()} is the first held in the order given, {@code holder()}
+     *     who holds it. Nothing was granted.
+     * @throws LimitMismatchException as {@link #acquire}
+     * @throws TooManyWaitersException as {@link #acquire}
+     */
+    public List<Grant> acquireMany(List<String> resources, AcquireOptions o) {
+        if (o == null) {
+            o = new AcquireOptions();
+        }
+        List<String> names = names(resources);
+        Map<String, Object> body = acquireBody(o, names);
+        Duration wait = o.wait != null ? o.wait : Duration.ZERO;
+        long sent = System.nanoTime();
+        Response r = sendAbout(names.get(0), "POST", "/v1/acquire", body, timeout.plus(wait), 0);
+        long base = wait.isZero() ? sent : System.nanoTime();
+        return read(r, m -> grants(m, names, base));
+    }
+
+    /**
+     * Renews the leases of {@code leaseId} on every one of {@code resources} with one request
+     * ({@code POST /v1/renew}): each now expires {@code ttl} (or {@code null}: its own TTL)
+     * from now and keeps its fencing token; {@code metadata} (or {@code null}: unchanged)
+     * replaces each lease's. Returns the leases in the order given.
+     *
+     * @throws LeaseLostException the lease id no longer holds some of them:
+     *     {@link LeaseLostException#resources()} names which. The others WERE renewed.
+     */
+    public List<Grant> renewMany(List<String> resources, String leaseId, Duration ttl, Object metadata) {
+        return renewMany(resources, leaseId, ttl, metadata, timeout, 0);
+    }
+
+    /**
+     * As {@link #renewMany(List, String, Duration, Object)}, each attempt within {@code limit},
+     * and no attempt, on any server, started or lasting past {@code deadline} (a
+     * {@link System#nanoTime()} value; 0: none).
+     */
+    public List<Grant> renewMany(List<String> resources, String leaseId, Duration ttl, Object metadata, Duration limit,
+            long deadline) {
+        List<String> names = names(resources);
+        Map<String, Object> body = new LinkedHashMap<>();
+        body.put("resources", names);
+        body.put("lease_id", leaseId);
+        if (ttl != null) {
+            body.put("ttl_ms", ms(ttl));
+        }
+        if (metadata != null) {
+            body.put("metadata", metadata);
+        }
+        long sent = System.nanoTime();
+        Response r = sendAbout(names.get(0), "POST", "/v1/renew", body, limit, deadline);
+        return read(r, m -> grants(m, names, sent));
+    }
+
+    /**
+     * Releases the leases of {@code leaseId} on every one of {@code resources} with one request
+     * ({@code POST /v1/release}); each resource's next waiter is granted at once.
+     *
+     * @throws LeaseLostException the lease id no longer holds some of them:
+     *     {@link LeaseLostException#resources()} names which. The others WERE released.
+     */
+    public void releaseMany(List<String> resources, String leaseId) {
+        List<String> names = names(resources);
+        Map<String, Object> body = new LinkedHashMap<>();
+        body.put("resources", names);
+        body.put("lease_id", leaseId);
+        sendAbout(names.get(0), "POST", "/v1/release", body, timeout, 0);
     }
 
     /** A resource's state ({@code GET /v1/resources/{resource}}); a name never used is free. */
@@ -1105,6 +1231,133 @@ public final class Client implements AutoCloseable {
         Lease l = new Lease(this, g);
         l.start();
         return l;
+    }
+
+    /**
+     * Acquires a lease on every one of {@code resources} (2 to 64 names, each once), all at
+     * once or none, with one request ({@link #acquireMany}), and keeps them alive in the
+     * background as a set until it is released ({@link LeaseSet#close()}): one request renews
+     * the whole set every third of the TTL, and one releases it. The options are
+     * {@link #lock}'s and apply to each lease; {@code waitFor} is how long the request may
+     * wait in the queue of every resource. A held resource (at once, or when the wait ran
+     * out) is a {@link LeaseHeldException} whose {@link ApiException#resource()} is the first
+     * held in the order given; nothing is granted then.
+     *
+     * <p>The set is lost the moment a renewal of the set is answered {@code lease_lost} (any
+     * one of its leases was broken, or taken by another after it expired:
+     * {@link LeaseLostException#resources()} names which), or when no renewal of the set
+     * succeeded before its deadline ({@link LeaseExpiredException}), as {@link #lock}'s lease,
+     * its deadline the earliest of the leases'. See {@link LeaseSet}.
+     *
+     * <p>On a partitioned group every name must be in one partition (a hash tag:
+     * {@code {acct}/alice}, {@code {acct}/bob}), else {@link InvalidRequestException}; for
+     * names of different partitions, {@link #lockOrdered}. When the acquire got no usable
+     * answer, or was interrupted, the proposed leases are released, best effort, before the
+     * error is thrown.
+     */
+    public LeaseSet lockMany(List<String> resources, LockOptions o) {
+        if (o == null) {
+            o = new LockOptions();
+        }
+        String leaseId = newLeaseId();
+        List<Grant> gs;
+        try {
+            gs = acquireMany(resources, o.acquireOptions(leaseId));
+        } catch (TransportException | CancelledException e) {
+            releaseManyQuietly(resources, leaseId);
+            throw e;
+        }
+        return LeaseSet.hold(this, gs);
+    }
+
+    /**
+     * Takes a lease on every one of {@code resources}, in any partitions, and keeps each alive
+     * in the background until the set is released: Curator's {@code InterProcessMultiLock}.
+     * It takes them one by one with {@link #lock}, in sorted name order (so that two processes
+     * taking overlapping sets never wait on each other in a circle), all within
+     * {@code o.waitFor} (the wait left is given to each; once it has run out, each is still
+     * tried once, without waiting). When one fails ({@link LeaseHeldException} when the wait
+     * ran out, or any other error), the leases already taken are released, the last taken
+     * first, and that exception is thrown (an {@link ApiException}'s
+     * {@link ApiException#resource()} names the resource that failed).
+     *
+     * <p>Each lease is renewed on its own (the options are {@link #lock}'s, and apply to each);
+     * the set is lost the moment any one of them is lost, with that lease's exception.
+     * Releasing the set releases every lease, the last taken first.
+     *
+     * <p>Unlike {@link #lockMany} the leases are not granted at once: while it waits for one
+     * resource it holds those before it in order. Prefer {@link #lockMany} for names of one
+     * partition (or on a lone server).
+     *
+     * @throws IllegalArgumentException no name, an empty one, or one named twice
+     */
+    public LeaseSet lockOrdered(List<String> resources, LockOptions o) {
+        if (o == null) {
+            o = new LockOptions();
+        }
+        List<String> sorted = new ArrayList<>(names(resources));
+        sorted.sort(null);
+        for (int i = 1; i < sorted.size(); i++) {
+            if (sorted.get(i).equals(sorted.get(i - 1))) {
+                throw new IllegalArgumentException(sorted.get(i) + " is named twice");
+            }
+        }
+        Duration wait = o.wait != null ? o.wait : Duration.ZERO;
+        if (wait.isNegative()) {
+            throw new IllegalArgumentException("the wait must not be negative");
+        }
+        long end = System.nanoTime() + wait.toNanos();
+        List<Lease> taken = new ArrayList<>();
+        try {
+            for (String name : sorted) {
+                LockOptions each = o.copy();
+                if (!wait.isZero()) {
+                    long left = end - System.nanoTime();
+                    each.waitFor(left < TimeUnit.MILLISECONDS.toNanos(1) ? null : Duration.ofNanos(left));
+                }
+                try {
+                    taken.add(lock(name, each));
+                } catch (ApiException e) {
+                    if (e.resource() == null) {
+                        e.resource(name);
+                    }
+                    throw e;
+                }
+            }
+            // One lost while the next were taken: the set is of no use.
+            for (Lease l : taken) {
+                l.check();
+            }
+        } catch (RuntimeException e) {
+            for (int i = taken.size() - 1; i >= 0; i--) {
+                boolean interrupted = Thread.interrupted();
+                try {
+                    taken.get(i).close();
+                } catch (MutexdException x) {
+                    // best effort
+                } finally {
+                    if (interrupted) {
+                        Thread.currentThread().interrupt();
+                    }
+                }
+            }
+            throw e;
+        }
+        return LeaseSet.ordered(this, taken);
+    }
+
+    /** Gives back leases that may have been granted, whatever the thread's interrupt status. */
+    void releaseManyQuietly(List<String> resources, String leaseId) {
+        boolean interrupted = Thread.interrupted();
+        try {
+            releaseMany(resources, leaseId);
+        } catch (MutexdException | IllegalArgumentException e) {
+            // best effort
+        } finally {
+            if (interrupted) {
+                Thread.currentThread().interrupt();
+            }
+        }
     }
 
     /** Gives back a lease that may have been granted, whatever the thread's interrupt status. */

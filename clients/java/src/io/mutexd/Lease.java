@@ -54,6 +54,18 @@ public final class Lease implements AutoCloseable {
     private final long margin;
     private final long ttlNanos;
     private final CompletableFuture<MutexdException> lost = new CompletableFuture<>();
+    /** What is held, in messages: "lease on jobs/x", or the leases of a {@link LeaseSet}. */
+    private final String label;
+    /** How it is renewed and released: its resource's calls, or (the core of a {@link LeaseSet}) the set's. */
+    private final Renewal renewal;
+    private final Runnable releaseCall;
+    /** Whether {@link #release()} releases after a {@code lease_lost} answer too (a set: what it still holds). */
+    private final boolean releaseLost;
+
+    /** One renewal, within {@code limit} and no later than {@code deadline} (nanoTime). */
+    interface Renewal {
+        Grant renew(Duration limit, long deadline);
+    }
 
     // Guarded by this.
     private Grant grant;
@@ -72,7 +84,15 @@ public final class Lease implements AutoCloseable {
     private ScheduledFuture<?> timer;
 
     Lease(Client client, Grant g) {
+        this(client, g, "lease on " + g.resource(), null, null, false);
+    }
+
+    Lease(Client client, Grant g, String label, Renewal renewal, Runnable releaseCall, boolean releaseLost) {
         this.client = client;
+        this.label = label;
+        this.renewal = renewal;
+        this.releaseCall = releaseCall;
+        this.releaseLost = releaseLost;
         this.grant = g;
         this.resource = g.resource();
         this.leaseId = g.leaseId();
@@ -229,7 +249,7 @@ public final class Lease implements AutoCloseable {
             } else {
                 why = "no renewal was tried since the last one succeeded: the process did not run in time (paused, or starved)";
             }
-            e = new LeaseExpiredException("lease expired: no renewal of the lease on " + resource
+            e = new LeaseExpiredException("lease expired: no renewal of the " + label
                     + " succeeded before its deadline (" + why + ")", lastError);
             call = setLost(e);
         }
@@ -304,7 +324,8 @@ public final class Lease implements AutoCloseable {
             Grant g = null;
             MutexdException err = null;
             try {
-                g = client.renew(resource, leaseId, null, null, Duration.ofNanos(limit), dl);
+                g = renewal != null ? renewal.renew(Duration.ofNanos(limit), dl)
+                        : client.renew(resource, leaseId, null, null, Duration.ofNanos(limit), dl);
             } catch (CancelledException e) {
                 Thread.interrupted();
                 return; // stopped or lost meanwhile
@@ -401,12 +422,19 @@ public final class Lease implements AutoCloseable {
         MutexdException err = null;
         if (lostWith instanceof LeaseLostException) {
             err = lostWith;
-        } else {
+        }
+        if (err == null || releaseLost) {
             boolean interrupted = Thread.interrupted();
             try {
-                client.release(resource, leaseId);
+                if (releaseCall != null) {
+                    releaseCall.run();
+                } else {
+                    client.release(resource, leaseId);
+                }
             } catch (MutexdException e) {
-                err = e;
+                if (err == null) {
+                    err = e; // after a lease_lost answer, lease_lost again for the lost ones: the others are released
+                }
             } finally {
                 if (interrupted) {
                     Thread.currentThread().interrupt();

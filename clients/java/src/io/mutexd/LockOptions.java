@@ -47,6 +47,18 @@ public final class LockOptions {
         return this;
     }
 
+    /** A copy, for each lease of {@link Client#lockOrdered}. */
+    LockOptions copy() {
+        LockOptions c = new LockOptions();
+        c.ttl = ttl;
+        c.wait = wait;
+        c.owner = owner;
+        c.metadata = metadata;
+        c.limit = limit;
+        c.shared = shared;
+        return c;
+    }
+
     AcquireOptions acquireOptions(String leaseId) {
         AcquireOptions a = new AcquireOptions().owner(owner).ttl(ttl).waitFor(wait).leaseId(leaseId).metadata(metadata);
         a.limit = limit;

@@ -18,7 +18,7 @@ import java.util.concurrent.TimeUnit;
 public final class TestRunner {
     static final long LIMIT_S = 120;
     static final Class<?>[] CLASSES = {JsonTest.class, PartitionsTest.class, ErrorsTest.class, CallsTest.class,
-        LockTest.class, FaultsTest.class, ExampleTest.class, GroupTest.class, RoutingTest.class};
+        LockTest.class, ManyTest.class, FaultsTest.class, ExampleTest.class, GroupTest.class, RoutingTest.class};
 
     private TestRunner() {
     }
