@@ -16,6 +16,13 @@
  * an acquire that names another gets MUTEXD_ERR_LIMIT_MISMATCH with the limit in force in
  * error->limit. A state lists every holder (state->holders), oldest grant first.
  *
+ * Several resources at once. mutexd_acquire_many() acquires a set of resources with one
+ * request, a lease on each or on none, under one lease id and with a fencing token for each;
+ * mutexd_renew_many() and mutexd_release_many() renew and release the set. A lock is leases
+ * that a thread of the library renews: mutexd_lock_many() a set, mutexd_lock_ordered()
+ * resources of different partitions taken one by one in name order; it is lost as soon as
+ * any of its leases is.
+ *
  * Several servers. A call goes first to the server that last answered. When no answer comes
  * from it (a connection error, a timeout) or it answers 503 (unavailable), the call sends the
  * same request to the next one, and so on round the list; before going round a second time
@@ -366,6 +373,188 @@ MUTEXD_API mutexd_result mutexd_break(mutexd_client *client, const char *resourc
 MUTEXD_API mutexd_result mutexd_break_lease(mutexd_client *client, const char *resource,
                                             const char *lease_id, const char *reason, int *broken,
                                             struct mutexd_error *error);
+
+/* ---- Several resources at once ------------------------------------------------------------ */
+
+/*
+ * A set: one request grants a lease on every resource it names (2 to MUTEXD_MANY_MAX), or on
+ * none, all under one lease id and each with its own fencing token; one request renews the
+ * set, one releases it. A wait waits in the queue of every resource named, and is granted all
+ * at once (no deadlock, whatever the order of the names in requests of others).
+ *
+ * On a partitioned group every name of a set must be in one partition: give them one hash
+ * tag ("{order-7}/lock", "{order-7}/stock"). The request goes where one about its first name
+ * would (the owner of that partition), and the map is followed as for one resource. Names
+ * in different partitions get MUTEXD_ERR_API, 400 invalid_field with error->field
+ * "resources" and error->reason "partitions_differ": take those with mutexd_lock_ordered().
+ */
+
+/* The most resources one request about several may name. */
+#define MUTEXD_MANY_MAX 64
+
+/* A set of leases, as mutexd_acquire_many() and mutexd_renew_many() answer it. */
+struct mutexd_leases {
+    struct mutexd_lease *leases; /* `count` leases, one per resource, in the order named */
+    size_t count;
+    char *lease_id; /* the set's lease id: every lease's */
+    /* The earliest deadline_ms of the leases, on mutexd_monotonic_ms()'s clock (see
+     * mutexd_lease_held()): the set holds until then. 0 once mutexd_renew_many() answered
+     * MUTEXD_LOST for it. */
+    int64_t deadline_ms;
+    char *json; /* the whole answer, as the API's JSON ({"leases": [...]}) */
+};
+
+/* Free what the set holds and leave it empty (zeroed). NULL is allowed. */
+MUTEXD_API void mutexd_leases_clear(struct mutexd_leases *leases);
+
+/* 1 while the clock is before leases->deadline_ms (every lease of the set holds), 0 once it
+ * has passed or the set was found lost (or leases is NULL or empty). The check to make right
+ * before every action the set guards, as mutexd_lease_held() for one lease. */
+MUTEXD_API int mutexd_leases_held(const struct mutexd_leases *leases);
+
+/*
+ * Acquires the `count` resources of `resources` (2 to MUTEXD_MANY_MAX names, each once) at
+ * once: a lease on each, or on none. `options` as for mutexd_acquire(), applying to each
+ * (one owner, TTL, metadata, limit, shared; lease_id: the set's). MUTEXD_OK: *leases (may be
+ * NULL) is the set, its leases in the order of `resources`. MUTEXD_HELD: nothing was granted;
+ * error->holder is the holder of the first resource held, in the order given, and
+ * mutexd_error_resources() names it. MUTEXD_ERR_LIMIT_MISMATCH as for one resource. A retry
+ * with the same proposed lease id and the same names gets the same leases back.
+ */
+MUTEXD_API mutexd_result mutexd_acquire_many(mutexd_client *client, const char *const *resources,
+                                             size_t count,
+                                             const struct mutexd_acquire_options *options,
+                                             struct mutexd_leases *leases,
+                                             struct mutexd_error *error);
+
+/*
+ * Renews the leases of the set `lease_id` on the `count` resources of `resources`: the same
+ * leases and fencing tokens, a fresh TTL. `options` may be NULL (ttl_ms, metadata and
+ * timeout_ms as for mutexd_renew(), applying to each). MUTEXD_OK: *leases (may be NULL) is the
+ * renewed set. MUTEXD_LOST: the lease id no longer holds some of them (mutexd_error_resources()
+ * names them); the others were renewed all the same, but the set is lost: stop the work it
+ * guards. Then, when *leases holds this set, its deadline_ms and that of each lease lost
+ * become 0, so that mutexd_leases_held() says so. `resources` and `lease_id` may point into
+ * *leases. When *leases holds this set (the same lease id) and its deadline is still ahead,
+ * the call keeps within it, as mutexd_renew() does.
+ */
+MUTEXD_API mutexd_result mutexd_renew_many(mutexd_client *client, const char *const *resources,
+                                           size_t count, const char *lease_id,
+                                           const struct mutexd_renew_options *options,
+                                           struct mutexd_leases *leases,
+                                           struct mutexd_error *error);
+
+/* Releases the leases of the set `lease_id` on the `count` resources of `resources`; the
+ * next waiters are granted at once. MUTEXD_OK: every one was released. MUTEXD_LOST: some were
+ * no longer held by the set (mutexd_error_resources() names them); the others were released
+ * all the same. */
+MUTEXD_API mutexd_result mutexd_release_many(mutexd_client *client, const char *const *resources,
+                                             size_t count, const char *lease_id,
+                                             struct mutexd_error *error);
+
+/*
+ * The resources the error answer of a call about several resources names (read from
+ * error->body): for MUTEXD_HELD, the resource found held (the first, in the order given);
+ * for MUTEXD_LOST, every resource the set no longer holds. *names is an array of *count names
+ * and a NULL, in one block for the caller to free(); NULL (and *count 0) when the answer names
+ * none. MUTEXD_OK, MUTEXD_ERR_NOMEM, or MUTEXD_ERR_ARG for a NULL argument.
+ */
+MUTEXD_API mutexd_result mutexd_error_resources(const struct mutexd_error *error, char ***names,
+                                                size_t *count);
+
+/*
+ * Locks: leases renewed in the background. mutexd_lock_many() acquires a set (one request, as
+ * mutexd_acquire_many()); mutexd_lock_ordered() acquires resources that may be in different
+ * partitions one by one, each its own lease. Either way a thread of the library then renews
+ * every lease of the lock at a third of its TTL (a set with one request), through a client of
+ * its own (a copy of the one given: the same servers, token and timeouts), until
+ * mutexd_lock_release(). The client given is left free for other calls, or to be freed.
+ *
+ * The lock is lost, for good, as soon as ANY lease of it is: a renewal answers lease_lost
+ * (the lease was broken, or another lease was granted after it expired), or no renewal of it
+ * succeeded before its deadline (one that fails for want of an answer, or with an error, is
+ * tried again on a new connection every tenth of the TTL, from 100 ms to 1 s; no attempt
+ * lasts past the deadline). Then renewing stops, mutexd_lock_held() answers 0,
+ * mutexd_lock_wait_lost() returns 1, mutexd_lock_status() says why, and the on_lost callback
+ * is called. Whoever holds the lock stops the work it guards at once: another process may
+ * hold some of its resources now.
+ *
+ * Threads: the functions below may be called from any thread, at the same time as the
+ * renewals, but for mutexd_lock_release(), which ends the lock.
+ */
+typedef struct mutexd_lock mutexd_lock;
+
+struct mutexd_lock_options {
+    /* Called once, on the lock's renewing thread, when the lock is found lost; NULL: none.
+     * It should return soon, and must not call mutexd_lock_release() on this lock. */
+    void (*on_lost)(mutexd_lock *lock, void *arg);
+    void *arg;
+};
+
+/*
+ * Acquires a set, as mutexd_acquire_many() (same arguments and answers), and starts renewing
+ * it. MUTEXD_OK: *lock is the lock, to be ended with mutexd_lock_release(). Otherwise *lock
+ * is NULL and nothing is held. `lock_options` may be NULL.
+ */
+MUTEXD_API mutexd_result mutexd_lock_many(mutexd_client *client, const char *const *resources,
+                                          size_t count,
+                                          const struct mutexd_acquire_options *options,
+                                          const struct mutexd_lock_options *lock_options,
+                                          mutexd_lock **lock, struct mutexd_error *error);
+
+/*
+ * The ordered helper, for resources of different partitions (Curator's
+ * InterProcessMultiLock): acquires the `count` resources of `resources` (1 to
+ * MUTEXD_MANY_MAX, each once) one by one with mutexd_acquire(), each its own lease, in name
+ * order (strcmp) whatever the order given, so that processes that lock overlapping sets never
+ * wait for each other in a circle. `options` apply to each; its wait_ms is the wait of the
+ * whole, and the leases taken are renewed while the next ones are waited for. If one cannot
+ * be taken, those taken are released, in reverse order, and the call returns what that one
+ * got (MUTEXD_HELD, an error; error->message starts with its name), or MUTEXD_LOST when one
+ * taken was lost before the last was; *lock is NULL then. The lock is lost when any of its
+ * leases is lost.
+ */
+MUTEXD_API mutexd_result mutexd_lock_ordered(mutexd_client *client, const char *const *resources,
+                                             size_t count,
+                                             const struct mutexd_acquire_options *options,
+                                             const struct mutexd_lock_options *lock_options,
+                                             mutexd_lock **lock, struct mutexd_error *error);
+
+/* 1 while every lease of the lock holds: none was found lost, and the earliest of their
+ * deadlines (as mutexd_lease_held() has it) is still ahead on the clock. 0 once lost (or lock
+ * is NULL). The check to make right before every action the lock guards: it is right even
+ * when the process was paused and the renewing thread has not run since. */
+MUTEXD_API int mutexd_lock_held(const mutexd_lock *lock);
+
+/* The ms left until the earliest deadline of the lock's leases; 0 once lost. */
+MUTEXD_API int64_t mutexd_lock_remaining_ms(const mutexd_lock *lock);
+
+/* Waits until the lock is lost, at most timeout_ms (< 0: without a limit). 1: it is lost;
+ * 0: the time ran out while it holds. */
+MUTEXD_API int mutexd_lock_wait_lost(mutexd_lock *lock, int64_t timeout_ms);
+
+/* MUTEXD_OK while the lock holds (the error emptied); MUTEXD_LOST once it is lost, with why
+ * in *error (may be NULL): the lease_lost answer of the server, or, when no renewal succeeded
+ * before the deadline, a message with the last renewal's failure. */
+MUTEXD_API mutexd_result mutexd_lock_status(const mutexd_lock *lock, struct mutexd_error *error);
+
+/* The lock's leases, in the order of the resources given: how many; and of lease `i`, its
+ * resource, fencing token (pass it to what that resource protects) and lease id (the same for
+ * every lease of mutexd_lock_many()). They do not change while the lock lives (a renewal keeps
+ * the token); the strings belong to the lock. NULL or 0 for an `i` out of range. */
+MUTEXD_API size_t mutexd_lock_count(const mutexd_lock *lock);
+MUTEXD_API const char *mutexd_lock_resource(const mutexd_lock *lock, size_t i);
+MUTEXD_API uint64_t mutexd_lock_fencing_token(const mutexd_lock *lock, size_t i);
+MUTEXD_API const char *mutexd_lock_lease_id(const mutexd_lock *lock, size_t i);
+
+/*
+ * Stops the renewals, releases every lease of the lock (a set with one request; the leases of
+ * mutexd_lock_ordered() one by one, in the reverse of the order they were taken), and frees
+ * the lock, whatever the answer. MUTEXD_OK: all released. MUTEXD_LOST: some were no longer the
+ * lock's (a lost lock), the others released. Another error: some could not be released (they
+ * end with their TTL). NULL is allowed (MUTEXD_OK).
+ */
+MUTEXD_API mutexd_result mutexd_lock_release(mutexd_lock *lock, struct mutexd_error *error);
 
 /* ---- Reading state ------------------------------------------------------------------------ */
 

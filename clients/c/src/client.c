@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "client.h"
 #include "decode.h"
 #include "json.h"
 #include "partition.h"
@@ -126,6 +127,10 @@ struct mutexd_client {
     size_t next; /* the URL tried first: the one that last answered (or the active it named),
                   * or the one after the one that last failed */
     long request_timeout_ms;
+    /* What the client was made with, for a copy of it (mxc_client_copy()). */
+    char *token;
+    char *ca_file;
+    long connect_timeout_ms;
     int failed; /* the last request got no answer: the next one connects afresh */
     char errbuf[CURL_ERROR_SIZE];
     /* The partition map of GET /v1/servers: map_count is 0 until an answer shows a
@@ -240,6 +245,10 @@ static mutexd_result client_new(mutexd_client **client, const char *const *urls,
     result = MUTEXD_ERR_NOMEM;
     c->request_timeout_ms =
         o->request_timeout_ms > 0 ? o->request_timeout_ms : DEFAULT_REQUEST_TIMEOUT_MS;
+    c->connect_timeout_ms = o->connect_timeout_ms;
+    if ((o->token != NULL && (c->token = strdup(o->token)) == NULL) ||
+        (o->ca_file != NULL && (c->ca_file = strdup(o->ca_file)) == NULL))
+        goto out;
     struct curl_slist *h = NULL;
     const char *fixed[] = {"Accept: application/json", "Content-Type: application/json", "Expect:"};
     for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++) {
@@ -323,7 +332,47 @@ void mutexd_client_free(mutexd_client *client)
     for (unsigned p = 0; client->owners != NULL && p < client->map_count; p++)
         free(client->owners[p]);
     free(client->owners);
+    free(client->token);
+    free(client->ca_file);
     free(client);
+}
+
+mutexd_result mxc_client_copy(const mutexd_client *client, mutexd_client **copy)
+{
+    struct mutexd_client_options o = {
+        .token = client->token,
+        .ca_file = client->ca_file,
+        .connect_timeout_ms = client->connect_timeout_ms,
+        .request_timeout_ms = client->request_timeout_ms,
+    };
+    mutexd_result result =
+        client_new(copy, (const char *const *)client->urls, client->nurls, 0, &o);
+    if (result != MUTEXD_OK)
+        return result;
+    mutexd_client *c = *copy;
+    /* What the client learned: the server that answered last goes first, and the partition
+     * map routes as it does (a copy of it that could not be made is read again). */
+    c->next = client->next;
+    c->map_count = client->map_count;
+    c->map_read_at = client->map_read_at;
+    c->map_due = client->map_due;
+    if (client->map_count > 1) {
+        c->owners = calloc(client->map_count, sizeof(*c->owners));
+        for (unsigned p = 0; c->owners != NULL && p < client->map_count; p++) {
+            if (client->owners[p] != NULL && (c->owners[p] = strdup(client->owners[p])) == NULL)
+                c->map_due = 1;
+        }
+        if (c->owners == NULL) {
+            c->map_count = 0; /* learned again from the first answer */
+            c->map_read_at = 0;
+        }
+    }
+    return MUTEXD_OK;
+}
+
+long mxc_client_timeout(const mutexd_client *client)
+{
+    return client->request_timeout_ms;
 }
 
 const char *mutexd_client_url(const mutexd_client *client)
@@ -951,6 +1000,25 @@ static mutexd_result give_lease(struct mxc_doc *doc, struct answer *a, int64_t b
     return MUTEXD_OK;
 }
 
+/* An acquire's fields after its owner and lease id, and the body's end. */
+static void add_acquire_options(struct mxc_buf *b, const struct mutexd_acquire_options *o)
+{
+    if (o->ttl_ms != 0)
+        mxc_buf_printf(b, ",\"ttl_ms\":%lld", (long long)o->ttl_ms);
+    if (o->wait_ms != 0)
+        mxc_buf_printf(b, ",\"wait_ms\":%lld", (long long)o->wait_ms);
+    if (o->metadata != NULL) {
+        mxc_buf_str(b, ",\"metadata\":");
+        mxc_buf_str(b, o->metadata);
+    }
+    /* Sent only when asked for: a server without semaphores refuses both (unknown_field). */
+    if (o->limit != 0)
+        mxc_buf_printf(b, ",\"limit\":%lld", (long long)o->limit);
+    if (o->shared)
+        mxc_buf_str(b, ",\"shared\":true");
+    mxc_buf_str(b, "}");
+}
+
 mutexd_result mutexd_acquire(mutexd_client *client, const char *resource,
                              const struct mutexd_acquire_options *options,
                              struct mutexd_lease *lease, struct mutexd_error *error)
@@ -996,20 +1064,7 @@ mutexd_result mutexd_acquire(mutexd_client *client, const char *resource,
     mxc_buf_json_string(&b, o->owner != NULL ? o->owner : owner);
     mxc_buf_str(&b, ",\"lease_id\":");
     mxc_buf_json_string(&b, o->lease_id != NULL ? o->lease_id : lease_id);
-    if (o->ttl_ms != 0)
-        mxc_buf_printf(&b, ",\"ttl_ms\":%lld", (long long)o->ttl_ms);
-    if (o->wait_ms != 0)
-        mxc_buf_printf(&b, ",\"wait_ms\":%lld", (long long)o->wait_ms);
-    if (o->metadata != NULL) {
-        mxc_buf_str(&b, ",\"metadata\":");
-        mxc_buf_str(&b, o->metadata);
-    }
-    /* Sent only when asked for: a server without semaphores refuses both (unknown_field). */
-    if (o->limit != 0)
-        mxc_buf_printf(&b, ",\"limit\":%lld", (long long)o->limit);
-    if (o->shared)
-        mxc_buf_str(&b, ",\"shared\":true");
-    mxc_buf_str(&b, "}");
+    add_acquire_options(&b, o);
     result = take(&b, &body, err);
     if (result != MUTEXD_OK)
         goto out;
@@ -1190,6 +1245,371 @@ mutexd_result mutexd_break(mutexd_client *client, const char *resource, const ch
                            int *broken, struct mutexd_error *error)
 {
     return mutexd_break_lease(client, resource, NULL, reason, broken, error);
+}
+
+/* ---- Several resources at once ------------------------------------------------------------ */
+
+/* The names of a call about several resources: `min` to MUTEXD_MANY_MAX of them, none NULL
+ * or empty. */
+static mutexd_result check_names(mutexd_client *c, const char *const *resources, size_t count,
+                                 struct mutexd_error *err)
+{
+    if (c == NULL)
+        return fail(err, MUTEXD_ERR_ARG, "no client");
+    if (resources == NULL || count < 2 || count > MUTEXD_MANY_MAX)
+        return fail(err, MUTEXD_ERR_ARG, "a set is 2 to %d resources, not %zu", MUTEXD_MANY_MAX,
+                    resources == NULL ? (size_t)0 : count);
+    for (size_t i = 0; i < count; i++) {
+        if (resources[i] == NULL || resources[i][0] == '\0')
+            return fail(err, MUTEXD_ERR_ARG, "resource name %zu of the set is empty", i + 1);
+    }
+    return MUTEXD_OK;
+}
+
+/* {"resources":[...],"lease_id":... : the start of every body about a set. */
+static void add_names(struct mxc_buf *b, const char *const *resources, size_t count,
+                      const char *lease_id)
+{
+    mxc_buf_str(b, "{\"resources\":[");
+    for (size_t i = 0; i < count; i++) {
+        if (i > 0)
+            mxc_buf_str(b, ",");
+        mxc_buf_json_string(b, resources[i]);
+    }
+    mxc_buf_str(b, "],\"lease_id\":");
+    mxc_buf_json_string(b, lease_id);
+}
+
+void mutexd_leases_clear(struct mutexd_leases *leases)
+{
+    if (leases == NULL)
+        return;
+    for (size_t i = 0; i < leases->count; i++)
+        mutexd_lease_clear(&leases->leases[i]);
+    free(leases->leases);
+    free(leases->lease_id);
+    free(leases->json);
+    memset(leases, 0, sizeof(*leases));
+}
+
+int mutexd_leases_held(const struct mutexd_leases *leases)
+{
+    return leases != NULL && leases->count > 0 && leases->deadline_ms > 0 &&
+           mutexd_monotonic_ms() < leases->deadline_ms;
+}
+
+/* Reads {"leases": [lease body...]} of *doc into *leases (when not NULL), replacing what it
+ * held: one lease per name of `resources`, in that order, all of one lease id. `base`: the
+ * monotonic ms their expires_in_ms counts from. */
+static mutexd_result give_leases(struct mxc_doc *doc, struct answer *a, int64_t base,
+                                 const char *const *resources, size_t count,
+                                 struct mutexd_leases *leases, struct mutexd_error *err)
+{
+    struct mutexd_leases fresh = {0};
+    mutexd_result result = MUTEXD_ERR_PROTOCOL;
+    const cJSON *list = cJSON_GetObjectItemCaseSensitive(doc->root, "leases");
+    if (!cJSON_IsArray(list) || (size_t)cJSON_GetArraySize(list) != count)
+        goto out;
+    fresh.leases = calloc(count, sizeof(*fresh.leases));
+    if (fresh.leases == NULL) {
+        result = MUTEXD_ERR_NOMEM;
+        goto out;
+    }
+    const cJSON *item;
+    cJSON_ArrayForEach(item, list)
+    {
+        struct mutexd_lease *l = &fresh.leases[fresh.count];
+        result = mxc_decode_lease(doc, item, l);
+        if (result != MUTEXD_OK)
+            goto out;
+        fresh.count++;
+        result = MUTEXD_ERR_PROTOCOL;
+        if (strcmp(l->resource, resources[fresh.count - 1]) != 0 ||
+            strcasecmp(l->lease_id, fresh.leases[0].lease_id) != 0)
+            goto out; /* not the set asked for */
+        l->deadline_ms = base + l->expires_in_ms - mutexd_safety_margin_ms(l->ttl_ms);
+        if (fresh.count == 1 || l->deadline_ms < fresh.deadline_ms)
+            fresh.deadline_ms = l->deadline_ms;
+    }
+    fresh.lease_id = strdup(fresh.leases[0].lease_id);
+    fresh.json = mxc_doc_print(doc, doc->root);
+    result = fresh.lease_id != NULL && fresh.json != NULL ? MUTEXD_OK : MUTEXD_ERR_NOMEM;
+out:
+    if (result != MUTEXD_OK) {
+        mutexd_leases_clear(&fresh);
+        return bad_answer(result, a, err);
+    }
+    if (leases != NULL) {
+        mutexd_leases_clear(leases);
+        *leases = fresh;
+    } else {
+        mutexd_leases_clear(&fresh);
+    }
+    return MUTEXD_OK;
+}
+
+mutexd_result mutexd_acquire_many(mutexd_client *client, const char *const *resources, size_t count,
+                                  const struct mutexd_acquire_options *options,
+                                  struct mutexd_leases *leases, struct mutexd_error *error)
+{
+    struct mutexd_error scratch;
+    struct mutexd_error *err = begin(error, &scratch);
+    struct mutexd_acquire_options none = {0};
+    const struct mutexd_acquire_options *o = options != NULL ? options : &none;
+    struct answer a;
+    answer_init(&a);
+    struct mxc_doc doc = {0};
+    struct mxc_buf b;
+    char *body = NULL;
+    char owner[300], lease_id[MUTEXD_LEASE_ID_LEN + 1];
+
+    mutexd_result result = check_names(client, resources, count, err);
+    if (result != MUTEXD_OK)
+        goto out;
+    result = check_metadata(o->metadata, err);
+    if (result != MUTEXD_OK)
+        goto out;
+    if (o->owner == NULL) {
+        char host[256] = "";
+        if (gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0')
+            strcpy(host, "localhost");
+        snprintf(owner, sizeof(owner), "%s:%ld", host, (long)getpid());
+    }
+    if (o->lease_id == NULL) {
+        result = mutexd_new_lease_id(lease_id);
+        if (result != MUTEXD_OK) {
+            result = fail(err, result, "no randomness for a lease id");
+            goto out;
+        }
+    }
+
+    mxc_buf_init(&b, REQUEST_MAX);
+    add_names(&b, resources, count, o->lease_id != NULL ? o->lease_id : lease_id);
+    mxc_buf_str(&b, ",\"owner\":");
+    mxc_buf_json_string(&b, o->owner != NULL ? o->owner : owner);
+    add_acquire_options(&b, o);
+    result = take(&b, &body, err);
+    if (result != MUTEXD_OK)
+        goto out;
+
+    /* Every name is in the first one's partition: the request goes where one about it would. */
+    long wait = o->wait_ms > 0 && o->wait_ms < 86400000 ? (long)o->wait_ms : 0;
+    int64_t sent;
+    result = call(client, resources[0], "/v1/acquire", body, wait, &a, &doc, &sent, err);
+    if (result != MUTEXD_OK)
+        goto out;
+    result = give_leases(&doc, &a, wait > 0 ? mutexd_monotonic_ms() : sent, resources, count,
+                         leases, err);
+out:
+    free(body);
+    mxc_doc_free(&doc);
+    answer_free(&a);
+    return end(result, err, &scratch);
+}
+
+/* The names of the "resources" member of an error answer's "error" object, or of its
+ * "resource" member when it has no list: as mutexd_error_resources(). */
+static mutexd_result names_of(const char *body, char ***names, size_t *count)
+{
+    *names = NULL;
+    *count = 0;
+    if (body == NULL)
+        return MUTEXD_OK;
+    struct mxc_doc doc;
+    mutexd_result result = mxc_doc_parse(&doc, body, strlen(body));
+    if (result != MUTEXD_OK)
+        return result == MUTEXD_ERR_NOMEM ? result : MUTEXD_OK; /* not JSON: names none */
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(doc.root, "error");
+    const cJSON *list = cJSON_GetObjectItemCaseSensitive(e, "resources");
+    const cJSON *one = cJSON_GetObjectItemCaseSensitive(e, "resource");
+    const cJSON *item;
+    size_t n = 0, bytes = 0;
+    if (cJSON_IsArray(list)) {
+        cJSON_ArrayForEach(item, list)
+        {
+            if (cJSON_IsString(item) && item->valuestring != NULL) {
+                n++;
+                bytes += strlen(item->valuestring) + 1;
+            }
+        }
+    } else if (cJSON_IsString(one) && one->valuestring != NULL) {
+        n = 1;
+        bytes = strlen(one->valuestring) + 1;
+    }
+    if (n > 0) {
+        /* One block: the pointers, the NULL after them, then the strings. */
+        char **out = malloc((n + 1) * sizeof(*out) + bytes);
+        if (out == NULL) {
+            result = MUTEXD_ERR_NOMEM;
+            goto done;
+        }
+        char *text = (char *)(out + n + 1);
+        size_t k = 0;
+        if (cJSON_IsArray(list)) {
+            cJSON_ArrayForEach(item, list)
+            {
+                if (!cJSON_IsString(item) || item->valuestring == NULL)
+                    continue;
+                out[k++] = strcpy(text, item->valuestring);
+                text += strlen(text) + 1;
+            }
+        } else {
+            out[k++] = strcpy(text, one->valuestring);
+        }
+        out[k] = NULL;
+        *names = out;
+        *count = n;
+    }
+done:
+    mxc_doc_free(&doc);
+    return result;
+}
+
+mutexd_result mutexd_error_resources(const struct mutexd_error *error, char ***names, size_t *count)
+{
+    if (names == NULL || count == NULL)
+        return MUTEXD_ERR_ARG;
+    *names = NULL;
+    *count = 0;
+    if (error == NULL)
+        return MUTEXD_ERR_ARG;
+    return names_of(error->body, names, count);
+}
+
+/* After a lease_lost answer to the renewal of the set *leases holds: the set and every lease
+ * the answer names are lost (deadline 0). */
+static void mark_lost(struct mutexd_leases *leases, const struct mutexd_error *err)
+{
+    char **names;
+    size_t n;
+    leases->deadline_ms = 0;
+    if (names_of(err->body, &names, &n) != MUTEXD_OK)
+        return;
+    for (size_t i = 0; i < leases->count; i++) {
+        for (size_t k = 0; k < n; k++) {
+            if (leases->leases[i].resource != NULL &&
+                strcmp(leases->leases[i].resource, names[k]) == 0)
+                leases->leases[i].deadline_ms = 0;
+        }
+    }
+    free(names);
+}
+
+mutexd_result mutexd_renew_many(mutexd_client *client, const char *const *resources, size_t count,
+                                const char *lease_id, const struct mutexd_renew_options *options,
+                                struct mutexd_leases *leases, struct mutexd_error *error)
+{
+    struct mutexd_error scratch;
+    struct mutexd_error *err = begin(error, &scratch);
+    struct mutexd_renew_options none = {0};
+    const struct mutexd_renew_options *o = options != NULL ? options : &none;
+    struct answer a;
+    answer_init(&a);
+    struct mxc_doc doc = {0};
+    struct mxc_buf b;
+    char *body = NULL;
+
+    mutexd_result result = check_names(client, resources, count, err);
+    if (result != MUTEXD_OK)
+        goto out;
+    if (lease_id == NULL) {
+        result = fail(err, MUTEXD_ERR_ARG, "no lease id");
+        goto out;
+    }
+    result = check_metadata(o->metadata, err);
+    if (result != MUTEXD_OK)
+        goto out;
+
+    /* Renewing the set that *leases holds, before its deadline: no attempt goes past it. */
+    int same =
+        leases != NULL && leases->lease_id != NULL && strcasecmp(leases->lease_id, lease_id) == 0;
+    int64_t until = same && leases->deadline_ms > mutexd_monotonic_ms() ? leases->deadline_ms : 0;
+
+    /* The body is built before anything else, as the names may point into *leases. */
+    mxc_buf_init(&b, REQUEST_MAX);
+    add_names(&b, resources, count, lease_id);
+    if (o->ttl_ms != 0)
+        mxc_buf_printf(&b, ",\"ttl_ms\":%lld", (long long)o->ttl_ms);
+    if (o->metadata != NULL) {
+        mxc_buf_str(&b, ",\"metadata\":");
+        mxc_buf_str(&b, o->metadata);
+    }
+    mxc_buf_str(&b, "}");
+    result = take(&b, &body, err);
+    if (result != MUTEXD_OK)
+        goto out;
+
+    long timeout = o->timeout_ms > 0 ? o->timeout_ms : client->request_timeout_ms;
+    int64_t sent;
+    result = exchange(client, resources[0], "/v1/renew", body, timeout, until, &a, &sent, err);
+    if (result != MUTEXD_OK)
+        goto out;
+    result = read_answer(&a, &doc, err);
+    if (result == MUTEXD_LOST && same)
+        mark_lost(leases, err);
+    if (result != MUTEXD_OK)
+        goto out;
+    result = give_leases(&doc, &a, sent, resources, count, leases, err);
+out:
+    free(body);
+    mxc_doc_free(&doc);
+    answer_free(&a);
+    return end(result, err, &scratch);
+}
+
+mutexd_result mutexd_release_many(mutexd_client *client, const char *const *resources, size_t count,
+                                  const char *lease_id, struct mutexd_error *error)
+{
+    struct mutexd_error scratch;
+    struct mutexd_error *err = begin(error, &scratch);
+    struct answer a;
+    answer_init(&a);
+    struct mxc_doc doc = {0};
+    struct mxc_buf b;
+    char *body = NULL;
+
+    mutexd_result result = check_names(client, resources, count, err);
+    if (result != MUTEXD_OK)
+        goto out;
+    if (lease_id == NULL) {
+        result = fail(err, MUTEXD_ERR_ARG, "no lease id");
+        goto out;
+    }
+    mxc_buf_init(&b, REQUEST_MAX);
+    add_names(&b, resources, count, lease_id);
+    mxc_buf_str(&b, "}");
+    result = take(&b, &body, err);
+    if (result != MUTEXD_OK)
+        goto out;
+    result = call(client, resources[0], "/v1/release", body, 0, &a, &doc, NULL, err);
+    if (result != MUTEXD_OK)
+        goto out;
+    /* {"leases": [{"resource", "released": true}...]}, one per name, in order. */
+    const cJSON *list = cJSON_GetObjectItemCaseSensitive(doc.root, "leases"), *item;
+    size_t i = 0;
+    result = MUTEXD_ERR_PROTOCOL;
+    if (!cJSON_IsArray(list) || (size_t)cJSON_GetArraySize(list) != count)
+        goto bad;
+    cJSON_ArrayForEach(item, list)
+    {
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(item, "resource");
+        const cJSON *released = cJSON_GetObjectItemCaseSensitive(item, "released");
+        if (!cJSON_IsString(name) || strcmp(name->valuestring, resources[i++]) != 0 ||
+            !cJSON_IsBool(released))
+            goto bad;
+        if (!cJSON_IsTrue(released)) {
+            result = fail(err, MUTEXD_ERR_PROTOCOL, "the server answered released: false");
+            goto out;
+        }
+    }
+    result = MUTEXD_OK;
+bad:
+    result = bad_answer(result, &a, err);
+out:
+    free(body);
+    mxc_doc_free(&doc);
+    answer_free(&a);
+    return end(result, err, &scratch);
 }
 
 /* ---- Reading state ------------------------------------------------------------------------ */

@@ -1150,6 +1150,428 @@ static void a_retry_with_the_same_lease_id_must_name_the_same_limit(void **state
     mutexd_client_free(c);
 }
 
+/* ---- Several resources at once ---- */
+
+/* 1 when `resource` is held, with `token` when it is not 0. */
+static int held_with(mutexd_client *c, const char *resource, uint64_t token)
+{
+    struct mutexd_state s = {0};
+    assert_int_equal(mutexd_get(c, resource, &s, NULL), MUTEXD_OK);
+    int held = s.held && (token == 0 || s.holder.fencing_token == token);
+    mutexd_state_clear(&s);
+    return held;
+}
+
+/* The names an error answer names, joined by spaces ("" when none). */
+static void named(const struct mutexd_error *e, char *out, size_t cap)
+{
+    char **names = NULL;
+    size_t n = 99;
+    assert_int_equal(mutexd_error_resources(e, &names, &n), MUTEXD_OK);
+    out[0] = '\0';
+    for (size_t i = 0; i < n; i++)
+        snprintf(out + strlen(out), cap - strlen(out), "%s%s", i > 0 ? " " : "", names[i]);
+    if (n > 0)
+        assert_null(names[n]);
+    else
+        assert_null(names);
+    free(names);
+}
+
+/* One name held by another: lease_held naming it, and nothing granted, the others stay free;
+ * once it is free, the set is granted. */
+static void many_is_all_or_none(void **state)
+{
+    (void)state;
+    mutexd_client *c = connect_server();
+    const char *names[] = {"account/alice", "account/bob", "account/carol"};
+    struct mutexd_lease other = {0};
+    struct mutexd_leases set = {0};
+    struct mutexd_error e = {0};
+    struct mutexd_acquire_options oo = {.owner = "other", .ttl_ms = 5000};
+    assert_int_equal(mutexd_acquire(c, "account/bob", &oo, &other, NULL), MUTEXD_OK);
+
+    struct mutexd_acquire_options o = {.owner = "mover", .ttl_ms = 5000};
+    assert_int_equal(mutexd_acquire_many(c, names, 3, &o, &set, &e), MUTEXD_HELD);
+    assert_int_equal(e.status, 409);
+    assert_string_equal(e.code, "lease_held");
+    assert_int_equal(e.has_holder, 1);
+    assert_string_equal(e.holder.owner, "other");
+    assert_true(e.holder.fencing_token == other.fencing_token);
+    assert_in_range(e.retry_after_s, 1, 5);
+    char which[256];
+    named(&e, which, sizeof(which));
+    assert_string_equal(which, "account/bob");
+    assert_null(set.leases); /* a failed call leaves its output alone */
+    assert_false(held_with(c, "account/alice", 0));
+    assert_false(held_with(c, "account/carol", 0));
+    assert_true(held_with(c, "account/bob", other.fencing_token));
+
+    assert_int_equal(mutexd_release(c, "account/bob", other.lease_id, NULL), MUTEXD_OK);
+    assert_int_equal(mutexd_acquire_many(c, names, 3, &o, &set, &e), MUTEXD_OK);
+    assert_int_equal(set.count, 3);
+    for (size_t i = 0; i < 3; i++)
+        assert_true(held_with(c, names[i], set.leases[i].fencing_token));
+    mutexd_leases_clear(&set);
+    mutexd_leases_clear(&set); /* twice is fine */
+    mutexd_error_clear(&e);
+    mutexd_lease_clear(&other);
+    mutexd_client_free(c);
+}
+
+/* A set: one lease per name in the order given, one lease id, a token each; acquiring again
+ * with the same lease id gives the same leases back. */
+static void many_grants_a_set_with_a_token_each(void **state)
+{
+    (void)state;
+    mutexd_client *c = connect_server();
+    const char *names[] = {"set/x", "set/b", "set/m"};
+    char id[MUTEXD_LEASE_ID_LEN + 1];
+    assert_int_equal(mutexd_new_lease_id(id), MUTEXD_OK);
+    struct mutexd_leases set = {0}, again = {0};
+    struct mutexd_error e = {0};
+    struct mutexd_acquire_options o = {
+        .owner = "w", .ttl_ms = 4000, .lease_id = id, .metadata = "{\"job\":7}"};
+    int64_t t0 = mutexd_monotonic_ms();
+    assert_int_equal(mutexd_acquire_many(c, names, 3, &o, &set, &e), MUTEXD_OK);
+    assert_null(e.message);
+    assert_int_equal(set.count, 3);
+    assert_string_equal(set.lease_id, id);
+    assert_non_null(strstr(set.json, "\"leases\""));
+    assert_true(mutexd_leases_held(&set));
+    for (size_t i = 0; i < 3; i++) {
+        const struct mutexd_lease *l = &set.leases[i];
+        assert_string_equal(l->resource, names[i]);
+        assert_string_equal(l->lease_id, id);
+        assert_string_equal(l->owner, "w");
+        assert_int_equal(l->ttl_ms, 4000);
+        assert_string_equal(l->metadata, "{\"job\":7}");
+        assert_true(l->fencing_token >= 1);
+        for (size_t k = 0; k < i; k++)
+            assert_true(l->fencing_token != set.leases[k].fencing_token);
+        assert_in_range(l->deadline_ms, t0 + 3000, t0 + 4000);
+        assert_true(set.deadline_ms <= l->deadline_ms);
+        assert_true(held_with(c, names[i], l->fencing_token));
+    }
+    assert_int_equal(mutexd_acquire_many(c, names, 3, &o, &again, &e), MUTEXD_OK);
+    for (size_t i = 0; i < 3; i++)
+        assert_true(again.leases[i].fencing_token == set.leases[i].fencing_token);
+    mutexd_leases_clear(&set);
+    mutexd_leases_clear(&again);
+    mutexd_client_free(c);
+}
+
+/* A wait waits for every name, and is granted once the last one is free. */
+static void many_waits_for_every_resource(void **state)
+{
+    (void)state;
+    mutexd_client *c = connect_server();
+    const char *names[] = {"wait/a", "wait/b"};
+    struct mutexd_acquire_options oo = {.owner = "other", .ttl_ms = 1000};
+    assert_int_equal(mutexd_acquire(c, "wait/b", &oo, NULL, NULL), MUTEXD_OK);
+    struct mutexd_leases set = {0};
+    struct mutexd_acquire_options o = {.owner = "patient", .ttl_ms = 5000, .wait_ms = 10000};
+    int64_t t0 = test_now_ms();
+    assert_int_equal(mutexd_acquire_many(c, names, 2, &o, &set, NULL), MUTEXD_OK);
+    assert_in_range(test_now_ms() - t0, 500, 5000); /* once wait/b expired */
+    assert_string_equal(set.leases[1].owner, "patient");
+    assert_true(mutexd_leases_held(&set));
+    mutexd_leases_clear(&set);
+    mutexd_client_free(c);
+}
+
+/* Renewing the set; after a break of one lease, the batch renew answers lease_lost naming
+ * it (and renews the other), and the set says it is lost; the release of the set releases
+ * what it still holds and names the one lost. */
+static void many_renew_and_release_and_a_broken_lease(void **state)
+{
+    (void)state;
+    mutexd_client *c = connect_server();
+    const char *names[] = {"pair/a", "pair/b"};
+    struct mutexd_leases set = {0};
+    struct mutexd_error e = {0};
+    struct mutexd_acquire_options o = {.owner = "w", .ttl_ms = 2000};
+    assert_int_equal(mutexd_acquire_many(c, names, 2, &o, &set, &e), MUTEXD_OK);
+    uint64_t ta = set.leases[0].fencing_token, tb = set.leases[1].fencing_token;
+
+    /* The names and the lease id may point into the set itself. */
+    const char *own[] = {set.leases[0].resource, set.leases[1].resource};
+    struct mutexd_renew_options ro = {.ttl_ms = 6000};
+    int64_t before = set.deadline_ms;
+    assert_int_equal(mutexd_renew_many(c, own, 2, set.lease_id, &ro, &set, &e), MUTEXD_OK);
+    assert_int_equal(set.count, 2);
+    assert_true(set.leases[0].fencing_token == ta && set.leases[1].fencing_token == tb);
+    assert_int_equal(set.leases[0].ttl_ms, 6000);
+    assert_true(set.deadline_ms > before);
+
+    int broken = 0;
+    assert_int_equal(mutexd_break(c, "pair/b", "test", &broken, NULL), MUTEXD_OK);
+    assert_true(broken);
+    assert_int_equal(mutexd_renew_many(c, names, 2, set.lease_id, NULL, &set, &e), MUTEXD_LOST);
+    assert_int_equal(e.status, 409);
+    assert_string_equal(e.code, "lease_lost");
+    char which[256];
+    named(&e, which, sizeof(which));
+    assert_string_equal(which, "pair/b");
+    assert_false(mutexd_leases_held(&set));
+    assert_int_equal(set.deadline_ms, 0);
+    assert_int_equal(set.leases[1].deadline_ms, 0);
+    assert_true(mutexd_lease_held(&set.leases[0])); /* the one still held was renewed */
+    assert_true(held_with(c, "pair/a", ta));
+
+    assert_int_equal(mutexd_release_many(c, names, 2, set.lease_id, &e), MUTEXD_LOST);
+    named(&e, which, sizeof(which));
+    assert_string_equal(which, "pair/b");
+    assert_false(held_with(c, "pair/a", 0));
+
+    /* A whole set released; a second release names both. */
+    assert_int_equal(mutexd_acquire_many(c, names, 2, &o, &set, &e), MUTEXD_OK);
+    assert_int_equal(mutexd_release_many(c, names, 2, set.lease_id, &e), MUTEXD_OK);
+    assert_null(e.message);
+    assert_false(held_with(c, "pair/a", 0));
+    assert_false(held_with(c, "pair/b", 0));
+    assert_int_equal(mutexd_release_many(c, names, 2, set.lease_id, &e), MUTEXD_LOST);
+    named(&e, which, sizeof(which));
+    assert_string_equal(which, "pair/a pair/b");
+    mutexd_error_clear(&e);
+    mutexd_leases_clear(&set);
+    mutexd_client_free(c);
+}
+
+static void many_bad_arguments(void **state)
+{
+    (void)state;
+    mutexd_client *c = connect_server();
+    struct mutexd_error e = {0};
+    const char *one[] = {"a"}, *empty[] = {"a", ""}, *null[] = {"a", NULL}, *twice[] = {"a", "a"};
+    const char *many[MUTEXD_MANY_MAX + 1];
+    for (size_t i = 0; i <= MUTEXD_MANY_MAX; i++)
+        many[i] = "x";
+    assert_int_equal(mutexd_acquire_many(c, one, 1, NULL, NULL, &e), MUTEXD_ERR_ARG);
+    assert_non_null(e.message);
+    assert_int_equal(mutexd_acquire_many(c, empty, 2, NULL, NULL, &e), MUTEXD_ERR_ARG);
+    assert_int_equal(mutexd_acquire_many(c, null, 2, NULL, NULL, &e), MUTEXD_ERR_ARG);
+    assert_int_equal(mutexd_acquire_many(c, NULL, 2, NULL, NULL, &e), MUTEXD_ERR_ARG);
+    assert_int_equal(mutexd_acquire_many(NULL, twice, 2, NULL, NULL, &e), MUTEXD_ERR_ARG);
+    assert_int_equal(mutexd_acquire_many(c, many, MUTEXD_MANY_MAX + 1, NULL, NULL, &e),
+                     MUTEXD_ERR_ARG);
+    assert_int_equal(mutexd_renew_many(c, twice, 2, NULL, NULL, NULL, &e), MUTEXD_ERR_ARG);
+    assert_int_equal(mutexd_release_many(c, twice, 2, NULL, &e), MUTEXD_ERR_ARG);
+    assert_int_equal(mutexd_lock_ordered(c, twice, 2, NULL, NULL, NULL, &e), MUTEXD_ERR_ARG);
+    mutexd_lock *lock = (mutexd_lock *)&e;
+    assert_int_equal(mutexd_lock_ordered(c, twice, 2, NULL, NULL, &lock, &e), MUTEXD_ERR_ARG);
+    assert_null(lock);
+    /* Twice the same name: the server says so. */
+    assert_int_equal(mutexd_acquire_many(c, twice, 2, NULL, NULL, &e), MUTEXD_ERR_API);
+    assert_int_equal(e.status, 400);
+    assert_string_equal(e.field, "resources");
+    char **names = NULL;
+    size_t n = 0;
+    assert_int_equal(mutexd_error_resources(NULL, &names, &n), MUTEXD_ERR_ARG);
+    mutexd_error_clear(&e);
+    mutexd_client_free(c);
+}
+
+struct lost_calls {
+    pthread_mutex_t mu;
+    int count;
+    mutexd_lock *lock;
+};
+
+static void count_lost(mutexd_lock *lock, void *arg)
+{
+    struct lost_calls *calls = arg;
+    pthread_mutex_lock(&calls->mu);
+    calls->count++;
+    calls->lock = lock;
+    pthread_mutex_unlock(&calls->mu);
+}
+
+static int lost_count(struct lost_calls *calls)
+{
+    pthread_mutex_lock(&calls->mu);
+    int n = calls->count;
+    pthread_mutex_unlock(&calls->mu);
+    return n;
+}
+
+/* The count once on_lost had a second to be called: it is called right after the lock is
+ * found lost, on the renewing thread. */
+static int lost_count_later(struct lost_calls *calls)
+{
+    for (int i = 0; i < 100 && lost_count(calls) == 0; i++)
+        test_sleep_ms(10);
+    return lost_count(calls);
+}
+
+/* A lock on a set outlives its TTL several times over: its thread renews the set. The
+ * caller's client may be freed meanwhile. */
+static void lock_many_renews_the_set_in_the_background(void **state)
+{
+    (void)state;
+    mutexd_client *c = connect_server();
+    const char *names[] = {"bg/a", "bg/b"};
+    struct lost_calls calls = {PTHREAD_MUTEX_INITIALIZER, 0, NULL};
+    struct mutexd_lock_options lo = {.on_lost = count_lost, .arg = &calls};
+    struct mutexd_acquire_options o = {.owner = "w", .ttl_ms = 900};
+    mutexd_lock *lock = NULL;
+    struct mutexd_error e = {0};
+    assert_int_equal(mutexd_lock_many(c, names, 2, &o, &lo, &lock, &e), MUTEXD_OK);
+    assert_non_null(lock);
+    assert_int_equal(mutexd_lock_count(lock), 2);
+    uint64_t ta = mutexd_lock_fencing_token(lock, 0), tb = mutexd_lock_fencing_token(lock, 1);
+    assert_string_equal(mutexd_lock_resource(lock, 0), "bg/a");
+    assert_string_equal(mutexd_lock_resource(lock, 1), "bg/b");
+    assert_string_equal(mutexd_lock_lease_id(lock, 0), mutexd_lock_lease_id(lock, 1));
+    assert_null(mutexd_lock_resource(lock, 2));
+    assert_true(ta != tb);
+    mutexd_client_free(c);
+
+    /* Over three TTLs. */
+    assert_int_equal(mutexd_lock_wait_lost(lock, 3000), 0);
+    assert_true(mutexd_lock_held(lock));
+    assert_in_range(mutexd_lock_remaining_ms(lock), 1, 900);
+    assert_int_equal(mutexd_lock_status(lock, &e), MUTEXD_OK);
+    assert_null(e.message);
+    assert_int_equal(lost_count(&calls), 0);
+    c = connect_server();
+    assert_true(held_with(c, "bg/a", ta));
+    assert_true(held_with(c, "bg/b", tb));
+
+    assert_int_equal(mutexd_lock_release(lock, &e), MUTEXD_OK);
+    assert_false(held_with(c, "bg/a", 0));
+    assert_false(held_with(c, "bg/b", 0));
+    assert_int_equal(lost_count(&calls), 0);
+    assert_int_equal(mutexd_lock_release(NULL, &e), MUTEXD_OK);
+    mutexd_error_clear(&e);
+    mutexd_client_free(c);
+}
+
+/* A break of one lease of a locked set: the lock is lost (at the next renewal, within a third
+ * of the TTL), on_lost is called once, and the release releases the other lease. */
+static void lock_many_is_lost_when_one_lease_is_broken(void **state)
+{
+    (void)state;
+    mutexd_client *c = connect_server();
+    const char *names[] = {"brk/a", "brk/b", "brk/c"};
+    struct lost_calls calls = {PTHREAD_MUTEX_INITIALIZER, 0, NULL};
+    struct mutexd_lock_options lo = {.on_lost = count_lost, .arg = &calls};
+    struct mutexd_acquire_options o = {.owner = "w", .ttl_ms = 1500};
+    mutexd_lock *lock = NULL;
+    struct mutexd_error e = {0};
+    assert_int_equal(mutexd_lock_many(c, names, 3, &o, &lo, &lock, &e), MUTEXD_OK);
+    assert_int_equal(mutexd_lock_wait_lost(lock, 700), 0);
+
+    int broken = 0;
+    int64_t t0 = test_now_ms();
+    assert_int_equal(mutexd_break(c, "brk/b", "test", &broken, NULL), MUTEXD_OK);
+    assert_true(broken);
+    assert_int_equal(mutexd_lock_wait_lost(lock, 5000), 1);
+    assert_in_range(test_now_ms() - t0, 0, 1500 / 3 + 500);
+    assert_false(mutexd_lock_held(lock));
+    assert_int_equal(mutexd_lock_remaining_ms(lock), 0);
+    assert_int_equal(lost_count_later(&calls), 1);
+    assert_ptr_equal(calls.lock, lock);
+    assert_int_equal(mutexd_lock_status(lock, &e), MUTEXD_LOST);
+    assert_string_equal(e.code, "lease_lost");
+    char which[256];
+    named(&e, which, sizeof(which));
+    assert_string_equal(which, "brk/b");
+    /* No more renewals: the others end with their TTL, unless released. */
+    assert_true(held_with(c, "brk/a", mutexd_lock_fencing_token(lock, 0)));
+
+    assert_int_equal(mutexd_lock_release(lock, &e), MUTEXD_LOST);
+    named(&e, which, sizeof(which));
+    assert_string_equal(which, "brk/b");
+    assert_false(held_with(c, "brk/a", 0));
+    assert_false(held_with(c, "brk/c", 0));
+    assert_int_equal(lost_count(&calls), 1);
+    mutexd_error_clear(&e);
+    mutexd_client_free(c);
+}
+
+/* The ordered helper takes the names in name order, each its own lease, and renews them in
+ * the background; when one cannot be taken, it releases those taken, in reverse order. */
+static void lock_ordered_takes_in_name_order_and_releases_on_failure(void **state)
+{
+    (void)state;
+    mutexd_client *c = connect_server();
+    const char *names[] = {"ord/c", "ord/a", "ord/b"};
+    mutexd_lock *lock = NULL;
+    struct mutexd_error e = {0};
+    struct mutexd_acquire_options o = {.owner = "w", .ttl_ms = 900};
+    assert_int_equal(mutexd_lock_ordered(c, names, 3, &o, NULL, &lock, &e), MUTEXD_OK);
+    assert_int_equal(mutexd_lock_count(lock), 3);
+    for (size_t i = 0; i < 3; i++) {
+        assert_string_equal(mutexd_lock_resource(lock, i), names[i]);
+        assert_true(held_with(c, names[i], mutexd_lock_fencing_token(lock, i)));
+    }
+    /* Taken in name order: tokens grow with every grant. */
+    assert_true(mutexd_lock_fencing_token(lock, 1) < mutexd_lock_fencing_token(lock, 2));
+    assert_true(mutexd_lock_fencing_token(lock, 2) < mutexd_lock_fencing_token(lock, 0));
+    assert_string_not_equal(mutexd_lock_lease_id(lock, 0), mutexd_lock_lease_id(lock, 1));
+    assert_int_equal(mutexd_lock_wait_lost(lock, 2500), 0); /* renewed past its TTL */
+    for (size_t i = 0; i < 3; i++)
+        assert_true(held_with(c, names[i], mutexd_lock_fencing_token(lock, i)));
+    assert_int_equal(mutexd_lock_release(lock, &e), MUTEXD_OK);
+    for (size_t i = 0; i < 3; i++)
+        assert_false(held_with(c, names[i], 0));
+
+    /* ord/c, the last in name order, is held by another. */
+    struct mutexd_acquire_options oo = {.owner = "other", .ttl_ms = 5000};
+    assert_int_equal(mutexd_acquire(c, "ord/c", &oo, NULL, NULL), MUTEXD_OK);
+    struct mutexd_event_page ev = {0};
+    struct mutexd_events_options eo = {.prefix = "ord/"};
+    assert_int_equal(mutexd_events(c, 0, &eo, &ev, NULL), MUTEXD_OK);
+    uint64_t after = ev.next;
+    lock = (mutexd_lock *)&e;
+    assert_int_equal(mutexd_lock_ordered(c, names, 3, &o, NULL, &lock, &e), MUTEXD_HELD);
+    assert_null(lock);
+    assert_string_equal(e.code, "lease_held");
+    assert_string_equal(e.holder.owner, "other");
+    assert_true(strncmp(e.message, "ord/c: ", 7) == 0);
+    assert_false(held_with(c, "ord/a", 0));
+    assert_false(held_with(c, "ord/b", 0));
+    assert_int_equal(mutexd_events(c, after, &eo, &ev, NULL), MUTEXD_OK);
+    static const char *const want[][2] = {
+        {"granted", "ord/a"}, {"granted", "ord/b"}, {"released", "ord/b"}, {"released", "ord/a"}};
+    assert_int_equal(ev.count, 4);
+    for (size_t i = 0; i < 4; i++) {
+        assert_string_equal(ev.events[i].type, want[i][0]);
+        assert_string_equal(ev.events[i].resource, want[i][1]);
+    }
+    mutexd_event_page_clear(&ev);
+    mutexd_error_clear(&e);
+    mutexd_client_free(c);
+}
+
+/* An ordered lock is lost when any of its leases is. */
+static void lock_ordered_is_lost_when_one_lease_is_broken(void **state)
+{
+    (void)state;
+    mutexd_client *c = connect_server();
+    const char *names[] = {"ol/b", "ol/a"};
+    struct lost_calls calls = {PTHREAD_MUTEX_INITIALIZER, 0, NULL};
+    struct mutexd_lock_options lo = {.on_lost = count_lost, .arg = &calls};
+    struct mutexd_acquire_options o = {.owner = "w", .ttl_ms = 1500};
+    mutexd_lock *lock = NULL;
+    struct mutexd_error e = {0};
+    assert_int_equal(mutexd_lock_ordered(c, names, 2, &o, &lo, &lock, &e), MUTEXD_OK);
+    int broken = 0;
+    assert_int_equal(mutexd_break(c, "ol/b", "test", &broken, NULL), MUTEXD_OK);
+    assert_int_equal(mutexd_lock_wait_lost(lock, 5000), 1);
+    assert_false(mutexd_lock_held(lock));
+    assert_int_equal(lost_count_later(&calls), 1);
+    assert_int_equal(mutexd_lock_status(lock, &e), MUTEXD_LOST);
+    assert_string_equal(e.code, "lease_lost");
+    assert_non_null(strstr(e.message, "ol/b"));
+    assert_int_equal(mutexd_lock_release(lock, &e), MUTEXD_LOST);
+    assert_non_null(strstr(e.message, "ol/b"));
+    assert_false(held_with(c, "ol/a", 0));
+    mutexd_error_clear(&e);
+    mutexd_client_free(c);
+}
+
 int main(int argc, char **argv);
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(acquire_grants_a_lease_with_every_field),
@@ -1185,5 +1607,14 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(shared_leases_hold_together_and_keep_a_writer_out),
     cmocka_unit_test(break_of_one_lease_leaves_the_others),
     cmocka_unit_test(a_retry_with_the_same_lease_id_must_name_the_same_limit),
+    cmocka_unit_test(many_is_all_or_none),
+    cmocka_unit_test(many_grants_a_set_with_a_token_each),
+    cmocka_unit_test(many_waits_for_every_resource),
+    cmocka_unit_test(many_renew_and_release_and_a_broken_lease),
+    cmocka_unit_test(many_bad_arguments),
+    cmocka_unit_test(lock_many_renews_the_set_in_the_background),
+    cmocka_unit_test(lock_many_is_lost_when_one_lease_is_broken),
+    cmocka_unit_test(lock_ordered_takes_in_name_order_and_releases_on_failure),
+    cmocka_unit_test(lock_ordered_is_lost_when_one_lease_is_broken),
 };
 TEST_MAIN(tests)

@@ -3,7 +3,7 @@
  * Azurite, started for each case by with-group.sh (MUTEXD_URLS, MUTEXD_PIDS).
  * A request about a resource goes straight to its partition's owner, so that no server
  * forwards it (their mutexd_forwarded_requests_total stays as it was), and the client follows
- * a partition whose owner leaves.
+ * a partition whose owner leaves; a set of resources of one partition goes to its owner too.
  */
 #include "testing.h"
 
@@ -309,9 +309,97 @@ static void the_client_follows_a_partition_whose_owner_leaves(void **state)
     mutexd_client_free(c);
 }
 
+/* A set of names with one hash tag (in every partition) goes straight to its partition's
+ * owner, as a request about its first name does: no server forwards its acquire, renew or
+ * release. Names of different partitions are refused (partitions_differ); the ordered
+ * helper takes those one by one, each at its owner. */
+static void several_resources_go_to_their_partitions_owner(void **state)
+{
+    (void)state;
+    struct group g;
+    int owner[PARTITIONS];
+    mutexd_client *c = open_group(&g, owner);
+    struct mutexd_error e = {0};
+    struct mutexd_state s = {0};
+    struct mutexd_leases set = {0};
+    char name[128], tag[128];
+
+    name_in(name, sizeof(name), "first", 0, 0);
+    assert_int_equal(mutexd_get(c, name, &s, &e), MUTEXD_OK);
+
+    /* The sets of every partition acquired, then renewed, then released: each request goes
+     * to another partition than the one before. */
+    static char names[PARTITIONS][2][160];
+    static const char *sets[PARTITIONS][2];
+    static char ids[PARTITIONS][MUTEXD_LEASE_ID_LEN + 1];
+    for (unsigned p = 0; p < PARTITIONS; p++) {
+        name_in(tag, sizeof(tag), "set", p, 0);
+        snprintf(names[p][0], sizeof(names[p][0]), "{%s}/alice", tag);
+        snprintf(names[p][1], sizeof(names[p][1]), "{%s}/bob", tag);
+        sets[p][0] = names[p][0];
+        sets[p][1] = names[p][1];
+    }
+    long before = forwarded(&g);
+    for (unsigned p = 0; p < PARTITIONS; p++) {
+        struct mutexd_acquire_options ao = {.owner = "w", .ttl_ms = 20000};
+        if (mutexd_acquire_many(c, sets[p], 2, &ao, &set, &e) != MUTEXD_OK)
+            fail_msg("acquire of %s and %s: %s", sets[p][0], sets[p][1], e.message);
+        assert_true(set.leases[0].fencing_token != set.leases[1].fencing_token);
+        snprintf(ids[p], sizeof(ids[p]), "%s", set.lease_id);
+    }
+    for (unsigned p = 0; p < PARTITIONS; p++)
+        assert_int_equal(mutexd_renew_many(c, sets[p], 2, ids[p], NULL, &set, &e), MUTEXD_OK);
+    for (unsigned p = 0; p < PARTITIONS; p++)
+        assert_int_equal(mutexd_release_many(c, sets[p], 2, ids[p], &e), MUTEXD_OK);
+    long after = forwarded(&g);
+    if (after != before)
+        fail_msg("the servers forwarded %ld of 48 requests about sets", after - before);
+
+    /* Three names of three partitions, of different owners. */
+    char x[128], y[128], z[128];
+    unsigned px = 0, py = 0, pz = 0;
+    while (owner[py] == owner[px])
+        py++;
+    while (owner[pz] == owner[px] || owner[pz] == owner[py])
+        pz++;
+    name_in(x, sizeof(x), "x", px, 0);
+    name_in(y, sizeof(y), "y", py, 0);
+    name_in(z, sizeof(z), "z", pz, 0);
+    const char *spread[] = {z, x, y};
+    assert_int_equal(mutexd_acquire_many(c, spread, 3, NULL, &set, &e), MUTEXD_ERR_API);
+    assert_int_equal(e.status, 400);
+    assert_string_equal(e.code, "invalid_field");
+    assert_string_equal(e.field, "resources");
+    assert_string_equal(e.reason, "partitions_differ");
+
+    mutexd_lock *lock = NULL;
+    struct mutexd_acquire_options lo = {.owner = "w", .ttl_ms = 2000};
+    before = forwarded(&g);
+    if (mutexd_lock_ordered(c, spread, 3, &lo, NULL, &lock, &e) != MUTEXD_OK)
+        fail_msg("the ordered helper: %s", e.message);
+    for (size_t i = 0; i < 3; i++) {
+        assert_int_equal(mutexd_get(c, spread[i], &s, &e), MUTEXD_OK);
+        assert_true(s.held && s.holder.fencing_token == mutexd_lock_fencing_token(lock, i));
+    }
+    assert_int_equal(mutexd_lock_wait_lost(lock, 1500), 0); /* renewed, each at its owner */
+    assert_int_equal(mutexd_lock_release(lock, &e), MUTEXD_OK);
+    for (size_t i = 0; i < 3; i++) {
+        assert_int_equal(mutexd_get(c, spread[i], &s, &e), MUTEXD_OK);
+        assert_false(s.held);
+    }
+    after = forwarded(&g);
+    if (after != before)
+        fail_msg("the servers forwarded %ld requests of the ordered helper", after - before);
+    mutexd_error_clear(&e);
+    mutexd_state_clear(&s);
+    mutexd_leases_clear(&set);
+    mutexd_client_free(c);
+}
+
 int main(int argc, char **argv);
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(requests_go_straight_to_the_partitions_owner),
     cmocka_unit_test(the_client_follows_a_partition_whose_owner_leaves),
+    cmocka_unit_test(several_resources_go_to_their_partitions_owner),
 };
 TEST_MAIN(tests)

@@ -1,0 +1,16 @@
+/*
+ * What the library's other files need of a client (client.c) beyond mutexd.h.
+ */
+#ifndef MXC_CLIENT_H
+#define MXC_CLIENT_H
+
+#include "mutexd.h"
+
+/* A new client made as `client` was (its servers, token, CA file and timeouts), for another
+ * thread: the one that renews a lock. MUTEXD_OK or MUTEXD_ERR_NOMEM; *copy NULL on failure. */
+mutexd_result mxc_client_copy(const mutexd_client *client, mutexd_client **copy);
+
+/* The time of one request to one server, as the client was made with (or its default). */
+long mxc_client_timeout(const mutexd_client *client);
+
+#endif
