@@ -31,8 +31,11 @@ static const char main_usage[] =
     "\n"
     "Commands:\n"
     "  acquire RESOURCE             acquire a lease and print it\n"
+    "  acquire RESOURCE RESOURCE... acquire a lease on each resource at once (all or none),\n"
+    "                               under one lease id, and print them\n"
     "  renew RESOURCE LEASE_ID      renew a lease: same lease and fencing token, a fresh TTL\n"
-    "  release RESOURCE LEASE_ID    release a lease\n"
+    "                               (RESOURCE... LEASE_ID: every lease of a set)\n"
+    "  release RESOURCE LEASE_ID    release a lease (RESOURCE... LEASE_ID: a set)\n"
     "  break RESOURCE               end the leases that hold a resource, or one of them\n"
     "                               (operators)\n"
     "  status RESOURCE              print a resource's state and every holder; get is the\n"
@@ -46,6 +49,8 @@ static const char main_usage[] =
     "  whoami                       print the name and scopes of the token given\n"
     "  run RESOURCE -- COMMAND...   run a command while holding a lease; stop it if the lease\n"
     "                               is lost\n"
+    "  run --resource A --resource B -- COMMAND...\n"
+    "                               the same, holding a set: stop it if any lease is lost\n"
     "\n"
     "acquire and run take --limit N (up to N holders at once: a counting semaphore) and\n"
     "--shared (a reader's lease, held with other readers while no writer holds it).\n"
@@ -83,11 +88,20 @@ static const char main_usage[] =
     "  when it could not be started), and 1 when the lease was lost while it ran.\n";
 
 static const char acquire_usage[] =
-    "usage: mutexctl acquire RESOURCE [--owner NAME] [--ttl DUR] [--wait DUR]\n"
+    "usage: mutexctl acquire RESOURCE... [--owner NAME] [--ttl DUR] [--wait DUR]\n"
     "                        [--lease-id ID] [--metadata JSON] [--limit N | --shared]\n"
     "\n"
     "Acquires a lease on RESOURCE and prints it: the lease_id is the credential that renews\n"
     "and releases it; pass the fencing_token to what the lease protects.\n"
+    "\n"
+    "With several RESOURCEs (2 to 64), acquires them all at once, with one request: a lease\n"
+    "on each, or on none (when one is held nothing is granted, and stderr names the first\n"
+    "held). The leases share one lease_id, the set's, and each has its own fencing_token;\n"
+    "each is printed as one lease is, a blank line between them (with --json, the API's\n"
+    "{\"leases\":[...]}). The options apply to each; a wait waits for all of them. Renew\n"
+    "and release the set with `mutexctl renew` and `release` RESOURCE... LEASE_ID. On a group\n"
+    "of several partitions the names must be in one partition: give them one hash tag\n"
+    "({order-7}/lock, {order-7}/stock).\n"
     "\n"
     "  --owner NAME     who holds it, for people and tools (default: HOST:PID of the calling\n"
     "                   process)\n"
@@ -102,29 +116,36 @@ static const char acquire_usage[] =
     "  --shared         a shared lease (a reader): held together with other shared leases,\n"
     "                   while no exclusive lease (the default, a writer) holds RESOURCE\n"
     "\n"
-    "Exit status: 0 acquired; 1 held: no place for this lease now (who holds it goes to\n"
-    "stderr); 2 usage; 3 error, among them a limit other than the one in force (409\n"
-    "limit_mismatch; the limit in force goes to stderr). See mutexctl --help for the options\n"
-    "of every command.\n";
+    "Exit status: 0 acquired; 1 held: no place for this lease (or one of the set) now (who\n"
+    "holds it goes to stderr); 2 usage; 3 error, among them a limit other than the one in\n"
+    "force (409 limit_mismatch; the limit in force goes to stderr). See mutexctl --help for\n"
+    "the options of every command.\n";
 
 static const char renew_usage[] =
-    "usage: mutexctl renew RESOURCE LEASE_ID [--ttl DUR] [--metadata JSON]\n"
+    "usage: mutexctl renew RESOURCE... LEASE_ID [--ttl DUR] [--metadata JSON]\n"
     "\n"
     "Renews a lease: the same lease and fencing token, expiring TTL from now. Prints it.\n"
+    "With several RESOURCEs, renews every lease of the set LEASE_ID (as `mutexctl acquire`\n"
+    "RESOURCE... gave it) with one request, and prints them as acquire does. When the set no\n"
+    "longer holds some of them, stderr names those (the others are renewed all the same) and\n"
+    "the exit status is 1: the set is lost.\n"
     "\n"
     "  --ttl DUR        the new TTL (default: the lease's own)\n"
     "  --metadata JSON  replaces the lease's metadata\n"
     "\n"
-    "Exit status: 0 renewed; 1 the lease is lost (released, broken, or granted to another\n"
-    "after it expired): stop the work it guards; 2 usage; 3 error.\n";
+    "Exit status: 0 renewed; 1 the lease (or one of the set) is lost (released, broken, or\n"
+    "granted to another after it expired): stop the work it guards; 2 usage; 3 error.\n";
 
 static const char release_usage[] =
-    "usage: mutexctl release RESOURCE LEASE_ID\n"
+    "usage: mutexctl release RESOURCE... LEASE_ID\n"
     "\n"
     "Releases a lease; the next waiter is granted at once. Prints \"released RESOURCE\".\n"
+    "With several RESOURCEs, releases every lease of the set LEASE_ID with one request, and\n"
+    "prints \"released RESOURCE\" for each one released; those the set no longer held are\n"
+    "named on stderr (exit status 1).\n"
     "\n"
-    "Exit status: 0 released; 1 the lease was already lost (whoever holds the resource keeps\n"
-    "it); 2 usage; 3 error.\n";
+    "Exit status: 0 released; 1 the lease (or one of the set) was already lost (whoever holds\n"
+    "the resource keeps it); 2 usage; 3 error.\n";
 
 static const char break_usage[] =
     "usage: mutexctl break RESOURCE [--reason TEXT] [--lease-id ID]\n"
@@ -240,6 +261,7 @@ static const char run_usage[] =
     "usage: mutexctl run RESOURCE [--ttl DUR] [--wait DUR] [--owner NAME] [--grace DUR]\n"
     "                    [--metadata JSON] [--parent-pid PID] [--limit N | --shared]\n"
     "                    -- COMMAND [ARGS...]\n"
+    "       mutexctl run --resource NAME --resource NAME... [OPTIONS] -- COMMAND [ARGS...]\n"
     "\n"
     "Acquires a lease on RESOURCE and runs COMMAND while holding it:\n"
     "  - COMMAND runs in its own process group, with MUTEXD_RESOURCE, MUTEXD_LEASE_ID and\n"
@@ -259,10 +281,19 @@ static const char run_usage[] =
     "process paused past the lease's deadline (SIGSTOP, a frozen VM) learns there that the\n"
     "lease is lost, before mutexctl's SIGTERM can reach it.\n"
     "\n"
+    "With several resources (--resource once for each, 2 to 64 in all; a RESOURCE before\n"
+    "them is the first), it holds them as one set, as `mutexctl acquire` RESOURCE... does:\n"
+    "acquired at once (all or none), renewed with one request, released together; COMMAND is\n"
+    "stopped as soon as ANY lease of the set is lost. MUTEXD_LEASE_ID is the set's;\n"
+    "MUTEXD_RESOURCES and MUTEXD_FENCING_TOKENS list every resource and its token, in the\n"
+    "order given, separated by spaces (with one resource: its own); MUTEXD_RESOURCE and\n"
+    "MUTEXD_FENCING_TOKEN are the first's. With --resource, COMMAND comes after --.\n"
+    "\n"
     "  --ttl DUR        the lease's TTL (default 15s)\n"
     "  --wait DUR       wait this long for the lease while it is held (default 0: give up at\n"
     "                   once, exit status 1)\n"
     "  --owner NAME     who holds it (default: HOST:PID of mutexctl)\n"
+    "  --resource NAME  a resource of the set to hold; once for each\n"
     "  --grace DUR      from SIGTERM to SIGKILL (default 5s)\n"
     "  --metadata JSON  a JSON object kept with the lease\n"
     "  --parent-pid PID mutexctl's parent: when it ends, even by SIGKILL, do as on SIGTERM\n"
@@ -275,8 +306,8 @@ static const char run_usage[] =
     "                   never while one without --shared (a writer) runs\n"
     "\n"
     "Exit status: COMMAND's (128+N when signal N ended it; 126 or 127 when it could not be\n"
-    "started); 1 when the resource was held or the lease was lost; 2 usage; 3 error before\n"
-    "COMMAND started.\n";
+    "started); 1 when the resource (one of the set) was held or a lease was lost; 2 usage; 3\n"
+    "error before COMMAND started.\n";
 
 static const char check_usage[] =
     "usage: mutexctl check [--lease-file FILE]\n"
@@ -583,10 +614,63 @@ static int show_lease(const struct ctl *ctl, const char *resource, mutexd_result
     return status;
 }
 
+/* "a, b, c": `n` names for a message; NULL when memory ran out. The caller frees it. */
+static char *join_names(const char *const *names, size_t n)
+{
+    size_t len = 1;
+    for (size_t i = 0; i < n; i++)
+        len += strlen(names[i]) + 2;
+    char *out = malloc(len), *p = out;
+    for (size_t i = 0; out != NULL && i < n; i++)
+        p += sprintf(p, "%s%s", i > 0 ? ", " : "", names[i]);
+    if (out != NULL && n == 0)
+        out[0] = '\0';
+    return out;
+}
+
+/* What the error of a call about the set `names` is about, for its message: the resources
+ * the answer names (the one held, those lost), else the whole set. The caller frees it. */
+static char *error_names(const struct mutexd_error *err, const char *const *names, size_t n)
+{
+    char **named = NULL;
+    size_t count = 0;
+    char *text;
+    if (mutexd_error_resources(err, &named, &count) == MUTEXD_OK && count > 0)
+        text = join_names((const char *const *)named, count);
+    else
+        text = join_names(names, n);
+    free(named);
+    return text;
+}
+
+/* As show_lease(), for a set: each lease printed as one is, a blank line between them. */
+static int show_leases(const struct ctl *ctl, const char *const *names, size_t n, mutexd_result r,
+                       struct mutexd_leases *set, struct mutexd_error *err)
+{
+    int status = 0;
+    if (r != MUTEXD_OK) {
+        char *what = error_names(err, names, n);
+        status = fail(ctl, what != NULL ? what : "the set", r, err);
+        free(what);
+    } else if (ctl->json) {
+        puts(set->json);
+    } else {
+        for (size_t i = 0; i < set->count; i++) {
+            if (i > 0)
+                putchar('\n');
+            print_lease(&set->leases[i]);
+        }
+    }
+    mutexd_leases_clear(set);
+    mutexd_error_clear(err);
+    return status;
+}
+
 static int cmd_acquire(struct ctl *ctl, struct mxctl_opt *opts, size_t n, struct mxctl_args *a)
 {
     const char *resource = a->positional[0];
     struct mutexd_lease lease = {0};
+    struct mutexd_leases set = {0};
     struct mutexd_error err = {0};
     char owner[300];
     int64_t ttl, wait, limit;
@@ -614,6 +698,12 @@ static int cmd_acquire(struct ctl *ctl, struct mxctl_opt *opts, size_t n, struct
         snprintf(owner, sizeof(owner), "%s:%ld", host, (long)getppid());
         o.owner = owner;
     }
+    if (a->npositional > 1) {
+        /* Several names: one request for the set. */
+        size_t count = (size_t)a->npositional;
+        mutexd_result r = mutexd_acquire_many(ctl->client, a->positional, count, &o, &set, &err);
+        return show_leases(ctl, a->positional, count, r, &set, &err);
+    }
     mutexd_result r = mutexd_acquire(ctl->client, resource, &o, &lease, &err);
     return show_lease(ctl, resource, r, &lease, &err);
 out:
@@ -625,14 +715,23 @@ out:
 static int cmd_renew(struct ctl *ctl, struct mxctl_opt *opts, size_t n, struct mxctl_args *a)
 {
     const char *resource = a->positional[0];
+    /* RESOURCE... LEASE_ID: the lease id is the last word. */
+    size_t count = (size_t)a->npositional - 1;
+    const char *lease_id = a->positional[count];
     struct mutexd_lease lease = {0};
+    struct mutexd_leases set = {0};
     struct mutexd_error err = {0};
     int64_t ttl;
     int status = duration_opt(opts, n, "--ttl", 0, &ttl, "renew");
     if (status != 0)
         goto out;
     struct mutexd_renew_options o = {.ttl_ms = ttl, .metadata = mxctl_opt(opts, n, "--metadata")};
-    mutexd_result r = mutexd_renew(ctl->client, resource, a->positional[1], &o, &lease, &err);
+    if (count > 1) {
+        mutexd_result r =
+            mutexd_renew_many(ctl->client, a->positional, count, lease_id, &o, &set, &err);
+        return show_leases(ctl, a->positional, count, r, &set, &err);
+    }
+    mutexd_result r = mutexd_renew(ctl->client, resource, lease_id, &o, &lease, &err);
     return show_lease(ctl, resource, r, &lease, &err);
 out:
     mutexd_lease_clear(&lease);
@@ -640,14 +739,69 @@ out:
     return status;
 }
 
+/* {"leases":[{"resource":...,"released":true}...]}, as the API answers the release of a set. */
+static void print_released_json(const char *const *names, size_t n)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON *list = o != NULL ? cJSON_AddArrayToObject(o, "leases") : NULL;
+    char *text = NULL;
+    int ok = list != NULL;
+    for (size_t i = 0; ok && i < n; i++) {
+        cJSON *item = cJSON_CreateObject();
+        ok = item != NULL && cJSON_AddItemToArray(list, item) &&
+             cJSON_AddStringToObject(item, "resource", names[i]) != NULL &&
+             cJSON_AddBoolToObject(item, "released", 1) != NULL;
+    }
+    if (ok)
+        text = cJSON_PrintUnformatted(o);
+    puts(text != NULL ? text : "{}");
+    free(text);
+    cJSON_Delete(o);
+}
+
+/* Whether the error of a call about a set names `name` (a resource held, or lost). */
+static int error_names_it(const struct mutexd_error *err, const char *name)
+{
+    char **named = NULL;
+    size_t count = 0;
+    int found = 0;
+    if (mutexd_error_resources(err, &named, &count) == MUTEXD_OK) {
+        for (size_t i = 0; i < count && !found; i++)
+            found = strcmp(named[i], name) == 0;
+    }
+    free(named);
+    return found;
+}
+
 static int cmd_release(struct ctl *ctl, struct mxctl_opt *opts, size_t n, struct mxctl_args *a)
 {
     (void)opts;
     (void)n;
     const char *resource = a->positional[0];
+    size_t count = (size_t)a->npositional - 1;
+    const char *lease_id = a->positional[count];
     struct mutexd_error err = {0};
     int status = 0;
-    mutexd_result r = mutexd_release(ctl->client, resource, a->positional[1], &err);
+    if (count > 1) {
+        mutexd_result r = mutexd_release_many(ctl->client, a->positional, count, lease_id, &err);
+        if (r == MUTEXD_OK && ctl->json) {
+            print_released_json(a->positional, count);
+        } else if (r == MUTEXD_OK || (r == MUTEXD_LOST && !ctl->json)) {
+            /* Lost: the others were released all the same. */
+            for (size_t i = 0; i < count; i++) {
+                if (r == MUTEXD_OK || !error_names_it(&err, a->positional[i]))
+                    printf("released %s\n", a->positional[i]);
+            }
+        }
+        if (r != MUTEXD_OK) {
+            char *what = error_names(&err, a->positional, count);
+            status = fail(ctl, what != NULL ? what : "the set", r, &err);
+            free(what);
+        }
+        mutexd_error_clear(&err);
+        return status;
+    }
+    mutexd_result r = mutexd_release(ctl->client, resource, lease_id, &err);
     if (r != MUTEXD_OK)
         status = fail(ctl, resource, r, &err);
     else if (ctl->json)
@@ -1173,10 +1327,27 @@ static int cmd_whoami(struct ctl *ctl, struct mxctl_opt *opts, size_t n, struct 
 
 static int cmd_run(struct ctl *ctl, struct mxctl_opt *opts, size_t n, struct mxctl_args *a)
 {
+    /* The resources: RESOURCE, then every --resource. */
+    const char *resources[MUTEXD_MANY_MAX];
+    size_t count = 0;
+    for (int i = 0; i < a->npositional; i++)
+        resources[count++] = a->positional[i];
+    for (int i = 0; i < a->nvalues; i++) {
+        if (count == MUTEXD_MANY_MAX)
+            return usage_error("run", "a set is at most %d resources", MUTEXD_MANY_MAX);
+        resources[count++] = a->values[i];
+    }
+    if (count == 0)
+        return usage_error("run", "missing RESOURCE");
     if (a->nrest == 0)
-        return usage_error("run", "no command to run");
+        return usage_error("run", "%s",
+                           a->nvalues > 0 ? "no command to run (with --resource, "
+                                            "give it after --)"
+                                          : "no command to run");
     struct mxctl_run_config cfg = {
-        .resource = a->positional[0],
+        .resource = resources[0],
+        .resources = resources,
+        .nresources = count,
         .owner = mxctl_opt(opts, n, "--owner"),
         .metadata = mxctl_opt(opts, n, "--metadata"),
         .request_timeout_ms = (long)ctl->timeout_ms,
@@ -1290,7 +1461,7 @@ static int cmd_token(struct ctl *ctl, struct mxctl_opt *opts, size_t n, struct m
 
 /* ---- main --------------------------------------------------------------------------------- */
 
-#define MAX_COMMAND_OPTS 8
+#define MAX_COMMAND_OPTS 10
 
 struct command {
     const char *name;
@@ -1309,25 +1480,29 @@ struct command {
     {                                                                                              \
         name, 0, NULL                                                                              \
     }
+#define REPEATED(name)                                                                             \
+    {                                                                                              \
+        name, MXCTL_REPEATED, NULL                                                                 \
+    }
 
 static const struct command commands[] = {
     {.name = "acquire",
      .usage = acquire_usage,
      .min_positional = 1,
-     .max_positional = 1,
+     .max_positional = MUTEXD_MANY_MAX,
      .opts = {OPT("--owner"), OPT("--ttl"), OPT("--wait"), OPT("--lease-id"), OPT("--metadata"),
               OPT("--limit"), FLAG("--shared")},
      .fn = cmd_acquire},
     {.name = "renew",
      .usage = renew_usage,
      .min_positional = 2,
-     .max_positional = 2,
+     .max_positional = MUTEXD_MANY_MAX + 1,
      .opts = {OPT("--ttl"), OPT("--metadata")},
      .fn = cmd_renew},
     {.name = "release",
      .usage = release_usage,
      .min_positional = 2,
-     .max_positional = 2,
+     .max_positional = MUTEXD_MANY_MAX + 1,
      .fn = cmd_release},
     {.name = "break",
      .usage = break_usage,
@@ -1359,11 +1534,11 @@ static const struct command commands[] = {
     {.name = "whoami", .usage = whoami_usage, .fn = cmd_whoami},
     {.name = "run",
      .usage = run_usage,
-     .min_positional = 1,
+     .min_positional = 0, /* RESOURCE, or --resource */
      .max_positional = 1,
      .with_rest = 1,
      .opts = {OPT("--ttl"), OPT("--wait"), OPT("--owner"), OPT("--grace"), OPT("--metadata"),
-              OPT("--parent-pid"), OPT("--limit"), FLAG("--shared")},
+              OPT("--parent-pid"), OPT("--limit"), FLAG("--shared"), REPEATED("--resource")},
      .fn = cmd_run},
     {.name = "check",
      .usage = check_usage,

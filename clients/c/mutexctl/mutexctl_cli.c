@@ -123,6 +123,14 @@ int mxctl_parse_args(int argc, char **argv, struct mxctl_opt *opts, size_t nopts
                 snprintf(err, errlen, "%s needs a value", o->name);
                 return -1;
             }
+            if (o->has_value == MXCTL_REPEATED) {
+                if (out->nvalues == MXCTL_MAX_VALUES) {
+                    snprintf(err, errlen, "%s is given more than %d times", o->name,
+                             MXCTL_MAX_VALUES);
+                    return -1;
+                }
+                out->values[out->nvalues++] = o->value;
+            }
             continue;
         }
         if (out->npositional < max_positional) {

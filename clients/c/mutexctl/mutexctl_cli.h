@@ -29,20 +29,29 @@ int mxctl_parse_int(const char *text, int64_t min, int64_t max, int64_t *out);
 int mxctl_parse_u64(const char *text, uint64_t *out);
 
 /* One option a command accepts. The parser sets `value` when the option is given: its
- * value, or "" for a flag (has_value 0). Given twice, the last one counts. */
+ * value, or "" for a flag (has_value 0). Given twice, the last one counts; but an option of
+ * has_value MXCTL_REPEATED may be given several times, and every value it is given is kept,
+ * in order, in mxctl_args.values (one such option a command). */
 struct mxctl_opt {
     const char *name; /* with its dashes: "--ttl" */
-    int has_value;
+    int has_value;    /* 0: a flag; 1: takes a value; MXCTL_REPEATED: one each time given */
     const char *value;
 };
 
-#define MXCTL_MAX_POSITIONAL 8
+#define MXCTL_REPEATED 2
+
+/* The most positional words: the names of a set (MUTEXD_MANY_MAX) and a lease id. */
+#define MXCTL_MAX_POSITIONAL (MUTEXD_MANY_MAX + 1)
+/* The most values of a repeated option: the names of a set. */
+#define MXCTL_MAX_VALUES MUTEXD_MANY_MAX
 
 struct mxctl_args {
     const char *positional[MXCTL_MAX_POSITIONAL];
     int npositional;
     char **rest; /* the words of the command to run, for `run`; NULL when none */
     int nrest;
+    const char *values[MXCTL_MAX_VALUES]; /* of the option of has_value MXCTL_REPEATED */
+    int nvalues;
 };
 
 /*

@@ -163,12 +163,91 @@ static void restore_signals(const struct sigaction *saved)
     sigaction(SIGCHLD, &saved[n], NULL);
 }
 
+/* ---- What is held ------------------------------------------------------------------------- */
+
+/* The lease run holds, or the set of several resources. */
+struct held {
+    const struct mxctl_run_config *cfg;
+    int many;
+    struct mutexd_lease lease;
+    struct mutexd_leases set;
+    char label[1024]; /* the resources, for messages: "jobs/a", or "a, b" */
+};
+
+static void held_init(struct held *h, const struct mxctl_run_config *cfg)
+{
+    memset(h, 0, sizeof(*h));
+    h->cfg = cfg;
+    h->many = cfg->nresources > 1;
+    size_t len = 0;
+    for (size_t i = 0; i < cfg->nresources && len < sizeof(h->label); i++)
+        len += (size_t)snprintf(h->label + len, sizeof(h->label) - len, "%s%s", i > 0 ? ", " : "",
+                                cfg->resources[i]);
+}
+
+static void held_clear(struct held *h)
+{
+    mutexd_lease_clear(&h->lease);
+    mutexd_leases_clear(&h->set);
+}
+
+static int64_t held_deadline(const struct held *h)
+{
+    return h->many ? h->set.deadline_ms : h->lease.deadline_ms;
+}
+
+static const char *held_lease_id(const struct held *h)
+{
+    return h->many ? h->set.lease_id : h->lease.lease_id;
+}
+
+/* What an error is about: of a set, the resources its answer names (the one held, those
+ * lost), else all of them. */
+static void error_label(const struct held *h, const struct mutexd_error *err, char *out, size_t cap)
+{
+    char **names = NULL;
+    size_t n = 0;
+    snprintf(out, cap, "%s", h->label);
+    if (!h->many || mutexd_error_resources(err, &names, &n) != MUTEXD_OK || n == 0) {
+        free(names);
+        return;
+    }
+    size_t len = 0;
+    for (size_t i = 0; i < n && len < cap; i++)
+        len += (size_t)snprintf(out + len, cap - len, "%s%s", i > 0 ? ", " : "", names[i]);
+    free(names);
+}
+
+static int report(const struct held *h, mutexd_result r, const struct mutexd_error *err, int quiet)
+{
+    char what[1024];
+    error_label(h, err, what, sizeof(what));
+    return mxctl_report(what, r, err, quiet);
+}
+
+static mutexd_result renew_held(mutexd_client *client, struct held *h,
+                                const struct mutexd_renew_options *o, struct mutexd_error *err)
+{
+    if (h->many)
+        return mutexd_renew_many(client, h->cfg->resources, h->cfg->nresources, h->set.lease_id, o,
+                                 &h->set, err);
+    return mutexd_renew(client, h->lease.resource, h->lease.lease_id, o, &h->lease, err);
+}
+
+static mutexd_result release_held(mutexd_client *client, struct held *h, struct mutexd_error *err)
+{
+    if (h->many)
+        return mutexd_release_many(client, h->cfg->resources, h->cfg->nresources, h->set.lease_id,
+                                   err);
+    return mutexd_release(client, h->lease.resource, h->lease.lease_id, err);
+}
+
 /* ---- Acquiring ---------------------------------------------------------------------------- */
 
 /* Acquires, retrying with the same proposed lease id while the error is temporary and the
  * wait allows it. *sent is when the successful request was sent. Returns an exit status. */
-static int acquire(mutexd_client *client, const struct mxctl_run_config *cfg,
-                   struct mutexd_lease *lease, int64_t *sent)
+static int acquire(mutexd_client *client, const struct mxctl_run_config *cfg, struct held *h,
+                   int64_t *sent)
 {
     char lease_id[MUTEXD_LEASE_ID_LEN + 1];
     struct mutexd_error err = {0};
@@ -198,17 +277,19 @@ static int acquire(mutexd_client *client, const struct mxctl_run_config *cfg,
         if (cfg->wait_ms > 0 && o.wait_ms <= 0)
             o.wait_ms = 1; /* the time is up: one last try that answers at once */
         *sent = now_ms();
-        mutexd_result r = mutexd_acquire(client, cfg->resource, &o, lease, &err);
+        mutexd_result r = h->many ? mutexd_acquire_many(client, cfg->resources, cfg->nresources, &o,
+                                                        &h->set, &err)
+                                  : mutexd_acquire(client, cfg->resource, &o, &h->lease, &err);
         if (r == MUTEXD_OK) {
             status = 0;
             goto out;
         }
         int64_t left = until - now_ms();
         if (!mutexd_error_is_temporary(r, &err) || left <= 0) {
-            status = mxctl_report(cfg->resource, r, &err, cfg->quiet);
+            status = report(h, r, &err, cfg->quiet);
             goto out;
         }
-        fprintf(stderr, "mutexctl: acquiring %s: %s; trying again\n", cfg->resource, err.message);
+        fprintf(stderr, "mutexctl: acquiring %s: %s; trying again\n", h->label, err.message);
         sleep_ms(left < 1000 ? left : 1000);
     }
 out:
@@ -255,7 +336,7 @@ static void exec_child(char **argv, const sigset_t *mask, pid_t parent)
 struct supervisor {
     const struct mxctl_run_config *cfg;
     mutexd_client *client;
-    struct mutexd_lease *lease;
+    struct held *held;
     pid_t pid;  /* the command, leader of its own group */
     int reaped; /* the command has exited; `wstatus` says how */
     int wstatus;
@@ -306,21 +387,22 @@ static void renew(struct supervisor *s)
     if (budget < timeout)
         timeout = budget > 1 ? (long)budget : 1;
     struct mutexd_renew_options o = {.ttl_ms = cfg->ttl_ms, .timeout_ms = timeout};
-    mutexd_result r =
-        mutexd_renew(s->client, s->lease->resource, s->lease->lease_id, &o, s->lease, &err);
+    mutexd_result r = renew_held(s->client, s->held, &o, &err);
     if (r == MUTEXD_OK && now_ms() >= s->deadline) {
         /* Answered after the deadline: the loss is final, whatever the answer says. */
         snprintf(s->last_error, sizeof(s->last_error), "a renewal was answered too late");
     } else if (r == MUTEXD_OK) {
-        s->deadline = s->lease->deadline_ms;
+        s->deadline = held_deadline(s->held);
         s->next_renew = sent + cfg->ttl_ms / 3;
         s->last_error[0] = '\0';
         write_lease_file(s->deadline);
     } else if (r == MUTEXD_LOST) {
         s->lost = 1;
         write_lease_file(0);
-        char why[512];
-        snprintf(why, sizeof(why), "the lease on %s is lost (%s)", cfg->resource,
+        /* Of a set: the leases lost, named; any one of them is enough. */
+        char what[1024], why[1200];
+        error_label(s->held, &err, what, sizeof(what));
+        snprintf(why, sizeof(why), "the lease on %s is lost (%s)", what,
                  err.code != NULL ? err.code : "lease_lost");
         stop_group(s, now_ms(), why);
     } else {
@@ -329,7 +411,7 @@ static void renew(struct supervisor *s)
         snprintf(s->last_error, sizeof(s->last_error), "%s",
                  err.message != NULL ? err.message : "?");
         fprintf(stderr, "mutexctl: renewing %s failed: %s; %" PRId64 " ms of the lease left\n",
-                cfg->resource, s->last_error, s->deadline - now_ms());
+                s->held->label, s->last_error, s->deadline - now_ms());
         s->next_renew = now_ms() + retry;
     }
     mutexd_error_clear(&err);
@@ -362,9 +444,9 @@ static void supervise(struct supervisor *s)
         if (!s->lost && now >= s->deadline) {
             s->lost = s->expired = 1;
             write_lease_file(0);
-            char why[512];
+            char why[1600];
             snprintf(why, sizeof(why),
-                     "no renewal of %s succeeded before the lease's deadline (%s)", cfg->resource,
+                     "no renewal of %s succeeded before the lease's deadline (%s)", s->held->label,
                      s->last_error[0] != '\0' ? s->last_error
                                               : "none was tried: mutexctl did not run in time");
             stop_group(s, now, why);
@@ -405,16 +487,45 @@ static int exit_status(int wstatus)
     return 1;
 }
 
+/* The command's environment: the lease, or the set (every resource and its token, and the
+ * first's as for one). 0, or -1 when it cannot be set. */
+static int set_environment(const struct held *h)
+{
+    const struct mutexd_lease *leases = h->many ? h->set.leases : &h->lease;
+    size_t n = h->many ? h->set.count : 1, len = 1;
+    for (size_t i = 0; i < n; i++)
+        len += strlen(leases[i].resource) + 1;
+    char *names = malloc(len), *tokens = malloc(n * 21 + 1);
+    int bad = names == NULL || tokens == NULL;
+    size_t at = 0, tat = 0;
+    for (size_t i = 0; !bad && i < n; i++) {
+        at += (size_t)sprintf(names + at, "%s%s", i > 0 ? " " : "", leases[i].resource);
+        tat +=
+            (size_t)sprintf(tokens + tat, "%s%" PRIu64, i > 0 ? " " : "", leases[i].fencing_token);
+    }
+    char token[32];
+    snprintf(token, sizeof(token), "%" PRIu64, leases[0].fencing_token);
+    bad = bad || setenv("MUTEXD_RESOURCE", leases[0].resource, 1) != 0 ||
+          setenv("MUTEXD_LEASE_ID", held_lease_id(h), 1) != 0 ||
+          setenv("MUTEXD_FENCING_TOKEN", token, 1) != 0 ||
+          setenv("MUTEXD_RESOURCES", names, 1) != 0 ||
+          setenv("MUTEXD_FENCING_TOKENS", tokens, 1) != 0;
+    free(names);
+    free(tokens);
+    return bad ? -1 : 0;
+}
+
 int mxctl_run(mutexd_client *client, const struct mxctl_run_config *cfg)
 {
     int status = 3;
-    struct mutexd_lease lease = {0};
+    struct held h;
     struct mutexd_error err = {0};
     struct sigaction saved[sizeof(forwarded) / sizeof(forwarded[0]) + 1];
     sigset_t mask, old;
     int handling = 0;
     int64_t sent;
 
+    held_init(&h, cfg);
 #ifdef PR_SET_PDEATHSIG
     if (cfg->parent_pid > 0) {
         /* SIGTERM when the parent ends, as if it had sent it; checked after, so that a parent
@@ -426,30 +537,26 @@ int mxctl_run(mutexd_client *client, const struct mxctl_run_config *cfg)
         }
     }
 #endif
-    status = acquire(client, cfg, &lease, &sent);
+    status = acquire(client, cfg, &h, &sent);
     if (status != 0)
         goto out;
     status = 3;
-    int64_t deadline = lease.deadline_ms;
+    int64_t deadline = held_deadline(&h);
     if (now_ms() - sent > 1000) {
         /* The grant came some time during a long request: renew to know when it ends. */
         int64_t again = now_ms();
         struct mutexd_renew_options o = {.ttl_ms = cfg->ttl_ms};
-        mutexd_result r = mutexd_renew(client, lease.resource, lease.lease_id, &o, &lease, &err);
+        mutexd_result r = renew_held(client, &h, &o, &err);
         if (r == MUTEXD_OK) {
             sent = again;
-            deadline = lease.deadline_ms;
+            deadline = held_deadline(&h);
         } else if (r == MUTEXD_LOST || now_ms() >= deadline) {
-            status = r == MUTEXD_LOST ? mxctl_report(cfg->resource, r, &err, 0) : 3;
+            status = r == MUTEXD_LOST ? report(&h, r, &err, 0) : 3;
             goto out;
         }
     }
 
-    char token[32];
-    snprintf(token, sizeof(token), "%" PRIu64, lease.fencing_token);
-    if (setenv("MUTEXD_RESOURCE", lease.resource, 1) != 0 ||
-        setenv("MUTEXD_LEASE_ID", lease.lease_id, 1) != 0 ||
-        setenv("MUTEXD_FENCING_TOKEN", token, 1) != 0) {
+    if (set_environment(&h) != 0) {
         fprintf(stderr, "mutexctl: cannot set the environment\n");
         goto release;
     }
@@ -491,7 +598,7 @@ int mxctl_run(mutexd_client *client, const struct mxctl_run_config *cfg)
     struct supervisor s = {
         .cfg = cfg,
         .client = client,
-        .lease = &lease,
+        .held = &h,
         .pid = pid,
         .deadline = deadline,
         .next_renew = sent + cfg->ttl_ms / 3,
@@ -501,16 +608,17 @@ int mxctl_run(mutexd_client *client, const struct mxctl_run_config *cfg)
     group_id = 0;
     write_lease_file(0);
     status = s.lost ? 1 : exit_status(s.wstatus);
-    if (s.lost && !s.expired)
-        goto out; /* the lease is someone else's now, or nobody's */
+    /* A lease lost is someone else's now, or nobody's; of a set, the others are still its own
+     * until released (the release of a set releases what it still holds). */
+    if (s.lost && !s.expired && !h.many)
+        goto out;
 
 release:;
-    mutexd_result r = mutexd_release(client, lease.resource, lease.lease_id, &err);
+    mutexd_result r = release_held(client, &h, &err);
     if (r == MUTEXD_LOST && status != 1)
-        fprintf(stderr, "mutexctl: the lease on %s was lost before it was released\n",
-                cfg->resource);
+        fprintf(stderr, "mutexctl: the lease on %s was lost before it was released\n", h.label);
     else if (r != MUTEXD_OK && r != MUTEXD_LOST)
-        fprintf(stderr, "mutexctl: releasing %s: %s (it ends with its TTL)\n", cfg->resource,
+        fprintf(stderr, "mutexctl: releasing %s: %s (it ends with its TTL)\n", h.label,
                 err.message);
 out:
     remove_lease_file();
@@ -521,7 +629,7 @@ out:
             close(wake_pipe[i]);
         wake_pipe[i] = -1;
     }
-    mutexd_lease_clear(&lease);
+    held_clear(&h);
     mutexd_error_clear(&err);
     return status;
 }

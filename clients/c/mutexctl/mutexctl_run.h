@@ -2,7 +2,8 @@
  * `mutexctl run`: runs a command while holding a lease, and stops it when the lease is lost.
  *
  * It acquires the lease (waiting if asked), starts the command in its own process group with
- * MUTEXD_RESOURCE, MUTEXD_LEASE_ID and MUTEXD_FENCING_TOKEN in its environment, and renews at
+ * MUTEXD_RESOURCE, MUTEXD_LEASE_ID and MUTEXD_FENCING_TOKEN in its environment (and
+ * MUTEXD_RESOURCES and MUTEXD_FENCING_TOKENS, which list them all for a set), and renews at
  * a third of the TTL, through whichever of the client's servers answers (the library moves
  * on from one that does not). When the lease is lost (renew answers lease_lost, or no renewal
  * succeeded before the lease's deadline, measured on the monotonic clock from the moment each
@@ -11,6 +12,10 @@
  * the command exits, whatever it left running in its group is stopped the same way, and the
  * lease is released. Should mutexctl itself be killed outright, the command gets SIGTERM
  * (on Linux, through PR_SET_PDEATHSIG).
+ *
+ * With several resources it holds them as a set (mutexd_acquire_many(), renewed and released
+ * with one request each time), and the set is lost as soon as one of its leases is: a renewal
+ * answers lease_lost for any of them, or none succeeds before the set's earliest deadline.
  *
  * The lease's deadline (monotonic ms, with the library's safety margin taken off) is kept in
  * a file named by MUTEXD_LEASE_FILE in the command's environment, rewritten (by rename) at
@@ -28,7 +33,10 @@
 #include "mutexd.h"
 
 struct mxctl_run_config {
-    const char *resource;
+    const char *resource; /* the first of `resources` */
+    /* The resources: one, or the 2 to MUTEXD_MANY_MAX of a set. */
+    const char *const *resources;
+    size_t nresources;
     const char *owner;    /* NULL: "<hostname>:<pid of mutexctl>" */
     const char *metadata; /* JSON object text, or NULL */
     int64_t ttl_ms;       /* > 0 */

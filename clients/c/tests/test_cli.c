@@ -195,6 +195,38 @@ static void run_without_dashdash_starts_the_command_at_its_first_word(void **sta
     assert_int_equal(a.nrest, 0);
 }
 
+/* --resource of run may be given several times: every value is kept, in order; other
+ * options keep their last value. */
+static void a_repeated_option_keeps_every_value(void **state)
+{
+    (void)state;
+    struct mxctl_opt o[] = {{"--ttl", 1, NULL}, {"--resource", MXCTL_REPEATED, NULL}};
+    struct mxctl_args a;
+    char err[128];
+    char *argv[] = {"--resource", "a", "--ttl", "1s", "--resource=b", "--ttl", "2s",
+                    "--resource", "c", "--",    "sh", "--resource",   "d"};
+    assert_int_equal(mxctl_parse_args(13, argv, o, 2, 1, 1, &a, err, sizeof(err)), 0);
+    assert_int_equal(a.nvalues, 3);
+    assert_string_equal(a.values[0], "a");
+    assert_string_equal(a.values[1], "b");
+    assert_string_equal(a.values[2], "c");
+    assert_string_equal(mxctl_opt(o, 2, "--ttl"), "2s");
+    assert_int_equal(a.npositional, 0);
+    assert_int_equal(a.nrest, 3); /* the command's own words are left alone */
+
+    char *many[2 * MXCTL_MAX_VALUES + 2];
+    for (int i = 0; i < MXCTL_MAX_VALUES + 1; i++) {
+        many[2 * i] = "--resource";
+        many[2 * i + 1] = "r";
+    }
+    assert_int_equal(mxctl_parse_args(2 * MXCTL_MAX_VALUES, many, o, 2, 1, 1, &a, err, sizeof(err)),
+                     0);
+    assert_int_equal(a.nvalues, MXCTL_MAX_VALUES);
+    assert_int_equal(
+        mxctl_parse_args(2 * MXCTL_MAX_VALUES + 2, many, o, 2, 1, 1, &a, err, sizeof(err)), -1);
+    assert_string_equal(err, "--resource is given more than 64 times");
+}
+
 static void exit_statuses_follow_the_documented_table(void **state)
 {
     (void)state;
@@ -230,6 +262,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(dash_h_is_help_and_dashdash_ends_options),
     cmocka_unit_test(run_keeps_the_command_after_dashdash_untouched),
     cmocka_unit_test(run_without_dashdash_starts_the_command_at_its_first_word),
+    cmocka_unit_test(a_repeated_option_keeps_every_value),
     cmocka_unit_test(exit_statuses_follow_the_documented_table),
 };
 TEST_MAIN(tests)

@@ -123,6 +123,10 @@ test_help() {
     done
     m run --help
     expect_out "mutexctl run --limit 3 jobs/encoder -- ./encode.sh" "run --help's example"
+    expect_out "--resource NAME" "run --help names --resource"
+    m --help
+    expect_out "acquire RESOURCE RESOURCE..." "--help names acquire of several resources"
+    expect_out "run --resource A --resource B" "--help names run of several resources"
     m break --help
     expect_out "--lease-id ID" "break --help names --lease-id"
     m get --help
@@ -1108,6 +1112,164 @@ EOF
     rc=$?
     cp "$tmp/auth.out" "$tmp/err" 2>/dev/null
     expect_rc 0 "401 without a token, the token's scopes and prefix (step $rc failed)"
+}
+
+# ---- Several resources at once ---------------------------------------------------------------
+
+# acquire with several names: all or none, one lease id, a token each; renew and release of
+# the set, and what they say when one lease of it was broken.
+test_acquire_several() {
+    m acquire acct/bob --owner other --ttl 5s
+    local held_token
+    held_token=$(field fencing_token)
+    m acquire acct/alice acct/bob acct/carol --ttl 5s --owner mover
+    expect_rc 1 "acquire of a set with one name held"
+    expect_err "acct/bob is held by other (fencing token $held_token, expires in [0-9]* ms)" \
+        "acquire of a set names the one held and its holder"
+    [ ! -s "$tmp/out" ] || fail "acquire of a set with one name held prints nothing on stdout"
+    local r
+    for r in acct/alice acct/carol; do
+        m status "$r"
+        expect_out "^state: *free$" "all or none: $r stays free"
+    done
+    m acquire acct/alice acct/bob acct/carol --json
+    expect_rc 1 "acquire --json of a set with one name held"
+    expect_out '^{"error":{"code":"lease_held".*"resource":"acct/bob"' \
+        "acquire --json of a set prints the API's error, which names the one held"
+
+    m acquire acct/alice acct/carol acct/dave --ttl 5s --owner mover
+    expect_rc 0 "acquire of a set"
+    [ "$(sed -n 's/^resource: *//p' "$tmp/out" | tr '\n' ' ')" = "acct/alice acct/carol acct/dave " ] ||
+        fail "acquire of a set prints a lease per resource, in the order given"
+    [ "$(grep -c '^$' "$tmp/out")" -eq 2 ] || fail "a blank line between the leases of a set"
+    [ "$(sed -n 's/^lease_id: *//p' "$tmp/out" | sort -u | grep -c "^$UUID$")" -eq 1 ] ||
+        fail "the leases of a set share one lease id"
+    [ "$(sed -n 's/^owner: *//p' "$tmp/out" | sort -u)" = mover ] || fail "each lease has the owner"
+    local id tokens
+    id=$(sed -n 's/^lease_id: *//p' "$tmp/out" | head -n 1)
+    tokens=$(sed -n 's/^fencing_token: *//p' "$tmp/out" | tr '\n' ' ')
+    if [ "$(echo "$tokens" | tr ' ' '\n' | grep -c '^[1-9][0-9]*$')" -ne 3 ] ||
+        [ "$(echo "$tokens" | tr ' ' '\n' | grep . | sort -u | wc -l)" -ne 3 ]; then
+        fail "each lease of a set has a token of its own: $tokens"
+    fi
+    local i=1
+    for r in acct/alice acct/carol acct/dave; do
+        m status "$r"
+        expect_out "^fencing_token: *$(echo "$tokens" | cut -d' ' -f$i)$" "$r is held with its token"
+        i=$((i + 1))
+    done
+
+    m renew acct/alice acct/carol acct/dave "$id" --ttl 8s
+    expect_rc 0 "renew of a set"
+    [ "$(sed -n 's/^fencing_token: *//p' "$tmp/out" | tr '\n' ' ')" = "$tokens" ] ||
+        fail "renew of a set keeps the tokens"
+    [ "$(grep -c '^ttl_ms: *8000$' "$tmp/out")" -eq 3 ] || fail "renew of a set sets each TTL"
+    m break acct/carol
+    m renew acct/alice acct/carol acct/dave "$id"
+    expect_rc 1 "renew of a set with a lease broken"
+    expect_err "acct/carol: the lease is lost" "renew of a set names the lease lost"
+    m release acct/alice acct/carol acct/dave "$id"
+    expect_rc 1 "release of a set with a lease broken"
+    expect_out "^released acct/alice$" "release of a set releases the others"
+    expect_out "^released acct/dave$" "release of a set releases the others"
+    expect_no_out "acct/carol" "the lease lost is not said released"
+    expect_err "acct/carol: the lease is lost" "release of a set names the lease lost"
+    for r in acct/alice acct/dave; do
+        m status "$r"
+        expect_out "^state: *free$" "$r released"
+    done
+
+    m acquire set/a set/b --json
+    expect_rc 0 "acquire --json of a set"
+    expect_out '^{"leases":\[{"resource":"set/a","lease_id":"'"$UUID"'",.*},{"resource":"set/b",' \
+        "acquire --json of a set prints the API's answer"
+    id=$(grep -o '"lease_id":"[^"]*"' "$tmp/out" | head -n 1 | cut -d'"' -f4)
+    m release set/a set/b "$id" --json
+    expect_rc 0 "release --json of a set"
+    expect_out '^{"leases":\[{"resource":"set/a","released":true},{"resource":"set/b","released":true}\]}$' \
+        "release --json of a set"
+    m acquire same same
+    expect_rc 2 "a set naming a resource twice"
+    expect_err "invalid_field, field resources, HTTP 400" "a set naming a resource twice"
+}
+
+# run with several resources: the environment, a set held at once, and released at the end.
+test_run_several_environment_and_held() {
+    m run --resource r/a --resource r/b --ttl 10s -- sh -c 'env | grep "^MUTEXD_" | sort > "$0"' \
+        "$tmp/env"
+    expect_rc 0 "run with two --resource"
+    grep -q "^MUTEXD_RESOURCES=r/a r/b$" "$tmp/env" || fail "run sets MUTEXD_RESOURCES"
+    grep -q "^MUTEXD_RESOURCE=r/a$" "$tmp/env" || fail "MUTEXD_RESOURCE is the first"
+    grep -q "^MUTEXD_LEASE_ID=$UUID$" "$tmp/env" || fail "run sets the set's MUTEXD_LEASE_ID"
+    grep -q "^MUTEXD_FENCING_TOKENS=[1-9][0-9]* [1-9][0-9]*$" "$tmp/env" ||
+        fail "run sets MUTEXD_FENCING_TOKENS"
+    local first
+    first=$(sed -n 's/^MUTEXD_FENCING_TOKENS=\([0-9]*\) .*/\1/p' "$tmp/env")
+    grep -q "^MUTEXD_FENCING_TOKEN=$first$" "$tmp/env" || fail "MUTEXD_FENCING_TOKEN is the first's"
+    local r
+    for r in r/a r/b; do
+        m status "$r"
+        expect_out "^state: *free$" "run releases $r when the command exits"
+    done
+    # RESOURCE and --resource together; while it runs, both held with the tokens given.
+    "$M" run r/a --resource r/b --ttl 10s -- sh -c 'echo "$MUTEXD_FENCING_TOKENS" > "$0"; sleep 2' \
+        "$tmp/tokens" 2>"$tmp/err" &
+    local runner=$!
+    bg_pids+=("$runner")
+    wait_for test -s "$tmp/tokens" || fail "the command started"
+    m status r/a
+    expect_out "^fencing_token: *$(cut -d' ' -f1 "$tmp/tokens")$" "r/a held with the first token"
+    m status r/b
+    expect_out "^fencing_token: *$(cut -d' ' -f2 "$tmp/tokens")$" "r/b held with the second token"
+    wait "$runner"
+    rc=$?
+    expect_rc 0 "run r/a --resource r/b"
+
+    m acquire r/b --owner holder --ttl 5s
+    m run --resource r/a --resource r/b -- touch "$tmp/ran"
+    expect_rc 1 "run of a set with one held"
+    expect_err "r/b is held by holder" "run of a set names the one held"
+    [ ! -e "$tmp/ran" ] || fail "run of a set with one held must not start the command"
+    m status r/a
+    expect_out "^state: *free$" "nothing of the set is kept"
+    m run --resource r/a
+    expect_rc 2 "run --resource without a command"
+    expect_err "no command to run (with --resource, give it after --)" "run --resource without --"
+}
+
+# The set's lease on one resource broken: the command's whole group is stopped, as for one
+# lease, and the other lease of the set is released.
+test_run_several_stops_the_group_when_one_lease_is_broken() {
+    local ttl_ms=1500 grace_ms=1000
+    "$M" run --resource lost/a --resource lost/b --ttl "${ttl_ms}ms" --grace "${grace_ms}ms" -- \
+        sh -c "$stubborn" "$tmp/s" >"$tmp/out" 2>"$tmp/err" &
+    local runner=$!
+    bg_pids+=("$runner")
+    stubborn_ready "$tmp/s" || fail "the command started"
+    local child grandchild
+    child=$(cat "$tmp/s.child")
+    grandchild=$(cat "$tmp/s.grandchild")
+    sleep 0.3
+    "$M" status lost/a | grep -q "^state: *held$" || fail "lost/a is held while the command runs"
+    local t0 t1
+    t0=$(now_ms)
+    "$M" break lost/b >/dev/null
+    if ! wait_for gone "$child" "$grandchild"; then
+        fail "the command's group outlived the set's lease"
+        kill -KILL "$child" "$grandchild" 2>/dev/null # so that the runner ends
+    fi
+    t1=$(now_ms)
+    wait "$runner"
+    rc=$?
+    expect_rc 1 "run whose set lost a lease"
+    expect_err "the lease on lost/b is lost (lease_lost)" "run names the lease of the set lost"
+    grep -q term "$tmp/s.log" 2>/dev/null || fail "the group got SIGTERM before SIGKILL"
+    local took=$((t1 - t0)) most=$((ttl_ms / 3 + grace_ms + 1500))
+    echo "group stopped ${took} ms after the break (TTL/3 + grace = $((ttl_ms / 3 + grace_ms)) ms)"
+    [ "$took" -le "$most" ] || fail "the group was stopped ${took} ms after the break, over $most"
+    [ "$took" -ge "$grace_ms" ] || fail "SIGKILL came ${took} ms after the break, before the grace"
+    m status lost/a
+    expect_out "^state: *free$" "the lease of the set still held is released"
 }
 
 # ---- main -------------------------------------------------------------------------------------
