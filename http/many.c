@@ -53,6 +53,7 @@ void http_i_many_route(struct hreq *q)
     }
     if (h->cfg.partitions > 1 && !api_names_one_partition(&q->names, h->cfg.partitions, &q->err)) {
         q->failed = true;
+        api_names_free(&q->names); /* of no one partition: its answer names none */
         return;
     }
     q->partition = mx_partition(q->names.name[0], q->names.len[0], h->cfg.partitions);
