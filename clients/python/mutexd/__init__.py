@@ -18,7 +18,7 @@ from ._client import Client, default_owner
 from . import _errors
 from ._errors import *  # noqa: F401,F403 (the names in _errors.__all__)
 from ._leader import LeaderStop, run_when_leader
-from ._lock import HeldLease, Lock
+from ._lock import HeldLease, HeldLeases, Lock, MultiLock, OrderedLeases, OrderedLock
 from ._partition import partition_of
 from ._types import (
     Duration,
@@ -45,6 +45,10 @@ __all__ = [
     "partition_of",
     "Lock",
     "HeldLease",
+    "MultiLock",
+    "HeldLeases",
+    "OrderedLock",
+    "OrderedLeases",
     "LeaderStop",
     "Duration",
     "Position",

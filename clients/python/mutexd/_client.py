@@ -16,7 +16,7 @@ from typing import Any, Optional, Union
 from ._errors import APIError, MutexdError, ProtocolError, Timeout, TransportError, Unavailable
 from . import _leader
 from ._http import Response, Transport
-from ._lock import Lock
+from ._lock import Lock, MultiLock, OrderedLock
 from ._partition import PARTITIONS_MAX, partition_of
 from ._types import (
     Duration,
@@ -113,6 +113,37 @@ def _lease_ref(lease: Any, lease_id: Optional[str]) -> tuple[str, str]:
         return lease.resource, lease.lease_id
     except AttributeError:
         raise TypeError("expected a Lease or a resource name, not %r" % (lease,)) from None
+
+
+def _resource_list(resources: Any) -> list[str]:
+    """The names of a request about several resources, as a list (the server checks the
+    rest: 2 to 64, each once)."""
+    if isinstance(resources, (str, bytes)):
+        raise TypeError("resources must be a list of names, not one %s" % type(resources).__name__)
+    names = list(resources)
+    if not names:
+        raise ValueError("no resource named")
+    for name in names:
+        if not isinstance(name, str):
+            raise TypeError("a resource must be a str, not %s" % type(name).__name__)
+    return names
+
+
+def _leases_ref(leases: Any, lease_id: Optional[str]) -> tuple[list[str], str]:
+    """(resources, lease_id) from Lease-like objects of one lease id (or a
+    :class:`HeldLeases`), or from names and a lease id."""
+    if lease_id is not None:
+        return _resource_list(leases), lease_id
+    if isinstance(leases, (str, bytes)):
+        raise TypeError("give Leases, or resource names and their lease_id")
+    items = list(leases)
+    if not items:
+        raise ValueError("no lease given")
+    refs = [_lease_ref(item, None) for item in items]
+    ids = {lid for _, lid in refs}
+    if len(ids) != 1:
+        raise ValueError("the leases of one request have one lease id: got %d" % len(ids))
+    return [name for name, _ in refs], refs[0][1]
 
 
 _log = logging.getLogger("mutexd")
@@ -213,10 +244,12 @@ class Client:
     (``GET /v1/servers``). From then on, a request about one resource (acquire, renew,
     release, break, get, watch, and so the lock and the leader loop) goes first to the
     owner of the resource's partition, at its advertised URL, so that no server has to
-    forward it; when that fails, the request goes round the URLs given as above. Lists,
-    events and whoami go as before. The map is read again, at most once a second and
-    without ever failing a request, when an answer about a resource was served by another
-    server than the one asked, or after a 503 or no answer: the partition has moved.
+    forward it; when that fails, the request goes round the URLs given as above. A request
+    about several resources (``acquire_many``, ``renew_many``, ``release_many``) goes as
+    one about its first name: they all are in its partition. Lists, events and whoami go
+    as before. The map is read again, at most once a second and without ever failing a
+    request, when an answer about a resource was served by another server than the one
+    asked, or after a 503 or no answer: the partition has moved.
 
     Retries: when a kept-alive connection turns out to have been closed by the server
     before it read the request, the request is sent once more on a new connection. To make
@@ -538,6 +571,39 @@ class Client:
         except (ValueError, TypeError, KeyError) as exc:
             raise ProtocolError("the server's answer is malformed: %s" % exc) from exc
 
+    def _parse_many(self, body: Any, names: Sequence[str], base: float) -> list[Lease]:
+        """The leases of an answer about several resources: one per name, in order."""
+
+        def build() -> list[Lease]:
+            items = body.get("leases") if isinstance(body, dict) else None
+            if not isinstance(items, list) or len(items) != len(names):
+                raise ValueError("leases is not a list of one lease per resource")
+            leases = []
+            for item in items:
+                if not isinstance(item, dict):
+                    raise ValueError("a lease is not an object: %r" % (item,))
+                leases.append(Lease.from_json(item, base))
+            if [lease.resource for lease in leases] != list(names):
+                raise ValueError("the leases are not those of the resources asked for, in order")
+            return leases
+
+        return self._parse(build)  # type: ignore[no-any-return]
+
+    def _post_many(
+        self,
+        action: str,
+        names: Sequence[str],
+        body: dict[str, Any],
+        timeout: Optional[float] = None,
+        deadline: Optional[float] = None,
+    ) -> Response:
+        """A request about several resources, routed as one about the first: on a
+        partitioned group they all are in its partition."""
+        return self._send(
+            "POST", "/v1/" + action, body, self.timeout if timeout is None else timeout,
+            deadline, names[0],
+        )
+
     # -- leases -----------------------------------------------------------------------
 
     def acquire(
@@ -683,6 +749,117 @@ class Client:
             body["lease_id"] = lease_id
         resp = self._post(resource, "break", body)
         return bool(resp.body.get("broken"))
+
+    # -- several resources at once ------------------------------------------------------
+
+    def acquire_many(
+        self,
+        resources: Sequence[str],
+        owner: Optional[str] = None,
+        ttl: Optional[Duration] = None,
+        wait: Duration = 0,
+        lease_id: Optional[str] = None,
+        metadata: Optional[Mapping[str, Any]] = None,
+        *,
+        limit: Optional[int] = None,
+        shared: bool = False,
+    ) -> list[Lease]:
+        """Acquires a lease on every resource of ``resources`` (2 to 64 names, each once),
+        or on none, with one request; the other arguments are :meth:`acquire`'s and apply
+        to each.
+
+        Returns: the leases, one per resource in the order given, all with one
+        ``lease_id`` (proposed by the client unless given: a retry with the same id and
+        the same names gets the same leases back), each with its own fencing token.
+
+        With ``wait``, the request waits in the queue of every resource and is granted
+        all at once, whatever order the names of concurrent requests are in (no deadlock).
+        On a partitioned group the names must all be in one partition (a hash tag,
+        ``{acct}/alice``): otherwise :class:`InvalidRequest` (``field`` ``resources``);
+        the request goes to the owner of that partition. For resources of different
+        partitions, see :meth:`lock_ordered`.
+
+        Raises:
+            LeaseHeld: a resource is held (at once, or when ``wait`` ran out): its
+                ``resource`` is the first held in the order given, ``holder`` who holds
+                it. Nothing was granted.
+            LimitMismatch, TooManyWaiters, InvalidRequest: as :meth:`acquire`.
+        """
+        names = _resource_list(resources)
+        body: dict[str, Any] = {
+            "resources": names,
+            "owner": default_owner() if owner is None else owner,
+            "lease_id": str(uuid.uuid4()) if lease_id is None else lease_id,
+        }
+        if ttl is not None:
+            body["ttl_ms"] = to_ms(ttl, "ttl")
+        wait_ms = to_ms(wait, "wait")
+        if wait_ms:
+            body["wait_ms"] = wait_ms
+        if metadata is not None:
+            body["metadata"] = dict(metadata)
+        if limit is not None:
+            if isinstance(limit, bool) or not isinstance(limit, int):
+                raise TypeError("limit must be an int, not %r" % (limit,))
+            body["limit"] = limit
+        if not isinstance(shared, bool):
+            raise TypeError("shared must be a bool, not %r" % (shared,))
+        if shared:
+            body["shared"] = True
+        sent = time.monotonic()
+        resp = self._post_many("acquire", names, body, self.timeout + wait_ms / 1000.0)
+        base = sent if not wait_ms else time.monotonic()
+        return self._parse_many(resp.body, names, base)
+
+    def renew_many(
+        self,
+        leases: Union[Sequence[Lease], Sequence[str], Any],
+        lease_id: Optional[str] = None,
+        *,
+        ttl: Optional[Duration] = None,
+        metadata: Optional[Mapping[str, Any]] = None,
+        timeout: Optional[float] = None,
+        deadline: Optional[float] = None,
+    ) -> list[Lease]:
+        """Renews the leases of a set with one request: each now expires ``ttl`` (default:
+        its own TTL) from now and keeps its fencing token. Call as ``renew_many(leases)``
+        (the list :meth:`acquire_many` returned, or a :class:`HeldLeases`) or
+        ``renew_many(resources, lease_id)``. ``timeout`` and ``deadline`` are
+        :meth:`renew`'s.
+
+        Returns: the leases, in the order given.
+
+        Raises:
+            LeaseLost: the lease id no longer holds some of the resources: ``resources``
+                names them. The others WERE renewed.
+        """
+        names, lid = _leases_ref(leases, lease_id)
+        body: dict[str, Any] = {"resources": names, "lease_id": lid}
+        if ttl is not None:
+            body["ttl_ms"] = to_ms(ttl, "ttl")
+        if metadata is not None:
+            body["metadata"] = dict(metadata)
+        sent = time.monotonic()
+        resp = self._post_many("renew", names, body, timeout, deadline)
+        return self._parse_many(resp.body, names, sent)
+
+    def release_many(
+        self,
+        leases: Union[Sequence[Lease], Sequence[str], Any],
+        lease_id: Optional[str] = None,
+        *,
+        timeout: Optional[float] = None,
+    ) -> None:
+        """Releases the leases of a set with one request; each resource's next waiter is
+        granted at once. Call as ``release_many(leases)`` or
+        ``release_many(resources, lease_id)``.
+
+        Raises:
+            LeaseLost: the lease id no longer holds some of the resources: ``resources``
+                names them. The others WERE released.
+        """
+        names, lid = _leases_ref(leases, lease_id)
+        self._post_many("release", names, {"resources": names, "lease_id": lid}, timeout)
 
     # -- reading ----------------------------------------------------------------------
 
@@ -975,6 +1152,77 @@ class Client:
         """
         return Lock(
             self, resource, ttl=ttl, wait=wait, owner=owner, metadata=metadata,
+            limit=limit, shared=shared,
+        )
+
+    def lock_many(
+        self,
+        resources: Sequence[str],
+        ttl: Duration = 15.0,
+        wait: Duration = 30.0,
+        owner: Optional[str] = None,
+        metadata: Optional[Mapping[str, Any]] = None,
+        *,
+        limit: Optional[int] = None,
+        shared: bool = False,
+    ) -> MultiLock:
+        """A context manager that holds a lease on every resource of ``resources`` (2 to
+        64 names, each once) while its body runs, taken all at once or not at all::
+
+            with client.lock_many(["acct/alice", "acct/bob"], ttl=15, wait=30) as leases:
+                leases.check()
+                move(100, leases["acct/alice"].fencing_token, leases["acct/bob"].fencing_token)
+
+        On entry it acquires them with one request (:meth:`acquire_many`), waiting up to
+        ``wait`` seconds in the queue of every resource (raises :class:`LeaseHeld`, naming
+        the first held in ``resource``, if that runs out), and returns a
+        :class:`HeldLeases`. A background thread renews the whole set with one request
+        every third of ``ttl``; its ``lost`` event is set the moment a renewal is answered
+        ``lease_lost`` (ANY lease of the set was lost), or when renewals keep failing until
+        the deadline, as for :meth:`lock`. On exit it stops renewing and releases the set
+        with one request, best effort, as :meth:`lock` does.
+
+        On a partitioned group the names must share a partition (a hash tag:
+        ``{acct}/alice``, ``{acct}/bob``); for names of different partitions, see
+        :meth:`lock_ordered`.
+        """
+        return MultiLock(
+            self, _resource_list(resources), ttl=ttl, wait=wait, owner=owner,
+            metadata=metadata, limit=limit, shared=shared,
+        )
+
+    def lock_ordered(
+        self,
+        resources: Sequence[str],
+        ttl: Duration = 15.0,
+        wait: Duration = 30.0,
+        owner: Optional[str] = None,
+        metadata: Optional[Mapping[str, Any]] = None,
+        *,
+        limit: Optional[int] = None,
+        shared: bool = False,
+    ) -> OrderedLock:
+        """A context manager that holds a lease on every resource of ``resources``, in any
+        partitions, while its body runs (Curator's ``InterProcessMultiLock``)::
+
+            with client.lock_ordered(["orders/7", "stock/42"], ttl=15, wait=30) as leases:
+                leases.check()
+                ...
+
+        On entry it takes them one by one with :meth:`lock`, in name order (so that two
+        processes taking overlapping sets cannot wait on each other in a circle), all
+        within ``wait`` seconds; when one fails (:class:`LeaseHeld` when the wait ran out,
+        or any other error) it releases what it took, the last taken first, and raises
+        that error. It returns an :class:`OrderedLeases`: each lease is renewed on its
+        own, and its ``lost`` is set the moment ANY of them is lost. On exit every lease is
+        released, the last taken first.
+
+        Unlike :meth:`lock_many`, the leases are not granted at once: while it waits for
+        one resource it holds the ones before it in order. Prefer :meth:`lock_many` for
+        names of one partition (or on a lone server).
+        """
+        return OrderedLock(
+            self, resources, ttl=ttl, wait=wait, owner=owner, metadata=metadata,
             limit=limit, shared=shared,
         )
 

@@ -173,6 +173,15 @@ class MethodNotAllowed(APIError):
 class Conflict(APIError):
     """409: base of :class:`LeaseHeld`, :class:`LeaseLost` and :class:`LimitMismatch`."""
 
+    @property
+    def resource(self) -> Optional[str]:
+        """The resource the conflict is about, when the server names it: an answer to a
+        request about several resources (``acquire_many``, ``renew_many``,
+        ``release_many``) names the first held or lost, in the order given; ``None``
+        otherwise."""
+        value = self.details.get("resource")
+        return value if isinstance(value, str) else None
+
 
 class LeaseHeld(Conflict):
     """409 ``lease_held``: another lease holds the resource (at once, or when the wait ran
@@ -196,7 +205,21 @@ class LeaseHeld(Conflict):
 
 class LeaseLost(Conflict):
     """409 ``lease_lost``: the lease is no longer the resource's (released, broken, or
-    another lease was granted after it expired). Stop the work it guarded."""
+    another lease was granted after it expired). Stop the work it guarded.
+
+    Attributes:
+        resources: of a request about several resources (``renew_many``,
+            ``release_many``), the names the lease no longer holds, in the order given
+            (the others were renewed, or released); ``[resource]`` when the answer names
+            only one, else empty.
+    """
+
+    @property
+    def resources(self) -> list[str]:
+        raw = self.details.get("resources")
+        if isinstance(raw, list) and all(isinstance(n, str) for n in raw):
+            return list(raw)
+        return [self.resource] if self.resource is not None else []
 
 
 class LimitMismatch(Conflict):

@@ -1,4 +1,7 @@
-"""A lease kept alive in the background, and the ``lock`` context manager."""
+"""A lease kept alive in the background, and the ``lock`` context manager; the same for
+several resources at once (``lock_many``: one request for the set, renewed and released as
+a set) and the ordered helper (``lock_ordered``: one lock per resource, taken in name
+order)."""
 
 from __future__ import annotations
 
@@ -7,14 +10,14 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
-from typing import Any, Optional
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, Optional, Union
 
 from ._errors import LeaseExpired, LeaseLost, MutexdError, TransportError
-from ._ops import LeaseOps
-from ._types import Duration, Lease
+from ._ops import LeaseOps, MultiLeaseOps
+from ._types import Duration, Lease, to_ms
 
-__all__ = ["HeldLease", "Lock"]
+__all__ = ["HeldLease", "Lock", "HeldLeases", "MultiLock", "OrderedLeases", "OrderedLock"]
 
 log = logging.getLogger("mutexd")
 
@@ -49,7 +52,7 @@ class _ClockedEvent(threading.Event):
 class _LostEvent(_ClockedEvent):
     """The ``lost`` event: also set by asking it after the lease's deadline has passed."""
 
-    def __init__(self, held: "HeldLease") -> None:
+    def __init__(self, held: "_KeptAlive") -> None:
         super().__init__()
         self._held = held
 
@@ -57,7 +60,215 @@ class _LostEvent(_ClockedEvent):
         return self._held._expire_if_due()
 
 
-class HeldLease:
+class _KeptAlive:
+    """What :class:`HeldLease` and :class:`HeldLeases` share: the renewing thread, the
+    deadline watchdog, ``lost`` and its checks. A subclass says how to renew
+    (:meth:`_send_renewal`), what to keep of the answer (:meth:`_take`), and how to name
+    what it holds in messages."""
+
+    def __init__(self, client: Any, ttl: float, deadline: float, expires_in: float) -> None:
+        self._client = client
+        self._ttl = ttl
+        self._margin = safety_margin(ttl)
+        self._deadline = deadline - self._margin
+        self._base = deadline - expires_in
+        self._cond = threading.Condition()
+        self._stopped = False
+        self._callbacks: list[Callable[[], Any]] = []
+        self._threads: list[threading.Thread] = []
+        self._inflight: Optional[float] = None  # when the renewal under way was sent
+        self.lost: threading.Event = _LostEvent(self)
+        self.error: Optional[BaseException] = None
+        self.last_error: Optional[BaseException] = None
+        self.renewals = 0
+
+    # -- what a subclass says ----------------------------------------------------------
+
+    def _send_renewal(self, timeout: float, deadline: float) -> Any:
+        """Renews (raises :class:`LeaseLost` when lost, another error when it failed)."""
+        raise NotImplementedError
+
+    def _take(self, answer: Any, sent: float) -> float:
+        """Keeps a successful renewal's answer (called with the lock held); returns the
+        monotonic time the lease (every lease of the set) ends unless renewed again."""
+        raise NotImplementedError
+
+    def _label(self) -> str:
+        """What is held, for messages: "lease on jobs/x"."""
+        raise NotImplementedError
+
+    def _what(self) -> str:
+        return "the " + self._label()
+
+    def _tokens(self) -> str:
+        """The fencing token(s), for the log."""
+        raise NotImplementedError
+
+    def _thread_name(self) -> str:
+        raise NotImplementedError
+
+    # -- the deadline, and loss -----------------------------------------------------------
+
+    @property
+    def deadline(self) -> float:
+        """The client's ``time.monotonic()`` by which the lease ends unless renewed."""
+        with self._cond:
+            return self._deadline
+
+    @property
+    def expires_in(self) -> float:
+        """Seconds left until :attr:`deadline` (0 once passed or lost)."""
+        if self.lost.is_set():
+            return 0.0
+        return max(0.0, self.deadline - time.monotonic())
+
+    def check(self) -> None:
+        """Raises :attr:`error` (:class:`LeaseLost` or :class:`LeaseExpired`) if the lease
+        is lost or its deadline has passed (on the clock, now: whether or not a renewal
+        has been tried since); call it before every action the lease must guard."""
+        if self.lost.is_set():
+            assert self.error is not None
+            raise self.error
+
+    def _is_lost(self) -> bool:
+        return threading.Event.is_set(self.lost)
+
+    def _expire_if_due(self) -> bool:
+        """Declares the lease lost if its deadline has passed; True when it is lost."""
+        with self._cond:
+            if self._is_lost():
+                return True
+            if self._stopped or time.monotonic() < self._deadline:
+                return False
+        self._expire()
+        return self._is_lost()
+
+    def _expire(self) -> None:
+        if self.last_error is not None:
+            why = "last error: %s" % (self.last_error,)
+        elif self._inflight is not None:
+            why = "a renewal sent %.1f s before it had no answer yet" % (
+                time.monotonic() - self._inflight)
+        else:
+            why = "no renewal was tried since the last one succeeded: the process did " \
+                  "not run in time (paused, or starved)"
+        self._set_lost(LeaseExpired(
+            "no renewal of %s succeeded before its deadline (%s)" % (self._what(), why)
+        ))
+
+    def on_lost(self, callback: Callable[[], Any]) -> None:
+        """Calls ``callback()`` (from the thread that detects it) when the lease is lost,
+        right after ``lost`` is set; at once if it is lost already."""
+        with self._cond:
+            if not self._is_lost():
+                self._callbacks.append(callback)
+                return
+        callback()
+
+    # -- keeping it alive ----------------------------------------------------------------
+
+    def start(self) -> Any:
+        """Starts the renewing thread and the deadline watchdog."""
+        for name, target in (("renew", self._renew_loop), ("deadline", self._watchdog)):
+            t = threading.Thread(
+                target=target, name="mutexd-%s %s" % (name, self._thread_name()), daemon=True
+            )
+            self._threads.append(t)
+            t.start()
+        return self
+
+    def _set_lost(self, error: BaseException) -> None:
+        with self._cond:
+            if self._is_lost() or self._stopped:
+                return
+            self.error = error
+            self.lost.set()
+            callbacks, self._callbacks = self._callbacks, []
+            self._cond.notify_all()
+        log.warning("%s (%s) lost: %s", self._label(), self._tokens(), error)
+        for callback in callbacks:
+            try:
+                callback()
+            except Exception:  # a callback's failure must not stop the others
+                log.exception("on_lost callback failed")
+
+    def _watchdog(self) -> None:
+        with self._cond:
+            while not self._stopped and not self._is_lost():
+                left = self._deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(left)
+            else:
+                return
+        self._expire()
+
+    def _renew_loop(self) -> None:
+        ttl = self._ttl
+        period = ttl / 3.0
+        retry = min(1.0, max(0.02, ttl / 10.0))
+        with self._cond:
+            next_at = self._base + period
+        while True:
+            with self._cond:
+                while not self._stopped and not self._is_lost():
+                    left = next_at - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._cond.wait(left)
+                if self._stopped or self._is_lost():
+                    return
+                sent = time.monotonic()
+                remaining = self._deadline - sent
+                if remaining > 0:
+                    self._inflight = sent
+            if remaining <= 0:
+                self._expire()  # the deadline passed before this renewal could be sent
+                return
+            try:
+                answer = self._send_renewal(
+                    max(0.01, min(self._client.timeout, period, remaining)), sent + remaining
+                )
+            except LeaseLost as exc:
+                self._inflight = None
+                self._set_lost(exc)
+                return
+            except Exception as exc:  # transient: retry, on a new connection, until the deadline
+                self.last_error = exc
+                self._inflight = None
+                log.debug("renewing %s failed: %s", self._what(), exc)
+                next_at = time.monotonic() + retry
+                continue
+            with self._cond:
+                self._inflight = None
+                if self._is_lost() or self._stopped:
+                    return  # lost is final, even if this renewal crossed the deadline
+                if time.monotonic() >= self._deadline:
+                    lost_late = True  # answered after the deadline: the lease is lost
+                else:
+                    lost_late = False
+                    self._base = sent
+                    self._deadline = self._take(answer, sent) - self._margin
+                    self.last_error = None
+                    self.renewals += 1
+                    self._cond.notify_all()
+            if lost_late:
+                self._expire()
+                return
+            next_at = sent + period
+
+    def stop(self, timeout: Optional[float] = None) -> None:
+        """Stops renewing (without releasing) and waits for the threads to end."""
+        with self._cond:
+            self._stopped = True
+            self._cond.notify_all()
+        me = threading.current_thread()
+        for t in self._threads:
+            if t is not me:
+                t.join(timeout)
+
+
+class HeldLease(_KeptAlive):
     """A lease that a background thread keeps renewing until :meth:`release`.
 
     It has the fields of :class:`Lease` (``resource``, ``lease_id``, ``owner``,
@@ -87,20 +298,8 @@ class HeldLease:
     """
 
     def __init__(self, client: LeaseOps, lease: Lease) -> None:
-        self._client = client
+        super().__init__(client, lease.ttl, lease.deadline, lease.expires_in)
         self._lease = lease
-        self._margin = safety_margin(lease.ttl)
-        self._deadline = lease.deadline - self._margin
-        self._base = lease.deadline - lease.expires_in
-        self._cond = threading.Condition()
-        self._stopped = False
-        self._callbacks: list[Callable[[], Any]] = []
-        self._threads: list[threading.Thread] = []
-        self._inflight: Optional[float] = None  # when the renewal under way was sent
-        self.lost: threading.Event = _LostEvent(self)
-        self.error: Optional[BaseException] = None
-        self.last_error: Optional[BaseException] = None
-        self.renewals = 0
 
     # -- the lease's fields ------------------------------------------------------------
 
@@ -153,63 +352,6 @@ class HeldLease:
         """Whether this is a shared lease (a reader)."""
         return self._lease.shared
 
-    @property
-    def deadline(self) -> float:
-        """The client's ``time.monotonic()`` by which the lease ends unless renewed."""
-        with self._cond:
-            return self._deadline
-
-    @property
-    def expires_in(self) -> float:
-        """Seconds left until :attr:`deadline` (0 once passed or lost)."""
-        if self.lost.is_set():
-            return 0.0
-        return max(0.0, self.deadline - time.monotonic())
-
-    def check(self) -> None:
-        """Raises :attr:`error` (:class:`LeaseLost` or :class:`LeaseExpired`) if the lease
-        is lost or its deadline has passed (on the clock, now: whether or not a renewal
-        has been tried since); call it before every action the lease must guard."""
-        if self.lost.is_set():
-            assert self.error is not None
-            raise self.error
-
-    def _is_lost(self) -> bool:
-        return threading.Event.is_set(self.lost)
-
-    def _expire_if_due(self) -> bool:
-        """Declares the lease lost if its deadline has passed; True when it is lost."""
-        with self._cond:
-            if self._is_lost():
-                return True
-            if self._stopped or time.monotonic() < self._deadline:
-                return False
-        self._expire()
-        return self._is_lost()
-
-    def _expire(self) -> None:
-        if self.last_error is not None:
-            why = "last error: %s" % (self.last_error,)
-        elif self._inflight is not None:
-            why = "a renewal sent %.1f s before it had no answer yet" % (
-                time.monotonic() - self._inflight)
-        else:
-            why = "no renewal was tried since the last one succeeded: the process did " \
-                  "not run in time (paused, or starved)"
-        self._set_lost(LeaseExpired(
-            "no renewal of the lease on %s succeeded before its deadline (%s)"
-            % (self.resource, why)
-        ))
-
-    def on_lost(self, callback: Callable[[], Any]) -> None:
-        """Calls ``callback()`` (from the thread that detects it) when the lease is lost,
-        right after ``lost`` is set; at once if it is lost already."""
-        with self._cond:
-            if not self._is_lost():
-                self._callbacks.append(callback)
-                return
-        callback()
-
     def __repr__(self) -> str:
         return "<HeldLease %s token=%d%s>" % (
             self.resource,
@@ -217,111 +359,30 @@ class HeldLease:
             " lost" if self.lost.is_set() else "",
         )
 
-    # -- keeping it alive ----------------------------------------------------------------
-
     def start(self) -> "HeldLease":
         """Starts the renewing thread and the deadline watchdog."""
-        for name, target in (("renew", self._renew_loop), ("deadline", self._watchdog)):
-            t = threading.Thread(
-                target=target, name="mutexd-%s %s" % (name, self.resource), daemon=True
-            )
-            self._threads.append(t)
-            t.start()
+        super().start()
         return self
 
-    def _set_lost(self, error: BaseException) -> None:
-        with self._cond:
-            if self._is_lost() or self._stopped:
-                return
-            self.error = error
-            self.lost.set()
-            callbacks, self._callbacks = self._callbacks, []
-            self._cond.notify_all()
-        log.warning("lease on %s (fencing token %d) lost: %s",
-                    self.resource, self.fencing_token, error)
-        for callback in callbacks:
-            try:
-                callback()
-            except Exception:  # a callback's failure must not stop the others
-                log.exception("on_lost callback failed")
+    # -- the renewal -------------------------------------------------------------------
 
-    def _watchdog(self) -> None:
-        with self._cond:
-            while not self._stopped and not self._is_lost():
-                left = self._deadline - time.monotonic()
-                if left <= 0:
-                    break
-                self._cond.wait(left)
-            else:
-                return
-        self._expire()
+    def _send_renewal(self, timeout: float, deadline: float) -> Lease:
+        return self._client.renew(  # type: ignore[no-any-return]
+            self.resource, self.lease_id, timeout=timeout, deadline=deadline
+        )
 
-    def _renew_loop(self) -> None:
-        ttl = self._lease.ttl
-        period = ttl / 3.0
-        retry = min(1.0, max(0.02, ttl / 10.0))
-        with self._cond:
-            next_at = self._base + period
-        while True:
-            with self._cond:
-                while not self._stopped and not self._is_lost():
-                    left = next_at - time.monotonic()
-                    if left <= 0:
-                        break
-                    self._cond.wait(left)
-                if self._stopped or self._is_lost():
-                    return
-                sent = time.monotonic()
-                remaining = self._deadline - sent
-                if remaining > 0:
-                    self._inflight = sent
-            if remaining <= 0:
-                self._expire()  # the deadline passed before this renewal could be sent
-                return
-            try:
-                lease = self._client.renew(
-                    self.resource, self.lease_id,
-                    timeout=max(0.01, min(self._client.timeout, period, remaining)),
-                    deadline=sent + remaining,
-                )
-            except LeaseLost as exc:
-                self._inflight = None
-                self._set_lost(exc)
-                return
-            except Exception as exc:  # transient: retry, on a new connection, until the deadline
-                self.last_error = exc
-                self._inflight = None
-                log.debug("renewing the lease on %s failed: %s", self.resource, exc)
-                next_at = time.monotonic() + retry
-                continue
-            with self._cond:
-                self._inflight = None
-                if self._is_lost() or self._stopped:
-                    return  # lost is final, even if this renewal crossed the deadline
-                if time.monotonic() >= self._deadline:
-                    lost_late = True  # answered after the deadline: the lease is lost
-                else:
-                    lost_late = False
-                    self._lease = lease
-                    self._base = sent
-                    self._deadline = lease.deadline - self._margin
-                    self.last_error = None
-                    self.renewals += 1
-                    self._cond.notify_all()
-            if lost_late:
-                self._expire()
-                return
-            next_at = sent + period
+    def _take(self, answer: Lease, sent: float) -> float:
+        self._lease = answer
+        return answer.deadline
 
-    def stop(self, timeout: Optional[float] = None) -> None:
-        """Stops renewing (without releasing) and waits for the threads to end."""
-        with self._cond:
-            self._stopped = True
-            self._cond.notify_all()
-        me = threading.current_thread()
-        for t in self._threads:
-            if t is not me:
-                t.join(timeout)
+    def _label(self) -> str:
+        return "lease on %s" % self.resource
+
+    def _tokens(self) -> str:
+        return "fencing token %d" % self.fencing_token
+
+    def _thread_name(self) -> str:
+        return self.resource
 
     def release(self) -> bool:
         """Stops renewing and releases the lease, best effort: returns True when the
@@ -341,6 +402,141 @@ class HeldLease:
             return False
         except MutexdError as exc:
             log.warning("releasing the lease on %s failed: %s", self.resource, exc)
+            return False
+        return True
+
+
+class HeldLeases(_KeptAlive):
+    """Leases on several resources, taken at once under one lease id
+    (:meth:`Client.lock_many`), that a background thread keeps renewing as a set, with one
+    request for all of them, until :meth:`release`.
+
+    It has everything of :class:`HeldLease` that is not one resource's: ``lost``,
+    :meth:`check`, :meth:`on_lost`, ``error``, ``last_error``, ``expires_in``,
+    ``deadline``, ``renewals``, ``lease_id``, ``owner``, ``ttl``. ``lost`` is set the
+    moment a renewal of the set is answered ``lease_lost`` (ANY lease of the set was
+    broken, or taken by another lease after it expired: ``error.resources`` names which),
+    or when the deadline passes without a successful renewal of the set; the deadline is
+    the earliest of the leases'. What is said of :class:`HeldLease`'s renewals and
+    deadline holds for the set.
+
+    The leases themselves, as the last successful acquire or renewal answered them
+    (:class:`Lease`, in the order the resources were given): ``leases[name]`` or
+    ``leases[i]``, ``for lease in leases``, ``len(leases)``; ``resources`` is the names,
+    ``fencing_tokens`` a dict of each one's token (a renewal keeps them). Pass each
+    resource's own token to what that resource guards.
+    """
+
+    def __init__(self, client: MultiLeaseOps, leases: Sequence[Lease]) -> None:
+        leases = list(leases)
+        if not leases:
+            raise ValueError("no lease given")
+        ids = {lease.lease_id for lease in leases}
+        if len(ids) != 1:
+            raise ValueError("the leases of a set have one lease id: got %d" % len(ids))
+        first = min(leases, key=lambda lease: lease.deadline)
+        super().__init__(
+            client, min(lease.ttl for lease in leases), first.deadline, first.expires_in
+        )
+        self._leases = leases
+        self._names = tuple(lease.resource for lease in leases)
+
+    # -- the leases --------------------------------------------------------------------
+
+    @property
+    def leases(self) -> list[Lease]:
+        """Every lease of the set, as the last successful acquire or renewal answered it,
+        in the order given."""
+        with self._cond:
+            return list(self._leases)
+
+    @property
+    def resources(self) -> tuple[str, ...]:
+        """The resources, in the order given."""
+        return self._names
+
+    @property
+    def lease_id(self) -> str:
+        """The lease id every lease of the set shares (the credential)."""
+        return self._leases[0].lease_id
+
+    @property
+    def owner(self) -> str:
+        return self._leases[0].owner
+
+    @property
+    def ttl(self) -> float:
+        return min(lease.ttl for lease in self.leases)
+
+    @property
+    def fencing_tokens(self) -> dict[str, int]:
+        """Each resource's fencing token, by name (a renewal keeps them)."""
+        return {lease.resource: lease.fencing_token for lease in self.leases}
+
+    def __getitem__(self, key: Union[str, int]) -> Lease:
+        """The lease on the resource named ``key``, or the ``key``-th of the set."""
+        leases = self.leases
+        if isinstance(key, str):
+            for lease in leases:
+                if lease.resource == key:
+                    return lease
+            raise KeyError(key)
+        return leases[key]
+
+    def __iter__(self) -> Iterator[Lease]:
+        return iter(self.leases)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def __repr__(self) -> str:
+        return "<HeldLeases %s%s>" % (
+            " ".join("%s token=%d" % (lease.resource, lease.fencing_token)
+                     for lease in self.leases),
+            " lost" if self.lost.is_set() else "",
+        )
+
+    def start(self) -> "HeldLeases":
+        """Starts the renewing thread and the deadline watchdog."""
+        super().start()
+        return self
+
+    # -- the renewal -------------------------------------------------------------------
+
+    def _send_renewal(self, timeout: float, deadline: float) -> list[Lease]:
+        return self._client.renew_many(  # type: ignore[no-any-return]
+            self._names, self.lease_id, timeout=timeout, deadline=deadline
+        )
+
+    def _take(self, answer: list[Lease], sent: float) -> float:
+        self._leases = list(answer)
+        return min(lease.deadline for lease in answer)
+
+    def _label(self) -> str:
+        return "leases on %s" % ", ".join(self._names)
+
+    def _tokens(self) -> str:
+        return "fencing tokens %s" % ", ".join(
+            str(lease.fencing_token) for lease in self._leases)
+
+    def _thread_name(self) -> str:
+        return ",".join(self._names)
+
+    def release(self) -> bool:
+        """Stops renewing and releases every lease of the set with one request, best
+        effort: returns True when the server released them all, False otherwise (never
+        raises a client error).
+
+        A set lost by a ``lease_lost`` answer is released too: the server releases the
+        leases the set still holds, and answers ``lease_lost`` for the others.
+        """
+        self.stop(self._client.timeout)
+        try:
+            self._client.release_many(self._names, self.lease_id)
+        except LeaseLost:
+            return False
+        except MutexdError as exc:
+            log.warning("releasing %s failed: %s", self._what(), exc)
             return False
         return True
 
@@ -398,3 +594,248 @@ class Lock:
             held.release()
         except Exception:  # never hide the body's exception
             log.exception("releasing the lease on %s failed", self.resource)
+
+
+class MultiLock:
+    """The context manager of :meth:`Client.lock_many`; ``with`` gives a
+    :class:`HeldLeases`."""
+
+    def __init__(
+        self,
+        client: MultiLeaseOps,
+        resources: Sequence[str],
+        *,
+        ttl: Duration = 15.0,
+        wait: Duration = 30.0,
+        owner: Optional[str] = None,
+        metadata: Optional[Mapping[str, Any]] = None,
+        limit: Optional[int] = None,
+        shared: bool = False,
+    ) -> None:
+        self._client = client
+        self.resources = list(resources)
+        self.ttl = ttl
+        self.wait = wait
+        self.owner = owner
+        self.metadata = metadata
+        self.limit = limit
+        self.shared = shared
+        self.held: Optional[HeldLeases] = None
+
+    def __enter__(self) -> HeldLeases:
+        if self.held is not None:
+            raise RuntimeError("this lock is held already; call client.lock_many() again")
+        lease_id = str(uuid.uuid4())
+        try:
+            leases = self._client.acquire_many(
+                self.resources, owner=self.owner, ttl=self.ttl, wait=self.wait,
+                lease_id=lease_id, metadata=self.metadata, limit=self.limit,
+                shared=self.shared,
+            )
+        except TransportError:
+            # The grant may have happened without its answer reaching us: give it back.
+            try:
+                self._client.release_many(self.resources, lease_id)
+            except MutexdError:
+                pass
+            raise
+        self.held = HeldLeases(self._client, leases).start()
+        return self.held
+
+    def __exit__(self, *exc: object) -> None:
+        held, self.held = self.held, None
+        if held is None:
+            return
+        try:
+            held.release()
+        except Exception:  # never hide the body's exception
+            log.exception("releasing the leases on %s failed", ", ".join(self.resources))
+
+
+class _AnyLostEvent(_ClockedEvent):
+    """The ``lost`` event of :class:`OrderedLeases`: also set by asking it once any of its
+    leases' deadline has passed."""
+
+    def __init__(self, group: "OrderedLeases") -> None:
+        super().__init__()
+        self._group = group
+
+    def _due(self) -> bool:
+        # Asking each lease sets it when its deadline passed, and its loss sets this one.
+        return any(held.lost.is_set() for held in self._group.held)
+
+
+class OrderedLeases:
+    """The leases of :meth:`Client.lock_ordered`: one :class:`HeldLease` per resource,
+    each with its own lease id, renewed on its own, taken one by one in name order.
+
+    As a whole it has what a :class:`HeldLeases` has: ``lost`` (set the moment ANY of
+    its leases is lost, and by asking it once any one's deadline has passed), ``error``
+    (that lease's :class:`LeaseLost` or :class:`LeaseExpired`), :meth:`check`,
+    :meth:`on_lost`, ``expires_in`` and ``deadline`` (the earliest), ``resources`` (in the
+    order taken: sorted), ``fencing_tokens``, ``held[name]`` or ``held[i]`` (a
+    :class:`HeldLease`), iteration and ``len``.
+    """
+
+    def __init__(self, held: Sequence[HeldLease]) -> None:
+        self.held: tuple[HeldLease, ...] = tuple(held)
+        self._lock = threading.Lock()
+        self._callbacks: list[Callable[[], Any]] = []
+        self.lost: threading.Event = _AnyLostEvent(self)
+        self.error: Optional[BaseException] = None
+        for one in self.held:
+            one.on_lost(lambda one=one: self._lost(one))  # type: ignore[misc]
+
+    def _lost(self, one: HeldLease) -> None:
+        with self._lock:
+            if threading.Event.is_set(self.lost):
+                return
+            self.error = one.error
+            self.lost.set()
+            callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            try:
+                callback()
+            except Exception:  # a callback's failure must not stop the others
+                log.exception("on_lost callback failed")
+
+    @property
+    def resources(self) -> tuple[str, ...]:
+        """The resources, in the order they were taken (sorted by name)."""
+        return tuple(one.resource for one in self.held)
+
+    @property
+    def fencing_tokens(self) -> dict[str, int]:
+        """Each resource's fencing token, by name."""
+        return {one.resource: one.fencing_token for one in self.held}
+
+    @property
+    def deadline(self) -> float:
+        """The earliest :attr:`HeldLease.deadline` of the leases."""
+        return min(one.deadline for one in self.held)
+
+    @property
+    def expires_in(self) -> float:
+        """Seconds left until :attr:`deadline` (0 once passed or lost)."""
+        if self.lost.is_set():
+            return 0.0
+        return max(0.0, self.deadline - time.monotonic())
+
+    def check(self) -> None:
+        """Raises :attr:`error` if any lease is lost or past its deadline (on the clock,
+        now); call it before every action the leases must guard."""
+        if self.lost.is_set():
+            assert self.error is not None
+            raise self.error
+
+    def on_lost(self, callback: Callable[[], Any]) -> None:
+        """Calls ``callback()`` once, when the first of the leases is lost; at once if
+        one is lost already."""
+        with self._lock:
+            if not threading.Event.is_set(self.lost):
+                self._callbacks.append(callback)
+                return
+        callback()
+
+    def __getitem__(self, key: Union[str, int]) -> HeldLease:
+        """The lease on the resource named ``key``, or the ``key``-th taken."""
+        if isinstance(key, str):
+            for one in self.held:
+                if one.resource == key:
+                    return one
+            raise KeyError(key)
+        return self.held[key]
+
+    def __iter__(self) -> Iterator[HeldLease]:
+        return iter(self.held)
+
+    def __len__(self) -> int:
+        return len(self.held)
+
+    def __repr__(self) -> str:
+        return "<OrderedLeases %s%s>" % (
+            " ".join("%s token=%d" % (one.resource, one.fencing_token) for one in self.held),
+            " lost" if self.lost.is_set() else "",
+        )
+
+    def release(self) -> bool:
+        """Stops renewing and releases every lease, in the reverse of the order taken,
+        best effort (see :meth:`HeldLease.release`): True when every one was released."""
+        done = True
+        for one in reversed(self.held):
+            done = one.release() and done
+        return done
+
+
+class OrderedLock:
+    """The context manager of :meth:`Client.lock_ordered`; ``with`` gives an
+    :class:`OrderedLeases`."""
+
+    def __init__(
+        self,
+        client: LeaseOps,
+        resources: Sequence[str],
+        *,
+        ttl: Duration = 15.0,
+        wait: Duration = 30.0,
+        owner: Optional[str] = None,
+        metadata: Optional[Mapping[str, Any]] = None,
+        limit: Optional[int] = None,
+        shared: bool = False,
+    ) -> None:
+        if isinstance(resources, str):
+            raise TypeError("resources must be a list of names, not one str")
+        names = list(resources)
+        if not names:
+            raise ValueError("no resource named")
+        for name in names:
+            if not isinstance(name, str):
+                raise TypeError("a resource must be a str, not %s" % type(name).__name__)
+        if len(set(names)) != len(names):
+            raise ValueError("a resource is named twice: each resource once")
+        self._client = client
+        # Byte order of the names (the API's names are ASCII: str order), the same in every
+        # client, so that two processes taking overlapping sets never wait on each other
+        # in a circle.
+        self.resources = sorted(names, key=lambda n: n.encode("utf-8"))
+        self.ttl = ttl
+        self.wait = wait
+        self.owner = owner
+        self.metadata = metadata
+        self.limit = limit
+        self.shared = shared
+        self.held: Optional[OrderedLeases] = None
+
+    def __enter__(self) -> OrderedLeases:
+        if self.held is not None:
+            raise RuntimeError("this lock is held already; call client.lock_ordered() again")
+        # ``wait`` bounds the whole: each lock waits for what is left of it.
+        end = time.monotonic() + to_ms(self.wait, "wait") / 1000.0
+        taken: list[HeldLease] = []
+        try:
+            for name in self.resources:
+                lock = Lock(
+                    self._client, name, ttl=self.ttl,
+                    wait=max(0.0, round(end - time.monotonic(), 3)), owner=self.owner,
+                    metadata=self.metadata, limit=self.limit, shared=self.shared,
+                )
+                taken.append(lock.__enter__())
+        except BaseException:
+            # What was taken is given back, the last taken first.
+            for one in reversed(taken):
+                try:
+                    one.release()
+                except Exception:
+                    log.exception("releasing the lease on %s failed", one.resource)
+            raise
+        self.held = OrderedLeases(taken)
+        return self.held
+
+    def __exit__(self, *exc: object) -> None:
+        held, self.held = self.held, None
+        if held is None:
+            return
+        try:
+            held.release()
+        except Exception:  # never hide the body's exception
+            log.exception("releasing the leases on %s failed", ", ".join(self.resources))

@@ -238,6 +238,61 @@ def test_requests_go_straight_to_the_owner(steady_group, monkeypatch):
         assert sent.map_reads(mark) == 0  # no surprise, no reading again
 
 
+def tags_by_owner(m, prefix: str) -> dict[str, str]:
+    """A hash tag whose partition each server owns, by owner URL."""
+    found: dict[str, str] = {}
+    i = 0
+    while len(found) < len(set(m.values())):
+        tag = "%s-%d" % (prefix, i)
+        found.setdefault(m[mutexd.partition_of("{%s}" % tag, PARTITIONS)], tag)
+        i += 1
+    return found
+
+
+def test_several_resources_at_once_go_to_their_partitions_owner(steady_group, monkeypatch):
+    group = steady_group
+    m = settled(group)
+    sent = Sent(monkeypatch)
+    base = uuid.uuid4().hex[:8]
+    with mutexd.Client([s.url for s in group], timeout=10) as client:
+        client.get("tests/%s/first" % base)  # learns the map
+        before = forwarded(group)
+        start = mark = sent.mark()
+        for owner, tag in tags_by_owner(m, base).items():
+            names = ["{%s}/acct/alice" % tag, "{%s}/acct/bob" % tag]
+            leases = client.acquire_many(names, owner="test", ttl=30)
+            assert [x.resource for x in leases] == names
+            assert all(x.fencing_token % 256 == mutexd.partition_of(names[0], PARTITIONS)
+                       for x in leases)
+            client.renew_many(leases)
+            client.release_many(leases)
+            with client.lock_many(names, ttl=1.5) as held:
+                time.sleep(0.8)  # renewed as a set, at the owner too
+                assert held.renewals >= 1 and not held.lost.is_set()
+            many = [e for e in sent.log[mark:] if e[2] in ("/v1/acquire", "/v1/renew",
+                                                            "/v1/release")]
+            assert many and {url for url, _, _, _ in many} == {owner}
+            mark = sent.mark()
+        # The ordered helper over names of different partitions: each to its own owner.
+        spread = ["{%s}/stock" % tag for tag in tags_by_owner(m, base + "o").values()]
+        with client.lock_ordered(spread, ttl=3, wait=5) as held:
+            assert held.resources == tuple(sorted(spread))
+            assert not held.lost.is_set()
+        assert forwarded(group) == before, "requests about resources were forwarded"
+        sent.assert_served_where_sent(start)
+        multi = [e for e in sent.log[start:] if e[2] in ("/v1/acquire", "/v1/renew",
+                                                          "/v1/release")]
+        wrong = [(u, p, h.get("mutexd-served-by")) for u, _, p, h in multi
+                 if h.get("mutexd-served-by") != u]
+        assert not wrong, wrong
+        assert sent.map_reads(start) == 0  # no surprise
+        # Names of different partitions in one request: refused, whatever the server asked.
+        with pytest.raises(mutexd.InvalidRequest) as info:
+            client.acquire_many(spread[:2], owner="test")
+        assert info.value.field == "resources"
+        assert info.value.details.get("reason") == "partitions_differ"
+
+
 def test_follows_a_partition_that_moves(group, monkeypatch):
     sent = Sent(monkeypatch)
     m = settled(group)
