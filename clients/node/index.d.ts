@@ -22,6 +22,13 @@ export interface LeaseRef {
   leaseId: string;
 }
 
+/** What renewMany() and releaseMany() need of a set of leases (of one lease id): a MultiLock
+ * has it; an array of leases (what acquireMany() resolves with) is taken too. */
+export interface LeasesRef {
+  resources: string[];
+  leaseId: string;
+}
+
 /** A granted lease, as acquire and renew answer it. */
 export interface Lease {
   resource: string;
@@ -281,6 +288,32 @@ export interface LockOptions extends CallOptions {
   onLost?: (error: LostReason, lock: Lock) => void | Promise<void>;
 }
 
+/** lockMany()'s options: acquireMany()'s and `onLost`. */
+export interface LockManyOptions extends CallOptions {
+  ttlMs?: number;
+  waitMs?: number;
+  owner?: string;
+  metadata?: Metadata;
+  leaseId?: string;
+  limit?: number;
+  shared?: boolean;
+  /** Called once, the moment the set is lost (any lease of it). */
+  onLost?: (error: LostReason, lock: MultiLock) => void | Promise<void>;
+}
+
+/** lockOrdered()'s options: lock()'s but `leaseId`. */
+export interface LockOrderedOptions extends CallOptions {
+  ttlMs?: number;
+  /** How long all the locks may wait in all, each waiting for what is left of it. Default 0. */
+  waitMs?: number;
+  owner?: string;
+  metadata?: Metadata;
+  limit?: number;
+  shared?: boolean;
+  /** Called once, the moment the first of the locks is lost. */
+  onLost?: (error: LostReason, lock: OrderedLock) => void | Promise<void>;
+}
+
 export interface RunWhenLeaderOptions {
   ttlMs?: number;
   /** Pause between attempts, and after a loss. Default 5000. */
@@ -347,6 +380,18 @@ export declare class Client {
   /** The client's token: its name and scopes. */
   whoami(options?: CallOptions): Promise<WhoAmI>;
   lock(resource: string, options?: LockOptions): Promise<Lock>;
+  /** A lease on every resource named (2 to 64, each once), or on none, with one request: one
+   * lease per resource in the order given, of one lease id. */
+  acquireMany(resources: readonly string[], options?: AcquireOptions): Promise<Lease[]>;
+  /** Renew the leases of a set with one request. */
+  renewMany(leases: readonly LeaseRef[] | LeasesRef, options?: RenewOptions): Promise<Lease[]>;
+  /** Release the leases of a set with one request. */
+  releaseMany(leases: readonly LeaseRef[] | LeasesRef, options?: CallOptions): Promise<ReleaseResult[]>;
+  /** acquireMany(), then renewed as a set in the background until released or lost. */
+  lockMany(resources: readonly string[], options?: LockManyOptions): Promise<MultiLock>;
+  /** One lock() per resource, in any partitions, taken in name order; what was taken is
+   * released when one fails. */
+  lockOrdered(resources: readonly string[], options?: LockOrderedOptions): Promise<OrderedLock>;
   runWhenLeader<T>(
     resource: string,
     task: (signal: AbortSignal, lock: Lock) => T | PromiseLike<T>,
@@ -388,6 +433,63 @@ export declare class Lock {
   release(options?: CallOptions): Promise<boolean>;
   /** `await using lock = await client.lock(...)` releases it at the end of the block, as
    * `finally { await lock.release(); }` does. */
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+/** The leases of several resources taken at once (one lease id), kept alive as a set; made by
+ * Client#lockMany(). Lost when any lease of the set is. */
+export declare class MultiLock {
+  private constructor();
+  /** The resources, in the order given. */
+  readonly resources: string[];
+  /** The lease id every lease of the set shares. */
+  readonly leaseId: string;
+  readonly owner: string;
+  readonly ttlMs: number;
+  /** Every lease of the set as last answered, in the order given. */
+  readonly leases: Lease[];
+  /** Each resource's fencing token, by name. */
+  readonly fencingTokens: Map<string, bigint>;
+  /** True once lost (a renewal of the set answered lease_lost, or the deadline passed). */
+  readonly lost: boolean;
+  /** Throws the reason of the loss if the set is lost or its deadline has passed. */
+  check(): void;
+  /** True once release() was called. */
+  readonly released: boolean;
+  /** Aborted when lost (reason: LostReason) and when released. */
+  readonly signal: AbortSignal;
+  /** While held: how long the set is certain to last without another renewal; else 0. */
+  readonly remainingMs: number;
+  /** Stop renewing and release the set with one request: true when every lease was released,
+   * false when the set had been lost (what it still held is released too). */
+  release(options?: CallOptions): Promise<boolean>;
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+/** One Lock per resource, taken in name order; made by Client#lockOrdered(). Lost when any of
+ * its locks is. */
+export declare class OrderedLock {
+  private constructor();
+  /** The locks, in the order taken. */
+  readonly locks: Lock[];
+  /** The resources, in the order taken (by name). */
+  readonly resources: string[];
+  /** Each lock's lease as last answered, in the order taken. */
+  readonly leases: Lease[];
+  /** Each resource's fencing token, by name. */
+  readonly fencingTokens: Map<string, bigint>;
+  /** True once any lock was lost. */
+  readonly lost: boolean;
+  /** Throws the reason of the first loss. */
+  check(): void;
+  /** True once release() was called. */
+  readonly released: boolean;
+  /** Aborted when any lock is lost (reason: LostReason) and when released. */
+  readonly signal: AbortSignal;
+  /** While held: the least of the locks' remainingMs; else 0. */
+  readonly remainingMs: number;
+  /** Stop renewing and release every lock, the last taken first. */
+  release(options?: CallOptions): Promise<boolean>;
   [Symbol.asyncDispose](): Promise<void>;
 }
 
@@ -488,13 +590,20 @@ export declare class MethodNotAllowedError extends APIError {
   allow: string | undefined;
 }
 /** 409: base of LeaseHeldError, LeaseLostError and LimitMismatchError. */
-export declare class ConflictError extends APIError {}
+export declare class ConflictError extends APIError {
+  /** The resource named by an answer about several resources (the first held or lost). */
+  resource: string | undefined;
+}
 /** 409 lease_held. */
 export declare class LeaseHeldError extends ConflictError {
   holder: HolderInfo | null;
 }
 /** 409 lease_lost. */
-export declare class LeaseLostError extends ConflictError {}
+export declare class LeaseLostError extends ConflictError {
+  /** Of renewMany() or releaseMany(): the resources no longer held (the others were renewed or
+   * released). */
+  resources: string[];
+}
 /** 409 limit_mismatch: the acquire named another limit than the one in force. */
 export declare class LimitMismatchError extends ConflictError {
   /** The limit in force. */

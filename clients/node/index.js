@@ -2,7 +2,7 @@
 // shared, or a counting semaphore's).
 
 export { Client, defaultOwner } from './src/client.js';
-export { Lock } from './src/lock.js';
+export { Lock, MultiLock, OrderedLock } from './src/lock.js';
 export {
   MutexdError,
   TransportError,

@@ -7,6 +7,7 @@ import { Transport } from './transport.js';
 import {
   decodeJson,
   toLease,
+  toLeases,
   toState,
   toPage,
   toPosition,
@@ -25,7 +26,7 @@ import {
   TransportError,
   UnavailableError,
 } from './errors.js';
-import { Lock } from './lock.js';
+import { Lock, MultiLock, OrderedLock, LOSE, releaseInTurn } from './lock.js';
 import { anySignal } from './signals.js';
 import { partitionOf } from './partition.js';
 
@@ -100,6 +101,42 @@ function leaseRef(lease) {
   return { path: resourcePath(resource), leaseId };
 }
 
+// The names of a request about several resources, checked as one resource's are (the server
+// checks the rest: 2 to 64, each once).
+function resourceList(resources) {
+  if (!Array.isArray(resources)) throw new TypeError('resources must be an array of resource names');
+  if (resources.length === 0) throw new TypeError('no resource named');
+  for (const r of resources) resourcePath(r);
+  return [...resources];
+}
+
+// { resources, leaseId } of a set: from an array of leases of one lease id (what acquireMany()
+// resolves with), or from { resources, leaseId } (a MultiLock is one).
+function leasesRef(leases) {
+  if (Array.isArray(leases)) {
+    if (leases.length === 0) throw new TypeError('no lease given');
+    const refs = leases.map((l) => {
+      leaseRef(l);
+      return l;
+    });
+    const ids = new Set(refs.map((l) => l.leaseId));
+    if (ids.size !== 1) throw new TypeError('the leases of one request have one lease id');
+    return { resources: resourceList(refs.map((l) => l.resource)), leaseId: refs[0].leaseId };
+  }
+  if (leases === null || typeof leases !== 'object' || !Array.isArray(leases.resources)) {
+    throw new TypeError('expected an array of leases, or { resources, leaseId }');
+  }
+  const { leaseId } = leases;
+  if (typeof leaseId !== 'string' || leaseId.length === 0) throw new TypeError('no leaseId given');
+  return { resources: resourceList(leases.resources), leaseId };
+}
+
+// The order in which lockOrdered() takes resources: by the bytes of their names (the API's
+// names are ASCII), the same in every client.
+function byName(a, b) {
+  return Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8'));
+}
+
 function defined(obj) {
   const out = {};
   for (const [k, v] of Object.entries(obj)) if (v !== undefined) out[k] = v;
@@ -164,7 +201,8 @@ export class Client {
    * A partitioned group (`mutexd --partitions N`): once an answer carries Mutexd-Partition
    * the client asks GET /v1/servers for the partition map, and then sends each request about
    * one resource to the owner of its partition (its advertised URL, as the map names it),
-   * before the servers above. It asks for the map again, at most once a second and without
+   * before the servers above; a request about several (acquireMany, renewMany, releaseMany)
+   * as one about its first name, since they all are in its partition. It asks for the map again, at most once a second and without
    * failing the request, when an answer about a resource was served by another server than
    * the one asked, on a 503, or on a TransportError.
    */
@@ -478,6 +516,93 @@ export class Client {
     return { resource: body.resource, broken: body.broken === true };
   }
 
+  // A request about several resources, routed as one about the first: on a partitioned group
+  // they all are in its partition.
+  async #many(action, names, json, options) {
+    const { signal, timeoutMs, deadline, waitMs } = options;
+    return this.#call('POST', `/v1/${action}`, { json, signal, timeoutMs, deadline, waitMs, resource: names[0] });
+  }
+
+  #leasesOf(body, names) {
+    const leases = toLeases(body, names);
+    if (leases === null) {
+      throw new ProtocolError('the server\'s answer is not one lease per resource asked for, in order', {
+        code: 'ERR_INVALID_RESPONSE',
+      });
+    }
+    return leases;
+  }
+
+  /**
+   * Acquire a lease on every resource of `resources` (2 to 64 names, each once), or on none,
+   * with one request; the options are acquire()'s and apply to each. Resolves with the leases,
+   * one per resource in the order given, all of one lease id (the client proposes one unless
+   * `leaseId` is given: repeating the call with it and the same names gets the same leases
+   * back), each with its own fencing token. With `waitMs` the request waits in the queue of
+   * every resource and is granted all at once (no deadlock, whatever the order of names in
+   * concurrent requests). On a partitioned group every name must be in one partition (a hash
+   * tag: `{acct}/alice`), else InvalidRequestError (field `resources`); the request goes to that
+   * partition's owner. Rejects with LeaseHeldError when one is held (at once, or when `waitMs`
+   * runs out): its `resource` is the first held in the order given; nothing was granted.
+   */
+  async acquireMany(resources, options = {}) {
+    const names = resourceList(resources);
+    const { owner = this.#owner, ttlMs, waitMs, metadata, limit, shared, signal, timeoutMs } = options;
+    if (signal?.aborted) throw signal.reason;
+    if (limit !== undefined && !Number.isSafeInteger(limit)) throw new TypeError('limit must be an integer');
+    if (shared !== undefined && typeof shared !== 'boolean') throw new TypeError('shared must be a boolean');
+    const leaseId = options.leaseId ?? randomUUID();
+    const json = defined({
+      resources: names,
+      owner,
+      ttl_ms: ttlMs,
+      lease_id: leaseId,
+      wait_ms: waitMs,
+      metadata,
+      limit,
+      shared,
+    });
+    try {
+      return this.#leasesOf(await this.#many('acquire', names, json, { signal, timeoutMs, waitMs }), names);
+    } catch (err) {
+      // As in acquire(): end a grant the cancelled request may have got.
+      if (signal?.aborted && err === signal.reason && options.leaseId === undefined) {
+        this.releaseMany({ resources: names, leaseId }).catch(() => {});
+      }
+      throw err;
+    }
+  }
+
+  /**
+   * Renew the leases of a set with one request: a fresh TTL (`ttlMs`, default each lease's own),
+   * the same fencing tokens. `leases`: what acquireMany() resolved with, or
+   * `{ resources, leaseId }` (a MultiLock is one). `timeoutMs` and `deadline` are renew()'s.
+   * Rejects with LeaseLostError when the lease id no longer holds some of the resources (its
+   * `resources` names them); the others WERE renewed.
+   */
+  async renewMany(leases, options = {}) {
+    const { resources, leaseId } = leasesRef(leases);
+    const { ttlMs, metadata, signal, timeoutMs, deadline } = options;
+    const json = defined({ resources, lease_id: leaseId, ttl_ms: ttlMs, metadata });
+    return this.#leasesOf(await this.#many('renew', resources, json, { signal, timeoutMs, deadline }), resources);
+  }
+
+  /**
+   * Release the leases of a set with one request; each resource's next waiter is granted at
+   * once. Resolves with `{ resource, released }` per resource, in order. Rejects with
+   * LeaseLostError when the lease id no longer holds some of the resources (its `resources`
+   * names them); the others WERE released.
+   */
+  async releaseMany(leases, options = {}) {
+    const { resources, leaseId } = leasesRef(leases);
+    const { signal, timeoutMs } = options;
+    const body = await this.#many('release', resources, { resources, lease_id: leaseId }, { signal, timeoutMs });
+    if (!Array.isArray(body.leases)) {
+      throw new ProtocolError('the server\'s answer has no leases', { code: 'ERR_INVALID_RESPONSE' });
+    }
+    return body.leases.map((l) => ({ resource: l?.resource, released: l?.released === true }));
+  }
+
   /** The state of a resource (a name never used is free). */
   async get(resource, options = {}) {
     const { signal, timeoutMs } = options;
@@ -693,6 +818,71 @@ export class Client {
     const lease = await this.acquire(resource, { owner, ttlMs, waitMs, leaseId, metadata, limit, shared, signal, timeoutMs });
     const receivedAt = performance.now();
     return new Lock(this, lease, { sentAt, receivedAt, onLost });
+  }
+
+  /**
+   * Acquire a lease on every resource of `resources` at once (acquireMany(), one request) and
+   * keep them alive in the background as a set, renewed with one request, until release() or
+   * loss: the lock is lost when a renewal of the set is answered lease_lost (ANY lease of the
+   * set was lost) or renewals fail until the deadline. Takes acquireMany()'s options and
+   * `onLost`. For names in different partitions of a partitioned group, see lockOrdered().
+   * @returns {Promise<MultiLock>}
+   */
+  async lockMany(resources, options = {}) {
+    const { ttlMs, waitMs, owner, metadata, limit, shared, onLost, leaseId, signal, timeoutMs } = options;
+    const sentAt = performance.now();
+    const leases = await this.acquireMany(resources, {
+      owner,
+      ttlMs,
+      waitMs,
+      leaseId,
+      metadata,
+      limit,
+      shared,
+      signal,
+      timeoutMs,
+    });
+    const receivedAt = performance.now();
+    return new MultiLock(this, leases, { sentAt, receivedAt, onLost });
+  }
+
+  /**
+   * Lock every resource of `resources`, in any partitions (Curator's InterProcessMultiLock):
+   * one lock() per resource, taken one after the other in name order (so that two processes
+   * taking overlapping sets never wait on each other in a circle), all within `waitMs`. When
+   * one fails (LeaseHeldError when the wait ran out, or any other error) the locks taken are
+   * released, the last taken first, and the call rejects with that error. Each lease is renewed
+   * on its own; the OrderedLock is lost the moment ANY of them is (`onLost` called once).
+   * Takes lock()'s options but `leaseId`.
+   * @returns {Promise<OrderedLock>}
+   */
+  async lockOrdered(resources, options = {}) {
+    const names = resourceList(resources).sort(byName);
+    if (new Set(names).size !== names.length) throw new TypeError('a resource is named twice: each resource once');
+    const { ttlMs, waitMs = 0, owner, metadata, limit, shared, onLost, signal, timeoutMs } = options;
+    if (!(Number.isFinite(waitMs) && waitMs >= 0)) throw new TypeError('waitMs must be a non-negative number');
+    const end = performance.now() + waitMs;
+    let group = null;
+    let early;
+    const memberLost = (err) => {
+      if (group !== null) group[LOSE](err);
+      else early ??= err;
+    };
+    const taken = [];
+    try {
+      for (const name of names) {
+        const left = Math.max(0, Math.round(end - performance.now()));
+        const each = { ttlMs, waitMs: left || undefined, owner, metadata, limit, shared, signal, timeoutMs };
+        taken.push(await this.lock(name, { ...each, onLost: memberLost }));
+      }
+    } catch (err) {
+      // What was taken is given back, the last taken first.
+      await releaseInTurn(taken.reverse(), { timeoutMs }).catch(() => {});
+      throw err;
+    }
+    group = new OrderedLock(taken, { onLost });
+    if (early !== undefined) group[LOSE](early);
+    return group;
   }
 
   /**

@@ -88,7 +88,17 @@ export class MethodNotAllowedError extends APIError {
  * 409: base of LeaseHeldError, LeaseLostError and LimitMismatchError (and of a 409 code this
  * client does not know).
  */
-export class ConflictError extends APIError {}
+export class ConflictError extends APIError {
+  constructor(status, error, headers) {
+    super(status, error, headers);
+    /**
+     * The resource the conflict is about, when the server names it: an answer to a request
+     * about several resources (acquireMany, renewMany, releaseMany) names the first held or
+     * lost, in the order given; undefined otherwise.
+     */
+    this.resource = typeof error.resource === 'string' ? error.resource : undefined;
+  }
+}
 
 /** 409 lease_held: another lease holds the resource (at once, or when the wait ran out). */
 export class LeaseHeldError extends ConflictError {
@@ -103,7 +113,22 @@ export class LeaseHeldError extends ConflictError {
 }
 
 /** 409 lease_lost: the lease is no longer the resource's. Stop the work it guarded. */
-export class LeaseLostError extends ConflictError {}
+export class LeaseLostError extends ConflictError {
+  constructor(status, error, headers) {
+    super(status, error, headers);
+    /**
+     * Of a request about several resources (renewMany, releaseMany): the names the lease no
+     * longer holds, in the order given (the others were renewed, or released); [resource]
+     * when the answer names only one, else empty.
+     */
+    this.resources =
+      Array.isArray(error.resources) && error.resources.every((n) => typeof n === 'string')
+        ? [...error.resources]
+        : this.resource !== undefined
+          ? [this.resource]
+          : [];
+  }
+}
 
 /**
  * 409 limit_mismatch: the acquire named another `limit` than the one in force on the resource

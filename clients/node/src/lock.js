@@ -1,4 +1,7 @@
-// A lease kept alive in the background: Client#lock() returns a Lock.
+// A lease kept alive in the background: Client#lock() returns a Lock. The leases of several
+// resources taken at once (Client#lockMany(), one lease id) are kept alive as a set by a
+// MultiLock, renewed and released with one request; Client#lockOrdered() takes a Lock per
+// resource, in name order, and an OrderedLock holds them as one.
 //
 // Renewal: every third of the lease's TTL. After a failure that is not lease_lost (no answer,
 // 503, anything else) it tries again every tenth of the TTL (at least 100 ms, at most 1 s), on
@@ -38,9 +41,21 @@ export function safetyMarginMs(ttlMs) {
   return Math.min(1000, ttlMs / 50);
 }
 
-export class Lock {
+// What a subclass of KeptAlive says: how to renew (SEND: options -> the answer), what to keep of
+// an answer (TAKE: answer -> { expiresInMs, ttlMs }, the earliest of a set's), how to release
+// (RELEASE: options -> promise), and what it holds, for messages (WHAT).
+const SEND = Symbol('send');
+const TAKE = Symbol('take');
+const RELEASE = Symbol('release');
+const WHAT = Symbol('what');
+// Whether release() after a loss still asks the server (a set lost by one lease holds others).
+const RELEASE_LOST = Symbol('releaseLost');
+/** How the client tells an OrderedLock that one of its locks was lost (not exported by index.js). */
+export const LOSE = Symbol('lose');
+
+// The renewal machinery, the deadline and the loss, shared by Lock and MultiLock.
+class KeptAlive {
   #client;
-  #lease;
   #state = 'held';
   #controller = new AbortController();
   #onLost;
@@ -52,69 +67,24 @@ export class Lock {
   #releasing = null;
   #margin = 0;
   #sentAt = undefined;
+  #ttlMs;
 
-  /**
-   * @param {import('./client.js').Client} client
-   * @param {import('./model.js').Lease} lease
-   * @param {{ sentAt: number, receivedAt: number, onLost?: Function }} info monotonic times of
-   *   the acquire request
-   */
-  constructor(client, lease, { sentAt, receivedAt, onLost }) {
+  constructor(client, { ttlMs, expiresInMs }, { sentAt, receivedAt, onLost }) {
     this.#client = client;
-    this.#lease = lease;
     this.#onLost = onLost;
-    this.#margin = safetyMarginMs(lease.ttlMs);
-    const third = lease.ttlMs / 3;
+    this.#ttlMs = ttlMs;
+    this.#margin = safetyMarginMs(ttlMs);
+    const third = ttlMs / 3;
     if (receivedAt - sentAt < third) {
-      this.#setDeadline(sentAt + lease.expiresInMs);
+      this.#setDeadline(sentAt + expiresInMs);
       this.#schedule(third);
     } else {
       // The acquire waited in the queue: the grant happened somewhere between sending and the
       // answer. Take the answer's time for now and renew at once, which gives a deadline
       // measured from a request sent after the grant.
-      this.#setDeadline(receivedAt + lease.expiresInMs);
+      this.#setDeadline(receivedAt + expiresInMs);
       this.#schedule(0);
     }
-  }
-
-  /** The resource. */
-  get resource() {
-    return this.#lease.resource;
-  }
-
-  /** The lease id (the credential that renews and releases). */
-  get leaseId() {
-    return this.#lease.leaseId;
-  }
-
-  /** The owner given at acquire. */
-  get owner() {
-    return this.#lease.owner;
-  }
-
-  /** The fencing token of the lease (a renewal keeps it). */
-  get fencingToken() {
-    return this.#lease.fencingToken;
-  }
-
-  /** The lease's TTL in ms. */
-  get ttlMs() {
-    return this.#lease.ttlMs;
-  }
-
-  /** How many leases may hold the resource at once (more than 1: a counting semaphore). */
-  get limit() {
-    return this.#lease.limit;
-  }
-
-  /** Whether this is a shared lease (a reader). */
-  get shared() {
-    return this.#lease.shared;
-  }
-
-  /** The lease as the last successful acquire or renewal answered it. */
-  get lease() {
-    return this.#lease;
   }
 
   /**
@@ -168,7 +138,8 @@ export class Lock {
   release(options = {}) {
     if (this.#releasing) return this.#releasing;
     if (this.#state === 'lost') {
-      this.#releasing = Promise.resolve(false);
+      // What a lost set still holds is given back, quietly; a lost lease holds nothing.
+      this.#releasing = this[RELEASE_LOST] ? this[RELEASE](options).then(() => false, () => false) : Promise.resolve(false);
       return this.#releasing;
     }
     if (this.#state === 'held') {
@@ -176,16 +147,14 @@ export class Lock {
       this.#stop();
       this.#controller.abort(new DOMException('the lock was released', 'AbortError'));
     }
-    const promise = this.#client
-      .release({ resource: this.#lease.resource, leaseId: this.#lease.leaseId }, options)
-      .then(
-        () => true,
-        (err) => {
-          if (err instanceof LeaseLostError) return false;
-          if (this.#releasing === promise) this.#releasing = null;
-          throw err;
-        },
-      );
+    const promise = this[RELEASE](options).then(
+      () => true,
+      (err) => {
+        if (err instanceof LeaseLostError) return false;
+        if (this.#releasing === promise) this.#releasing = null;
+        throw err;
+      },
+    );
     this.#releasing = promise;
     return promise;
   }
@@ -220,7 +189,7 @@ export class Lock {
     else why = 'no renewal was tried since the last one succeeded: the process did not run in time (paused, or starved)';
     this.#lose(
       new LeaseExpiredError(
-        `the lease on ${this.#lease.resource} could not be renewed before its deadline (${why})`,
+        `${this[WHAT]()} could not be renewed before its deadline (${why})`,
         last === undefined ? undefined : { cause: last },
       ),
     );
@@ -245,12 +214,9 @@ export class Lock {
       return;
     }
     this.#sentAt = sentAt;
-    const timeoutMs = Math.max(1, Math.min(this.#client.timeoutMs, this.#lease.ttlMs / 3, left));
+    const timeoutMs = Math.max(1, Math.min(this.#client.timeoutMs, this.#ttlMs / 3, left));
     try {
-      const lease = await this.#client.renew(
-        { resource: this.#lease.resource, leaseId: this.#lease.leaseId },
-        { signal: controller.signal, timeoutMs, deadline: this.#deadline },
-      );
+      const answer = await this[SEND]({ signal: controller.signal, timeoutMs, deadline: this.#deadline });
       this.#sentAt = undefined;
       if (this.#state !== 'held') return;
       // Answered after the deadline: the loss is final, whatever the answer says.
@@ -258,10 +224,11 @@ export class Lock {
         this.#expire();
         return;
       }
-      this.#lease = lease;
+      const { expiresInMs, ttlMs } = this[TAKE](answer);
+      this.#ttlMs = ttlMs;
       this.#lastError = undefined;
-      this.#setDeadline(sentAt + lease.expiresInMs);
-      this.#schedule(lease.ttlMs / 3);
+      this.#setDeadline(sentAt + expiresInMs);
+      this.#schedule(ttlMs / 3);
     } catch (err) {
       this.#sentAt = undefined;
       if (this.#state !== 'held') return;
@@ -270,7 +237,7 @@ export class Lock {
         return;
       }
       this.#lastError = err;
-      this.#schedule(Math.min(1000, Math.max(100, this.#lease.ttlMs / 10)));
+      this.#schedule(Math.min(1000, Math.max(100, this.#ttlMs / 10)));
     } finally {
       if (this.#inflight === controller) this.#inflight = null;
     }
@@ -292,19 +259,327 @@ export class Lock {
     this.#state = 'lost';
     this.#stop();
     this.#controller.abort(err);
-    const onLost = this.#onLost;
-    if (typeof onLost !== 'function') return;
-    // An exception in the callback is not swallowed: it is thrown as an uncaught exception,
-    // as it would be from an event listener.
-    const rethrow = (e) =>
-      process.nextTick(() => {
-        throw e;
-      });
+    callOnLost(this.#onLost, err, this);
+  }
+}
+
+// Calls a user's onLost(err, holder). An exception in the callback is not swallowed: it is
+// thrown as an uncaught exception, as it would be from an event listener.
+function callOnLost(onLost, err, holder) {
+  if (typeof onLost !== 'function') return;
+  const rethrow = (e) =>
+    process.nextTick(() => {
+      throw e;
+    });
+  try {
+    const r = onLost(err, holder);
+    if (r && typeof r.then === 'function') r.then(undefined, rethrow);
+  } catch (e) {
+    rethrow(e);
+  }
+}
+
+export class Lock extends KeptAlive {
+  #client;
+  #lease;
+
+  /**
+   * @param {import('./client.js').Client} client
+   * @param {import('./model.js').Lease} lease
+   * @param {{ sentAt: number, receivedAt: number, onLost?: Function }} info monotonic times of
+   *   the acquire request
+   */
+  constructor(client, lease, info) {
+    super(client, lease, info);
+    this.#client = client;
+    this.#lease = lease;
+  }
+
+  /** The resource. */
+  get resource() {
+    return this.#lease.resource;
+  }
+
+  /** The lease id (the credential that renews and releases). */
+  get leaseId() {
+    return this.#lease.leaseId;
+  }
+
+  /** The owner given at acquire. */
+  get owner() {
+    return this.#lease.owner;
+  }
+
+  /** The fencing token of the lease (a renewal keeps it). */
+  get fencingToken() {
+    return this.#lease.fencingToken;
+  }
+
+  /** The lease's TTL in ms. */
+  get ttlMs() {
+    return this.#lease.ttlMs;
+  }
+
+  /** How many leases may hold the resource at once (more than 1: a counting semaphore). */
+  get limit() {
+    return this.#lease.limit;
+  }
+
+  /** Whether this is a shared lease (a reader). */
+  get shared() {
+    return this.#lease.shared;
+  }
+
+  /** The lease as the last successful acquire or renewal answered it. */
+  get lease() {
+    return this.#lease;
+  }
+
+  [SEND](options) {
+    return this.#client.renew({ resource: this.#lease.resource, leaseId: this.#lease.leaseId }, options);
+  }
+
+  [TAKE](lease) {
+    this.#lease = lease;
+    return lease;
+  }
+
+  [RELEASE](options) {
+    return this.#client.release({ resource: this.#lease.resource, leaseId: this.#lease.leaseId }, options);
+  }
+
+  [WHAT]() {
+    return `the lease on ${this.#lease.resource}`;
+  }
+}
+
+// The earliest expiry and the shortest TTL of a set's leases.
+function earliest(leases) {
+  return {
+    expiresInMs: Math.min(...leases.map((l) => l.expiresInMs)),
+    ttlMs: Math.min(...leases.map((l) => l.ttlMs)),
+  };
+}
+
+function tokensOf(leases) {
+  return new Map(leases.map((l) => [l.resource, l.fencingToken]));
+}
+
+/**
+ * The leases of several resources taken at once under one lease id (Client#lockMany()), kept
+ * alive as a set: renewed with one request for all every third of the TTL, released with one.
+ * Lost (`lost`, check(), `signal`, `onLost`) the moment a renewal of the set is answered
+ * lease_lost (ANY lease of the set was lost: the error's `resources` names which) or the
+ * deadline, the earliest of the leases', passes without a successful renewal of the set.
+ */
+export class MultiLock extends KeptAlive {
+  #client;
+  #leases;
+  #resources;
+
+  /**
+   * @param {import('./client.js').Client} client
+   * @param {import('./model.js').Lease[]} leases one per resource, of one lease id
+   * @param {{ sentAt: number, receivedAt: number, onLost?: Function }} info monotonic times of
+   *   the acquire request
+   */
+  constructor(client, leases, info) {
+    if (!Array.isArray(leases) || leases.length === 0) throw new TypeError('no lease given');
+    if (new Set(leases.map((l) => l.leaseId)).size !== 1) throw new TypeError('the leases of a set have one lease id');
+    super(client, earliest(leases), info);
+    this.#client = client;
+    this.#leases = [...leases];
+    this.#resources = leases.map((l) => l.resource);
+  }
+
+  /** The resources, in the order given. */
+  get resources() {
+    return [...this.#resources];
+  }
+
+  /** The lease id every lease of the set shares (the credential). */
+  get leaseId() {
+    return this.#leases[0].leaseId;
+  }
+
+  /** The owner given at acquire. */
+  get owner() {
+    return this.#leases[0].owner;
+  }
+
+  /** The leases' TTL in ms. */
+  get ttlMs() {
+    return earliest(this.#leases).ttlMs;
+  }
+
+  /** Every lease of the set as the last successful acquire or renewal answered it, in the
+   * order given; each has its resource's fencing token. */
+  get leases() {
+    return [...this.#leases];
+  }
+
+  /** Each resource's fencing token (a renewal keeps them), by name. */
+  get fencingTokens() {
+    return tokensOf(this.#leases);
+  }
+
+  [SEND](options) {
+    return this.#client.renewMany({ resources: this.#resources, leaseId: this.leaseId }, options);
+  }
+
+  [TAKE](leases) {
+    this.#leases = leases;
+    return earliest(leases);
+  }
+
+  // Releases what the set still holds: after a loss too (RELEASE_LOST).
+  [RELEASE](options) {
+    return this.#client.releaseMany({ resources: this.#resources, leaseId: this.leaseId }, options);
+  }
+
+  get [RELEASE_LOST]() {
+    return true;
+  }
+
+  [WHAT]() {
+    return `the leases on ${this.#resources.join(', ')}`;
+  }
+}
+
+/**
+ * The locks of Client#lockOrdered(): one Lock per resource, each with its own lease id and
+ * renewed on its own, taken one by one in name order. As a whole it is lost (`lost`, check(),
+ * `signal`, `onLost`) the moment ANY of them is, with that one's reason; `remainingMs` is the
+ * least of theirs; release() releases every one, the last taken first.
+ */
+export class OrderedLock {
+  #locks;
+  #controller = new AbortController();
+  #onLost;
+  #state = 'held';
+  #releasing = null;
+
+  /**
+   * @param {Lock[]} locks in the order taken
+   * @param {{ onLost?: Function }} [options]
+   */
+  constructor(locks, { onLost } = {}) {
+    this.#locks = [...locks];
+    this.#onLost = onLost;
+  }
+
+  // Called by each lock's onLost (the client makes them so).
+  [LOSE](err) {
+    this.#lose(err);
+  }
+
+  #lose(err) {
+    if (this.#state !== 'held') return;
+    this.#state = 'lost';
+    this.#controller.abort(err);
+    callOnLost(this.#onLost, err, this);
+  }
+
+  // Asking each lock makes it compare its own deadline with the clock; its loss is this one's.
+  #expireIfDue() {
+    if (this.#state === 'held') for (const l of this.#locks) void l.lost;
+  }
+
+  /** The locks, in the order taken (by name). */
+  get locks() {
+    return [...this.#locks];
+  }
+
+  /** The resources, in the order taken (sorted by name). */
+  get resources() {
+    return this.#locks.map((l) => l.resource);
+  }
+
+  /** Every lock's lease as last answered, in the order taken. */
+  get leases() {
+    return this.#locks.map((l) => l.lease);
+  }
+
+  /** Each resource's fencing token, by name. */
+  get fencingTokens() {
+    return tokensOf(this.leases);
+  }
+
+  /** True once any lock was lost; compares each lock's deadline with the clock itself. */
+  get lost() {
+    this.#expireIfDue();
+    return this.#state === 'lost';
+  }
+
+  /** Throws the reason of the first loss if any lock is lost or past its deadline. */
+  check() {
+    this.#expireIfDue();
+    if (this.#state === 'lost') throw this.#controller.signal.reason;
+  }
+
+  /** True once release() was called. */
+  get released() {
+    return this.#state === 'released';
+  }
+
+  /** Aborted when any lock is lost (with its reason), and when released (AbortError). */
+  get signal() {
+    return this.#controller.signal;
+  }
+
+  /** While held, the least of the locks' remainingMs; else 0. */
+  get remainingMs() {
+    this.#expireIfDue();
+    return this.#state === 'held' ? Math.min(...this.#locks.map((l) => l.remainingMs)) : 0;
+  }
+
+  /**
+   * Stop renewing and release every lock, the last taken first. Resolves true when every one
+   * was released, false when one had been lost; rejects with the first failure to release
+   * (after trying every one).
+   * @param {{ signal?: AbortSignal, timeoutMs?: number }} [options]
+   * @returns {Promise<boolean>}
+   */
+  release(options = {}) {
+    if (this.#releasing) return this.#releasing;
+    if (this.#state === 'held') {
+      this.#state = 'released';
+      this.#controller.abort(new DOMException('the lock was released', 'AbortError'));
+    }
+    const promise = releaseInTurn([...this.#locks].reverse(), options).then(undefined, (err) => {
+      if (this.#releasing === promise) this.#releasing = null;
+      throw err;
+    });
+    this.#releasing = promise;
+    return promise;
+  }
+
+  /** `await using` releases it at the end of the block, as release() does. */
+  async [asyncDispose]() {
+    await this.release();
+  }
+}
+
+/**
+ * Releases locks one after the other, in the order given; resolves true when every one was
+ * released, rejects with the first failure after trying every one.
+ * @param {Array<Lock>} locks
+ */
+export async function releaseInTurn(locks, options = {}) {
+  let all = true;
+  let failure;
+  let failed = false;
+  for (const l of locks) {
     try {
-      const r = onLost(err, this);
-      if (r && typeof r.then === 'function') r.then(undefined, rethrow);
-    } catch (e) {
-      rethrow(e);
+      all = (await l.release(options)) && all;
+    } catch (err) {
+      all = false;
+      if (!failed) {
+        failed = true;
+        failure = err;
+      }
     }
   }
+  if (failed) throw failure;
+  return all;
 }

@@ -27,6 +27,8 @@ function hasInexactToken(v) {
     for (const e of v.events) if (e && (inexact(e.fencing_token) || inexact(e.index))) return true;
   }
   if (v.error && v.error.holder && inexact(v.error.holder.fencing_token)) return true;
+  // The leases of a request about several resources.
+  if (Array.isArray(v.leases) && v.leases.some((l) => l && inexact(l.fencing_token))) return true;
   if (stateHasInexactToken(v)) return true;
   if (Array.isArray(v.resources)) {
     for (const r of v.resources) if (stateHasInexactToken(r)) return true;
@@ -155,6 +157,19 @@ export function toLease(j) {
     limit: j.limit ?? 1,
     shared: j.shared === true,
   };
+}
+
+/**
+ * The leases of an answer about several resources, one per name asked for, in order; null when
+ * the answer is not that.
+ * @param {any} j
+ * @param {string[]} names
+ */
+export function toLeases(j, names) {
+  const items = j?.leases;
+  if (!Array.isArray(items) || items.length !== names.length) return null;
+  if (items.some((l, i) => l === null || typeof l !== 'object' || l.resource !== names[i])) return null;
+  return items.map(toLease);
 }
 
 /** A holder of a resource, as GET and the list show it. */

@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import { randomUUID } from 'node:crypto';
 import { Client, partitionOf } from '../index.js';
-import { startServer, startAzurite, freePort, eventually, sleep } from '../test-support/harness.mjs';
+import { startServer, startAzurite, freePort, eventually, sleep, rejection } from '../test-support/harness.mjs';
 
 const PARTITIONS = 16;
 
@@ -143,6 +143,56 @@ test('in steady state each request goes straight to its partition\'s owner', { t
     assert.equal(await forwarded(servers), start, 'no request was forwarded');
     // Nothing was a surprise: the map is the one learned.
     assert.deepEqual(c.partitions, { count: PARTITIONS, owners: map });
+  } finally {
+    c.close();
+  }
+});
+
+/** A hash tag whose partition each owner of `map` owns, by owner URL. */
+function tagsByOwner(map, prefix) {
+  const found = new Map();
+  for (let i = 0; found.size < new Set(map).size; i++) {
+    const tag = `${prefix}-${i}`;
+    const owner = map[partitionOf(`{${tag}}`, PARTITIONS)];
+    if (!found.has(owner)) found.set(owner, tag);
+  }
+  return found;
+}
+
+test('several resources at once go to their partition\'s owner, ordered locks to each one\'s', { timeout: 120_000 }, async () => {
+  const map = await settled(servers);
+  const c = new Client(servers.map((s) => s.url), { timeoutMs: 20_000 });
+  try {
+    const base = `routing/many/${process.pid}-${randomUUID().slice(0, 8)}`;
+    await c.get(`${base}/first`);
+    await eventually(() => c.partitions !== null, { timeoutMs: 20_000, message: 'the map learned' });
+    const start = await forwarded(servers);
+    for (const tag of tagsByOwner(map, base.replaceAll('/', '-')).values()) {
+      const names = [`{${tag}}/acct/alice`, `{${tag}}/acct/bob`];
+      const leases = await c.acquireMany(names, { ttlMs: 30_000 });
+      assert.deepEqual(
+        leases.map((l) => l.resource),
+        names,
+      );
+      for (const l of leases) assert.equal(Number(l.fencingToken % 256n), partitionOf(names[0], PARTITIONS));
+      await c.renewMany(leases);
+      await c.releaseMany(leases);
+      const lock = await c.lockMany(names, { ttlMs: 1500 });
+      await sleep(800); // renewed as a set, at the owner too
+      assert.equal(lock.lost, false);
+      assert.equal(await lock.release(), true);
+    }
+    const spread = [...tagsByOwner(map, `${base.replaceAll('/', '-')}-o`).values()].map((t) => `{${t}}/stock`);
+    const ordered = await c.lockOrdered(spread, { ttlMs: 3000, waitMs: 5000 });
+    assert.deepEqual(ordered.resources, [...spread].sort());
+    assert.equal(await ordered.release(), true);
+    assert.equal(await forwarded(servers), start, 'no request was forwarded');
+    assert.deepEqual(c.partitions, { count: PARTITIONS, owners: map }, 'no surprise');
+    // Names of different partitions in one request: refused.
+    const err = await rejection(c.acquireMany(spread.slice(0, 2)));
+    assert.equal(err.code, 'invalid_field');
+    assert.equal(err.field, 'resources');
+    assert.equal(err.details.reason, 'partitions_differ');
   } finally {
     c.close();
   }

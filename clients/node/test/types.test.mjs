@@ -43,7 +43,7 @@ test('declared classes have their members, and their base classes', () => {
     }
     let instance;
     if (name === 'Client') instance = new api.Client('http://127.0.0.1:9');
-    else if (name === 'Lock') instance = Object.create(api.Lock.prototype);
+    else if (name === 'Lock' || name === 'MultiLock' || name === 'OrderedLock') instance = Object.create(api[name].prototype);
     else if (api[name].prototype instanceof api.APIError || name === 'APIError') {
       instance = new api[name](400, { code: 'x', message: 'm' }, {});
     } else instance = new api[name]('m');
@@ -88,4 +88,5 @@ test('declared interfaces match the objects the client builds', () => {
   assert.equal(toEventPage({ events: [], next: 'v1.0.2', truncated: false }).next, 'v1.0.2');
   assert.equal('partition' in toEvent({ index: 1, type: 'granted' }), false);
   assert.deepEqual(members(block('interface', 'LeaseRef')).sort(), ['leaseId', 'resource']);
+  assert.deepEqual(members(block('interface', 'LeasesRef')).sort(), ['leaseId', 'resources']);
 });
