@@ -15,7 +15,8 @@
  * the report (text or JSON).
  *
  * Targets:
- *   mutexd  POST /v1/resources/{key}/acquire|renew|release; waiting = "wait_ms".
+ *   mutexd  POST /v1/resources/{key}/acquire|renew|release; waiting = "wait_ms". The pair
+ *           scenario with --multi: POST /v1/acquire|release naming both resources at once.
  *   redis   SET key token NX PX ttl; release and renew are compare-and-delete and
  *           compare-and-PEXPIRE scripts run with EVALSHA (loaded with SCRIPT LOAD at start).
  *           With --limit (a counting semaphore), the key is a sorted set of holders scored by
@@ -73,11 +74,11 @@
 /* ---------------------------------------------------------------- options */
 
 enum target { T_MUTEXD, T_REDIS, T_ETCD };
-enum scenario { S_DISTINCT, S_RENEW, S_HOTKEY, S_MIXED, S_PING, S_FILL, S_HOLD };
+enum scenario { S_DISTINCT, S_RENEW, S_HOTKEY, S_MIXED, S_PING, S_FILL, S_HOLD, S_PAIR };
 
 static const char *const target_names[] = {"mutexd", "redis", "etcd"};
 static const char *const scenario_names[] = {"distinct", "renew", "hotkey", "mixed",
-                                             "ping",     "fill",  "hold"};
+                                             "ping",     "fill",  "hold",   "pair"};
 #define NSCENARIOS ((int)(sizeof scenario_names / sizeof scenario_names[0]))
 
 struct opts {
@@ -95,6 +96,7 @@ struct opts {
     bool fresh_keys; /* own keys: a never-used name every cycle */
     unsigned limit;  /* > 0: every own-key connection shares one semaphore of this limit */
     bool shared;     /* every own-key connection takes a shared lease of one key */
+    bool multi;      /* pair: one request about both resources, not two in a row */
     char prefix[32];
     unsigned group_ports[8]; /* mutexd: the other servers of a group, on the same host */
     unsigned ngroup;
@@ -103,7 +105,7 @@ struct opts {
 static void usage(FILE *f)
 {
     fputs("usage: loadgen --target mutexd|redis|etcd --scenario "
-          "distinct|renew|hotkey|mixed|ping|fill|hold "
+          "distinct|renew|hotkey|mixed|ping|fill|hold|pair "
           "[OPTION]...\n"
           "\n"
           "Closed-loop load on N keep-alive connections against one lease server on loopback.\n"
@@ -127,6 +129,12 @@ static void usage(FILE *f)
           "                                a third of the TTL (--renews times, then release):\n"
           "                                background holders, with --limit or --shared many\n"
           "                                of them on one resource\n"
+          "                      pair:     each connection cycles on its own two keys:\n"
+          "                                acquire A, acquire B, release A, release B, or\n"
+          "                                with --multi one acquire and one release naming\n"
+          "                                both (mutexd only)\n"
+          "  --multi             pair: POST /v1/acquire and /v1/release with both resources\n"
+          "                      in one request each (mutexd only)\n"
           "  --host ADDR         loopback address only (127.0.0.0/8, ::1, localhost);\n"
           "                      default 127.0.0.1\n"
           "  --port N            default 8080 (mutexd), 6379 (redis), 2379 (etcd)\n"
@@ -249,6 +257,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         } else if (strcmp(a, "--shared") == 0) {
             o->shared = true;
             takes = false;
+        } else if (strcmp(a, "--multi") == 0) {
+            o->multi = true;
+            takes = false;
         } else if (strcmp(a, "--limit") == 0) {
             ok = parse_uint(v, 65536, &n) && n > 0;
             o->limit = (unsigned)n;
@@ -342,9 +353,15 @@ static int parse_opts(int argc, char **argv, struct opts *o)
     }
     if (o->scenario == S_FILL)
         o->fresh_keys = true;
+    if ((o->scenario == S_PAIR || o->multi) && (o->target != T_MUTEXD || o->scenario != S_PAIR)) {
+        fprintf(stderr, "loadgen: --scenario pair and --multi (with pair only) are for mutexd "
+                        "only\n");
+        return 2;
+    }
     if ((o->limit || o->shared) &&
-        (o->fresh_keys || o->scenario == S_FILL || (o->limit && o->shared) ||
-         (o->shared && o->target != T_MUTEXD) || (o->limit && o->target == T_ETCD))) {
+        (o->fresh_keys || o->scenario == S_FILL || o->scenario == S_PAIR ||
+         (o->limit && o->shared) || (o->shared && o->target != T_MUTEXD) ||
+         (o->limit && o->target == T_ETCD))) {
         fprintf(stderr, "loadgen: --limit or --shared (not both) with distinct, renew, hold "
                         "and without --fresh-keys; --shared for mutexd, --limit for mutexd "
                         "and redis\n");
@@ -415,6 +432,9 @@ struct conn {
     uint64_t seq; /* cycles started, for Redis tokens */
     char key[96];
     char lease[64];     /* mutexd lease_id, Redis token, etcd lease ID */
+    char key_b[96];     /* pair: the second resource */
+    char lease_b[64];   /* pair, two singles: the second resource's lease_id */
+    unsigned part;      /* pair, two singles: 0 while the request is about key, 1 key_b */
     char lock_key[256]; /* etcd: the lock's key, base64 as returned */
     /* timer */
     enum timer_kind tk;
@@ -488,6 +508,23 @@ static bool waits(const struct conn *c)
     return c->role == R_CONTENDER;
 }
 
+/* The pair scenario without --multi: each of its requests is about one of the two keys. */
+static bool two_singles(const struct lg *g)
+{
+    return g->o.scenario == S_PAIR && !g->o.multi;
+}
+
+/* The resource the request in hand is about, and the lease held on it. */
+static const char *cur_key(const struct conn *c)
+{
+    return c->part ? c->key_b : c->key;
+}
+
+static char *cur_lease(struct conn *c)
+{
+    return c->part ? c->lease_b : c->lease;
+}
+
 /* Writes the request for op into c->out. */
 static int write_request(struct lg *g, struct conn *c, enum op op)
 {
@@ -505,6 +542,18 @@ static int write_request(struct lg *g, struct conn *c, enum op op)
     switch (o->target) {
     case T_MUTEXD: {
         static const char *const action[] = {"", "acquire", "renew", "release", ""};
+        if (o->multi) {
+            /* Both resources in one request: one lease_id for the set. */
+            if (op == OP_ACQUIRE)
+                snprintf(body, sizeof body,
+                         "{\"resources\":[\"%s\",\"%s\"],\"owner\":\"%s-%u\",\"ttl_ms\":%u}",
+                         c->key, c->key_b, g->run_id, c->id, o->ttl_ms);
+            else
+                snprintf(body, sizeof body, "{\"resources\":[\"%s\",\"%s\"],\"lease_id\":\"%s\"}",
+                         c->key, c->key_b, c->lease);
+            snprintf(path, sizeof path, "/v1/%s", action[op]);
+            return wire_http_post(c->out, sizeof c->out, g->host_hdr, path, body);
+        }
         if (op == OP_ACQUIRE) {
             char kind[32] = "";
             if (o->limit && c->role != R_CONTENDER)
@@ -518,9 +567,9 @@ static int write_request(struct lg *g, struct conn *c, enum op op)
                 snprintf(body, sizeof body, "{\"owner\":\"%s-%u\",\"ttl_ms\":%u%s}", g->run_id,
                          c->id, o->ttl_ms, kind);
         } else {
-            snprintf(body, sizeof body, "{\"lease_id\":\"%s\"}", c->lease);
+            snprintf(body, sizeof body, "{\"lease_id\":\"%s\"}", cur_lease(c));
         }
-        snprintf(path, sizeof path, "/v1/resources/%s/%s", c->key, action[op]);
+        snprintf(path, sizeof path, "/v1/resources/%s/%s", cur_key(c), action[op]);
         return wire_http_post(c->out, sizeof c->out, g->host_hdr, path, body);
     }
     case T_ETCD: {
@@ -642,7 +691,7 @@ static long read_answer(struct lg *g, struct conn *c, enum outcome *out, bool *c
         if (ok) {
             *out = OUT_OK;
             if (c->op == OP_ACQUIRE &&
-                !wire_json_copy(r.body, r.body_len, "lease_id", c->lease, sizeof c->lease))
+                !wire_json_copy(r.body, r.body_len, "lease_id", cur_lease(c), sizeof c->lease))
                 *out = OUT_FAIL;
         } else if (r.status == 409 && wire_json_is(r.body, r.body_len, "code", "lease_held")) {
             *out = OUT_BUSY;
@@ -979,7 +1028,7 @@ static void send_op(struct lg *g, struct conn *c, enum op op, uint64_t now)
 {
     /* A partitioned group: the request goes to the owner of its resource's partition, so
      * that no server forwards it; the connection moves there first. */
-    unsigned owner = op != OP_PING && g->o.target == T_MUTEXD ? owner_of(g, c->key) : 0;
+    unsigned owner = op != OP_PING && g->o.target == T_MUTEXD ? owner_of(g, cur_key(c)) : 0;
     if (owner && owner != c->port) {
         conn_close(g, c);
         c->port = owner;
@@ -1024,6 +1073,17 @@ static void set_key(struct lg *g, struct conn *c)
                              owner_of(g, c->key) != c->port;
              j++)
             snprintf(c->key, sizeof c->key, "%s/k%u.%u.%u", g->run_id, c->id, c->gen, j);
+        if (g->o.scenario == S_PAIR) {
+            /* Two names of that one partition: the connection's own name as their hash tag
+             * (a set must not span partitions). A server of one partition needs none. */
+            snprintf(c->key_b, sizeof c->key_b, "%s", c->key); /* the name, for a moment */
+            if (g->parts > 1)
+                snprintf(c->key, sizeof c->key, "{%.80s}/a", c->key_b);
+            else
+                snprintf(c->key, sizeof c->key, "%.80s/a", c->key_b);
+            memcpy(c->key_b, c->key, sizeof c->key_b);
+            c->key_b[strlen(c->key_b) - 1] = 'b';
+        }
         break;
     case R_CONTENDER:
         if (g->o.scenario == S_HOTKEY)
@@ -1049,6 +1109,8 @@ static void start_cycle(struct lg *g, struct conn *c, uint64_t now)
     c->renews_left = g->o.scenario == S_RENEW || c->role == R_HOLDER ? g->o.renews : 0;
     c->lock_key[0] = 0;
     c->lease[0] = 0;
+    c->lease_b[0] = 0;
+    c->part = 0;
     if (g->o.target == T_REDIS)
         snprintf(c->lease, sizeof c->lease, "%s-%u-%" PRIu64, g->run_id, c->id, c->seq);
     if (g->o.scenario == S_PING)
@@ -1067,6 +1129,7 @@ static void cycle_done(struct lg *g, struct conn *c, uint64_t now);
 /* The lease is held: renew, hold, or release (fill: keep it). */
 static void holding(struct lg *g, struct conn *c, uint64_t now)
 {
+    c->part = 0; /* a pair releases its first resource first */
     if (g->o.scenario == S_FILL) {
         cycle_done(g, c, now); /* the lease stays held */
     } else if (g->draining) {
@@ -1153,6 +1216,11 @@ static void on_answer(struct lg *g, struct conn *c, enum outcome out, uint64_t n
             }
             return;
         }
+        if (two_singles(g) && c->part == 0) {
+            c->part = 1; /* the second resource, as soon as the first is held */
+            send_op(g, c, OP_ACQUIRE, now);
+            return;
+        }
         if (!c->failed && recording(g, now))
             hist_add(&g->to_lease, now - c->cycle_ns);
         holding(g, c, now);
@@ -1173,10 +1241,14 @@ static void on_answer(struct lg *g, struct conn *c, enum outcome out, uint64_t n
             on_failure(g, c, now);
             return;
         }
-        if (g->o.target == T_ETCD)
+        if (g->o.target == T_ETCD) {
             send_op(g, c, OP_REVOKE, now);
-        else
+        } else if (two_singles(g) && c->part == 0) {
+            c->part = 1;
+            send_op(g, c, OP_RELEASE, now);
+        } else {
             cycle_done(g, c, now);
+        }
         return;
     case OP_REVOKE:
     case OP_PING:
@@ -1517,6 +1589,8 @@ static void report(const struct lg *g)
         if (o->scenario == S_MIXED)
             printf("\"holders\":%u,\"hot_keys\":%u,", o->holders, o->hot_keys);
         printf("\"fresh_keys\":%s,", o->fresh_keys ? "true" : "false");
+        if (o->scenario == S_PAIR)
+            printf("\"multi\":%s,", o->multi ? "true" : "false");
         printf("\"requests\":%" PRIu64 ",\"cycles\":%" PRIu64 ",\"holder_cycles\":%" PRIu64
                ",\"requests_per_s\":%.1f,\"cycles_per_s\":%.1f,\"spins\":%" PRIu64 ",",
                g->requests, g->cycles, g->holder_cycles, rps, cps, g->spins);
@@ -1538,6 +1612,9 @@ static void report(const struct lg *g)
     }
     printf("target %s  scenario %s  connections %u  measured %.2f s (warmup %.1f s)\n",
            target_names[o->target], scenario_names[o->scenario], o->connections, secs, o->warmup_s);
+    if (o->scenario == S_PAIR)
+        printf("pair: %s\n", o->multi ? "one acquire and one release naming both resources"
+                                      : "two acquires in a row, then two releases");
     if (o->scenario == S_MIXED)
         printf("holders %u (renew every %u ms, %u renewals a cycle)  contenders %u on %u keys\n",
                o->holders, o->ttl_ms / 3, o->renews, o->connections - o->holders, o->hot_keys);
