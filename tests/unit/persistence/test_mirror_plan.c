@@ -883,7 +883,7 @@ static void replay_of_sets_and_rows(void **st)
 /* The journal line of a group's record `k` of `n`: resource "g/<k>", seq `seq`. */
 static void group_line(struct mx_buf *b, uint32_t k, uint32_t n, uint64_t seq, uint64_t token)
 {
-    char name[8];
+    char name[16];
     snprintf(name, sizeof name, "g/%u", k);
     struct store_rec *rec = store_rec_new(name, strlen(name), 20 + seq, 1, 1, 0);
     put_lease(rec, 0, token, (uint8_t)(10 + k));
@@ -898,7 +898,7 @@ static size_t held_in_group(const struct mirror_replay *r, uint32_t n)
 {
     size_t held = 0;
     for (uint32_t k = 0; k < n; k++) {
-        char name[8];
+        char name[16];
         snprintf(name, sizeof name, "g/%u", k);
         const struct store_row *row = mirror_replay_get(r, name, strlen(name));
         held += row && row->nleases;
