@@ -51,7 +51,9 @@ static void part_reply(struct ra_request *r)
          * set. */
         abandon(m, p);
     }
-    if (atomic_fetch_add(&m->answered, 1) + 1 == m->n)
+    /* Read before the count: once the last part is counted the set may be freed. */
+    size_t n = m->n;
+    if (atomic_fetch_add(&m->answered, 1) + 1 == n)
         m->done(m);
 }
 
@@ -82,7 +84,8 @@ static void part_granted(struct ra_request *r, struct store_rec *rec, uint64_t e
 static void part_reserved(struct ra_request *r)
 {
     struct ra_multi *m = part_of(r)->m;
-    if (atomic_fetch_add(&m->reserved, 1) + 1 != m->n)
+    size_t n = m->n;
+    if (atomic_fetch_add(&m->reserved, 1) + 1 != n)
         return;
     int waiting = RA_MULTI_WAITING;
     if (!atomic_compare_exchange_strong(&m->state, &waiting, RA_MULTI_COMMITTING))

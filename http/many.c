@@ -89,7 +89,9 @@ static void on_part_reply(struct ra_request *r)
 {
     struct many_part *p = container_of(r, struct many_part, ra);
     struct hreq *q = p->q;
-    if (atomic_fetch_add(&q->many->answered, 1) + 1 == q->many->n)
+    /* Read before the count: once the last part is counted the request may be freed. */
+    size_t n = q->many->n;
+    if (atomic_fetch_add(&q->many->answered, 1) + 1 == n)
         resume(q);
 }
 
