@@ -438,3 +438,40 @@ def test_a_retry_of_the_set_keeps_what_it_holds_and_waits_for_the_rest(server, c
     assert got["re/b"] > other["fencing_token"]
     assert all(x["lease_id"] == lid for x in r.json["leases"])
     assert renew_many(c, names, lid).status == 200
+
+
+def test_watches_wake_on_a_sets_grants_and_see_it_whole(server, client):
+    """A resource watch and a list watch held when a set is granted: each wakes once the
+    set is durable, and what it reads shows every resource of the set held by its lease."""
+    c = client
+    held = c.acquire("wx/b", owner="other", ttl_ms=60000).json
+    state = c.get("wx/a").json
+    listed = c.request("GET", "/v1/resources?prefix=wx/").json
+    t_set, out_set = in_thread(server, acquire_many, ["wx/a", "wx/b"], owner="set",
+                               ttl_ms=60000, wait_ms=20000)
+    t_one, out_one = in_thread(server, lambda k: k.request(
+        "GET", "/v1/resources/wx/a?index=%d&wait_ms=20000" % state["index"]))
+    t_all, out_all = in_thread(server, lambda k: k.request(
+        "GET", "/v1/resources?prefix=wx/&index=%d&wait_ms=20000" % listed["index"]))
+    wait_for(lambda: c.get("wx/b").json["waiters"] == 1, what="the set on wx/b")
+    time.sleep(0.3)  # the watches are held: nothing of the set is granted yet
+    assert "r" not in out_one and "r" not in out_all
+    assert c.release("wx/b", held["lease_id"]).status == 200
+    for t in (t_set, t_one, t_all):
+        t.join(10)
+    assert "r" in out_one, "the resource watch never woke"
+    assert "r" in out_all, "the list watch never woke"
+    leases = out_set["r"].json["leases"]
+    one = out_one["r"].json
+    assert one["state"] == "held" and one["holder"]["owner"] == "set", one
+    assert one["holder"]["fencing_token"] == leases[0]["fencing_token"]
+    got = {r["resource"]: r["holder"]["owner"] for r in out_all["r"].json["resources"]}
+    # The list woke at the release or at the set's grants; read again from its index until
+    # it shows the set, never a part of it.
+    index = out_all["r"].json["index"]
+    while got.get("wx/a") != "set":
+        assert got.get("wx/a") is None and got.get("wx/b") is None, got
+        r = c.request("GET", "/v1/resources?prefix=wx/&index=%d&wait_ms=5000" % index).json
+        got = {x["resource"]: x["holder"]["owner"] for x in r["resources"]}
+        index = r["index"]
+    assert got == {"wx/a": "set", "wx/b": "set"}, got
