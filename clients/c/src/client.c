@@ -1000,6 +1000,29 @@ static mutexd_result give_lease(struct mxc_doc *doc, struct answer *a, int64_t b
     return MUTEXD_OK;
 }
 
+/* An acquire's checks and defaults: its metadata, and the owner (HOST:PID) and lease id
+ * (random) used when the options give none. */
+static mutexd_result acquire_defaults(const struct mutexd_acquire_options *o, char owner[300],
+                                      char lease_id[MUTEXD_LEASE_ID_LEN + 1],
+                                      struct mutexd_error *err)
+{
+    mutexd_result result = check_metadata(o->metadata, err);
+    if (result != MUTEXD_OK)
+        return result;
+    if (o->owner == NULL) {
+        char host[256] = "";
+        if (gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0')
+            strcpy(host, "localhost");
+        snprintf(owner, 300, "%s:%ld", host, (long)getpid());
+    }
+    if (o->lease_id == NULL) {
+        result = mutexd_new_lease_id(lease_id);
+        if (result != MUTEXD_OK)
+            return fail(err, result, "no randomness for a lease id");
+    }
+    return MUTEXD_OK;
+}
+
 /* An acquire's fields after its owner and lease id, and the body's end. */
 static void add_acquire_options(struct mxc_buf *b, const struct mutexd_acquire_options *o)
 {
@@ -1037,22 +1060,9 @@ mutexd_result mutexd_acquire(mutexd_client *client, const char *resource,
     mutexd_result result = check_client(client, resource, err);
     if (result != MUTEXD_OK)
         goto out;
-    result = check_metadata(o->metadata, err);
+    result = acquire_defaults(o, owner, lease_id, err);
     if (result != MUTEXD_OK)
         goto out;
-    if (o->owner == NULL) {
-        char host[256] = "";
-        if (gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0')
-            strcpy(host, "localhost");
-        snprintf(owner, sizeof(owner), "%s:%ld", host, (long)getpid());
-    }
-    if (o->lease_id == NULL) {
-        result = mutexd_new_lease_id(lease_id);
-        if (result != MUTEXD_OK) {
-            result = fail(err, result, "no randomness for a lease id");
-            goto out;
-        }
-    }
 
     mxc_buf_init(&b, URL_MAX);
     add_resource_path(&b, resource, "acquire");
@@ -1366,22 +1376,9 @@ mutexd_result mutexd_acquire_many(mutexd_client *client, const char *const *reso
     mutexd_result result = check_names(client, resources, count, err);
     if (result != MUTEXD_OK)
         goto out;
-    result = check_metadata(o->metadata, err);
+    result = acquire_defaults(o, owner, lease_id, err);
     if (result != MUTEXD_OK)
         goto out;
-    if (o->owner == NULL) {
-        char host[256] = "";
-        if (gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0')
-            strcpy(host, "localhost");
-        snprintf(owner, sizeof(owner), "%s:%ld", host, (long)getpid());
-    }
-    if (o->lease_id == NULL) {
-        result = mutexd_new_lease_id(lease_id);
-        if (result != MUTEXD_OK) {
-            result = fail(err, result, "no randomness for a lease id");
-            goto out;
-        }
-    }
 
     mxc_buf_init(&b, REQUEST_MAX);
     add_names(&b, resources, count, o->lease_id != NULL ? o->lease_id : lease_id);
