@@ -11,7 +11,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, Optional, Union
+from typing import Any, Generic, Optional, TypeVar, Union
 
 from ._errors import LeaseExpired, LeaseLost, MutexdError, TransportError
 from ._ops import LeaseOps, MultiLeaseOps
@@ -164,6 +164,11 @@ class _KeptAlive:
                 self._callbacks.append(callback)
                 return
         callback()
+
+    def release(self) -> bool:
+        """Stops renewing and gives the lease (or leases) back; True when the server took
+        them back."""
+        raise NotImplementedError
 
     # -- keeping it alive ----------------------------------------------------------------
 
@@ -541,8 +546,74 @@ class HeldLeases(_KeptAlive):
         return True
 
 
-class Lock:
+_Held = TypeVar("_Held", bound=_KeptAlive)
+
+
+class _HeldLock(Generic[_Held]):
+    """What :class:`Lock` and :class:`MultiLock` share: the options of the acquire, a
+    proposed lease id given back when the acquire's answer was lost, and the release on
+    leaving the ``with`` block."""
+
+    _again = ""  # the call that makes a new one, for the error of a second `with`
+
+    def __init__(
+        self,
+        *,
+        ttl: Duration,
+        wait: Duration,
+        owner: Optional[str],
+        metadata: Optional[Mapping[str, Any]],
+        limit: Optional[int],
+        shared: bool,
+    ) -> None:
+        self.ttl = ttl
+        self.wait = wait
+        self.owner = owner
+        self.metadata = metadata
+        self.limit = limit
+        self.shared = shared
+        self.held: Optional[_Held] = None
+
+    def _take(self, lease_id: str) -> _Held:
+        """Acquires with `lease_id` and starts holding what was granted."""
+        raise NotImplementedError
+
+    def _give_back(self, lease_id: str) -> None:
+        raise NotImplementedError
+
+    def _what(self) -> str:
+        raise NotImplementedError
+
+    def __enter__(self) -> _Held:
+        if self.held is not None:
+            raise RuntimeError("this lock is held already; call %s again" % self._again)
+        lease_id = str(uuid.uuid4())
+        try:
+            held = self._take(lease_id)
+        except TransportError:
+            # The grant may have happened without its answer reaching us: give it back.
+            try:
+                self._give_back(lease_id)
+            except MutexdError:
+                pass
+            raise
+        self.held = held
+        return held
+
+    def __exit__(self, *exc: object) -> None:
+        held, self.held = self.held, None
+        if held is None:
+            return
+        try:
+            held.release()
+        except Exception:  # never hide the body's exception
+            log.exception("releasing %s failed", self._what())
+
+
+class Lock(_HeldLock[HeldLease]):
     """The context manager of :meth:`Client.lock`; ``with`` gives a :class:`HeldLease`."""
+
+    _again = "client.lock()"
 
     def __init__(
         self,
@@ -556,49 +627,30 @@ class Lock:
         limit: Optional[int] = None,
         shared: bool = False,
     ) -> None:
+        super().__init__(ttl=ttl, wait=wait, owner=owner, metadata=metadata, limit=limit,
+                         shared=shared)
         self._client = client
         self.resource = resource
-        self.ttl = ttl
-        self.wait = wait
-        self.owner = owner
-        self.metadata = metadata
-        self.limit = limit
-        self.shared = shared
-        self.held: Optional[HeldLease] = None
 
-    def __enter__(self) -> HeldLease:
-        if self.held is not None:
-            raise RuntimeError("this lock is held already; call client.lock() again")
-        lease_id = str(uuid.uuid4())
-        try:
-            lease = self._client.acquire(
-                self.resource, owner=self.owner, ttl=self.ttl, wait=self.wait,
-                lease_id=lease_id, metadata=self.metadata, limit=self.limit,
-                shared=self.shared,
-            )
-        except TransportError:
-            # The grant may have happened without its answer reaching us: give it back.
-            try:
-                self._client.release(self.resource, lease_id)
-            except MutexdError:
-                pass
-            raise
-        self.held = HeldLease(self._client, lease).start()
-        return self.held
+    def _take(self, lease_id: str) -> HeldLease:
+        lease = self._client.acquire(
+            self.resource, owner=self.owner, ttl=self.ttl, wait=self.wait,
+            lease_id=lease_id, metadata=self.metadata, limit=self.limit, shared=self.shared,
+        )
+        return HeldLease(self._client, lease).start()
 
-    def __exit__(self, *exc: object) -> None:
-        held, self.held = self.held, None
-        if held is None:
-            return
-        try:
-            held.release()
-        except Exception:  # never hide the body's exception
-            log.exception("releasing the lease on %s failed", self.resource)
+    def _give_back(self, lease_id: str) -> None:
+        self._client.release(self.resource, lease_id)
+
+    def _what(self) -> str:
+        return "the lease on " + self.resource
 
 
-class MultiLock:
+class MultiLock(_HeldLock[HeldLeases]):
     """The context manager of :meth:`Client.lock_many`; ``with`` gives a
     :class:`HeldLeases`."""
+
+    _again = "client.lock_many()"
 
     def __init__(
         self,
@@ -612,44 +664,23 @@ class MultiLock:
         limit: Optional[int] = None,
         shared: bool = False,
     ) -> None:
+        super().__init__(ttl=ttl, wait=wait, owner=owner, metadata=metadata, limit=limit,
+                         shared=shared)
         self._client = client
         self.resources = list(resources)
-        self.ttl = ttl
-        self.wait = wait
-        self.owner = owner
-        self.metadata = metadata
-        self.limit = limit
-        self.shared = shared
-        self.held: Optional[HeldLeases] = None
 
-    def __enter__(self) -> HeldLeases:
-        if self.held is not None:
-            raise RuntimeError("this lock is held already; call client.lock_many() again")
-        lease_id = str(uuid.uuid4())
-        try:
-            leases = self._client.acquire_many(
-                self.resources, owner=self.owner, ttl=self.ttl, wait=self.wait,
-                lease_id=lease_id, metadata=self.metadata, limit=self.limit,
-                shared=self.shared,
-            )
-        except TransportError:
-            # The grant may have happened without its answer reaching us: give it back.
-            try:
-                self._client.release_many(self.resources, lease_id)
-            except MutexdError:
-                pass
-            raise
-        self.held = HeldLeases(self._client, leases).start()
-        return self.held
+    def _take(self, lease_id: str) -> HeldLeases:
+        leases = self._client.acquire_many(
+            self.resources, owner=self.owner, ttl=self.ttl, wait=self.wait,
+            lease_id=lease_id, metadata=self.metadata, limit=self.limit, shared=self.shared,
+        )
+        return HeldLeases(self._client, leases).start()
 
-    def __exit__(self, *exc: object) -> None:
-        held, self.held = self.held, None
-        if held is None:
-            return
-        try:
-            held.release()
-        except Exception:  # never hide the body's exception
-            log.exception("releasing the leases on %s failed", ", ".join(self.resources))
+    def _give_back(self, lease_id: str) -> None:
+        self._client.release_many(self.resources, lease_id)
+
+    def _what(self) -> str:
+        return "the leases on " + ", ".join(self.resources)
 
 
 class _AnyLostEvent(_ClockedEvent):
