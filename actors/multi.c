@@ -101,10 +101,16 @@ static void part_reserved(struct ra_request *r)
     if (k == 0)
         return; /* every part was a retry, answered already */
     m->first_index = res_reserve_indexes(m->domain, names, lens, k);
+    /* The set's tokens in the order its request names the resources. */
+    uint64_t token = res_reserve_tokens(m->domain, k);
+    uint64_t step = m->domain->token_stride > 1 ? m->domain->token_stride : 1;
     k = 0;
     for (size_t i = 0; i < m->n; i++)
-        if (!m->parts[i].early)
+        if (!m->parts[i].early) {
             m->parts[i].req.rq.part_index = m->first_index + k++;
+            m->parts[i].req.rq.part_token = token;
+            token = token ? token + step : 0;
+        }
     for (size_t i = 0; i < m->n; i++)
         if (!m->parts[i].early && send_surely(send_commit, &m->parts[i], 0) != RT_OK)
             part_granted(&m->parts[i].req, NULL, 0); /* shutting down: the group fails */

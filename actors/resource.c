@@ -348,16 +348,19 @@ static void unavailable(struct res_out *out, struct res_req *q, const char *reas
     answer(out, q, RES_ERR_UNAVAILABLE);
 }
 
-/* The next fencing token, if one is reserved: 0 when none may be handed out now. */
-static uint64_t next_token(struct res_domain *d)
+uint64_t res_reserve_tokens(struct res_domain *d, size_t n)
 {
-    uint64_t t = atomic_load(&d->last_token), n, stride = d->token_stride;
+    uint64_t t = atomic_load(&d->last_token), first, last, stride = d->token_stride;
+    uint64_t step = stride > 1 ? stride : 1;
+    if (n == 0 || n > UINT64_MAX / step)
+        return 0;
     do {
-        n = stride > 1 ? (t / stride + 1) * stride + d->token_offset : t + 1;
-        if (n <= t || n > atomic_load(&d->token_ceiling))
+        first = stride > 1 ? (t / stride + 1) * stride + d->token_offset : t + 1;
+        last = first + (n - 1) * step;
+        if (first <= t || last < first || last > atomic_load(&d->token_ceiling))
             return 0;
-    } while (!atomic_compare_exchange_weak(&d->last_token, &t, n));
-    return n;
+    } while (!atomic_compare_exchange_weak(&d->last_token, &t, last));
+    return first;
 }
 
 /* After a restore from a mirror that may lag, no lease is granted, renewed or taken again
@@ -445,7 +448,7 @@ static void grant(struct res *r, struct res_domain *d, struct res_req *q, const 
         unavailable(out, q, "out of memory", 0);
         return;
     }
-    uint64_t token = next_token(d);
+    uint64_t token = q->part_token ? q->part_token : res_reserve_tokens(d, 1);
     if (!token) {
         unavailable(out, q, "no fencing tokens reserved: blob storage unreachable", 0);
         return;

@@ -173,6 +173,8 @@ struct res_req {
     /* A part: the change index its grant takes (res_reserve_indexes()), set before
      * res_multi_grant(); 0: the next one, as any change. */
     uint64_t part_index;
+    /* A part: the fencing token its grant takes (res_reserve_tokens()); 0: the next one. */
+    uint64_t part_token;
     /* Whether the client is still there; NULL: always. Asked before granting a waiter. */
     bool (*alive)(struct res_req *q);
     /* out */
@@ -196,6 +198,12 @@ uint64_t res_next_arrival(struct res_domain *d);
  * takes the next one instead, and the one reserved is never shown. Any thread. */
 uint64_t res_reserve_indexes(struct res_domain *d, const char *const *names, const size_t *lens,
                              size_t n);
+
+/* Takes `n` fencing tokens for the grants of a set, in order, the first returned (0: not
+ * that many reserved now, and each grant takes its own): the i-th is the first + i times
+ * the domain's stride. Safe because no other grant can come between on a resource whose
+ * place a part holds. Any thread; res_reserve_tokens(d, 1) is the next token. */
+uint64_t res_reserve_tokens(struct res_domain *d, size_t n);
 
 /* Sets up the domain's histograms (the rest of a zeroed domain is ready). */
 void res_domain_init(struct res_domain *d);

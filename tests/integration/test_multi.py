@@ -103,7 +103,9 @@ def test_all_or_none_then_one_commit_after_the_release(server, client):
     assert [x["resource"] for x in leases] == ["acct/c", "acct/b", "acct/a"]
     assert len({x["lease_id"] for x in leases}) == 1
     tokens = [x["fencing_token"] for x in leases]
-    assert len(set(tokens)) == 3 and min(tokens) > held["fencing_token"], tokens
+    assert min(tokens) > held["fencing_token"], tokens
+    # One token per resource, ascending in the order the request names them.
+    assert tokens == list(range(tokens[0], tokens[0] + 3)), tokens
     for x in leases:
         assert x["owner"] == "w" and x["ttl_ms"] == 60000 and x["limit"] == 1
     # The release, then the three grants on consecutive indexes with nothing between.
@@ -391,6 +393,8 @@ def test_a_sets_grants_take_consecutive_indexes_whatever_else_changes():
                     r = acquire_many(c, pick, owner="t", ttl_ms=5000, wait_ms=2000)
                     assert r.status == 200, r
                     sets.append({x["resource"]: x["fencing_token"] for x in r.json["leases"]})
+                    toks = [x["fencing_token"] for x in r.json["leases"]]
+                    assert toks == list(range(toks[0], toks[0] + 3)), (pick, toks)
                     assert release_many(c, pick, r.json["leases"][0]["lease_id"]).status == 200
             finally:
                 c.close()

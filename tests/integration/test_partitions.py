@@ -468,6 +468,9 @@ def test_sets_of_one_partition_are_forwarded_and_kept_whole_by_a_takeover(groups
         assert r.header("mutexd-partition") == str(p), r.headers
         assert r.header("mutexd-served-by") == owner, r.headers
         sets[tag] = r.json["leases"]
+        # Tokens of the partition's stride, ascending in the order the names were given.
+        toks = [x["fencing_token"] for x in r.json["leases"]]
+        assert toks == [toks[0] + 256 * i for i in range(3)] and toks[0] % 256 == p, toks
     a, b = "plain-1", next("plain-%d" % i for i in range(2, 100)
                            if partition_of("plain-%d" % i) != partition_of("plain-1"))
     c = g.servers[0].client()

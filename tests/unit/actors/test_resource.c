@@ -920,6 +920,31 @@ static void a_partition_hands_out_its_own_tokens(void **st)
     res_free(&r);
 }
 
+/* A set's tokens are taken as one block, in order, of the domain's stride; a block that
+ * does not fit under the ceiling takes nothing. */
+static void a_set_reserves_its_tokens_in_one_block(void **st)
+{
+    (void)st;
+    setup_domain();
+    atomic_store(&D.last_token, 10);
+    atomic_store(&D.token_ceiling, 14);
+    assert_int_equal(res_reserve_tokens(&D, 3), 11);
+    assert_int_equal(atomic_load(&D.last_token), 13);
+    assert_int_equal(res_reserve_tokens(&D, 2), 0); /* 14 and 15: 15 is not reserved */
+    assert_int_equal(atomic_load(&D.last_token), 13);
+    assert_int_equal(res_reserve_tokens(&D, 1), 14);
+    D.token_stride = 256;
+    D.token_offset = 7;
+    atomic_store(&D.last_token, 300);
+    atomic_store(&D.token_ceiling, 1000);
+    assert_int_equal(res_reserve_tokens(&D, 2), 512 + 7); /* and 768 + 7 */
+    assert_int_equal(atomic_load(&D.last_token), 768 + 7);
+    assert_int_equal(res_reserve_tokens(&D, 1), 0); /* 1024 + 7 is above the ceiling */
+    assert_int_equal(res_reserve_tokens(&D, 0), 0);
+    D.token_stride = 0;
+    D.token_offset = 0;
+}
+
 /* After a restore from a mirror that may lag, the grace refuses grants, renewals and
  * re-acquires alike: the mirror may miss a break and a re-grant, so the lease a holder
  * presents may be another's by now. */
@@ -1240,6 +1265,7 @@ static void the_leases_of_one_resource_fit_one_line(void **st)
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(no_token_above_the_reserved_ceiling),
     cmocka_unit_test(a_partition_hands_out_its_own_tokens),
+    cmocka_unit_test(a_set_reserves_its_tokens_in_one_block),
     cmocka_unit_test(restore_grace_refuses_grants_and_renewals),
     cmocka_unit_test(grant_on_free_then_conflict),
     cmocka_unit_test(reacquire_with_same_lease_id_is_idempotent),
