@@ -276,17 +276,21 @@ class ProxiedGroup:
     def close(self):
         for l in self.loads:
             l.stop_event.set()
-        for s in self.servers + self.retired:
-            if s.proc and s.proc.poll() is None:
-                try:
-                    s.proc.send_signal(18)  # SIGCONT: a stopped server cannot stop
-                except OSError:
-                    pass
-                try:
-                    s.stop(timeout=20)
-                except AssertionError:
-                    s.kill()
-                    s._cleanup()
+        # Every server is told at once: one by one, each would hand its partitions over to
+        # the next to be stopped.
+        live = [s for s in self.servers + self.retired if s.proc and s.proc.poll() is None]
+        for s in live:
+            try:
+                s.proc.send_signal(18)  # SIGCONT: a stopped server cannot stop
+            except OSError:
+                pass
+            s.terminate()
+        for s in live:
+            try:
+                s.wait_stopped(timeout=20)
+            except AssertionError:
+                s.kill()
+                s._cleanup()
         for p in self.proxies + (self.peers or []):
             p.close()
 

@@ -108,10 +108,19 @@ class Server:
 
     def stop(self, timeout=20):
         """SIGTERM; the server must exit 0 in time."""
+        self.terminate()
+        self.wait_stopped(timeout)
+
+    def terminate(self):
+        """SIGTERM, not waiting: wait_stopped() waits."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+
+    def wait_stopped(self, timeout=20):
+        """After terminate(): the server must exit 0 in time."""
         if self.proc is None or self.proc.poll() is not None:
             rc = self.proc.returncode if self.proc else 0
         else:
-            self.proc.send_signal(signal.SIGTERM)
             try:
                 rc = self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
