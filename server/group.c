@@ -196,6 +196,11 @@ size_t group_live(struct group *g, char (*urls)[256], size_t max)
     return ha_live(g->ha, urls, max);
 }
 
+void group_reread_live(struct group *g)
+{
+    ha_reread_live(g->ha);
+}
+
 struct core *group_core(struct group *g)
 {
     return g->core;

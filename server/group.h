@@ -83,6 +83,8 @@ void group_owner_info(struct group *g, char url[256], uint64_t *generation, int6
 void group_set_partitions(struct group *g, const unsigned *parts, size_t n);
 /* The servers of the container whose heartbeats are fresh (ha_live()). */
 size_t group_live(struct group *g, char (*urls)[256], size_t max);
+/* Rereads the heartbeats now (ha_reread_live()). */
+void group_reread_live(struct group *g);
 
 /* The core, while this server is the active (NULL: a standby). Main thread. */
 struct core *group_core(struct group *g);

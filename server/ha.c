@@ -421,6 +421,12 @@ static void read_group(struct ha *h)
     free(text);
 }
 
+void ha_reread_live(struct ha *h)
+{
+    if (h->hb)
+        read_group(h);
+}
+
 void ha_heartbeat(struct ha *h, bool has_copy, uint64_t lag_changes, uint64_t lag_ms)
 {
     uint64_t now = mx_mono_ns();

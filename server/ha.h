@@ -114,6 +114,9 @@ void ha_set_partitions(struct ha *h, const unsigned *parts, size_t n);
 /* The servers whose heartbeats were fresh at the last reading (ha_heartbeat() rereads them
  * once a second): their URLs into `urls`, at most `max`. Returns how many. Any thread. */
 size_t ha_live(struct ha *h, char (*urls)[256], size_t max);
+/* Rereads the heartbeats now, for ha_live() (a server that withdrew writes none and so
+ * reads none in ha_heartbeat()). Blob requests: a listing, and a read of each. */
+void ha_reread_live(struct ha *h);
 
 /* The body of GET /v1/servers (docs/api.md, "Servers"). 0, or -1 when out of memory. */
 int ha_render_servers(struct ha *h, struct mx_buf *out);

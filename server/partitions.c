@@ -345,6 +345,13 @@ void partitions_leave(struct partitions *ps)
 
 bool partitions_left(struct partitions *ps)
 {
+    if (!group_live(ps->groups[0], ps->live, MAX_SERVERS)) {
+        for (unsigned p = 0; p < ps->count; p++)
+            if (group_core(ps->groups[p]))
+                return false; /* still being handed over */
+        mx_info("leaving: no other server is live to take the partitions", NULL);
+        return true;
+    }
     for (unsigned p = 0; p < ps->count; p++) {
         const char *owner = group_owner(ps->groups[p]);
         if (!owner || strcmp(owner, ps->opt->advertise_url) == 0)
@@ -393,6 +400,7 @@ int partitions_tick(struct partitions *ps)
         for (unsigned p = 0; p < ps->count; p++)
             if (group_tick(ps->groups[p]) != 0 || group_core(ps->groups[p]))
                 group_hand_over(ps->groups[p]);
+        group_reread_live(ps->groups[0]); /* for partitions_left(): who is left to take */
         return 0;
     }
     int64_t now = (int64_t)(mx_mono_ns() / MX_NS_PER_MS);

@@ -59,7 +59,9 @@ bool partitions_healthy(struct partitions *ps, char *why, size_t len);
  * (its requests are held, then forwarded to the new owner); it claims nothing more. Keep
  * calling partitions_tick() until partitions_left() or a deadline. */
 void partitions_leave(struct partitions *ps);
-/* True when, leaving, every partition has an owner and none is this server. */
+/* True when, leaving, every partition has an owner and none is this server, or when no
+ * other server is live to take them (a whole group stopped at once: each is sealed and
+ * released, for whoever starts next). */
 bool partitions_left(struct partitions *ps);
 
 /* Takes every core back from the front and closes it, then leaves (after http_quiesce()). */

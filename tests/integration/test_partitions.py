@@ -427,6 +427,48 @@ def test_lists_and_events_span_every_partition(groups):  # noqa: F811
     assert took < 10 * SLOW
 
 
+def test_a_group_stopped_at_once_stops_without_waiting_and_keeps_its_leases(groups):  # noqa: F811
+    """Every server of a group told to stop at once (a compose down, a rollout's delete):
+    none waits for another to take its partitions, as each is leaving too; each seals and
+    releases what it owns, and the first server to start again takes every partition with
+    its leases."""
+    g = groups(3, extra=PARTS).start(stagger=0.3)
+    settled(g)
+    names = names_of(range(N), per=1, prefix="kept")
+    held = {}
+    for i, name in enumerate(names):
+        r = raw(g.servers[i % 3].client_url, "POST", "/v1/resources/%s/acquire" % name,
+                {"owner": "o", "ttl_ms": 120000})
+        assert r.status == 200, r.body
+        held[name] = r.json
+    for s in g.servers:
+        s.terminate()
+    for s in g.servers:
+        s.wait_stopped(timeout=20)  # exit 0
+    logs = "\n".join(l for s in g.servers for l in s.lines)
+    assert "not every partition was taken in time" not in logs, g.logs(40)
+    assert "no other server is live to take the partitions" in logs, g.logs(40)
+    back = g.restart(g.servers[0])
+    deadline = time.monotonic() + 30 * SLOW
+    while True:
+        m = owners(g, back)
+        if (m and all(u == back.url for u in m.values()) and len(m) == N) or \
+                time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert m and set(m.values()) == {back.url}, m
+    for name, lease in held.items():
+        deadline = time.monotonic() + 15 * SLOW  # a takeover's grace may answer 503 first
+        while True:
+            r = raw(back.client_url, "POST", "/v1/resources/%s/renew" % name,
+                    {"lease_id": lease["lease_id"]})
+            if r.status != 503 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert r.status == 200, (name, r.body)
+        assert r.json["fencing_token"] == lease["fencing_token"]
+
+
 def test_blob_requests_do_not_grow_with_the_partitions(groups):  # noqa: F811
     """An idle server of 16 partitions asks the blob store about as much as a server of a
     group of one: one listing of the owner blobs a tick for every partition, no journal
