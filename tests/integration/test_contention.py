@@ -22,10 +22,10 @@ def wait_for(pred, timeout=5.0, step=0.01):
 
 
 def test_32_clients_never_overlap_and_tokens_follow_grant_order(server):
-    """32 clients contend for one resource with wait_ms for 20 s. Each logs when it got
+    """32 clients contend for one resource with wait_ms for 8 s. Each logs when it got
     the lease (after the answer arrived), its token, and when it let go (before sending the
     release). No two holds may overlap, and tokens must increase in grant order."""
-    duration = 20.0
+    duration = 8.0
     log, errors = [], []
     lock = threading.Lock()
     stop_at = time.monotonic() + duration
@@ -59,6 +59,7 @@ def test_32_clients_never_overlap_and_tokens_follow_grant_order(server):
         t.join(duration + 60)
     assert not errors, errors[:3]
     log.sort()
+    print("%d holds" % len(log))
     assert len(log) > 500, len(log)  # hand-offs actually happened
     for (g1, r1, t1, c1), (g2, r2, t2, c2) in zip(log, log[1:]):
         assert r1 < g2, "holds overlap: client %d [%f, %f] and client %d from %f" % (

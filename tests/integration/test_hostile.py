@@ -128,14 +128,14 @@ class Probe(threading.Thread):
 
 
 def test_thousand_malformed_requests_get_4xx_or_are_closed():
-    """A thousand malformed requests from 8 connections at a time. Each gets a 4xx or its
+    """A thousand malformed requests from 16 connections at a time. Each gets a 4xx or its
     connection closed; requests that stop short (a truncated body, a request line that
     never ends) are closed by the idle timeout. Normal requests stay prompt throughout."""
     seed = random.randrange(1 << 30)
     print("seed", seed)
     rng = random.Random(seed)
     requests = [malformed(rng) for _ in range(1000)]
-    with Server(args=["--idle-timeout-ms", "2000"]) as server:
+    with Server(args=["--idle-timeout-ms", "1000"]) as server:
         probe = Probe(server)
         probe.start()
         statuses, bad, lock = {}, [], threading.Lock()
@@ -152,7 +152,7 @@ def test_thousand_malformed_requests_get_4xx_or_are_closed():
                     if not (st is None or 400 <= st < 500 or version_refused):
                         bad.append((st, data[:300], raw[:300]))
 
-        threads = [threading.Thread(target=send, args=(requests[i::8],)) for i in range(8)]
+        threads = [threading.Thread(target=send, args=(requests[i::16],)) for i in range(16)]
         for t in threads:
             t.start()
         for t in threads:
