@@ -614,33 +614,15 @@ static int show_lease(const struct ctl *ctl, const char *resource, mutexd_result
     return status;
 }
 
-/* "a, b, c": `n` names for a message; NULL when memory ran out. The caller frees it. */
-static char *join_names(const char *const *names, size_t n)
+/* As fail(), for a call about the set `names`: the message names the resources the answer
+ * names (the one held, those lost), else the whole set. */
+static int fail_set(const struct ctl *ctl, const char *const *names, size_t n, mutexd_result r,
+                    const struct mutexd_error *err)
 {
-    size_t len = 1;
-    for (size_t i = 0; i < n; i++)
-        len += strlen(names[i]) + 2;
-    char *out = malloc(len), *p = out;
-    for (size_t i = 0; out != NULL && i < n; i++)
-        p += sprintf(p, "%s%s", i > 0 ? ", " : "", names[i]);
-    if (out != NULL && n == 0)
-        out[0] = '\0';
-    return out;
-}
-
-/* What the error of a call about the set `names` is about, for its message: the resources
- * the answer names (the one held, those lost), else the whole set. The caller frees it. */
-static char *error_names(const struct mutexd_error *err, const char *const *names, size_t n)
-{
-    char **named = NULL;
-    size_t count = 0;
-    char *text;
-    if (mutexd_error_resources(err, &named, &count) == MUTEXD_OK && count > 0)
-        text = join_names((const char *const *)named, count);
-    else
-        text = join_names(names, n);
-    free(named);
-    return text;
+    char *what = mxctl_error_names(err, names, n);
+    int status = fail(ctl, what != NULL ? what : "the set", r, err);
+    free(what);
+    return status;
 }
 
 /* As show_lease(), for a set: each lease printed as one is, a blank line between them. */
@@ -649,9 +631,7 @@ static int show_leases(const struct ctl *ctl, const char *const *names, size_t n
 {
     int status = 0;
     if (r != MUTEXD_OK) {
-        char *what = error_names(err, names, n);
-        status = fail(ctl, what != NULL ? what : "the set", r, err);
-        free(what);
+        status = fail_set(ctl, names, n, r, err);
     } else if (ctl->json) {
         puts(set->json);
     } else {
@@ -793,11 +773,8 @@ static int cmd_release(struct ctl *ctl, struct mxctl_opt *opts, size_t n, struct
                     printf("released %s\n", a->positional[i]);
             }
         }
-        if (r != MUTEXD_OK) {
-            char *what = error_names(&err, a->positional, count);
-            status = fail(ctl, what != NULL ? what : "the set", r, &err);
-            free(what);
-        }
+        if (r != MUTEXD_OK)
+            status = fail_set(ctl, a->positional, count, r, &err);
         mutexd_error_clear(&err);
         return status;
     }

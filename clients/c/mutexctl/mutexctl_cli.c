@@ -1,5 +1,6 @@
 /*
- * Durations, numbers and the command line of mutexctl (see mutexctl_cli.h).
+ * Durations, numbers and the command line of mutexctl, and its error reports (see
+ * mutexctl_cli.h).
  */
 #include "mutexctl_cli.h"
 
@@ -214,4 +215,30 @@ int mxctl_report(const char *what, mutexd_result result, const struct mutexd_err
         break;
     }
     return mxctl_exit_status(result, error);
+}
+
+char *mxctl_join_names(const char *const *names, size_t n)
+{
+    size_t len = 1;
+    for (size_t i = 0; i < n; i++)
+        len += strlen(names[i]) + 2;
+    char *out = malloc(len), *p = out;
+    for (size_t i = 0; out != NULL && i < n; i++)
+        p += sprintf(p, "%s%s", i > 0 ? ", " : "", names[i]);
+    if (out != NULL && n == 0)
+        out[0] = '\0';
+    return out;
+}
+
+char *mxctl_error_names(const struct mutexd_error *err, const char *const *names, size_t n)
+{
+    char **named = NULL;
+    size_t count = 0;
+    char *text;
+    if (mutexd_error_resources(err, &named, &count) == MUTEXD_OK && count > 0)
+        text = mxctl_join_names((const char *const *)named, count);
+    else
+        text = mxctl_join_names(names, n);
+    free(named);
+    return text;
 }

@@ -2,7 +2,7 @@
  * The parsing helpers of mutexctl, apart from the program so that they are unit-tested:
  * durations ("500ms", "15s", "2m", "1h", or plain milliseconds), numbers, and the command
  * line of one command (long options anywhere, "--opt value" or "--opt=value", "--" ends the
- * options).
+ * options); and what its commands share to report an error (of a set: the names it names).
  */
 #ifndef MUTEXCTL_CLI_H
 #define MUTEXCTL_CLI_H
@@ -75,5 +75,13 @@ int mxctl_exit_status(mutexd_result result, const struct mutexd_error *error);
  * the resource is held; returns mxctl_exit_status(). */
 int mxctl_report(const char *what, mutexd_result result, const struct mutexd_error *error,
                  int quiet);
+
+/* "a, b, c": `n` names for a message; NULL when memory ran out. The caller frees it. */
+char *mxctl_join_names(const char *const *names, size_t n);
+
+/* What the error of a call about the set `names` is about, for its message: the resources
+ * the answer names (the one held, those lost), else the whole set; NULL when memory ran out.
+ * The caller frees it. */
+char *mxctl_error_names(const struct mutexd_error *err, const char *const *names, size_t n);
 
 #endif

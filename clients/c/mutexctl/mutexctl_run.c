@@ -179,10 +179,9 @@ static void held_init(struct held *h, const struct mxctl_run_config *cfg)
     memset(h, 0, sizeof(*h));
     h->cfg = cfg;
     h->many = cfg->nresources > 1;
-    size_t len = 0;
-    for (size_t i = 0; i < cfg->nresources && len < sizeof(h->label); i++)
-        len += (size_t)snprintf(h->label + len, sizeof(h->label) - len, "%s%s", i > 0 ? ", " : "",
-                                cfg->resources[i]);
+    char *all = mxctl_join_names(cfg->resources, cfg->nresources);
+    snprintf(h->label, sizeof(h->label), "%s", all != NULL ? all : cfg->resource);
+    free(all);
 }
 
 static void held_clear(struct held *h)
@@ -205,16 +204,8 @@ static const char *held_lease_id(const struct held *h)
  * lost), else all of them. */
 static void error_label(const struct held *h, const struct mutexd_error *err, char *out, size_t cap)
 {
-    char **names = NULL;
-    size_t n = 0;
-    snprintf(out, cap, "%s", h->label);
-    if (!h->many || mutexd_error_resources(err, &names, &n) != MUTEXD_OK || n == 0) {
-        free(names);
-        return;
-    }
-    size_t len = 0;
-    for (size_t i = 0; i < n && len < cap; i++)
-        len += (size_t)snprintf(out + len, cap - len, "%s%s", i > 0 ? ", " : "", names[i]);
+    char *names = h->many ? mxctl_error_names(err, h->cfg->resources, h->cfg->nresources) : NULL;
+    snprintf(out, cap, "%s", names != NULL ? names : h->label);
     free(names);
 }
 

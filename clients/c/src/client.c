@@ -84,17 +84,22 @@ int mutexd_error_is_temporary(mutexd_result result, const struct mutexd_error *e
     return error->status == 503 || error->status == 429;
 }
 
+void mxc_error_vmessage(struct mutexd_error *err, const char *fmt, va_list ap)
+{
+    char text[1024];
+    vsnprintf(text, sizeof(text), fmt, ap);
+    free(err->message);
+    err->message = strdup(text);
+}
+
 /* Sets the error's message (the library's own sentence) and returns `result`. */
 __attribute__((format(printf, 3, 4))) static mutexd_result
 fail(struct mutexd_error *err, mutexd_result result, const char *fmt, ...)
 {
-    char text[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(text, sizeof(text), fmt, ap);
+    mxc_error_vmessage(err, fmt, ap);
     va_end(ap);
-    free(err->message);
-    err->message = strdup(text);
     return result;
 }
 
@@ -981,6 +986,13 @@ int64_t mutexd_lease_remaining_ms(const struct mutexd_lease *lease)
     return lease->deadline_ms - mutexd_monotonic_ms();
 }
 
+/* When a lease of an answer ends unless renewed: `base` (the monotonic ms its expires_in_ms
+ * counts from) plus expires_in_ms, less the safety margin. */
+static int64_t deadline_of(const struct mutexd_lease *lease, int64_t base)
+{
+    return base + lease->expires_in_ms - mutexd_safety_margin_ms(lease->ttl_ms);
+}
+
 /* Reads the lease body of *doc into *lease (when not NULL), replacing what it held. `base`:
  * the monotonic ms its expires_in_ms counts from. */
 static mutexd_result give_lease(struct mxc_doc *doc, struct answer *a, int64_t base,
@@ -990,7 +1002,7 @@ static mutexd_result give_lease(struct mxc_doc *doc, struct answer *a, int64_t b
     mutexd_result result = mxc_decode_lease(doc, doc->root, &fresh);
     if (result != MUTEXD_OK)
         return bad_answer(result, a, err);
-    fresh.deadline_ms = base + fresh.expires_in_ms - mutexd_safety_margin_ms(fresh.ttl_ms);
+    fresh.deadline_ms = deadline_of(&fresh, base);
     if (lease != NULL) {
         mutexd_lease_clear(lease);
         *lease = fresh;
@@ -1042,6 +1054,29 @@ static void add_acquire_options(struct mxc_buf *b, const struct mutexd_acquire_o
     mxc_buf_str(b, "}");
 }
 
+/* Ends the body of an acquire begun in *b with the options' fields, sends it about `resource`
+ * (of a set, the first name) and reads the answer into *doc. *base: the monotonic ms the
+ * answer's expires_in_ms count from. */
+static mutexd_result send_acquire(mutexd_client *c, const char *resource, const char *path,
+                                  struct mxc_buf *b, const struct mutexd_acquire_options *o,
+                                  struct answer *a, struct mxc_doc *doc, int64_t *base,
+                                  struct mutexd_error *err)
+{
+    char *body = NULL;
+    add_acquire_options(b, o);
+    mutexd_result result = take(b, &body, err);
+    if (result != MUTEXD_OK)
+        return result;
+    long wait = o->wait_ms > 0 && o->wait_ms < 86400000 ? (long)o->wait_ms : 0;
+    int64_t sent;
+    result = call(c, resource, path, body, wait, a, doc, &sent, err);
+    /* After a wait in the queue the grant came some time before the answer: count from it. */
+    if (result == MUTEXD_OK)
+        *base = wait > 0 ? mutexd_monotonic_ms() : sent;
+    free(body);
+    return result;
+}
+
 mutexd_result mutexd_acquire(mutexd_client *client, const char *resource,
                              const struct mutexd_acquire_options *options,
                              struct mutexd_lease *lease, struct mutexd_error *error)
@@ -1054,7 +1089,7 @@ mutexd_result mutexd_acquire(mutexd_client *client, const char *resource,
     answer_init(&a);
     struct mxc_doc doc = {0};
     struct mxc_buf b;
-    char *path = NULL, *body = NULL;
+    char *path = NULL;
     char owner[300], lease_id[MUTEXD_LEASE_ID_LEN + 1];
 
     mutexd_result result = check_client(client, resource, err);
@@ -1074,24 +1109,49 @@ mutexd_result mutexd_acquire(mutexd_client *client, const char *resource,
     mxc_buf_json_string(&b, o->owner != NULL ? o->owner : owner);
     mxc_buf_str(&b, ",\"lease_id\":");
     mxc_buf_json_string(&b, o->lease_id != NULL ? o->lease_id : lease_id);
-    add_acquire_options(&b, o);
-    result = take(&b, &body, err);
+    int64_t base;
+    result = send_acquire(client, resource, path, &b, o, &a, &doc, &base, err);
     if (result != MUTEXD_OK)
         goto out;
-
-    long wait = o->wait_ms > 0 && o->wait_ms < 86400000 ? (long)o->wait_ms : 0;
-    int64_t sent;
-    result = call(client, resource, path, body, wait, &a, &doc, &sent, err);
-    if (result != MUTEXD_OK)
-        goto out;
-    /* After a wait in the queue the grant came some time before the answer: count from it. */
-    result = give_lease(&doc, &a, wait > 0 ? mutexd_monotonic_ms() : sent, lease, err);
+    result = give_lease(&doc, &a, base, lease, err);
 out:
     free(path);
-    free(body);
     mxc_doc_free(&doc);
     answer_free(&a);
     return end(result, err, &scratch);
+}
+
+/* A lease id is given. */
+static mutexd_result check_lease_id(const char *lease_id, struct mutexd_error *err)
+{
+    return lease_id != NULL ? MUTEXD_OK : fail(err, MUTEXD_ERR_ARG, "no lease id");
+}
+
+/* Ends the body of a renewal begun in *b with the options' fields, sends it about `resource`
+ * (of a set, the first name), no attempt going past `until` (monotonic ms; 0: none), and
+ * reads the answer into *doc. *sent: when the request that got the answer was sent. */
+static mutexd_result send_renewal(mutexd_client *c, const char *resource, const char *path,
+                                  struct mxc_buf *b, const struct mutexd_renew_options *o,
+                                  int64_t until, struct answer *a, struct mxc_doc *doc,
+                                  int64_t *sent, struct mutexd_error *err)
+{
+    char *body = NULL;
+    if (o->ttl_ms != 0)
+        mxc_buf_printf(b, ",\"ttl_ms\":%lld", (long long)o->ttl_ms);
+    if (o->metadata != NULL) {
+        mxc_buf_str(b, ",\"metadata\":");
+        mxc_buf_str(b, o->metadata);
+    }
+    mxc_buf_str(b, "}");
+    mutexd_result result = take(b, &body, err);
+    if (result != MUTEXD_OK)
+        return result;
+    long timeout = o->timeout_ms > 0 ? o->timeout_ms : c->request_timeout_ms;
+    result = exchange(c, resource, path, body, timeout, until, a, sent, err);
+    if (result == MUTEXD_OK)
+        result = read_answer(a, doc, err);
+    free(body);
+    return result;
 }
 
 mutexd_result mutexd_renew(mutexd_client *client, const char *resource, const char *lease_id,
@@ -1106,16 +1166,14 @@ mutexd_result mutexd_renew(mutexd_client *client, const char *resource, const ch
     answer_init(&a);
     struct mxc_doc doc = {0};
     struct mxc_buf b;
-    char *path = NULL, *body = NULL;
+    char *path = NULL;
 
     mutexd_result result = check_client(client, resource, err);
     if (result != MUTEXD_OK)
         goto out;
-    if (lease_id == NULL) {
-        result = fail(err, MUTEXD_ERR_ARG, "no lease id");
-        goto out;
-    }
-    result = check_metadata(o->metadata, err);
+    result = check_lease_id(lease_id, err);
+    if (result == MUTEXD_OK)
+        result = check_metadata(o->metadata, err);
     if (result != MUTEXD_OK)
         goto out;
 
@@ -1135,29 +1193,13 @@ mutexd_result mutexd_renew(mutexd_client *client, const char *resource, const ch
     mxc_buf_init(&b, REQUEST_MAX);
     mxc_buf_str(&b, "{\"lease_id\":");
     mxc_buf_json_string(&b, lease_id);
-    if (o->ttl_ms != 0)
-        mxc_buf_printf(&b, ",\"ttl_ms\":%lld", (long long)o->ttl_ms);
-    if (o->metadata != NULL) {
-        mxc_buf_str(&b, ",\"metadata\":");
-        mxc_buf_str(&b, o->metadata);
-    }
-    mxc_buf_str(&b, "}");
-    result = take(&b, &body, err);
-    if (result != MUTEXD_OK)
-        goto out;
-
-    long timeout = o->timeout_ms > 0 ? o->timeout_ms : client->request_timeout_ms;
     int64_t sent;
-    result = exchange(client, resource, path, body, timeout, until, &a, &sent, err);
-    if (result != MUTEXD_OK)
-        goto out;
-    result = read_answer(&a, &doc, err);
+    result = send_renewal(client, resource, path, &b, o, until, &a, &doc, &sent, err);
     if (result != MUTEXD_OK)
         goto out;
     result = give_lease(&doc, &a, sent, lease, err);
 out:
     free(path);
-    free(body);
     mxc_doc_free(&doc);
     answer_free(&a);
     return end(result, err, &scratch);
@@ -1222,16 +1264,13 @@ mutexd_result mutexd_release(mutexd_client *client, const char *resource, const 
     struct mutexd_error scratch;
     struct mutexd_error *err = begin(error, &scratch);
     int released = 0;
-    mutexd_result result;
-    if (lease_id == NULL) {
-        result = fail(err, MUTEXD_ERR_ARG, "no lease id");
-        goto out;
-    }
     const char *key = "lease_id";
-    result = post_flag(client, resource, "release", &key, &lease_id, 1, "released", &released, err);
+    mutexd_result result = check_lease_id(lease_id, err);
+    if (result == MUTEXD_OK)
+        result =
+            post_flag(client, resource, "release", &key, &lease_id, 1, "released", &released, err);
     if (result == MUTEXD_OK && !released)
         result = fail(err, MUTEXD_ERR_PROTOCOL, "the server answered released: false");
-out:
     return end(result, err, &scratch);
 }
 
@@ -1337,7 +1376,7 @@ static mutexd_result give_leases(struct mxc_doc *doc, struct answer *a, int64_t 
         if (strcmp(l->resource, resources[fresh.count - 1]) != 0 ||
             strcasecmp(l->lease_id, fresh.leases[0].lease_id) != 0)
             goto out; /* not the set asked for */
-        l->deadline_ms = base + l->expires_in_ms - mutexd_safety_margin_ms(l->ttl_ms);
+        l->deadline_ms = deadline_of(l, base);
         if (fresh.count == 1 || l->deadline_ms < fresh.deadline_ms)
             fresh.deadline_ms = l->deadline_ms;
     }
@@ -1370,7 +1409,6 @@ mutexd_result mutexd_acquire_many(mutexd_client *client, const char *const *reso
     answer_init(&a);
     struct mxc_doc doc = {0};
     struct mxc_buf b;
-    char *body = NULL;
     char owner[300], lease_id[MUTEXD_LEASE_ID_LEN + 1];
 
     mutexd_result result = check_names(client, resources, count, err);
@@ -1384,21 +1422,13 @@ mutexd_result mutexd_acquire_many(mutexd_client *client, const char *const *reso
     add_names(&b, resources, count, o->lease_id != NULL ? o->lease_id : lease_id);
     mxc_buf_str(&b, ",\"owner\":");
     mxc_buf_json_string(&b, o->owner != NULL ? o->owner : owner);
-    add_acquire_options(&b, o);
-    result = take(&b, &body, err);
-    if (result != MUTEXD_OK)
-        goto out;
-
     /* Every name is in the first one's partition: the request goes where one about it would. */
-    long wait = o->wait_ms > 0 && o->wait_ms < 86400000 ? (long)o->wait_ms : 0;
-    int64_t sent;
-    result = call(client, resources[0], "/v1/acquire", body, wait, &a, &doc, &sent, err);
+    int64_t base;
+    result = send_acquire(client, resources[0], "/v1/acquire", &b, o, &a, &doc, &base, err);
     if (result != MUTEXD_OK)
         goto out;
-    result = give_leases(&doc, &a, wait > 0 ? mutexd_monotonic_ms() : sent, resources, count,
-                         leases, err);
+    result = give_leases(&doc, &a, base, resources, count, leases, err);
 out:
-    free(body);
     mxc_doc_free(&doc);
     answer_free(&a);
     return end(result, err, &scratch);
@@ -1504,16 +1534,13 @@ mutexd_result mutexd_renew_many(mutexd_client *client, const char *const *resour
     answer_init(&a);
     struct mxc_doc doc = {0};
     struct mxc_buf b;
-    char *body = NULL;
 
     mutexd_result result = check_names(client, resources, count, err);
     if (result != MUTEXD_OK)
         goto out;
-    if (lease_id == NULL) {
-        result = fail(err, MUTEXD_ERR_ARG, "no lease id");
-        goto out;
-    }
-    result = check_metadata(o->metadata, err);
+    result = check_lease_id(lease_id, err);
+    if (result == MUTEXD_OK)
+        result = check_metadata(o->metadata, err);
     if (result != MUTEXD_OK)
         goto out;
 
@@ -1525,30 +1552,14 @@ mutexd_result mutexd_renew_many(mutexd_client *client, const char *const *resour
     /* The body is built before anything else, as the names may point into *leases. */
     mxc_buf_init(&b, REQUEST_MAX);
     add_names(&b, resources, count, lease_id);
-    if (o->ttl_ms != 0)
-        mxc_buf_printf(&b, ",\"ttl_ms\":%lld", (long long)o->ttl_ms);
-    if (o->metadata != NULL) {
-        mxc_buf_str(&b, ",\"metadata\":");
-        mxc_buf_str(&b, o->metadata);
-    }
-    mxc_buf_str(&b, "}");
-    result = take(&b, &body, err);
-    if (result != MUTEXD_OK)
-        goto out;
-
-    long timeout = o->timeout_ms > 0 ? o->timeout_ms : client->request_timeout_ms;
     int64_t sent;
-    result = exchange(client, resources[0], "/v1/renew", body, timeout, until, &a, &sent, err);
-    if (result != MUTEXD_OK)
-        goto out;
-    result = read_answer(&a, &doc, err);
+    result = send_renewal(client, resources[0], "/v1/renew", &b, o, until, &a, &doc, &sent, err);
     if (result == MUTEXD_LOST && same)
         mark_lost(leases, err);
     if (result != MUTEXD_OK)
         goto out;
     result = give_leases(&doc, &a, sent, resources, count, leases, err);
 out:
-    free(body);
     mxc_doc_free(&doc);
     answer_free(&a);
     return end(result, err, &scratch);
@@ -1566,12 +1577,10 @@ mutexd_result mutexd_release_many(mutexd_client *client, const char *const *reso
     char *body = NULL;
 
     mutexd_result result = check_names(client, resources, count, err);
+    if (result == MUTEXD_OK)
+        result = check_lease_id(lease_id, err);
     if (result != MUTEXD_OK)
         goto out;
-    if (lease_id == NULL) {
-        result = fail(err, MUTEXD_ERR_ARG, "no lease id");
-        goto out;
-    }
     mxc_buf_init(&b, REQUEST_MAX);
     add_names(&b, resources, count, lease_id);
     mxc_buf_str(&b, "}");

@@ -88,13 +88,10 @@ static void error_copy(struct mutexd_error *to, const struct mutexd_error *from)
 __attribute__((format(printf, 2, 3))) static void set_message(struct mutexd_error *err,
                                                               const char *fmt, ...)
 {
-    char text[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(text, sizeof(text), fmt, ap);
+    mxc_error_vmessage(err, fmt, ap);
     va_end(ap);
-    free(err->message);
-    err->message = strdup(text);
 }
 
 /* ---- The clock ---------------------------------------------------------------------------- */
@@ -169,6 +166,13 @@ static void label(const mutexd_lock *l, const struct part *p, char *out, size_t 
                                 l->parts[i].resource);
 }
 
+/* Why no renewal succeeded, for the message of a loss. Under the mutex. */
+static const char *not_renewed(const mutexd_lock *l)
+{
+    return l->last_error[0] != '\0' ? l->last_error
+                                    : "none was tried: the process did not run in time";
+}
+
 /* The earliest deadline passed with no renewal: lost. Under the mutex. */
 static void expire(mutexd_lock *l)
 {
@@ -181,9 +185,7 @@ static void expire(mutexd_lock *l)
             first = i;
     }
     label(l, &l->parts[first], what, sizeof(what));
-    set_message(&err, "no renewal of %s succeeded before its deadline (%s)", what,
-                l->last_error[0] != '\0' ? l->last_error
-                                         : "none was tried: the process did not run in time");
+    set_message(&err, "no renewal of %s succeeded before its deadline (%s)", what, not_renewed(l));
     lose(l, &err);
     mutexd_error_clear(&err);
 }
@@ -205,23 +207,54 @@ static long attempt_ms(const mutexd_lock *l, int64_t ttl_ms, int64_t deadline)
     return t > 1 ? (long)t : 1;
 }
 
+/* The names of the parts, in order, for a call about the set; NULL when memory ran out. The
+ * caller frees the array (not the names). */
+static const char **part_names(const mutexd_lock *l)
+{
+    const char **names = malloc(l->n * sizeof(*names));
+    for (size_t i = 0; names != NULL && i < l->n; i++)
+        names[i] = l->parts[i].resource;
+    return names;
+}
+
+/* What a renewal of the `n` parts from part k answered (r, *err), sent at `sent` and answered
+ * `late` (at the earliest deadline or after), with a lease for each part when r is MUTEXD_OK.
+ * `ttl`: the parts' TTL. Under the mutex. */
+static void renewed(mutexd_lock *l, size_t k, size_t n, mutexd_result r,
+                    const struct mutexd_lease *leases, int64_t ttl, int64_t sent, int late,
+                    struct mutexd_error *err)
+{
+    struct part *p = &l->parts[k];
+    if (r == MUTEXD_OK && late) {
+        /* Answered after the deadline: the loss is final, whatever the answer says. */
+        snprintf(l->last_error, sizeof(l->last_error), "a renewal was answered too late");
+        expire(l);
+    } else if (r == MUTEXD_OK) {
+        for (size_t i = 0; i < n; i++) {
+            p[i].deadline = leases[i].deadline_ms;
+            p[i].due = sent + ttl / 3;
+        }
+        l->last_error[0] = '\0';
+    } else if (r == MUTEXD_LOST) {
+        lose(l, err);
+    } else {
+        if (r == MUTEXD_ERR_NOMEM && err->message == NULL)
+            set_message(err, "out of memory");
+        int64_t again = failed(l, p, err);
+        for (size_t i = 0; i < n; i++)
+            p[i].due = again;
+    }
+}
+
 /* Renews the set, all parts at once. Called and returns under the mutex, which it leaves
  * while the request is out; the parts' names and lease id do not change meanwhile. */
 static void renew_set(mutexd_lock *l)
 {
     int64_t deadline = earliest(l);
     int64_t ttl = l->parts[0].ttl_ms;
-    const char **names = malloc(l->n * sizeof(*names));
+    const char **names = part_names(l);
     struct mutexd_leases set = {0};
     struct mutexd_error err = {0};
-    if (names == NULL) {
-        set_message(&err, "out of memory");
-        l->parts[0].due = failed(l, &l->parts[0], &err);
-        mutexd_error_clear(&err);
-        return;
-    }
-    for (size_t i = 0; i < l->n; i++)
-        names[i] = l->parts[i].resource;
     /* The set as renewing it keeps within its earliest deadline. */
     set.lease_id = strdup(l->parts[0].lease_id);
     set.deadline_ms = deadline;
@@ -229,31 +262,13 @@ static void renew_set(mutexd_lock *l)
     pthread_mutex_unlock(&l->mu);
 
     int64_t sent = now_ms();
-    mutexd_result r = set.lease_id != NULL
+    mutexd_result r = names != NULL && set.lease_id != NULL
                           ? mutexd_renew_many(l->client, names, l->n, set.lease_id, &o, &set, &err)
                           : MUTEXD_ERR_NOMEM;
     int late = now_ms() >= deadline;
 
     pthread_mutex_lock(&l->mu);
-    if (r == MUTEXD_OK && late) {
-        /* Answered after the deadline: the loss is final, whatever the answer says. */
-        snprintf(l->last_error, sizeof(l->last_error), "a renewal was answered too late");
-        expire(l);
-    } else if (r == MUTEXD_OK) {
-        for (size_t i = 0; i < l->n; i++) {
-            l->parts[i].deadline = set.leases[i].deadline_ms;
-            l->parts[i].due = sent + ttl / 3;
-        }
-        l->last_error[0] = '\0';
-    } else if (r == MUTEXD_LOST) {
-        lose(l, &err);
-    } else {
-        if (r == MUTEXD_ERR_NOMEM && err.message == NULL)
-            set_message(&err, "out of memory");
-        int64_t again = failed(l, &l->parts[0], &err);
-        for (size_t i = 0; i < l->n; i++)
-            l->parts[i].due = again;
-    }
+    renewed(l, 0, l->n, r, set.leases, ttl, sent, late, &err);
     mutexd_leases_clear(&set);
     mutexd_error_clear(&err);
     free(names);
@@ -262,7 +277,7 @@ static void renew_set(mutexd_lock *l)
 /* Renews part k of an ordered lock, as renew_set() does the set. */
 static void renew_part(mutexd_lock *l, size_t k)
 {
-    struct part *p = &l->parts[k];
+    const struct part *p = &l->parts[k];
     int64_t deadline = earliest(l);
     struct mutexd_lease lease = {0};
     struct mutexd_error err = {0};
@@ -280,25 +295,12 @@ static void renew_part(mutexd_lock *l, size_t k)
                           ? mutexd_renew(l->client, resource, lease_id, &o, &lease, &err)
                           : MUTEXD_ERR_NOMEM;
     int late = now_ms() >= deadline;
+    /* Of several leases, the one lost is named. */
+    if (r == MUTEXD_LOST && err.message != NULL)
+        set_message(&err, "%s: %s", resource, err.message);
 
     pthread_mutex_lock(&l->mu);
-    p = &l->parts[k];
-    if (r == MUTEXD_OK && late) {
-        snprintf(l->last_error, sizeof(l->last_error), "a renewal was answered too late");
-        expire(l);
-    } else if (r == MUTEXD_OK) {
-        p->deadline = lease.deadline_ms;
-        p->due = sent + ttl / 3;
-        l->last_error[0] = '\0';
-    } else if (r == MUTEXD_LOST) {
-        if (err.message != NULL)
-            set_message(&err, "%s: %s", resource, err.message);
-        lose(l, &err);
-    } else {
-        if (r == MUTEXD_ERR_NOMEM && err.message == NULL)
-            set_message(&err, "out of memory");
-        p->due = failed(l, p, &err);
-    }
+    renewed(l, k, 1, r, &lease, ttl, sent, late, &err);
     mutexd_lease_clear(&lease);
     mutexd_error_clear(&err);
 }
@@ -446,11 +448,9 @@ static void stop(mutexd_lock *l)
 static mutexd_result release_parts(mutexd_lock *l, struct mutexd_error *err)
 {
     if (l->many) {
-        const char **names = malloc(l->n * sizeof(*names));
+        const char **names = part_names(l);
         if (names == NULL)
             return MUTEXD_ERR_NOMEM;
-        for (size_t i = 0; i < l->n; i++)
-            names[i] = l->parts[i].resource;
         mutexd_result r = l->parts[0].taken ? mutexd_release_many(l->client, names, l->n,
                                                                   l->parts[0].lease_id, err)
                                             : MUTEXD_OK;
@@ -724,10 +724,7 @@ mutexd_result mutexd_lock_status(const mutexd_lock *lock, struct mutexd_error *e
         result = MUTEXD_LOST;
     } else if (!holds(lock)) {
         /* Past the deadline, and the thread has not said so yet. */
-        set_message(err, "no renewal succeeded before the lock's deadline (%s)",
-                    lock->last_error[0] != '\0' ? lock->last_error
-                                                : "none was tried: the process did not run in "
-                                                  "time");
+        set_message(err, "no renewal succeeded before the lock's deadline (%s)", not_renewed(lock));
         result = MUTEXD_LOST;
     }
     pthread_mutex_unlock(mutex_of(lock));

@@ -1,6 +1,6 @@
 /*
- * Unit tests of mutexctl's parsing helpers: durations, numbers, the command line, and the
- * exit status of each library result.
+ * Unit tests of mutexctl's parsing helpers: durations, numbers, the command line, the exit
+ * status of each library result, and the names of a set in a message.
  */
 #include "testing.h"
 
@@ -252,6 +252,29 @@ static void exit_statuses_follow_the_documented_table(void **state)
     assert_int_equal(mxctl_exit_status(MUTEXD_ERR_LIMIT_MISMATCH, &e), 3);
 }
 
+/* The names in messages about a set: those the error's answer names, else all of them. */
+static void messages_name_the_resources_an_error_names(void **state)
+{
+    (void)state;
+    const char *set[] = {"a", "b", "c"};
+    char *text = mxctl_join_names(set, 3);
+    assert_string_equal(text, "a, b, c");
+    free(text);
+    text = mxctl_join_names(set, 0);
+    assert_string_equal(text, "");
+    free(text);
+
+    char body[] = "{\"error\":{\"code\":\"lease_lost\",\"resources\":[\"b\",\"c\"]}}";
+    struct mutexd_error e = {.status = 409, .body = body};
+    text = mxctl_error_names(&e, set, 3);
+    assert_string_equal(text, "b, c");
+    free(text);
+    e.body = NULL; /* no answer: the whole set */
+    text = mxctl_error_names(&e, set, 3);
+    assert_string_equal(text, "a, b, c");
+    free(text);
+}
+
 int main(int argc, char **argv);
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(durations_accept_units_and_plain_milliseconds),
@@ -264,5 +287,6 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(run_without_dashdash_starts_the_command_at_its_first_word),
     cmocka_unit_test(a_repeated_option_keeps_every_value),
     cmocka_unit_test(exit_statuses_follow_the_documented_table),
+    cmocka_unit_test(messages_name_the_resources_an_error_names),
 };
 TEST_MAIN(tests)

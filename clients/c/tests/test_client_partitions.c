@@ -196,6 +196,25 @@ static mutexd_client *open_group(struct group *g, int *owner)
     return connect_group(g);
 }
 
+/* The first answer about a resource says the group is partitioned: the client reads the map. */
+static void read_the_map(mutexd_client *c)
+{
+    char name[128];
+    struct mutexd_state s = {0};
+    name_in(name, sizeof(name), "first", 0, 0);
+    assert_int_equal(mutexd_get(c, name, &s, NULL), MUTEXD_OK);
+    mutexd_state_clear(&s);
+}
+
+/* Fails when the servers forwarded any request since forwarded() said `before`; `what`: what
+ * the requests were, for the message. */
+static void none_forwarded(const struct group *g, long before, const char *what)
+{
+    long after = forwarded(g);
+    if (after != before)
+        fail_msg("the servers forwarded %ld %s", after - before, what);
+}
+
 /* Once the client has read the map, acquire, get, watch, renew, break and release of names in
  * every partition reach their owner: no server forwards one. */
 static void requests_go_straight_to_the_partitions_owner(void **state)
@@ -209,10 +228,7 @@ static void requests_go_straight_to_the_partitions_owner(void **state)
     struct mutexd_lease l = {0};
     char name[128];
 
-    /* The first answer about a resource says the group is partitioned: the map is read. */
-    name_in(name, sizeof(name), "first", 0, 0);
-    assert_int_equal(mutexd_get(c, name, &s, &e), MUTEXD_OK);
-
+    read_the_map(c);
     long before = forwarded(&g);
     for (unsigned p = 0; p < PARTITIONS; p++) {
         for (int n = 0; n < 2; n++) {
@@ -232,9 +248,7 @@ static void requests_go_straight_to_the_partitions_owner(void **state)
             }
         }
     }
-    long after = forwarded(&g);
-    if (after != before)
-        fail_msg("the servers forwarded %ld of 192 requests", after - before);
+    none_forwarded(&g, before, "of 192 requests");
     mutexd_lease_clear(&l);
     mutexd_state_clear(&s);
     mutexd_client_free(c);
@@ -300,9 +314,7 @@ static void the_client_follows_a_partition_whose_owner_leaves(void **state)
         assert_int_equal(mutexd_get(c, other, &s, &e), MUTEXD_OK);
     }
     assert_int_equal(mutexd_release(c, l.resource, l.lease_id, &e), MUTEXD_OK);
-    long after = forwarded(&g);
-    if (after != before)
-        fail_msg("the servers forwarded %ld of 13 requests after the move", after - before);
+    none_forwarded(&g, before, "of 13 requests after the move");
     mutexd_error_clear(&e);
     mutexd_lease_clear(&l);
     mutexd_state_clear(&s);
@@ -322,10 +334,9 @@ static void several_resources_go_to_their_partitions_owner(void **state)
     struct mutexd_error e = {0};
     struct mutexd_state s = {0};
     struct mutexd_leases set = {0};
-    char name[128], tag[128];
+    char tag[128];
 
-    name_in(name, sizeof(name), "first", 0, 0);
-    assert_int_equal(mutexd_get(c, name, &s, &e), MUTEXD_OK);
+    read_the_map(c);
 
     /* The sets of every partition acquired, then renewed, then released: each request goes
      * to another partition than the one before. */
@@ -351,9 +362,7 @@ static void several_resources_go_to_their_partitions_owner(void **state)
         assert_int_equal(mutexd_renew_many(c, sets[p], 2, ids[p], NULL, &set, &e), MUTEXD_OK);
     for (unsigned p = 0; p < PARTITIONS; p++)
         assert_int_equal(mutexd_release_many(c, sets[p], 2, ids[p], &e), MUTEXD_OK);
-    long after = forwarded(&g);
-    if (after != before)
-        fail_msg("the servers forwarded %ld of 48 requests about sets", after - before);
+    none_forwarded(&g, before, "of 48 requests about sets");
 
     /* Three names of three partitions, of different owners. */
     char x[128], y[128], z[128];
@@ -387,9 +396,7 @@ static void several_resources_go_to_their_partitions_owner(void **state)
         assert_int_equal(mutexd_get(c, spread[i], &s, &e), MUTEXD_OK);
         assert_false(s.held);
     }
-    after = forwarded(&g);
-    if (after != before)
-        fail_msg("the servers forwarded %ld requests of the ordered helper", after - before);
+    none_forwarded(&g, before, "requests of the ordered helper");
     mutexd_error_clear(&e);
     mutexd_state_clear(&s);
     mutexd_leases_clear(&set);

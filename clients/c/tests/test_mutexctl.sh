@@ -883,28 +883,36 @@ stubborn_ready() {
     wait_for test -s "$1.grandchild" && wait_for test -s "$1.child"
 }
 
-test_run_stops_the_group_when_the_lease_is_broken() {
-    local ttl_ms=1500 grace_ms=1000
-    "$M" run lost --ttl "${ttl_ms}ms" --grace "${grace_ms}ms" -- sh -c "$stubborn" "$tmp/s" \
-        >"$tmp/out" 2>"$tmp/err" &
-    local runner=$!
+# run_stubborn ARGS...: `mutexctl run ARGS... -- <the stubborn script>` in the background
+# (stdout and stderr in $tmp/out and $tmp/err), once the script is ready. Sets runner, child
+# and grandchild, which the caller declares local.
+run_stubborn() {
+    "$M" run "$@" -- sh -c "$stubborn" "$tmp/s" >"$tmp/out" 2>"$tmp/err" &
+    runner=$!
     bg_pids+=("$runner")
     stubborn_ready "$tmp/s" || fail "the command started"
-    local child grandchild
     child=$(cat "$tmp/s.child")
     grandchild=$(cat "$tmp/s.grandchild")
-    sleep 0.3
+}
+
+# break_stubborn RESOURCE TTL_MS GRACE_MS: breaks the lease on RESOURCE under run_stubborn's
+# command, and checks that run stops the command's whole group in time: SIGTERM first, then
+# SIGKILL once the grace is over, within TTL/3 + grace (and 1.5 s) of the break. rc: run's
+# exit status.
+break_stubborn() {
+    local ttl_ms=$2 grace_ms=$3
     # t0 before the break: the runner may see the lease lost (and send SIGTERM) before the
     # break command itself has exited, so a t0 taken after it can be late by its exit time.
     local t0 t1
     t0=$(now_ms)
-    "$M" break lost >/dev/null
-    wait_for gone "$child" "$grandchild" || fail "the command's group outlived the lease"
+    "$M" break "$1" >/dev/null
+    if ! wait_for gone "$child" "$grandchild"; then
+        fail "the command's group outlived the lease"
+        kill -KILL "$child" "$grandchild" 2>/dev/null # so that the runner ends
+    fi
     t1=$(now_ms)
     wait "$runner"
     rc=$?
-    expect_rc 1 "run whose lease was broken"
-    expect_err "the lease on lost is lost (lease_lost)" "run says the lease is lost"
     grep -q term "$tmp/s.log" 2>/dev/null || fail "the group got SIGTERM before SIGKILL"
     local took=$((t1 - t0)) most=$((ttl_ms / 3 + grace_ms + 1500))
     echo "group stopped ${took} ms after the break (TTL/3 + grace = $((ttl_ms / 3 + grace_ms)) ms)"
@@ -912,16 +920,18 @@ test_run_stops_the_group_when_the_lease_is_broken() {
     [ "$took" -ge "$grace_ms" ] || fail "SIGKILL came ${took} ms after the break, before the grace"
 }
 
+test_run_stops_the_group_when_the_lease_is_broken() {
+    local runner child grandchild
+    run_stubborn lost --ttl 1500ms --grace 1000ms
+    sleep 0.3
+    break_stubborn lost 1500 1000
+    expect_rc 1 "run whose lease was broken"
+    expect_err "the lease on lost is lost (lease_lost)" "run says the lease is lost"
+}
+
 test_run_stops_the_group_when_renewals_fail() {
-    local ttl_ms=1500 grace_ms=500
-    "$M" run unreachable --ttl "${ttl_ms}ms" --grace "${grace_ms}ms" --timeout 1s -- \
-        sh -c "$stubborn" "$tmp/s" >"$tmp/out" 2>"$tmp/err" &
-    local runner=$!
-    bg_pids+=("$runner")
-    stubborn_ready "$tmp/s" || fail "the command started"
-    local child grandchild
-    child=$(cat "$tmp/s.child")
-    grandchild=$(cat "$tmp/s.grandchild")
+    local ttl_ms=1500 grace_ms=500 runner child grandchild
+    run_stubborn unreachable --ttl "${ttl_ms}ms" --grace "${grace_ms}ms" --timeout 1s
     # The server stops answering: every renewal times out.
     touch "$tmp/stopped"
     kill -STOP "$MUTEXD_SERVER_PID"
@@ -1240,34 +1250,13 @@ test_run_several_environment_and_held() {
 # The set's lease on one resource broken: the command's whole group is stopped, as for one
 # lease, and the other lease of the set is released.
 test_run_several_stops_the_group_when_one_lease_is_broken() {
-    local ttl_ms=1500 grace_ms=1000
-    "$M" run --resource lost/a --resource lost/b --ttl "${ttl_ms}ms" --grace "${grace_ms}ms" -- \
-        sh -c "$stubborn" "$tmp/s" >"$tmp/out" 2>"$tmp/err" &
-    local runner=$!
-    bg_pids+=("$runner")
-    stubborn_ready "$tmp/s" || fail "the command started"
-    local child grandchild
-    child=$(cat "$tmp/s.child")
-    grandchild=$(cat "$tmp/s.grandchild")
+    local runner child grandchild
+    run_stubborn --resource lost/a --resource lost/b --ttl 1500ms --grace 1000ms
     sleep 0.3
     "$M" status lost/a | grep -q "^state: *held$" || fail "lost/a is held while the command runs"
-    local t0 t1
-    t0=$(now_ms)
-    "$M" break lost/b >/dev/null
-    if ! wait_for gone "$child" "$grandchild"; then
-        fail "the command's group outlived the set's lease"
-        kill -KILL "$child" "$grandchild" 2>/dev/null # so that the runner ends
-    fi
-    t1=$(now_ms)
-    wait "$runner"
-    rc=$?
+    break_stubborn lost/b 1500 1000
     expect_rc 1 "run whose set lost a lease"
     expect_err "the lease on lost/b is lost (lease_lost)" "run names the lease of the set lost"
-    grep -q term "$tmp/s.log" 2>/dev/null || fail "the group got SIGTERM before SIGKILL"
-    local took=$((t1 - t0)) most=$((ttl_ms / 3 + grace_ms + 1500))
-    echo "group stopped ${took} ms after the break (TTL/3 + grace = $((ttl_ms / 3 + grace_ms)) ms)"
-    [ "$took" -le "$most" ] || fail "the group was stopped ${took} ms after the break, over $most"
-    [ "$took" -ge "$grace_ms" ] || fail "SIGKILL came ${took} ms after the break, before the grace"
     m status lost/a
     expect_out "^state: *free$" "the lease of the set still held is released"
 }
