@@ -31,6 +31,7 @@ from ._types import (
     _optional_position,
     check_position,
     later,
+    resource_list,
     to_ms,
 )
 from ._version import __version__
@@ -115,25 +116,11 @@ def _lease_ref(lease: Any, lease_id: Optional[str]) -> tuple[str, str]:
         raise TypeError("expected a Lease or a resource name, not %r" % (lease,)) from None
 
 
-def _resource_list(resources: Any) -> list[str]:
-    """The names of a request about several resources, as a list (the server checks the
-    rest: 2 to 64, each once)."""
-    if isinstance(resources, (str, bytes)):
-        raise TypeError("resources must be a list of names, not one %s" % type(resources).__name__)
-    names = list(resources)
-    if not names:
-        raise ValueError("no resource named")
-    for name in names:
-        if not isinstance(name, str):
-            raise TypeError("a resource must be a str, not %s" % type(name).__name__)
-    return names
-
-
 def _leases_ref(leases: Any, lease_id: Optional[str]) -> tuple[list[str], str]:
     """(resources, lease_id) from Lease-like objects of one lease id (or a
     :class:`HeldLeases`), or from names and a lease id."""
     if lease_id is not None:
-        return _resource_list(leases), lease_id
+        return resource_list(leases), lease_id
     if isinstance(leases, (str, bytes)):
         raise TypeError("give Leases, or resource names and their lease_id")
     items = list(leases)
@@ -604,6 +591,64 @@ class Client:
             deadline, names[0],
         )
 
+    def _acquire(
+        self,
+        post: Callable[[dict[str, Any], float], Response],
+        body: dict[str, Any],
+        owner: Optional[str],
+        ttl: Optional[Duration],
+        wait: Duration,
+        lease_id: Optional[str],
+        metadata: Optional[Mapping[str, Any]],
+        limit: Optional[int],
+        shared: bool,
+    ) -> tuple[Any, float]:
+        """What :meth:`acquire` and :meth:`acquire_many` share: the fields of the request
+        (after those ``body`` has), the request (``post(body, timeout)``), and then the
+        answer's body and the ``time.monotonic()`` the leases' time runs from."""
+        body["owner"] = default_owner() if owner is None else owner
+        body["lease_id"] = str(uuid.uuid4()) if lease_id is None else lease_id
+        if ttl is not None:
+            body["ttl_ms"] = to_ms(ttl, "ttl")
+        wait_ms = to_ms(wait, "wait")
+        if wait_ms:
+            body["wait_ms"] = wait_ms
+        if metadata is not None:
+            body["metadata"] = dict(metadata)
+        # Sent only when asked for: a server without semaphores rejects unknown fields, and
+        # without them the request means what it always meant.
+        if limit is not None:
+            if isinstance(limit, bool) or not isinstance(limit, int):
+                raise TypeError("limit must be an int, not %r" % (limit,))
+            body["limit"] = limit
+        if not isinstance(shared, bool):
+            raise TypeError("shared must be a bool, not %r" % (shared,))
+        if shared:
+            body["shared"] = True
+        sent = time.monotonic()
+        resp = post(body, self.timeout + wait_ms / 1000.0)
+        # The lease's time runs from the grant: at the latest when the request was sent,
+        # or, after a wait in the queue, when the answer arrived.
+        return resp.body, (sent if not wait_ms else time.monotonic())
+
+    @staticmethod
+    def _renew(
+        post: Callable[[dict[str, Any]], Response],
+        body: dict[str, Any],
+        ttl: Optional[Duration],
+        metadata: Optional[Mapping[str, Any]],
+    ) -> tuple[Any, float]:
+        """What :meth:`renew` and :meth:`renew_many` share: the optional fields of the
+        request (after those ``body`` has), the request (``post(body)``), and then the
+        answer's body and the ``time.monotonic()`` it was sent at (the leases' time runs
+        from then)."""
+        if ttl is not None:
+            body["ttl_ms"] = to_ms(ttl, "ttl")
+        if metadata is not None:
+            body["metadata"] = dict(metadata)
+        sent = time.monotonic()
+        return post(body).body, sent
+
     # -- leases -----------------------------------------------------------------------
 
     def acquire(
@@ -652,33 +697,11 @@ class Client:
             InvalidRequest: a bad name, TTL, wait, owner, lease id, metadata or limit,
                 or ``shared`` with a ``limit`` other than 1.
         """
-        body: dict[str, Any] = {
-            "owner": default_owner() if owner is None else owner,
-            "lease_id": str(uuid.uuid4()) if lease_id is None else lease_id,
-        }
-        if ttl is not None:
-            body["ttl_ms"] = to_ms(ttl, "ttl")
-        wait_ms = to_ms(wait, "wait")
-        if wait_ms:
-            body["wait_ms"] = wait_ms
-        if metadata is not None:
-            body["metadata"] = dict(metadata)
-        # Sent only when asked for: a server without semaphores rejects unknown fields, and
-        # without them the request means what it always meant.
-        if limit is not None:
-            if isinstance(limit, bool) or not isinstance(limit, int):
-                raise TypeError("limit must be an int, not %r" % (limit,))
-            body["limit"] = limit
-        if not isinstance(shared, bool):
-            raise TypeError("shared must be a bool, not %r" % (shared,))
-        if shared:
-            body["shared"] = True
-        sent = time.monotonic()
-        resp = self._post(resource, "acquire", body, self.timeout + wait_ms / 1000.0)
-        # The lease's time runs from the grant: at the latest when the request was sent,
-        # or, after a wait in the queue, when the answer arrived.
-        base = sent if not wait_ms else time.monotonic()
-        return self._parse(lambda: Lease.from_json(resp.body, base))  # type: ignore[no-any-return]
+        answer, base = self._acquire(
+            lambda body, timeout: self._post(resource, "acquire", body, timeout),
+            {}, owner, ttl, wait, lease_id, metadata, limit, shared,
+        )
+        return self._parse(lambda: Lease.from_json(answer, base))  # type: ignore[no-any-return]
 
     def renew(
         self,
@@ -705,14 +728,11 @@ class Client:
             LeaseLost: the lease is no longer the resource's.
         """
         resource, lid = _lease_ref(lease, lease_id)
-        body: dict[str, Any] = {"lease_id": lid}
-        if ttl is not None:
-            body["ttl_ms"] = to_ms(ttl, "ttl")
-        if metadata is not None:
-            body["metadata"] = dict(metadata)
-        sent = time.monotonic()
-        resp = self._post(resource, "renew", body, timeout, deadline)
-        return self._parse(lambda: Lease.from_json(resp.body, sent))  # type: ignore[no-any-return]
+        answer, sent = self._renew(
+            lambda body: self._post(resource, "renew", body, timeout, deadline),
+            {"lease_id": lid}, ttl, metadata,
+        )
+        return self._parse(lambda: Lease.from_json(answer, sent))  # type: ignore[no-any-return]
 
     def release(
         self,
@@ -785,31 +805,12 @@ class Client:
                 it. Nothing was granted.
             LimitMismatch, TooManyWaiters, InvalidRequest: as :meth:`acquire`.
         """
-        names = _resource_list(resources)
-        body: dict[str, Any] = {
-            "resources": names,
-            "owner": default_owner() if owner is None else owner,
-            "lease_id": str(uuid.uuid4()) if lease_id is None else lease_id,
-        }
-        if ttl is not None:
-            body["ttl_ms"] = to_ms(ttl, "ttl")
-        wait_ms = to_ms(wait, "wait")
-        if wait_ms:
-            body["wait_ms"] = wait_ms
-        if metadata is not None:
-            body["metadata"] = dict(metadata)
-        if limit is not None:
-            if isinstance(limit, bool) or not isinstance(limit, int):
-                raise TypeError("limit must be an int, not %r" % (limit,))
-            body["limit"] = limit
-        if not isinstance(shared, bool):
-            raise TypeError("shared must be a bool, not %r" % (shared,))
-        if shared:
-            body["shared"] = True
-        sent = time.monotonic()
-        resp = self._post_many("acquire", names, body, self.timeout + wait_ms / 1000.0)
-        base = sent if not wait_ms else time.monotonic()
-        return self._parse_many(resp.body, names, base)
+        names = resource_list(resources)
+        answer, base = self._acquire(
+            lambda body, timeout: self._post_many("acquire", names, body, timeout),
+            {"resources": names}, owner, ttl, wait, lease_id, metadata, limit, shared,
+        )
+        return self._parse_many(answer, names, base)
 
     def renew_many(
         self,
@@ -834,14 +835,11 @@ class Client:
                 names them. The others WERE renewed.
         """
         names, lid = _leases_ref(leases, lease_id)
-        body: dict[str, Any] = {"resources": names, "lease_id": lid}
-        if ttl is not None:
-            body["ttl_ms"] = to_ms(ttl, "ttl")
-        if metadata is not None:
-            body["metadata"] = dict(metadata)
-        sent = time.monotonic()
-        resp = self._post_many("renew", names, body, timeout, deadline)
-        return self._parse_many(resp.body, names, sent)
+        answer, sent = self._renew(
+            lambda body: self._post_many("renew", names, body, timeout, deadline),
+            {"resources": names, "lease_id": lid}, ttl, metadata,
+        )
+        return self._parse_many(answer, names, sent)
 
     def release_many(
         self,
@@ -1187,7 +1185,7 @@ class Client:
         :meth:`lock_ordered`.
         """
         return MultiLock(
-            self, _resource_list(resources), ttl=ttl, wait=wait, owner=owner,
+            self, resource_list(resources), ttl=ttl, wait=wait, owner=owner,
             metadata=metadata, limit=limit, shared=shared,
         )
 

@@ -11,11 +11,11 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, Generic, Optional, TypeVar, Union
+from typing import Any, Generic, Optional, Protocol, TypeVar, Union
 
 from ._errors import LeaseExpired, LeaseLost, MutexdError, TransportError
 from ._ops import LeaseOps, MultiLeaseOps
-from ._types import Duration, Lease, to_ms
+from ._types import Duration, Lease, resource_list, to_ms
 
 __all__ = ["HeldLease", "Lock", "HeldLeases", "MultiLock", "OrderedLeases", "OrderedLock"]
 
@@ -50,35 +50,108 @@ class _ClockedEvent(threading.Event):
 
 
 class _LostEvent(_ClockedEvent):
-    """The ``lost`` event: also set by asking it after the lease's deadline has passed."""
+    """The ``lost`` event: also set by asking it once its holder's clock says so (a lease's
+    deadline has passed; of :class:`OrderedLeases`, any of its leases')."""
 
-    def __init__(self, held: "_KeptAlive") -> None:
+    def __init__(self, holder: "_Losable") -> None:
         super().__init__()
-        self._held = held
+        self._holder = holder
 
     def _due(self) -> bool:
-        return self._held._expire_if_due()
+        return self._holder._lost_due()
 
 
-class _KeptAlive:
+def _call_back(callbacks: list[Callable[[], Any]]) -> None:
+    """Calls the ``on_lost`` callbacks, each whatever the others do."""
+    for callback in callbacks:
+        try:
+            callback()
+        except Exception:  # a callback's failure must not stop the others
+            log.exception("on_lost callback failed")
+
+
+class _Losable:
+    """What :class:`HeldLease`, :class:`HeldLeases` and :class:`OrderedLeases` share:
+    ``lost`` and ``error``, :meth:`on_lost`, :meth:`check` and ``expires_in``. A subclass
+    gives :attr:`deadline`, says when the clock makes ``lost`` due (:meth:`_lost_due`), and
+    how to release."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._callbacks: list[Callable[[], Any]] = []
+        self.lost: threading.Event = _LostEvent(self)
+        self.error: Optional[BaseException] = None
+
+    @property
+    def deadline(self) -> float:
+        raise NotImplementedError
+
+    def _lost_due(self) -> bool:
+        """Declares the loss if the clock says so; True when it is lost."""
+        raise NotImplementedError
+
+    def release(self) -> bool:
+        """Stops renewing and gives the lease (or leases) back; True when the server took
+        them back."""
+        raise NotImplementedError
+
+    @property
+    def expires_in(self) -> float:
+        """Seconds left until :attr:`deadline` (0 once passed or lost)."""
+        if self.lost.is_set():
+            return 0.0
+        return max(0.0, self.deadline - time.monotonic())
+
+    def check(self) -> None:
+        """Raises :attr:`error` (:class:`LeaseLost` or :class:`LeaseExpired`) if the lease
+        (of several: any of them) is lost or its deadline has passed (on the clock, now:
+        whether or not a renewal has been tried since); call it before every action the
+        lease must guard."""
+        if self.lost.is_set():
+            assert self.error is not None
+            raise self.error
+
+    def on_lost(self, callback: Callable[[], Any]) -> None:
+        """Calls ``callback()`` (from the thread that detects it) when the lease (of
+        several: the first of them) is lost, right after ``lost`` is set; at once if it is
+        lost already."""
+        with self._cond:
+            if not self._is_lost():
+                self._callbacks.append(callback)
+                return
+        callback()
+
+    def _is_lost(self) -> bool:
+        return threading.Event.is_set(self.lost)
+
+    def _lose(self, error: Optional[BaseException]) -> list[Callable[[], Any]]:
+        """Sets ``error`` and ``lost`` (with ``_cond`` held, once): returns the callbacks
+        to call, after ``_cond`` is let go, with :func:`_call_back`."""
+        self.error = error
+        self.lost.set()
+        callbacks, self._callbacks = self._callbacks, []
+        return callbacks
+
+
+_K = TypeVar("_K", bound="_KeptAlive")
+
+
+class _KeptAlive(_Losable):
     """What :class:`HeldLease` and :class:`HeldLeases` share: the renewing thread, the
-    deadline watchdog, ``lost`` and its checks. A subclass says how to renew
-    (:meth:`_send_renewal`), what to keep of the answer (:meth:`_take`), and how to name
-    what it holds in messages."""
+    deadline watchdog, the loss by the deadline, and the release. A subclass says how to
+    renew (:meth:`_send_renewal`), what to keep of the answer (:meth:`_take`), and how to
+    name what it holds in messages."""
 
     def __init__(self, client: Any, ttl: float, deadline: float, expires_in: float) -> None:
+        super().__init__()
         self._client = client
         self._ttl = ttl
         self._margin = safety_margin(ttl)
         self._deadline = deadline - self._margin
         self._base = deadline - expires_in
-        self._cond = threading.Condition()
         self._stopped = False
-        self._callbacks: list[Callable[[], Any]] = []
         self._threads: list[threading.Thread] = []
         self._inflight: Optional[float] = None  # when the renewal under way was sent
-        self.lost: threading.Event = _LostEvent(self)
-        self.error: Optional[BaseException] = None
         self.last_error: Optional[BaseException] = None
         self.renewals = 0
 
@@ -115,25 +188,7 @@ class _KeptAlive:
         with self._cond:
             return self._deadline
 
-    @property
-    def expires_in(self) -> float:
-        """Seconds left until :attr:`deadline` (0 once passed or lost)."""
-        if self.lost.is_set():
-            return 0.0
-        return max(0.0, self.deadline - time.monotonic())
-
-    def check(self) -> None:
-        """Raises :attr:`error` (:class:`LeaseLost` or :class:`LeaseExpired`) if the lease
-        is lost or its deadline has passed (on the clock, now: whether or not a renewal
-        has been tried since); call it before every action the lease must guard."""
-        if self.lost.is_set():
-            assert self.error is not None
-            raise self.error
-
-    def _is_lost(self) -> bool:
-        return threading.Event.is_set(self.lost)
-
-    def _expire_if_due(self) -> bool:
+    def _lost_due(self) -> bool:
         """Declares the lease lost if its deadline has passed; True when it is lost."""
         with self._cond:
             if self._is_lost():
@@ -156,23 +211,21 @@ class _KeptAlive:
             "no renewal of %s succeeded before its deadline (%s)" % (self._what(), why)
         ))
 
-    def on_lost(self, callback: Callable[[], Any]) -> None:
-        """Calls ``callback()`` (from the thread that detects it) when the lease is lost,
-        right after ``lost`` is set; at once if it is lost already."""
-        with self._cond:
-            if not self._is_lost():
-                self._callbacks.append(callback)
-                return
-        callback()
-
-    def release(self) -> bool:
-        """Stops renewing and gives the lease (or leases) back; True when the server took
-        them back."""
-        raise NotImplementedError
+    def _released(self, send: Callable[[], Any]) -> bool:
+        """The release, once renewing has stopped: ``send()``, best effort (True when the
+        server released what it names; never raises a client error)."""
+        try:
+            send()
+        except LeaseLost:
+            return False
+        except MutexdError as exc:
+            log.warning("releasing %s failed: %s", self._what(), exc)
+            return False
+        return True
 
     # -- keeping it alive ----------------------------------------------------------------
 
-    def start(self) -> Any:
+    def start(self: _K) -> _K:
         """Starts the renewing thread and the deadline watchdog."""
         for name, target in (("renew", self._renew_loop), ("deadline", self._watchdog)):
             t = threading.Thread(
@@ -186,16 +239,10 @@ class _KeptAlive:
         with self._cond:
             if self._is_lost() or self._stopped:
                 return
-            self.error = error
-            self.lost.set()
-            callbacks, self._callbacks = self._callbacks, []
+            callbacks = self._lose(error)
             self._cond.notify_all()
         log.warning("%s (%s) lost: %s", self._label(), self._tokens(), error)
-        for callback in callbacks:
-            try:
-                callback()
-            except Exception:  # a callback's failure must not stop the others
-                log.exception("on_lost callback failed")
+        _call_back(callbacks)
 
     def _watchdog(self) -> None:
         with self._cond:
@@ -364,11 +411,6 @@ class HeldLease(_KeptAlive):
             " lost" if self.lost.is_set() else "",
         )
 
-    def start(self) -> "HeldLease":
-        """Starts the renewing thread and the deadline watchdog."""
-        super().start()
-        return self
-
     # -- the renewal -------------------------------------------------------------------
 
     def _send_renewal(self, timeout: float, deadline: float) -> Lease:
@@ -401,17 +443,64 @@ class HeldLease(_KeptAlive):
         self.stop(self._client.timeout)
         if lost_by_answer:
             return False
-        try:
-            self._client.release(self.resource, self.lease_id)
-        except LeaseLost:
-            return False
-        except MutexdError as exc:
-            log.warning("releasing the lease on %s failed: %s", self.resource, exc)
-            return False
-        return True
+        return self._released(lambda: self._client.release(self.resource, self.lease_id))
 
 
-class HeldLeases(_KeptAlive):
+class _Named(Protocol):
+    """A lease (a :class:`Lease` or a :class:`HeldLease`), as :class:`_Several` reads it."""
+
+    @property
+    def resource(self) -> str: ...
+
+    @property
+    def fencing_token(self) -> int: ...
+
+
+_Item = TypeVar("_Item", bound=_Named)
+
+
+class _Several(Generic[_Item]):
+    """What :class:`HeldLeases` and :class:`OrderedLeases` share: their leases by name or
+    place, in the order of ``resources``, and their fencing tokens. A subclass gives the
+    leases (:meth:`_items`)."""
+
+    lost: threading.Event
+
+    def _items(self) -> Sequence[_Item]:
+        raise NotImplementedError
+
+    @property
+    def fencing_tokens(self) -> dict[str, int]:
+        """Each resource's fencing token, by name (a renewal keeps them)."""
+        return {item.resource: item.fencing_token for item in self._items()}
+
+    def __getitem__(self, key: Union[str, int]) -> _Item:
+        """The lease on the resource named ``key``, or the ``key``-th (in the order of
+        ``resources``)."""
+        items = self._items()
+        if isinstance(key, str):
+            for item in items:
+                if item.resource == key:
+                    return item
+            raise KeyError(key)
+        return items[key]
+
+    def __iter__(self) -> Iterator[_Item]:
+        return iter(self._items())
+
+    def __len__(self) -> int:
+        return len(self._items())
+
+    def __repr__(self) -> str:
+        return "<%s %s%s>" % (
+            type(self).__name__,
+            " ".join("%s token=%d" % (item.resource, item.fencing_token)
+                     for item in self._items()),
+            " lost" if self.lost.is_set() else "",
+        )
+
+
+class HeldLeases(_KeptAlive, _Several[Lease]):
     """Leases on several resources, taken at once under one lease id
     (:meth:`Client.lock_many`), that a background thread keeps renewing as a set, with one
     request for all of them, until :meth:`release`.
@@ -473,38 +562,8 @@ class HeldLeases(_KeptAlive):
     def ttl(self) -> float:
         return min(lease.ttl for lease in self.leases)
 
-    @property
-    def fencing_tokens(self) -> dict[str, int]:
-        """Each resource's fencing token, by name (a renewal keeps them)."""
-        return {lease.resource: lease.fencing_token for lease in self.leases}
-
-    def __getitem__(self, key: Union[str, int]) -> Lease:
-        """The lease on the resource named ``key``, or the ``key``-th of the set."""
-        leases = self.leases
-        if isinstance(key, str):
-            for lease in leases:
-                if lease.resource == key:
-                    return lease
-            raise KeyError(key)
-        return leases[key]
-
-    def __iter__(self) -> Iterator[Lease]:
-        return iter(self.leases)
-
-    def __len__(self) -> int:
-        return len(self._names)
-
-    def __repr__(self) -> str:
-        return "<HeldLeases %s%s>" % (
-            " ".join("%s token=%d" % (lease.resource, lease.fencing_token)
-                     for lease in self.leases),
-            " lost" if self.lost.is_set() else "",
-        )
-
-    def start(self) -> "HeldLeases":
-        """Starts the renewing thread and the deadline watchdog."""
-        super().start()
-        return self
+    def _items(self) -> list[Lease]:
+        return self.leases
 
     # -- the renewal -------------------------------------------------------------------
 
@@ -536,23 +595,17 @@ class HeldLeases(_KeptAlive):
         leases the set still holds, and answers ``lease_lost`` for the others.
         """
         self.stop(self._client.timeout)
-        try:
-            self._client.release_many(self._names, self.lease_id)
-        except LeaseLost:
-            return False
-        except MutexdError as exc:
-            log.warning("releasing %s failed: %s", self._what(), exc)
-            return False
-        return True
+        return self._released(lambda: self._client.release_many(self._names, self.lease_id))
 
 
-_Held = TypeVar("_Held", bound=_KeptAlive)
+_Held = TypeVar("_Held", bound=_Losable)
 
 
 class _HeldLock(Generic[_Held]):
-    """What :class:`Lock` and :class:`MultiLock` share: the options of the acquire, a
-    proposed lease id given back when the acquire's answer was lost, and the release on
-    leaving the ``with`` block."""
+    """What :class:`Lock`, :class:`MultiLock` and :class:`OrderedLock` share: the options
+    of the acquire, the ``with`` block that holds what it takes and releases it on
+    leaving; and, unless a subclass takes otherwise (:meth:`_hold`), a proposed lease id
+    given back when the acquire's answer was lost."""
 
     _again = ""  # the call that makes a new one, for the error of a second `with`
 
@@ -574,6 +627,28 @@ class _HeldLock(Generic[_Held]):
         self.shared = shared
         self.held: Optional[_Held] = None
 
+    def _options(self, **given: Any) -> dict[str, Any]:
+        """The options of the acquire, as keyword arguments; ``given`` replaces some."""
+        options: dict[str, Any] = dict(
+            ttl=self.ttl, wait=self.wait, owner=self.owner, metadata=self.metadata,
+            limit=self.limit, shared=self.shared,
+        )
+        options.update(given)
+        return options
+
+    def _hold(self) -> _Held:
+        """Acquires and starts holding what was granted."""
+        lease_id = str(uuid.uuid4())
+        try:
+            return self._take(lease_id)
+        except TransportError:
+            # The grant may have happened without its answer reaching us: give it back.
+            try:
+                self._give_back(lease_id)
+            except MutexdError:
+                pass
+            raise
+
     def _take(self, lease_id: str) -> _Held:
         """Acquires with `lease_id` and starts holding what was granted."""
         raise NotImplementedError
@@ -587,18 +662,8 @@ class _HeldLock(Generic[_Held]):
     def __enter__(self) -> _Held:
         if self.held is not None:
             raise RuntimeError("this lock is held already; call %s again" % self._again)
-        lease_id = str(uuid.uuid4())
-        try:
-            held = self._take(lease_id)
-        except TransportError:
-            # The grant may have happened without its answer reaching us: give it back.
-            try:
-                self._give_back(lease_id)
-            except MutexdError:
-                pass
-            raise
-        self.held = held
-        return held
+        self.held = self._hold()
+        return self.held
 
     def __exit__(self, *exc: object) -> None:
         held, self.held = self.held, None
@@ -633,10 +698,7 @@ class Lock(_HeldLock[HeldLease]):
         self.resource = resource
 
     def _take(self, lease_id: str) -> HeldLease:
-        lease = self._client.acquire(
-            self.resource, owner=self.owner, ttl=self.ttl, wait=self.wait,
-            lease_id=lease_id, metadata=self.metadata, limit=self.limit, shared=self.shared,
-        )
+        lease = self._client.acquire(self.resource, lease_id=lease_id, **self._options())
         return HeldLease(self._client, lease).start()
 
     def _give_back(self, lease_id: str) -> None:
@@ -670,10 +732,7 @@ class MultiLock(_HeldLock[HeldLeases]):
         self.resources = list(resources)
 
     def _take(self, lease_id: str) -> HeldLeases:
-        leases = self._client.acquire_many(
-            self.resources, owner=self.owner, ttl=self.ttl, wait=self.wait,
-            lease_id=lease_id, metadata=self.metadata, limit=self.limit, shared=self.shared,
-        )
+        leases = self._client.acquire_many(self.resources, lease_id=lease_id, **self._options())
         return HeldLeases(self._client, leases).start()
 
     def _give_back(self, lease_id: str) -> None:
@@ -683,20 +742,7 @@ class MultiLock(_HeldLock[HeldLeases]):
         return "the leases on " + ", ".join(self.resources)
 
 
-class _AnyLostEvent(_ClockedEvent):
-    """The ``lost`` event of :class:`OrderedLeases`: also set by asking it once any of its
-    leases' deadline has passed."""
-
-    def __init__(self, group: "OrderedLeases") -> None:
-        super().__init__()
-        self._group = group
-
-    def _due(self) -> bool:
-        # Asking each lease sets it when its deadline passed, and its loss sets this one.
-        return any(held.lost.is_set() for held in self._group.held)
-
-
-class OrderedLeases:
+class OrderedLeases(_Losable, _Several[HeldLease]):
     """The leases of :meth:`Client.lock_ordered`: one :class:`HeldLease` per resource,
     each with its own lease id, renewed on its own, taken one by one in name order.
 
@@ -709,26 +755,24 @@ class OrderedLeases:
     """
 
     def __init__(self, held: Sequence[HeldLease]) -> None:
+        super().__init__()
         self.held: tuple[HeldLease, ...] = tuple(held)
-        self._lock = threading.Lock()
-        self._callbacks: list[Callable[[], Any]] = []
-        self.lost: threading.Event = _AnyLostEvent(self)
-        self.error: Optional[BaseException] = None
         for one in self.held:
             one.on_lost(lambda one=one: self._lost(one))  # type: ignore[misc]
 
     def _lost(self, one: HeldLease) -> None:
-        with self._lock:
-            if threading.Event.is_set(self.lost):
+        with self._cond:
+            if self._is_lost():
                 return
-            self.error = one.error
-            self.lost.set()
-            callbacks, self._callbacks = self._callbacks, []
-        for callback in callbacks:
-            try:
-                callback()
-            except Exception:  # a callback's failure must not stop the others
-                log.exception("on_lost callback failed")
+            callbacks = self._lose(one.error)
+        _call_back(callbacks)
+
+    def _lost_due(self) -> bool:
+        # Asking each lease sets it when its deadline passed, and its loss sets this one.
+        return any(held.lost.is_set() for held in self.held)
+
+    def _items(self) -> tuple[HeldLease, ...]:
+        return self.held
 
     @property
     def resources(self) -> tuple[str, ...]:
@@ -736,58 +780,9 @@ class OrderedLeases:
         return tuple(one.resource for one in self.held)
 
     @property
-    def fencing_tokens(self) -> dict[str, int]:
-        """Each resource's fencing token, by name."""
-        return {one.resource: one.fencing_token for one in self.held}
-
-    @property
     def deadline(self) -> float:
         """The earliest :attr:`HeldLease.deadline` of the leases."""
         return min(one.deadline for one in self.held)
-
-    @property
-    def expires_in(self) -> float:
-        """Seconds left until :attr:`deadline` (0 once passed or lost)."""
-        if self.lost.is_set():
-            return 0.0
-        return max(0.0, self.deadline - time.monotonic())
-
-    def check(self) -> None:
-        """Raises :attr:`error` if any lease is lost or past its deadline (on the clock,
-        now); call it before every action the leases must guard."""
-        if self.lost.is_set():
-            assert self.error is not None
-            raise self.error
-
-    def on_lost(self, callback: Callable[[], Any]) -> None:
-        """Calls ``callback()`` once, when the first of the leases is lost; at once if
-        one is lost already."""
-        with self._lock:
-            if not threading.Event.is_set(self.lost):
-                self._callbacks.append(callback)
-                return
-        callback()
-
-    def __getitem__(self, key: Union[str, int]) -> HeldLease:
-        """The lease on the resource named ``key``, or the ``key``-th taken."""
-        if isinstance(key, str):
-            for one in self.held:
-                if one.resource == key:
-                    return one
-            raise KeyError(key)
-        return self.held[key]
-
-    def __iter__(self) -> Iterator[HeldLease]:
-        return iter(self.held)
-
-    def __len__(self) -> int:
-        return len(self.held)
-
-    def __repr__(self) -> str:
-        return "<OrderedLeases %s%s>" % (
-            " ".join("%s token=%d" % (one.resource, one.fencing_token) for one in self.held),
-            " lost" if self.lost.is_set() else "",
-        )
 
     def release(self) -> bool:
         """Stops renewing and releases every lease, in the reverse of the order taken,
@@ -798,9 +793,11 @@ class OrderedLeases:
         return done
 
 
-class OrderedLock:
+class OrderedLock(_HeldLock[OrderedLeases]):
     """The context manager of :meth:`Client.lock_ordered`; ``with`` gives an
     :class:`OrderedLeases`."""
+
+    _again = "client.lock_ordered()"
 
     def __init__(
         self,
@@ -814,42 +811,25 @@ class OrderedLock:
         limit: Optional[int] = None,
         shared: bool = False,
     ) -> None:
-        if isinstance(resources, str):
-            raise TypeError("resources must be a list of names, not one str")
-        names = list(resources)
-        if not names:
-            raise ValueError("no resource named")
-        for name in names:
-            if not isinstance(name, str):
-                raise TypeError("a resource must be a str, not %s" % type(name).__name__)
+        names = resource_list(resources)
         if len(set(names)) != len(names):
             raise ValueError("a resource is named twice: each resource once")
+        super().__init__(ttl=ttl, wait=wait, owner=owner, metadata=metadata, limit=limit,
+                         shared=shared)
         self._client = client
         # Byte order of the names (the API's names are ASCII: str order), the same in every
         # client, so that two processes taking overlapping sets never wait on each other
         # in a circle.
         self.resources = sorted(names, key=lambda n: n.encode("utf-8"))
-        self.ttl = ttl
-        self.wait = wait
-        self.owner = owner
-        self.metadata = metadata
-        self.limit = limit
-        self.shared = shared
-        self.held: Optional[OrderedLeases] = None
 
-    def __enter__(self) -> OrderedLeases:
-        if self.held is not None:
-            raise RuntimeError("this lock is held already; call client.lock_ordered() again")
+    def _hold(self) -> OrderedLeases:
         # ``wait`` bounds the whole: each lock waits for what is left of it.
         end = time.monotonic() + to_ms(self.wait, "wait") / 1000.0
         taken: list[HeldLease] = []
         try:
             for name in self.resources:
-                lock = Lock(
-                    self._client, name, ttl=self.ttl,
-                    wait=max(0.0, round(end - time.monotonic(), 3)), owner=self.owner,
-                    metadata=self.metadata, limit=self.limit, shared=self.shared,
-                )
+                lock = Lock(self._client, name, **self._options(
+                    wait=max(0.0, round(end - time.monotonic(), 3))))
                 taken.append(lock.__enter__())
         except BaseException:
             # What was taken is given back, the last taken first.
@@ -859,14 +839,7 @@ class OrderedLock:
                 except Exception:
                     log.exception("releasing the lease on %s failed", one.resource)
             raise
-        self.held = OrderedLeases(taken)
-        return self.held
+        return OrderedLeases(taken)
 
-    def __exit__(self, *exc: object) -> None:
-        held, self.held = self.held, None
-        if held is None:
-            return
-        try:
-            held.release()
-        except Exception:  # never hide the body's exception
-            log.exception("releasing the leases on %s failed", ", ".join(self.resources))
+    def _what(self) -> str:
+        return "the leases on " + ", ".join(self.resources)

@@ -104,6 +104,20 @@ def check_position(value: Any, name: str) -> None:
         raise ValueError("%s must be a non-negative int, or a position (str)" % name)
 
 
+def resource_list(resources: Any) -> list[str]:
+    """The names of a request about several resources, as a list (the server checks the
+    rest: 2 to 64, each once)."""
+    if isinstance(resources, (str, bytes)):
+        raise TypeError("resources must be a list of names, not one %s" % type(resources).__name__)
+    names = list(resources)
+    if not names:
+        raise ValueError("no resource named")
+    for name in names:
+        if not isinstance(name, str):
+            raise TypeError("a resource must be a str, not %s" % type(name).__name__)
+    return names
+
+
 def _metadata(value: Any) -> Optional[dict[str, Any]]:
     return value if isinstance(value, dict) else None
 
