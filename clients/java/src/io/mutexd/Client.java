@@ -32,6 +32,9 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.BiFunction;
+import java.util.function.Consumer;
+import java.util.function.Function;
 import java.util.function.Supplier;
 import javax.net.ssl.SSLContext;
 import javax.net.ssl.TrustManagerFactory;
@@ -879,7 +882,7 @@ public final class Client implements AutoCloseable {
         return d.plusNanos(500_000).toMillis();
     }
 
-    private static <T> T read(Response r, java.util.function.Function<Map<String, Object>, T> f) {
+    private static <T> T read(Response r, Function<Map<String, Object>, T> f) {
         try {
             return f.apply(r.body);
         } catch (RuntimeException e) {
@@ -899,17 +902,27 @@ public final class Client implements AutoCloseable {
      * @throws TooManyWaitersException the queue is full
      */
     public Grant acquire(String resource, AcquireOptions o) {
+        return sendAcquire(resource, resourcePath(resource) + "/acquire", null, o, Grant::from);
+    }
+
+    /**
+     * Sends an acquire (of several resources, when {@code resources} is not {@code null}) about
+     * {@code about} to {@code path}, and decodes its answer with {@code decode}, given when the
+     * leases' time runs from.
+     */
+    private <T> T sendAcquire(String about, String path, List<String> resources, AcquireOptions o,
+            BiFunction<Map<String, Object>, Long, T> decode) {
         if (o == null) {
             o = new AcquireOptions();
         }
-        Map<String, Object> body = acquireBody(o, null);
+        Map<String, Object> body = acquireBody(o, resources);
         Duration wait = o.wait != null ? o.wait : Duration.ZERO;
         long sent = System.nanoTime();
-        Response r = sendAbout(resource, "POST", resourcePath(resource) + "/acquire", body, timeout.plus(wait), 0);
+        Response r = sendAbout(about, "POST", path, body, timeout.plus(wait), 0);
         // The lease's time runs from the grant: at the latest when the request was sent, or,
         // after a wait in the queue, when the answer arrived.
         long base = wait.isZero() ? sent : System.nanoTime();
-        return read(r, m -> Grant.from(m, base));
+        return read(r, m -> decode.apply(m, base));
     }
 
     /** The body of an acquire (of several resources, when {@code resources} is not {@code null}). */
@@ -960,7 +973,18 @@ public final class Client implements AutoCloseable {
      * {@link System#nanoTime()} value; 0: none).
      */
     public Grant renew(String resource, String leaseId, Duration ttl, Object metadata, Duration limit, long deadline) {
+        Map<String, Object> body = renewBody(null, leaseId, ttl, metadata);
+        long sent = System.nanoTime();
+        Response r = sendAbout(resource, "POST", resourcePath(resource) + "/renew", body, limit, deadline);
+        return read(r, m -> Grant.from(m, sent));
+    }
+
+    /** The body of a renewal (of several resources, when {@code resources} is not {@code null}). */
+    private static Map<String, Object> renewBody(List<String> resources, String leaseId, Duration ttl, Object metadata) {
         Map<String, Object> body = new LinkedHashMap<>();
+        if (resources != null) {
+            body.put("resources", resources);
+        }
         body.put("lease_id", leaseId);
         if (ttl != null) {
             body.put("ttl_ms", ms(ttl));
@@ -968,9 +992,7 @@ public final class Client implements AutoCloseable {
         if (metadata != null) {
             body.put("metadata", metadata);
         }
-        long sent = System.nanoTime();
-        Response r = sendAbout(resource, "POST", resourcePath(resource) + "/renew", body, limit, deadline);
-        return read(r, m -> Grant.from(m, sent));
+        return body;
     }
 
     /**
@@ -1057,16 +1079,8 @@ public final class Client implements AutoCloseable {
      * @throws TooManyWaitersException as {@link #acquire}
      */
     public List<Grant> acquireMany(List<String> resources, AcquireOptions o) {
-        if (o == null) {
-            o = new AcquireOptions();
-        }
         List<String> names = names(resources);
-        Map<String, Object> body = acquireBody(o, names);
-        Duration wait = o.wait != null ? o.wait : Duration.ZERO;
-        long sent = System.nanoTime();
-        Response r = sendAbout(names.get(0), "POST", "/v1/acquire", body, timeout.plus(wait), 0);
-        long base = wait.isZero() ? sent : System.nanoTime();
-        return read(r, m -> grants(m, names, base));
+        return sendAcquire(names.get(0), "/v1/acquire", names, o, (m, base) -> grants(m, names, base));
     }
 
     /**
@@ -1090,15 +1104,7 @@ public final class Client implements AutoCloseable {
     public List<Grant> renewMany(List<String> resources, String leaseId, Duration ttl, Object metadata, Duration limit,
             long deadline) {
         List<String> names = names(resources);
-        Map<String, Object> body = new LinkedHashMap<>();
-        body.put("resources", names);
-        body.put("lease_id", leaseId);
-        if (ttl != null) {
-            body.put("ttl_ms", ms(ttl));
-        }
-        if (metadata != null) {
-            body.put("metadata", metadata);
-        }
+        Map<String, Object> body = renewBody(names, leaseId, ttl, metadata);
         long sent = System.nanoTime();
         Response r = sendAbout(names.get(0), "POST", "/v1/renew", body, limit, deadline);
         return read(r, m -> grants(m, names, sent));
@@ -1207,18 +1213,26 @@ public final class Client implements AutoCloseable {
      * us), the proposed lease is released, best effort, before the error is thrown.
      */
     public Lease lock(String resource, LockOptions o) {
+        return hold(acquireOwn(o, a -> acquire(resource, a), leaseId -> releaseQuietly(resource, leaseId)));
+    }
+
+    /**
+     * Acquires with {@code acquire}, given {@code o}'s options and a new lease id; when it got
+     * no usable answer, or was interrupted (the grant may have happened without its answer
+     * reaching us), gives the lease id's leases back with {@code giveBack} before the error is
+     * thrown.
+     */
+    private <T> T acquireOwn(LockOptions o, Function<AcquireOptions, T> acquire, Consumer<String> giveBack) {
         if (o == null) {
             o = new LockOptions();
         }
         String leaseId = newLeaseId();
-        Grant g;
         try {
-            g = acquire(resource, o.acquireOptions(leaseId));
+            return acquire.apply(o.acquireOptions(leaseId));
         } catch (TransportException | CancelledException e) {
-            releaseQuietly(resource, leaseId);
+            giveBack.accept(leaseId);
             throw e;
         }
-        return hold(g);
     }
 
     /** As {@link #lock}, in the background: cancelling the future hangs up (the server drops the waiter). */
@@ -1256,18 +1270,8 @@ public final class Client implements AutoCloseable {
      * error is thrown.
      */
     public LeaseSet lockMany(List<String> resources, LockOptions o) {
-        if (o == null) {
-            o = new LockOptions();
-        }
-        String leaseId = newLeaseId();
-        List<Grant> gs;
-        try {
-            gs = acquireMany(resources, o.acquireOptions(leaseId));
-        } catch (TransportException | CancelledException e) {
-            releaseManyQuietly(resources, leaseId);
-            throw e;
-        }
-        return LeaseSet.hold(this, gs);
+        return LeaseSet.hold(this,
+                acquireOwn(o, a -> acquireMany(resources, a), leaseId -> releaseManyQuietly(resources, leaseId)));
     }
 
     /**
@@ -1330,16 +1334,7 @@ public final class Client implements AutoCloseable {
             }
         } catch (RuntimeException e) {
             for (int i = taken.size() - 1; i >= 0; i--) {
-                boolean interrupted = Thread.interrupted();
-                try {
-                    taken.get(i).close();
-                } catch (MutexdException x) {
-                    // best effort
-                } finally {
-                    if (interrupted) {
-                        Thread.currentThread().interrupt();
-                    }
-                }
+                uninterrupted(taken.get(i)::close); // best effort
             }
             throw e;
         }
@@ -1348,25 +1343,29 @@ public final class Client implements AutoCloseable {
 
     /** Gives back leases that may have been granted, whatever the thread's interrupt status. */
     void releaseManyQuietly(List<String> resources, String leaseId) {
-        boolean interrupted = Thread.interrupted();
         try {
-            releaseMany(resources, leaseId);
-        } catch (MutexdException | IllegalArgumentException e) {
+            uninterrupted(() -> releaseMany(resources, leaseId));
+        } catch (IllegalArgumentException e) {
             // best effort
-        } finally {
-            if (interrupted) {
-                Thread.currentThread().interrupt();
-            }
         }
     }
 
     /** Gives back a lease that may have been granted, whatever the thread's interrupt status. */
     void releaseQuietly(String resource, String leaseId) {
+        uninterrupted(() -> release(resource, leaseId)); // best effort
+    }
+
+    /**
+     * Runs {@code call} with this thread's interrupt status cleared (and set again after, if
+     * it was); returns the {@link MutexdException} it threw, or {@code null}.
+     */
+    static MutexdException uninterrupted(Runnable call) {
         boolean interrupted = Thread.interrupted();
         try {
-            release(resource, leaseId);
+            call.run();
+            return null;
         } catch (MutexdException e) {
-            // best effort
+            return e;
         } finally {
             if (interrupted) {
                 Thread.currentThread().interrupt();
@@ -1447,16 +1446,7 @@ public final class Client implements AutoCloseable {
                         byItself = false;
                     }
                 } finally {
-                    boolean interrupted = Thread.interrupted();
-                    try {
-                        lease.close();
-                    } catch (MutexdException e) {
-                        // best effort: it runs out by itself
-                    } finally {
-                        if (interrupted) {
-                            Thread.currentThread().interrupt();
-                        }
-                    }
+                    uninterrupted(lease::close); // best effort: it runs out by itself
                 }
                 if (byItself) {
                     pause(stop, o.retryInterval);
@@ -1483,7 +1473,7 @@ public final class Client implements AutoCloseable {
     }
 
     /** Runs a call on a thread of its own; cancelling the future interrupts it. */
-    private static <T> CompletableFuture<T> async(Supplier<T> call, java.util.function.Consumer<T> undo) {
+    private static <T> CompletableFuture<T> async(Supplier<T> call, Consumer<T> undo) {
         Thread[] runner = new Thread[1];
         CompletableFuture<T> f = new CompletableFuture<>() {
             @Override

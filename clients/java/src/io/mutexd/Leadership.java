@@ -15,7 +15,7 @@ public final class Leadership {
     Leadership(Lease lease, CompletableFuture<?> stop) {
         this.lease = lease;
         this.stop = stop;
-        this.stopped = CompletableFuture.anyOf(lease.lostFuture(), stop);
+        this.stopped = CompletableFuture.anyOf(lease.loss().future(), stop);
     }
 
     /** The fencing token of this term: pass it to what the leader writes to. */

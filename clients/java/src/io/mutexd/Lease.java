@@ -1,7 +1,6 @@
 package io.mutexd;
 
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ScheduledExecutorService;
@@ -53,7 +52,7 @@ public final class Lease implements AutoCloseable {
     private final long token;
     private final long margin;
     private final long ttlNanos;
-    private final CompletableFuture<MutexdException> lost = new CompletableFuture<>();
+    private final Loss loss = new Loss();
     /** What is held, in messages: "lease on jobs/x", or the leases of a {@link LeaseSet}. */
     private final String label;
     /** How it is renewed and released: its resource's calls, or (the core of a {@link LeaseSet}) the set's. */
@@ -71,20 +70,18 @@ public final class Lease implements AutoCloseable {
     private Grant grant;
     private long deadline; // nanoTime: the last answer's deadline, less the margin
     private long base; // nanoTime: when the last successful renewal (or the acquire) was sent
-    private MutexdException error;
     private MutexdException lastError;
     private long inflight; // nanoTime when the renewal under way was sent; 0: none
     private boolean inflightSet;
     private int renewals;
     private boolean stopped;
-    private boolean released;
-    private MutexdException releaseError;
-    private final List<Consumer<MutexdException>> listeners = new ArrayList<>();
     private Thread renewer;
     private ScheduledFuture<?> timer;
 
     Lease(Client client, Grant g) {
-        this(client, g, "lease on " + g.resource(), null, null, false);
+        this(client, g, "lease on " + g.resource(),
+                (limit, deadline) -> client.renew(g.resource(), g.leaseId(), null, null, limit, deadline),
+                () -> client.release(g.resource(), g.leaseId()), false);
     }
 
     Lease(Client client, Grant g, String label, Renewal renewal, Runnable releaseCall, boolean releaseLost) {
@@ -142,9 +139,7 @@ public final class Lease implements AutoCloseable {
      */
     public boolean isHeld() {
         expireIfDue();
-        synchronized (this) {
-            return error == null && !released;
-        }
+        return loss.held();
     }
 
     /**
@@ -154,22 +149,13 @@ public final class Lease implements AutoCloseable {
      */
     public void check() {
         expireIfDue();
-        synchronized (this) {
-            if (error != null) {
-                throw error;
-            }
-            if (released) {
-                throw new IllegalStateException("the lease on " + resource + " was released");
-            }
-        }
+        loss.check(() -> "the lease on " + resource + " was released");
     }
 
     /** Why the lease was lost, or {@code null} while it is not. */
     public MutexdException error() {
         expireIfDue();
-        synchronized (this) {
-            return error;
-        }
+        return loss.error();
     }
 
     /**
@@ -179,25 +165,18 @@ public final class Lease implements AutoCloseable {
      */
     public CompletableFuture<MutexdException> lost() {
         expireIfDue();
-        return lost.copy();
+        return loss.future().copy();
     }
 
-    CompletableFuture<MutexdException> lostFuture() {
-        return lost;
+    /** How the lease is lost and released: its {@link Leadership}, and a {@link LeaseSet} of its core, go by it too. */
+    Loss loss() {
+        return loss;
     }
 
     /** Calls {@code listener} (from the thread that detects it) right after the lease is lost; at once if it is already. */
     public void onLost(Consumer<MutexdException> listener) {
         expireIfDue();
-        MutexdException e;
-        synchronized (this) {
-            if (error == null) {
-                listeners.add(listener);
-                return;
-            }
-            e = error;
-        }
-        listener.accept(e);
+        loss.onLost(listener);
     }
 
     /** The deadline on {@link System#nanoTime()}: when the lease ends unless renewed, less the safety margin. */
@@ -237,7 +216,7 @@ public final class Lease implements AutoCloseable {
         List<Consumer<MutexdException>> call;
         MutexdException e;
         synchronized (this) {
-            if (error != null || stopped || System.nanoTime() - deadline < 0) {
+            if (loss.error() != null || stopped || System.nanoTime() - deadline < 0) {
                 return;
             }
             String why;
@@ -253,17 +232,15 @@ public final class Lease implements AutoCloseable {
                     + " succeeded before its deadline (" + why + ")", lastError);
             call = setLost(e);
         }
-        notifyLost(call, e);
+        loss.signal(call, e);
     }
 
     /** Marks the lease lost (this is locked); returns the listeners to call. */
     private List<Consumer<MutexdException>> setLost(MutexdException e) {
-        if (error != null || stopped) {
+        List<Consumer<MutexdException>> call = stopped ? null : loss.lose(e, false);
+        if (call == null) { // stopped, or lost already
             return List.of();
         }
-        error = e;
-        List<Consumer<MutexdException>> call = new ArrayList<>(listeners);
-        listeners.clear();
         if (timer != null) {
             timer.cancel(false);
         }
@@ -271,20 +248,6 @@ public final class Lease implements AutoCloseable {
             renewer.interrupt();
         }
         return call;
-    }
-
-    private void notifyLost(List<Consumer<MutexdException>> call, MutexdException e) {
-        if (call.isEmpty() && lost.isDone()) {
-            return;
-        }
-        lost.complete(e);
-        for (Consumer<MutexdException> f : call) {
-            try {
-                f.accept(e);
-            } catch (RuntimeException x) {
-                // a listener's failure is its own
-            }
-        }
     }
 
     private void renewLoop() {
@@ -298,17 +261,17 @@ public final class Lease implements AutoCloseable {
             long sent;
             long dl;
             synchronized (this) {
-                while (!stopped && error == null && next - System.nanoTime() > 0) {
+                while (!stopped && loss.error() == null && next - System.nanoTime() > 0) {
                     long w = next - System.nanoTime();
                     try {
                         TimeUnit.NANOSECONDS.timedWait(this, w);
                     } catch (InterruptedException e) {
-                        if (stopped || error != null) {
+                        if (stopped || loss.error() != null) {
                             return;
                         }
                     }
                 }
-                if (stopped || error != null) {
+                if (stopped || loss.error() != null) {
                     return;
                 }
                 sent = System.nanoTime();
@@ -324,8 +287,7 @@ public final class Lease implements AutoCloseable {
             Grant g = null;
             MutexdException err = null;
             try {
-                g = renewal != null ? renewal.renew(Duration.ofNanos(limit), dl)
-                        : client.renew(resource, leaseId, null, null, Duration.ofNanos(limit), dl);
+                g = renewal.renew(Duration.ofNanos(limit), dl);
             } catch (CancelledException e) {
                 Thread.interrupted();
                 return; // stopped or lost meanwhile
@@ -336,7 +298,7 @@ public final class Lease implements AutoCloseable {
             synchronized (this) {
                 inflightSet = false;
                 Thread.interrupted(); // an interrupt that came after the answer
-                if (stopped || error != null) {
+                if (stopped || loss.error() != null) {
                     return; // lost is final, even if this renewal crossed the deadline
                 }
                 if (err instanceof LeaseLostException) {
@@ -364,7 +326,7 @@ public final class Lease implements AutoCloseable {
             if (call == null) {
                 expireIfDue();
             } else {
-                notifyLost(call, err);
+                loss.signal(call, err);
             }
             return;
         }
@@ -407,46 +369,17 @@ public final class Lease implements AutoCloseable {
      */
     public void release() {
         expireIfDue();
-        MutexdException lostWith;
-        synchronized (this) {
-            if (released) {
-                if (releaseError != null) {
-                    throw releaseError;
-                }
-                return;
-            }
-            released = true;
-            lostWith = error;
-        }
-        stop();
-        MutexdException err = null;
-        if (lostWith instanceof LeaseLostException) {
-            err = lostWith;
-        }
-        if (err == null || releaseLost) {
-            boolean interrupted = Thread.interrupted();
-            try {
-                if (releaseCall != null) {
-                    releaseCall.run();
-                } else {
-                    client.release(resource, leaseId);
-                }
-            } catch (MutexdException e) {
+        loss.release(lostWith -> {
+            stop();
+            MutexdException err = lostWith instanceof LeaseLostException ? lostWith : null;
+            if (err == null || releaseLost) {
+                MutexdException e = Client.uninterrupted(releaseCall);
                 if (err == null) {
                     err = e; // after a lease_lost answer, lease_lost again for the lost ones: the others are released
                 }
-            } finally {
-                if (interrupted) {
-                    Thread.currentThread().interrupt();
-                }
             }
-        }
-        synchronized (this) {
-            releaseError = err;
-        }
-        if (err != null) {
-            throw err;
-        }
+            return err;
+        });
     }
 
     /**
@@ -455,10 +388,7 @@ public final class Lease implements AutoCloseable {
      */
     @Override
     public void close() {
-        boolean wasLost;
-        synchronized (this) {
-            wasLost = error != null;
-        }
+        boolean wasLost = loss.error() != null;
         try {
             release();
         } catch (LeaseLostException e) {

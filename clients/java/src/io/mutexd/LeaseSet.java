@@ -33,13 +33,10 @@ public final class LeaseSet implements AutoCloseable {
     private final Lease core;
     private List<Grant> grants; // guarded by this: the last answers
 
-    // lockOrdered: a lease of its own per resource.
+    // The leases renewed: lockMany's core, or lockOrdered's, one of its own per resource.
     private final List<Lease> parts;
-    private final CompletableFuture<MutexdException> lost = new CompletableFuture<>();
-    private final List<Consumer<MutexdException>> listeners = new ArrayList<>(); // guarded by this
-    private MutexdException error; // guarded by this
-    private boolean released; // guarded by this
-    private MutexdException releaseError; // guarded by this
+    // How the set is lost and released: its core's (lockMany), or its own (lockOrdered).
+    private final Loss loss;
 
     private LeaseSet(List<String> names, Map<String, Long> tokens, String leaseId, Lease core, List<Grant> grants,
             List<Lease> parts) {
@@ -49,6 +46,7 @@ public final class LeaseSet implements AutoCloseable {
         this.core = core;
         this.grants = grants;
         this.parts = parts;
+        this.loss = core != null ? core.loss() : new Loss();
     }
 
     /** The granted leases of one lease id, kept alive as a set (lockMany). */
@@ -69,7 +67,7 @@ public final class LeaseSet implements AutoCloseable {
             }
             return combined(renewed);
         }, () -> client.releaseMany(ns, id), true);
-        LeaseSet s = new LeaseSet(ns, Map.copyOf(tokens), id, core, List.copyOf(gs), null);
+        LeaseSet s = new LeaseSet(ns, Map.copyOf(tokens), id, core, List.copyOf(gs), List.of(core));
         self[0] = s;
         core.start();
         return s;
@@ -107,30 +105,13 @@ public final class LeaseSet implements AutoCloseable {
 
     /** One lease of an ordered set was lost: the set is. */
     private void partLost(MutexdException e) {
-        List<Consumer<MutexdException>> call;
-        synchronized (this) {
-            if (error != null || released) {
-                return;
-            }
-            error = e;
-            call = new ArrayList<>(listeners);
-            listeners.clear();
-        }
-        lost.complete(e);
-        for (Consumer<MutexdException> f : call) {
-            try {
-                f.accept(e);
-            } catch (RuntimeException x) {
-                // a listener's failure is its own
-            }
+        List<Consumer<MutexdException>> call = loss.lose(e, true);
+        if (call != null) {
+            loss.signal(call, e);
         }
     }
 
     private void expireIfDue() {
-        if (core != null) {
-            core.expireIfDue();
-            return;
-        }
         for (Lease l : parts) {
             l.expireIfDue();
         }
@@ -181,13 +162,8 @@ public final class LeaseSet implements AutoCloseable {
 
     /** Whether every lease of the set is held: not lost (compared with the clock now) and not released. */
     public boolean isHeld() {
-        if (core != null) {
-            return core.isHeld();
-        }
         expireIfDue();
-        synchronized (this) {
-            return error == null && !released;
-        }
+        return loss.held();
     }
 
     /**
@@ -201,59 +177,29 @@ public final class LeaseSet implements AutoCloseable {
             return;
         }
         expireIfDue();
-        synchronized (this) {
-            if (error != null) {
-                throw error;
-            }
-            if (released) {
-                throw new IllegalStateException("the " + this + " were released");
-            }
-        }
+        loss.check(() -> "the " + this + " were released");
     }
 
     /** Why the set was lost, or {@code null} while it is not. */
     public MutexdException error() {
-        if (core != null) {
-            return core.error();
-        }
         expireIfDue();
-        synchronized (this) {
-            return error;
-        }
+        return loss.error();
     }
 
     /** Completes, with why, the moment the set is lost; never if it is released first. A copy. */
     public CompletableFuture<MutexdException> lost() {
-        if (core != null) {
-            return core.lost();
-        }
         expireIfDue();
-        return lost.copy();
+        return loss.future().copy();
     }
 
     /** Calls {@code listener} (from the thread that detects it) right after the set is lost; at once if it is already. */
     public void onLost(Consumer<MutexdException> listener) {
-        if (core != null) {
-            core.onLost(listener);
-            return;
-        }
         expireIfDue();
-        MutexdException e;
-        synchronized (this) {
-            if (error == null) {
-                listeners.add(listener);
-                return;
-            }
-            e = error;
-        }
-        listener.accept(e);
+        loss.onLost(listener);
     }
 
     /** The earliest deadline of the leases on {@link System#nanoTime()}, less the safety margin. */
     public long deadlineNanos() {
-        if (core != null) {
-            return core.deadlineNanos();
-        }
         long d = parts.get(0).deadlineNanos();
         for (Lease l : parts) {
             if (l.deadlineNanos() - d < 0) {
@@ -273,9 +219,6 @@ public final class LeaseSet implements AutoCloseable {
 
     /** How many renewals of the set succeeded ({@link Client#lockOrdered}: the fewest of its leases'). */
     public int renewals() {
-        if (core != null) {
-            return core.renewals();
-        }
         int n = Integer.MAX_VALUE;
         for (Lease l : parts) {
             n = Math.min(n, l.renewals());
@@ -285,12 +228,10 @@ public final class LeaseSet implements AutoCloseable {
 
     /** The last failed renewal's error ({@code null} after a success; lockOrdered: the first lease's that has one). */
     public MutexdException lastError() {
-        if (core != null) {
-            return core.lastError();
-        }
         for (Lease l : parts) {
-            if (l.lastError() != null) {
-                return l.lastError();
+            MutexdException e = l.lastError();
+            if (e != null) {
+                return e;
             }
         }
         return null;
@@ -298,10 +239,6 @@ public final class LeaseSet implements AutoCloseable {
 
     /** Stops renewing, without releasing, and waits for the renewing threads to end. */
     public void stop() {
-        if (core != null) {
-            core.stop();
-            return;
-        }
         for (Lease l : parts) {
             l.stop();
         }
@@ -320,31 +257,19 @@ public final class LeaseSet implements AutoCloseable {
             core.release();
             return;
         }
-        synchronized (this) {
-            if (released) {
-                if (releaseError != null) {
-                    throw releaseError;
-                }
-                return;
-            }
-            released = true;
-        }
-        MutexdException first = null;
-        for (int i = parts.size() - 1; i >= 0; i--) {
-            try {
-                parts.get(i).release();
-            } catch (MutexdException e) {
-                if (first == null) {
-                    first = e;
+        loss.release(lostWith -> {
+            MutexdException first = null;
+            for (int i = parts.size() - 1; i >= 0; i--) {
+                try {
+                    parts.get(i).release();
+                } catch (MutexdException e) {
+                    if (first == null) {
+                        first = e;
+                    }
                 }
             }
-        }
-        synchronized (this) {
-            releaseError = first;
-        }
-        if (first != null) {
-            throw first;
-        }
+            return first;
+        });
     }
 
     /**
