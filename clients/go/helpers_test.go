@@ -192,3 +192,129 @@ func server(t testing.TB, args ...string) *testserver.Server {
 	t.Helper()
 	return testserver.Start(t, args...)
 }
+
+// held is what a *mutexd.Lease and a *mutexd.LeaseSet share, for the checks of a lock
+// written once for both.
+type held interface {
+	Done() <-chan struct{}
+	Err() error
+	Held() bool
+	Deadline() time.Time
+	Remaining() time.Duration
+	Renewals() int
+	LastErr() error
+	Release(ctx context.Context) error
+}
+
+// heldFor checks h every quarter of a second for four TTLs: held, not lost, with at most
+// a TTL left, and check (given the time since the start); then that it was renewed.
+func heldFor(t testing.TB, h held, ttl time.Duration, check func(elapsed time.Duration)) {
+	t.Helper()
+	start := time.Now()
+	for time.Since(start) < 4*ttl {
+		time.Sleep(250 * time.Millisecond)
+		if !h.Held() || h.Err() != nil {
+			t.Fatalf("lost: %v", h.Err())
+		}
+		if r := h.Remaining(); r <= 0 || r > ttl {
+			t.Fatalf("remaining %v", r)
+		}
+		select {
+		case <-h.Done():
+			t.Fatal("done")
+		default:
+		}
+		check(time.Since(start))
+	}
+	if n := h.Renewals(); n < 9 {
+		t.Fatalf("%d renewals in %v", n, 4*ttl)
+	}
+}
+
+// releasedTwice checks h once released: neither held nor lost, and a second Release
+// returns the first one's result (nil).
+func releasedTwice(t testing.TB, ctx context.Context, h held) {
+	t.Helper()
+	if h.Held() || h.Err() != nil || h.Remaining() != 0 {
+		t.Fatal("released, it is neither held nor lost")
+	}
+	if err := h.Release(ctx); err != nil {
+		t.Fatalf("a second release: %v", err)
+	}
+}
+
+// grantedOnRelease has first released in 0.6 s and checks that lock, waiting for it, is
+// granted then, with a deadline counted from the grant, not from the request sent before
+// the wait. It returns what lock took, released at the end of the test.
+func grantedOnRelease(t testing.TB, ctx context.Context, first *mutexd.Lease, lock func() (held, error)) held {
+	t.Helper()
+	go func() {
+		time.Sleep(600 * time.Millisecond)
+		_ = first.Release(context.Background())
+	}()
+	start := time.Now()
+	h, err := lock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.Release(ctx) })
+	if took := time.Since(start); took < 400*time.Millisecond || took > 3*time.Second {
+		t.Fatalf("granted after %v", took)
+	}
+	if r := h.Remaining(); r < lockTTL-300*time.Millisecond {
+		t.Fatalf("remaining %v", r)
+	}
+	return h
+}
+
+// lostWhenBroken breaks the lease on resource, one of h's (of lockTTL), and checks that h
+// is lost by lease_lost at its next renewal, at most a third of the TTL away.
+func lostWhenBroken(t testing.TB, ctx context.Context, other *mutexd.Client, resource string, h held) {
+	t.Helper()
+	time.Sleep(200 * time.Millisecond)
+	if broken, err := other.Break(ctx, resource, &mutexd.BreakOptions{Reason: "test"}); err != nil || !broken {
+		t.Fatal(broken, err)
+	}
+	brokenAt := time.Now()
+	select {
+	case <-h.Done():
+	case <-time.After(lockTTL/3 + 700*time.Millisecond):
+		t.Fatal("Done did not close")
+	}
+	if took := time.Since(brokenAt); took > lockTTL/3+700*time.Millisecond {
+		t.Fatalf("after %v", took)
+	}
+	mustIs(t, h.Err(), mutexd.ErrLeaseLost)
+	if h.Held() || h.Remaining() != 0 {
+		t.Fatal("still held")
+	}
+}
+
+// lostAtItsDeadline kills s once h (of lockTTL) was renewed, and checks that h, whose
+// renewals then fail (refused) and are tried again until its deadline, counted from the
+// last successful renewal on the monotonic clock, is lost then and not before: by
+// ErrLeaseExpired, the last error a transport error.
+func lostAtItsDeadline(t testing.TB, s *testserver.Server, h held) {
+	t.Helper()
+	within(t, 2*time.Second, "a renewal", func() bool { return h.Renewals() >= 1 })
+	deadline := h.Deadline()
+	s.Kill()
+	if time.Until(deadline) > lockTTL {
+		t.Fatal("the deadline is past the TTL")
+	}
+	select {
+	case <-h.Done():
+		t.Fatalf("lost %v before the deadline: %v", time.Until(deadline), h.Err())
+	case <-time.After(time.Until(deadline) - 150*time.Millisecond):
+	}
+	select {
+	case <-h.Done():
+	case <-time.After(lockTTL):
+		t.Fatal("Done did not close")
+	}
+	if late := time.Since(deadline); late < 0 || late > 500*time.Millisecond {
+		t.Fatalf("lost %v after the deadline", late)
+	}
+	mustIs(t, h.Err(), mutexd.ErrLeaseExpired)
+	mustIs(t, h.LastErr(), mutexd.ErrTransport)
+}

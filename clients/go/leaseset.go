@@ -29,14 +29,8 @@ type LeaseSet struct {
 	grants []Grant // the last answers
 
 	// LockOrdered: a lease of its own per resource.
-	parts    []*Lease
-	mu       sync.Mutex
-	lost     bool
-	err      error
-	released bool
-	relErr   error
-	onLost   []func()
-	done     chan struct{}
+	parts []*Lease
+	holding
 }
 
 // LockMany acquires a lease on every one of resources (2 to 64 names, each once), all at
@@ -60,23 +54,8 @@ type LeaseSet struct {
 // When the acquire got no usable answer, the proposed leases are released, best effort,
 // before the error is returned.
 func (c *Client) LockMany(ctx context.Context, resources []string, opts *LockOptions) (*LeaseSet, error) {
-	var o LockOptions
-	if opts != nil {
-		o = *opts
-	}
-	if o.TTL == 0 {
-		o.TTL = DefaultTTL
-	}
-	leaseID := NewLeaseID()
-	gs, err := c.AcquireMany(ctx, resources, &AcquireOptions{Owner: o.Owner, TTL: o.TTL, Wait: o.Wait,
-		LeaseID: leaseID, Metadata: o.Metadata, Limit: o.Limit, Shared: o.Shared})
+	gs, err := c.lock(ctx, resources, true, opts)
 	if err != nil {
-		if errors.Is(err, ErrTransport) || errors.Is(err, context.Canceled) ||
-			errors.Is(err, context.DeadlineExceeded) {
-			ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
-			_ = c.ReleaseMany(ctx, resources, leaseID)
-			cancel()
-		}
 		return nil, err
 	}
 	return c.holdMany(gs), nil
@@ -165,9 +144,7 @@ func (c *Client) LockOrdered(ctx context.Context, resources []string, opts *Lock
 	parts := make([]*Lease, 0, len(names))
 	giveBack := func() {
 		for i := len(parts) - 1; i >= 0; i-- {
-			ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
-			_ = parts[i].Release(ctx)
-			cancel()
+			c.quietly(parts[i].Release)
 		}
 	}
 	for _, name := range names {
@@ -196,7 +173,7 @@ func (c *Client) LockOrdered(ctx context.Context, resources []string, opts *Lock
 			return nil, err
 		}
 	}
-	s := &LeaseSet{c: c, names: names, parts: parts, done: make(chan struct{})}
+	s := &LeaseSet{c: c, names: names, parts: parts, holding: holding{done: make(chan struct{})}}
 	for _, l := range parts {
 		l := l
 		s.tokens = append(s.tokens, l.Token())
@@ -213,21 +190,23 @@ func (s *LeaseSet) partLost(l *Lease) {
 		s.mu.Unlock()
 		return
 	}
-	s.lost, s.err = true, err
-	close(s.done)
-	callbacks := s.onLost
-	s.onLost = nil
+	callbacks := s.loseLocked(err)
 	s.mu.Unlock()
 	run(callbacks)
 }
 
+// leases is what the set renews: the one lease of LockMany's (its core), or each of
+// LockOrdered's, in the order taken.
+func (s *LeaseSet) leases() []*Lease {
+	if s.core != nil {
+		return []*Lease{s.core}
+	}
+	return s.parts
+}
+
 // expireIfDue declares the set lost if a deadline has passed.
 func (s *LeaseSet) expireIfDue() {
-	if s.core != nil {
-		s.core.expireIfDue()
-		return
-	}
-	for _, l := range s.parts {
+	for _, l := range s.leases() {
 		l.expireIfDue()
 	}
 }
@@ -284,9 +263,7 @@ func (s *LeaseSet) Err() error {
 		return s.core.Err()
 	}
 	s.expireIfDue()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.err
+	return s.lossErr()
 }
 
 // Held reports whether every lease of the set is held: the set is not lost (on the clock,
@@ -296,18 +273,14 @@ func (s *LeaseSet) Held() bool {
 		return s.core.Held()
 	}
 	s.expireIfDue()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return !s.lost && !s.released
+	return s.holds()
 }
 
 // Deadline is the earliest deadline of the leases (less the safety margin).
 func (s *LeaseSet) Deadline() time.Time {
-	if s.core != nil {
-		return s.core.Deadline()
-	}
-	d := s.parts[0].Deadline()
-	for _, l := range s.parts[1:] {
+	ls := s.leases()
+	d := ls[0].Deadline()
+	for _, l := range ls[1:] {
 		if x := l.Deadline(); x.Before(d) {
 			d = x
 		}
@@ -316,24 +289,14 @@ func (s *LeaseSet) Deadline() time.Time {
 }
 
 // Remaining is the time left until Deadline; 0 once lost or released.
-func (s *LeaseSet) Remaining() time.Duration {
-	if !s.Held() {
-		return 0
-	}
-	if left := time.Until(s.Deadline()); left > 0 {
-		return left
-	}
-	return 0
-}
+func (s *LeaseSet) Remaining() time.Duration { return remaining(s) }
 
 // Renewals is how many renewals of the set succeeded (LockOrdered: the fewest of its
 // leases').
 func (s *LeaseSet) Renewals() int {
-	if s.core != nil {
-		return s.core.Renewals()
-	}
-	n := s.parts[0].Renewals()
-	for _, l := range s.parts[1:] {
+	ls := s.leases()
+	n := ls[0].Renewals()
+	for _, l := range ls[1:] {
 		if x := l.Renewals(); x < n {
 			n = x
 		}
@@ -344,10 +307,7 @@ func (s *LeaseSet) Renewals() int {
 // LastErr is the last failed renewal's error (nil after a success; LockOrdered: the first
 // lease's, in the order taken, that has one).
 func (s *LeaseSet) LastErr() error {
-	if s.core != nil {
-		return s.core.LastErr()
-	}
-	for _, l := range s.parts {
+	for _, l := range s.leases() {
 		if err := l.LastErr(); err != nil {
 			return err
 		}
@@ -363,47 +323,19 @@ func (s *LeaseSet) OnLost(f func()) {
 		return
 	}
 	s.expireIfDue()
-	s.mu.Lock()
-	if !s.lost {
-		s.onLost = append(s.onLost, f)
-		s.mu.Unlock()
-		return
-	}
-	s.mu.Unlock()
-	f()
+	s.addOnLost(f)
 }
 
 // Context returns a context derived from parent that is cancelled the moment the set is
 // lost (or parent ends, or cancel is called); its Err compares the deadlines with the
 // clock itself.
 func (s *LeaseSet) Context(parent context.Context) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(parent)
-	s.OnLost(cancel)
-	return &setContext{Context: ctx, set: s}, cancel
-}
-
-type setContext struct {
-	context.Context
-	set *LeaseSet
-}
-
-func (c *setContext) Done() <-chan struct{} {
-	c.set.expireIfDue()
-	return c.Context.Done()
-}
-
-func (c *setContext) Err() error {
-	c.set.expireIfDue()
-	return c.Context.Err()
+	return holderContext(parent, s)
 }
 
 // Stop stops renewing, without releasing, and waits for the renewers to end.
 func (s *LeaseSet) Stop() {
-	if s.core != nil {
-		s.core.Stop()
-		return
-	}
-	for _, l := range s.parts {
+	for _, l := range s.leases() {
 		l.Stop()
 	}
 }
@@ -417,24 +349,15 @@ func (s *LeaseSet) Release(ctx context.Context) error {
 	if s.core != nil {
 		return s.core.Release(ctx)
 	}
-	s.mu.Lock()
-	if s.released {
-		err := s.relErr
-		s.mu.Unlock()
-		return err
-	}
-	s.released = true
-	s.mu.Unlock()
-	var first error
-	for i := len(s.parts) - 1; i >= 0; i-- {
-		if err := s.parts[i].Release(ctx); err != nil && first == nil {
-			first = err
+	return s.releaseOnce(func(error) error {
+		var first error
+		for i := len(s.parts) - 1; i >= 0; i-- {
+			if err := s.parts[i].Release(ctx); err != nil && first == nil {
+				first = err
+			}
 		}
-	}
-	s.mu.Lock()
-	s.relErr = first
-	s.mu.Unlock()
-	return first
+		return first
+	})
 }
 
 func (s *LeaseSet) String() string {

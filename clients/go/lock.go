@@ -57,6 +57,17 @@ const DefaultTTL = 15 * time.Second
 // reaching us), the proposed lease is released, best effort, before the error is
 // returned.
 func (c *Client) Lock(ctx context.Context, resource string, opts *LockOptions) (*Lease, error) {
+	gs, err := c.lock(ctx, []string{resource}, false, opts)
+	if err != nil {
+		return nil, err
+	}
+	return c.Hold(gs[0]), nil
+}
+
+// lock is the acquire of Lock (on resources[0]) or, many, of LockMany, with a new lease
+// id. When it got no usable answer (the grant may have happened without it reaching us),
+// the proposed lease is released, best effort, before the error is returned.
+func (c *Client) lock(ctx context.Context, resources []string, many bool, opts *LockOptions) ([]*Grant, error) {
 	var o LockOptions
 	if opts != nil {
 		o = *opts
@@ -65,24 +76,99 @@ func (c *Client) Lock(ctx context.Context, resource string, opts *LockOptions) (
 		o.TTL = DefaultTTL
 	}
 	leaseID := NewLeaseID()
-	g, err := c.Acquire(ctx, resource, &AcquireOptions{Owner: o.Owner, TTL: o.TTL, Wait: o.Wait,
+	gs, err := c.acquire(ctx, resources, many, &AcquireOptions{Owner: o.Owner, TTL: o.TTL, Wait: o.Wait,
 		LeaseID: leaseID, Metadata: o.Metadata, Limit: o.Limit, Shared: o.Shared})
 	if err != nil {
 		if errors.Is(err, ErrTransport) || errors.Is(err, context.Canceled) ||
 			errors.Is(err, context.DeadlineExceeded) {
-			c.releaseQuietly(resource, leaseID)
+			c.quietly(func(ctx context.Context) error { return c.release(ctx, resources, many, leaseID) })
 		}
 		return nil, err
 	}
-	return c.Hold(g), nil
+	return gs, nil
 }
 
 // releaseQuietly gives back a lease that may have been granted, within the client's
 // timeout, whatever the caller's context.
 func (c *Client) releaseQuietly(resource, leaseID string) {
+	c.quietly(func(ctx context.Context) error { return c.Release(ctx, resource, leaseID) })
+}
+
+// quietly calls f (a release of what may have been granted) within the client's timeout,
+// whatever the caller's context; its error is ignored.
+func (c *Client) quietly(f func(ctx context.Context) error) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
-	_ = c.Release(ctx, resource, leaseID)
+	_ = f(ctx)
+}
+
+// holding is what a Lease, and a LeaseSet of LockOrdered, know of their hold: whether it
+// is lost and why, whom to tell then, and whether it was released. mu guards it (and the
+// rest of a Lease).
+type holding struct {
+	mu       sync.Mutex
+	lost     bool
+	err      error
+	released bool
+	relErr   error
+	onLost   []func()
+	done     chan struct{} // closed when lost
+}
+
+// loseLocked marks it lost by err (mu is held); it returns the callbacks to call, once mu
+// is released.
+func (h *holding) loseLocked(err error) []func() {
+	h.lost = true
+	h.err = err
+	close(h.done)
+	callbacks := h.onLost
+	h.onLost = nil
+	return callbacks
+}
+
+// lossErr is why it was lost; nil while it is not.
+func (h *holding) lossErr() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.err
+}
+
+// holds reports whether it is neither lost nor released.
+func (h *holding) holds() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return !h.lost && !h.released
+}
+
+// addOnLost has f called right after the loss; at once if it is lost already.
+func (h *holding) addOnLost(f func()) {
+	h.mu.Lock()
+	if !h.lost {
+		h.onLost = append(h.onLost, f)
+		h.mu.Unlock()
+		return
+	}
+	h.mu.Unlock()
+	f()
+}
+
+// releaseOnce calls release, with the loss's error (nil: not lost), the first time it is
+// called; every call returns that release's result.
+func (h *holding) releaseOnce(release func(lostErr error) error) error {
+	h.mu.Lock()
+	if h.released {
+		err := h.relErr
+		h.mu.Unlock()
+		return err
+	}
+	h.released = true
+	lostErr := h.err
+	h.mu.Unlock()
+	err := release(lostErr)
+	h.mu.Lock()
+	h.relErr = err
+	h.mu.Unlock()
+	return err
 }
 
 // Lease is a lease kept alive in the background (Lock, RunWhenLeader, Hold). Its methods
@@ -94,19 +180,14 @@ type Lease struct {
 	leaseID  string
 	token    uint64
 
-	mu       sync.Mutex
+	holding  // its mu guards the rest
 	grant    Grant
 	deadline time.Time // the last answer's deadline, less the margin
 	base     time.Time // when the last successful renewal (or the acquire) was sent
-	lost     bool
-	err      error
 	lastErr  error
 	inflight time.Time // when the renewal under way was sent; zero: none
 	renewals int
 	stopped  bool
-	released bool
-	relErr   error
-	onLost   []func()
 
 	// How it is renewed and released: its own resource's calls, or (the core of a
 	// LeaseSet of LockMany) the set's. label names what is held, in messages.
@@ -115,7 +196,6 @@ type Lease struct {
 	releaseLost bool // Release releases even after a lease_lost answer (a set: what it still holds)
 	label       string
 
-	done   chan struct{}      // closed when lost
 	stop   context.CancelFunc // ends the renewer
 	exited chan struct{}      // closed when the renewer has returned
 	timer  *time.Timer        // fires at the deadline
@@ -132,7 +212,7 @@ func (c *Client) Hold(g *Grant) *Lease {
 // newLease is a lease that nothing renews or watches yet: only the clock, when asked.
 func newLease(c *Client, g *Grant) *Lease {
 	l := &Lease{c: c, grant: *g, margin: SafetyMargin(g.TTL), resource: g.Resource,
-		leaseID: g.LeaseID, token: g.FencingToken, done: make(chan struct{}),
+		leaseID: g.LeaseID, token: g.FencingToken, holding: holding{done: make(chan struct{})},
 		exited: make(chan struct{}), stop: func() {}, label: "lease on " + g.Resource}
 	l.deadline = g.Deadline.Add(-l.margin)
 	l.base = g.Deadline.Add(-g.ExpiresIn)
@@ -178,17 +258,13 @@ func (l *Lease) Done() <-chan struct{} {
 // guarded work.
 func (l *Lease) Err() error {
 	l.expireIfDue()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.err
+	return l.lossErr()
 }
 
 // Held reports whether the lease is held: not lost (on the clock, now), not released.
 func (l *Lease) Held() bool {
 	l.expireIfDue()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return !l.lost && !l.released
+	return l.holds()
 }
 
 // Deadline is the time (with a monotonic clock reading) by which the lease ends unless
@@ -200,11 +276,22 @@ func (l *Lease) Deadline() time.Time {
 }
 
 // Remaining is the time left until Deadline; 0 once lost or released.
-func (l *Lease) Remaining() time.Duration {
-	if !l.Held() {
+func (l *Lease) Remaining() time.Duration { return remaining(l) }
+
+// holder is what a Lease and a LeaseSet share, for what is written once for both.
+type holder interface {
+	Held() bool
+	Deadline() time.Time
+	OnLost(f func())
+	expireIfDue()
+}
+
+// remaining is the time left until h's deadline; 0 once lost or released.
+func remaining(h holder) time.Duration {
+	if !h.Held() {
 		return 0
 	}
-	if left := time.Until(l.Deadline()); left > 0 {
+	if left := time.Until(h.Deadline()); left > 0 {
 		return left
 	}
 	return 0
@@ -228,14 +315,7 @@ func (l *Lease) LastErr() error {
 // at once if it is lost already.
 func (l *Lease) OnLost(f func()) {
 	l.expireIfDue()
-	l.mu.Lock()
-	if !l.lost {
-		l.onLost = append(l.onLost, f)
-		l.mu.Unlock()
-		return
-	}
-	l.mu.Unlock()
-	f()
+	l.addOnLost(f)
 }
 
 func (l *Lease) String() string {
@@ -283,12 +363,8 @@ func (l *Lease) setLostLocked(err error) []func() {
 	if l.lost || l.stopped {
 		return nil
 	}
-	l.lost = true
-	l.err = err
-	close(l.done)
+	callbacks := l.loseLocked(err)
 	l.stop()
-	callbacks := l.onLost
-	l.onLost = nil
 	return callbacks
 }
 
@@ -412,55 +488,49 @@ func (l *Lease) Stop() {
 // answer is returned if not. A second call returns the first one's result.
 func (l *Lease) Release(ctx context.Context) error {
 	l.expireIfDue()
-	l.mu.Lock()
-	if l.released {
-		err := l.relErr
-		l.mu.Unlock()
-		return err
-	}
-	l.released = true
-	lostErr := l.err
-	l.mu.Unlock()
-	l.Stop()
-	var err error
-	if lostErr != nil && errors.Is(lostErr, ErrLeaseLost) {
-		err = lostErr
-		if l.releaseLost {
-			_ = l.release(ctx) // lease_lost again, for the lost ones: the others are released
+	return l.releaseOnce(func(lostErr error) error {
+		l.Stop()
+		if lostErr != nil && errors.Is(lostErr, ErrLeaseLost) {
+			if l.releaseLost {
+				_ = l.release(ctx) // lease_lost again, for the lost ones: the others are released
+			}
+			return lostErr
 		}
-	} else {
-		err = l.release(ctx)
-	}
-	l.mu.Lock()
-	l.relErr = err
-	l.mu.Unlock()
-	return err
+		return l.release(ctx)
+	})
 }
 
 // ---- a context that ends with the lease ----------------------------------------------
 
 type leaseKey struct{}
 
-// leaseContext is a context cancelled the moment its lease is lost; its Err and Done
-// compare the lease's deadline with the clock first, as Lease.Err does.
+// leaseContext is a context cancelled the moment its lease (or LeaseSet) is lost; its Err
+// and Done compare the deadline with the clock first, as Lease.Err does.
 type leaseContext struct {
 	context.Context
-	lease *Lease
+	h holder
+}
+
+// holderContext is h's Context: derived from parent, and cancelled the moment h is lost.
+func holderContext(parent context.Context, h holder) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(parent)
+	h.OnLost(cancel)
+	return &leaseContext{Context: ctx, h: h}, cancel
 }
 
 func (c *leaseContext) Done() <-chan struct{} {
-	c.lease.expireIfDue()
+	c.h.expireIfDue()
 	return c.Context.Done()
 }
 
 func (c *leaseContext) Err() error {
-	c.lease.expireIfDue()
+	c.h.expireIfDue()
 	return c.Context.Err()
 }
 
 func (c *leaseContext) Value(key interface{}) interface{} {
-	if key == (leaseKey{}) {
-		return c.lease
+	if l, ok := c.h.(*Lease); ok && key == (leaseKey{}) {
+		return l
 	}
 	return c.Context.Value(key)
 }
@@ -470,9 +540,7 @@ func (c *leaseContext) Value(key interface{}) interface{} {
 // with the clock itself, so checking ctx.Err() right before each step of the work is
 // enough, even after a pause. LeaseFromContext(ctx) gives the lease back.
 func (l *Lease) Context(parent context.Context) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(parent)
-	l.OnLost(cancel)
-	return &leaseContext{Context: ctx, lease: l}, cancel
+	return holderContext(parent, l)
 }
 
 // LeaseFromContext returns the lease of a context made by Lease.Context (the context

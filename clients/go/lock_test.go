@@ -52,30 +52,14 @@ func TestLockRenewsAndTheLeaseOutlivesSeveralTTLs(t *testing.T) {
 			}
 		}()
 	}
-	start := time.Now()
-	for time.Since(start) < 4*ttl {
-		time.Sleep(250 * time.Millisecond)
-		if !lease.Held() || lease.Err() != nil {
-			t.Fatalf("lost: %v", lease.Err())
-		}
-		if r := lease.Remaining(); r <= 0 || r > ttl {
-			t.Fatalf("remaining %v", r)
-		}
+	heldFor(t, lease, ttl, func(time.Duration) {
 		st, err := other.Get(ctx, res)
 		if err != nil || !st.Held() || st.Holder.FencingToken != token {
 			t.Fatalf("%+v %v", st, err)
 		}
-		select {
-		case <-lease.Done():
-			t.Fatal("done")
-		default:
-		}
-	}
+	})
 	close(stop)
 	wg.Wait()
-	if n := lease.Renewals(); n < 9 {
-		t.Fatalf("%d renewals in %v", n, 4*ttl)
-	}
 	if lease.Token() != token || lease.Grant().FencingToken != token || lease.Grant().RenewedAt.IsZero() {
 		t.Fatal("a renewal changed the token")
 	}
@@ -87,12 +71,7 @@ func TestLockRenewsAndTheLeaseOutlivesSeveralTTLs(t *testing.T) {
 	if st, _ := other.Get(ctx, res); st.Held() {
 		t.Fatal("not released")
 	}
-	if lease.Held() || lease.Err() != nil || lease.Remaining() != 0 {
-		t.Fatal("a released lease is not held, and not lost")
-	}
-	if err := lease.Release(ctx); err != nil {
-		t.Fatalf("a second release: %v", err)
-	}
+	releasedTwice(t, ctx, lease)
 }
 
 func TestLockWaitsForTheHolder(t *testing.T) {
@@ -103,25 +82,11 @@ func TestLockWaitsForTheHolder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() {
-		time.Sleep(600 * time.Millisecond)
-		_ = first.Release(context.Background())
-	}()
-	start := time.Now()
-	second, err := other.Lock(ctx, res, &mutexd.LockOptions{TTL: lockTTL, Wait: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer second.Release(ctx)
-	if took := time.Since(start); took < 400*time.Millisecond || took > 3*time.Second {
-		t.Fatalf("granted after %v", took)
-	}
+	second := grantedOnRelease(t, ctx, first, func() (held, error) {
+		return other.Lock(ctx, res, &mutexd.LockOptions{TTL: lockTTL, Wait: 10 * time.Second})
+	}).(*mutexd.Lease)
 	if second.Token() <= first.Token() {
 		t.Fatal("the token did not grow")
-	}
-	// Its deadline counts from the grant, not from the request sent before the wait.
-	if r := second.Remaining(); r < lockTTL-300*time.Millisecond {
-		t.Fatalf("remaining %v", r)
 	}
 }
 
@@ -163,24 +128,8 @@ func TestDoneClosesAtOnceWhenTheLeaseIsBroken(t *testing.T) {
 	if mutexd.LeaseFromContext(leaseCtx) != lease {
 		t.Fatal("LeaseFromContext")
 	}
-	time.Sleep(200 * time.Millisecond)
-	if broken, err := other.Break(ctx, res, &mutexd.BreakOptions{Reason: "test"}); err != nil || !broken {
-		t.Fatal(broken, err)
-	}
-	brokenAt := time.Now()
 	// The next renewal, at most a third of the TTL away, is answered lease_lost.
-	select {
-	case <-lease.Done():
-	case <-time.After(lockTTL/3 + 700*time.Millisecond):
-		t.Fatal("Done did not close")
-	}
-	if took := time.Since(brokenAt); took > lockTTL/3+700*time.Millisecond {
-		t.Fatalf("after %v", took)
-	}
-	mustIs(t, lease.Err(), mutexd.ErrLeaseLost)
-	if lease.Held() || lease.Remaining() != 0 {
-		t.Fatal("still held")
-	}
+	lostWhenBroken(t, ctx, other, res, lease)
 	select {
 	case <-leaseCtx.Done():
 		mustIs(t, leaseCtx.Err(), context.Canceled)
@@ -217,36 +166,14 @@ func TestDoneClosesAtTheDeadlineWhenTheServerDies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	within(t, 2*time.Second, "a renewal", func() bool { return lease.Renewals() >= 1 })
-	deadline := lease.Deadline()
-	s.Kill()
-	killedAt := time.Now()
-	if deadline.Sub(killedAt) > lockTTL {
-		t.Fatal("the deadline is past the TTL")
-	}
 	// Renewals fail (refused) and are tried again until the deadline, counted from the
 	// last successful renewal on the monotonic clock.
-	select {
-	case <-lease.Done():
-		t.Fatalf("lost %v before the deadline: %v", time.Until(deadline), lease.Err())
-	case <-time.After(time.Until(deadline) - 150*time.Millisecond):
-	}
-	select {
-	case <-lease.Done():
-	case <-time.After(lockTTL):
-		t.Fatal("Done did not close")
-	}
-	lostAt := time.Now()
-	if lostAt.Before(deadline) || lostAt.After(deadline.Add(500*time.Millisecond)) {
-		t.Fatalf("lost %v after the deadline", lostAt.Sub(deadline))
-	}
+	lostAtItsDeadline(t, s, lease)
 	err = lease.Err()
-	mustIs(t, err, mutexd.ErrLeaseExpired)
 	mustIs(t, err, mutexd.ErrMutexd)
 	if errors.Is(err, mutexd.ErrAPI) || mutexd.IsRetryable(err) {
 		t.Fatal(err)
 	}
-	mustIs(t, lease.LastErr(), mutexd.ErrTransport)
 	if !strings.Contains(err.Error(), "last error") {
 		t.Fatalf("the loss does not name the last failure: %v", err)
 	}

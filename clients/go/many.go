@@ -11,21 +11,6 @@ import (
 // Several resources at once (docs/api.md, "Several resources at once"): one request
 // acquires, renews or releases a lease on each of 2 to 64 resources, under one lease id.
 
-type acquireManyBody struct {
-	Resources []string `json:"resources"`
-	acquireBody
-}
-
-type renewManyBody struct {
-	Resources []string `json:"resources"`
-	renewBody
-}
-
-type releaseManyBody struct {
-	Resources []string `json:"resources"`
-	LeaseID   string   `json:"lease_id"`
-}
-
 // checkNames refuses what cannot be a request about several resources: no name, or an
 // empty one. The server checks the rest (2 to 64 names, each once, each valid).
 func checkNames(resources []string) error {
@@ -57,36 +42,7 @@ func checkNames(resources []string) error {
 // order given, APIError.Holder who holds it), ErrLimitMismatch, ErrTooManyWaiters,
 // ErrInvalidRequest, and those of every call.
 func (c *Client) AcquireMany(ctx context.Context, resources []string, opts *AcquireOptions) ([]*Grant, error) {
-	var o AcquireOptions
-	if opts != nil {
-		o = *opts
-	}
-	if err := checkNames(resources); err != nil {
-		return nil, err
-	}
-	b, err := c.acquireBody(&o)
-	if err != nil {
-		return nil, err
-	}
-	body, err := json.Marshal(acquireManyBody{Resources: resources, acquireBody: b})
-	if err != nil {
-		return nil, fmt.Errorf("mutexd: the metadata: %w", err)
-	}
-	sent := time.Now()
-	resp, err := c.send(ctx, resources[0], "POST", "/v1/acquire", body,
-		c.timeout+time.Duration(b.WaitMs)*time.Millisecond, time.Time{})
-	if err != nil {
-		return nil, err
-	}
-	base := sent
-	if b.WaitMs > 0 {
-		base = time.Now()
-	}
-	gs, err := decodeGrants(resp.body, resources, base)
-	if err != nil {
-		return nil, protocolError(resp, err)
-	}
-	return gs, nil
+	return c.acquire(ctx, resources, true, opts)
 }
 
 // RenewMany renews the leases of leaseID on every one of resources with one request
@@ -96,39 +52,7 @@ func (c *Client) AcquireMany(ctx context.Context, resources []string, opts *Acqu
 // Errors: ErrLeaseLost when the lease id no longer holds some of them (APIError.Resources
 // names which; the others WERE renewed), ErrInvalidRequest, and those of every call.
 func (c *Client) RenewMany(ctx context.Context, resources []string, leaseID string, opts *RenewOptions) ([]*Grant, error) {
-	var o RenewOptions
-	if opts != nil {
-		o = *opts
-	}
-	if o.TTL < 0 || o.Timeout < 0 {
-		return nil, durationError("TTL and Timeout")
-	}
-	if err := checkNames(resources); err != nil {
-		return nil, err
-	}
-	b := renewManyBody{Resources: resources, renewBody: renewBody{LeaseID: leaseID, Metadata: metadataValue(o.Metadata)}}
-	if o.TTL > 0 {
-		ttl := toMs(o.TTL)
-		b.TTLMs = &ttl
-	}
-	body, err := json.Marshal(b)
-	if err != nil {
-		return nil, fmt.Errorf("mutexd: the metadata: %w", err)
-	}
-	timeout := o.Timeout
-	if timeout == 0 {
-		timeout = c.timeout
-	}
-	sent := time.Now()
-	resp, err := c.send(ctx, resources[0], "POST", "/v1/renew", body, timeout, o.Deadline)
-	if err != nil {
-		return nil, err
-	}
-	gs, err := decodeGrants(resp.body, resources, sent)
-	if err != nil {
-		return nil, protocolError(resp, err)
-	}
-	return gs, nil
+	return c.renew(ctx, resources, true, leaseID, opts)
 }
 
 // ReleaseMany releases the leases of leaseID on every one of resources with one request
@@ -137,16 +61,7 @@ func (c *Client) RenewMany(ctx context.Context, resources []string, leaseID stri
 // Error: ErrLeaseLost when the lease id no longer holds some of them (APIError.Resources
 // names which; the others WERE released).
 func (c *Client) ReleaseMany(ctx context.Context, resources []string, leaseID string) error {
-	return c.releaseMany(ctx, resources, leaseID, c.timeout)
-}
-
-func (c *Client) releaseMany(ctx context.Context, resources []string, leaseID string, timeout time.Duration) error {
-	if err := checkNames(resources); err != nil {
-		return err
-	}
-	body, _ := json.Marshal(releaseManyBody{Resources: resources, LeaseID: leaseID})
-	_, err := c.send(ctx, resources[0], "POST", "/v1/release", body, timeout, time.Time{})
-	return err
+	return c.release(ctx, resources, true, leaseID)
 }
 
 // decodeGrants reads {"leases": [lease body...]}: one lease per name, in the order asked.

@@ -231,24 +231,13 @@ func TestLockManyRenewsTheSetInTheBackground(t *testing.T) {
 	if set.Token("tests/not-of-the-set") != 0 {
 		t.Fatal("a token for a resource not of the set")
 	}
-	start := time.Now()
-	for time.Since(start) < 4*ttl {
-		time.Sleep(250 * time.Millisecond)
-		if !set.Held() || set.Err() != nil {
-			t.Fatalf("lost: %v", set.Err())
-		}
-		if r := set.Remaining(); r <= 0 || r > ttl {
-			t.Fatalf("remaining %v", r)
-		}
+	heldFor(t, set, ttl, func(elapsed time.Duration) {
 		for _, r := range rs {
 			if tok := holderToken(t, other, r); tok != tokens[r] {
-				t.Fatalf("%v after the lock, %s is held by token %d, not %d", time.Since(start), r, tok, tokens[r])
+				t.Fatalf("%v after the lock, %s is held by token %d, not %d", elapsed, r, tok, tokens[r])
 			}
 		}
-	}
-	if n := set.Renewals(); n < 9 {
-		t.Fatalf("%d renewals in %v", n, 4*ttl)
-	}
+	})
 	if n := sent.get("POST /v1/renew"); n < set.Renewals() {
 		t.Fatalf("%d batch renewals for %d renewals", n, set.Renewals())
 	}
@@ -273,12 +262,7 @@ func TestLockManyRenewsTheSetInTheBackground(t *testing.T) {
 			t.Fatalf("%s not released", r)
 		}
 	}
-	if set.Held() || set.Err() != nil || set.Remaining() != 0 {
-		t.Fatal("a released set is not held, and not lost")
-	}
-	if err := set.Release(ctx); err != nil {
-		t.Fatalf("a second release: %v", err)
-	}
+	releasedTwice(t, ctx, set)
 }
 
 // TestLockManyIsLostWhenOneLeaseIsBroken: breaking one lease of the set loses the whole
@@ -297,26 +281,9 @@ func TestLockManyIsLostWhenOneLeaseIsBroken(t *testing.T) {
 	set.OnLost(func() { close(lost) })
 	setCtx, cancel := set.Context(ctx)
 	defer cancel()
-	time.Sleep(200 * time.Millisecond)
-	if broken, err := other.Break(ctx, rs[1], &mutexd.BreakOptions{Reason: "test"}); err != nil || !broken {
-		t.Fatal(broken, err)
-	}
-	brokenAt := time.Now()
-	select {
-	case <-set.Done():
-	case <-time.After(lockTTL/3 + 700*time.Millisecond):
-		t.Fatal("Done did not close")
-	}
-	if took := time.Since(brokenAt); took > lockTTL/3+700*time.Millisecond {
-		t.Fatalf("after %v", took)
-	}
-	err = set.Err()
-	mustIs(t, err, mutexd.ErrLeaseLost)
-	if e := apiError(t, err); !reflect.DeepEqual(e.Resources, []string{rs[1]}) {
+	lostWhenBroken(t, ctx, other, rs[1], set)
+	if e := apiError(t, set.Err()); !reflect.DeepEqual(e.Resources, []string{rs[1]}) {
 		t.Fatalf("%+v", e)
-	}
-	if set.Held() || set.Remaining() != 0 {
-		t.Fatal("still held")
 	}
 	select {
 	case <-lost:
@@ -353,24 +320,7 @@ func TestLockManyIsLostAtItsDeadlineWhenTheServerDies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	within(t, 2*time.Second, "a renewal", func() bool { return set.Renewals() >= 1 })
-	deadline := set.Deadline()
-	s.Kill()
-	select {
-	case <-set.Done():
-		t.Fatalf("lost %v before the deadline: %v", time.Until(deadline), set.Err())
-	case <-time.After(time.Until(deadline) - 150*time.Millisecond):
-	}
-	select {
-	case <-set.Done():
-	case <-time.After(lockTTL):
-		t.Fatal("Done did not close")
-	}
-	if late := time.Since(deadline); late < 0 || late > 500*time.Millisecond {
-		t.Fatalf("lost %v after the deadline", late)
-	}
-	mustIs(t, set.Err(), mutexd.ErrLeaseExpired)
-	mustIs(t, set.LastErr(), mutexd.ErrTransport)
+	lostAtItsDeadline(t, s, set)
 	if !strings.Contains(set.Err().Error(), "leases on ") {
 		t.Fatalf("the loss does not name the set: %v", set.Err())
 	}
@@ -387,19 +337,9 @@ func TestLockManyWaitsForEveryResource(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() {
-		time.Sleep(600 * time.Millisecond)
-		_ = first.Release(context.Background())
-	}()
-	start := time.Now()
-	set, err := c.LockMany(ctx, rs, &mutexd.LockOptions{TTL: lockTTL, Wait: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer set.Release(ctx)
-	if took := time.Since(start); took < 400*time.Millisecond || took > 3*time.Second {
-		t.Fatalf("granted after %v", took)
-	}
+	set := grantedOnRelease(t, ctx, first, func() (held, error) {
+		return c.LockMany(ctx, rs, &mutexd.LockOptions{TTL: lockTTL, Wait: 10 * time.Second})
+	}).(*mutexd.LeaseSet)
 	if set.Token(rs[1]) <= first.Token() {
 		t.Fatal("the token did not grow")
 	}
@@ -407,10 +347,6 @@ func TestLockManyWaitsForEveryResource(t *testing.T) {
 		if tok := holderToken(t, other, r); tok != set.Token(r) {
 			t.Fatalf("%s is held by %d", r, tok)
 		}
-	}
-	// Its deadline counts from the grant, not from the request sent before the wait.
-	if r := set.Remaining(); r < lockTTL-300*time.Millisecond {
-		t.Fatalf("remaining %v", r)
 	}
 }
 

@@ -37,14 +37,17 @@ type AcquireOptions struct {
 	Shared bool
 }
 
+// The bodies of an acquire, a renewal and a release. Resources names the resources of a
+// request about several; nil (not sent) for one, which the path names.
 type acquireBody struct {
-	Owner    string      `json:"owner"`
-	LeaseID  string      `json:"lease_id"`
-	TTLMs    *int64      `json:"ttl_ms,omitempty"`
-	WaitMs   int64       `json:"wait_ms,omitempty"`
-	Metadata interface{} `json:"metadata,omitempty"`
-	Limit    *int        `json:"limit,omitempty"`
-	Shared   bool        `json:"shared,omitempty"`
+	Resources []string    `json:"resources,omitempty"`
+	Owner     string      `json:"owner"`
+	LeaseID   string      `json:"lease_id"`
+	TTLMs     *int64      `json:"ttl_ms,omitempty"`
+	WaitMs    int64       `json:"wait_ms,omitempty"`
+	Metadata  interface{} `json:"metadata,omitempty"`
+	Limit     *int        `json:"limit,omitempty"`
+	Shared    bool        `json:"shared,omitempty"`
 }
 
 // acquireBody is the body of an acquire with the options o (a lease id proposed if none).
@@ -85,6 +88,42 @@ func durationError(name string) error {
 	return fmt.Errorf("mutexd: %s must not be negative", name)
 }
 
+// subject is what a request is about: one resource (resources[0]), its path its own, or
+// (many) every one of resources, named in the body of a request to /v1/.
+type subject struct {
+	route string   // the name the request is routed by (Client.send's resource)
+	path  string   // the request's path
+	names []string // the resources named in the body; nil for one resource
+}
+
+// newSubject is the subject of the operation op (acquire, renew, release) on resources[0]
+// or, many, on every one of resources.
+func newSubject(resources []string, many bool, op string) (subject, error) {
+	if many {
+		if err := checkNames(resources); err != nil {
+			return subject{}, err
+		}
+		return subject{route: resources[0], path: "/v1/" + op, names: resources}, nil
+	}
+	path, err := resourcePath(resources[0])
+	if err != nil {
+		return subject{}, err
+	}
+	return subject{route: resources[0], path: path + "/" + op}, nil
+}
+
+// decode reads an answer's leases: its lease, or one per name in the order asked.
+func (sub subject) decode(body []byte, base time.Time) ([]*Grant, error) {
+	if sub.names != nil {
+		return decodeGrants(body, sub.names, base)
+	}
+	g, err := decodeGrant(body, base)
+	if err != nil {
+		return nil, err
+	}
+	return []*Grant{g}, nil
+}
+
 // Acquire acquires a lease on resource (POST /v1/resources/{resource}/acquire). It
 // always proposes a lease id (opts.LeaseID, else a new one), and sends the same one to
 // the next server when a server gives no usable answer: an acquire granted by a server
@@ -94,11 +133,20 @@ func durationError(name string) error {
 // lease ends), ErrLimitMismatch, ErrTooManyWaiters, ErrInvalidRequest, and those of every
 // call (ErrTransport, ErrUnavailable, the context's).
 func (c *Client) Acquire(ctx context.Context, resource string, opts *AcquireOptions) (*Grant, error) {
+	gs, err := c.acquire(ctx, []string{resource}, false, opts)
+	if err != nil {
+		return nil, err
+	}
+	return gs[0], nil
+}
+
+// acquire is Acquire (on resources[0]) or, many, AcquireMany.
+func (c *Client) acquire(ctx context.Context, resources []string, many bool, opts *AcquireOptions) ([]*Grant, error) {
 	var o AcquireOptions
 	if opts != nil {
 		o = *opts
 	}
-	path, err := resourcePath(resource)
+	sub, err := newSubject(resources, many, "acquire")
 	if err != nil {
 		return nil, err
 	}
@@ -106,12 +154,13 @@ func (c *Client) Acquire(ctx context.Context, resource string, opts *AcquireOpti
 	if err != nil {
 		return nil, err
 	}
+	b.Resources = sub.names
 	body, err := json.Marshal(b)
 	if err != nil {
 		return nil, fmt.Errorf("mutexd: the metadata: %w", err)
 	}
 	sent := time.Now()
-	resp, err := c.send(ctx, resource, "POST", path+"/acquire", body, c.timeout+time.Duration(b.WaitMs)*time.Millisecond, time.Time{})
+	resp, err := c.send(ctx, sub.route, "POST", sub.path, body, c.timeout+time.Duration(b.WaitMs)*time.Millisecond, time.Time{})
 	if err != nil {
 		return nil, err
 	}
@@ -121,11 +170,11 @@ func (c *Client) Acquire(ctx context.Context, resource string, opts *AcquireOpti
 	if b.WaitMs > 0 {
 		base = time.Now()
 	}
-	g, err := decodeGrant(resp.body, base)
+	gs, err := sub.decode(resp.body, base)
 	if err != nil {
 		return nil, protocolError(resp, err)
 	}
-	return g, nil
+	return gs, nil
 }
 
 // RenewOptions are the options of Renew.
@@ -143,9 +192,10 @@ type RenewOptions struct {
 }
 
 type renewBody struct {
-	LeaseID  string      `json:"lease_id"`
-	TTLMs    *int64      `json:"ttl_ms,omitempty"`
-	Metadata interface{} `json:"metadata,omitempty"`
+	Resources []string    `json:"resources,omitempty"`
+	LeaseID   string      `json:"lease_id"`
+	TTLMs     *int64      `json:"ttl_ms,omitempty"`
+	Metadata  interface{} `json:"metadata,omitempty"`
 }
 
 // Renew renews a lease (POST .../renew): it now expires its TTL from now and keeps its
@@ -153,6 +203,15 @@ type renewBody struct {
 // granted since. Errors: ErrLeaseLost (the lease is no longer the resource's),
 // ErrInvalidRequest.
 func (c *Client) Renew(ctx context.Context, resource, leaseID string, opts *RenewOptions) (*Grant, error) {
+	gs, err := c.renew(ctx, []string{resource}, false, leaseID, opts)
+	if err != nil {
+		return nil, err
+	}
+	return gs[0], nil
+}
+
+// renew is Renew (of the lease on resources[0]) or, many, RenewMany.
+func (c *Client) renew(ctx context.Context, resources []string, many bool, leaseID string, opts *RenewOptions) ([]*Grant, error) {
 	var o RenewOptions
 	if opts != nil {
 		o = *opts
@@ -160,11 +219,11 @@ func (c *Client) Renew(ctx context.Context, resource, leaseID string, opts *Rene
 	if o.TTL < 0 || o.Timeout < 0 {
 		return nil, durationError("TTL and Timeout")
 	}
-	path, err := resourcePath(resource)
+	sub, err := newSubject(resources, many, "renew")
 	if err != nil {
 		return nil, err
 	}
-	b := renewBody{LeaseID: leaseID, Metadata: metadataValue(o.Metadata)}
+	b := renewBody{Resources: sub.names, LeaseID: leaseID, Metadata: metadataValue(o.Metadata)}
 	if o.TTL > 0 {
 		ttl := toMs(o.TTL)
 		b.TTLMs = &ttl
@@ -178,31 +237,37 @@ func (c *Client) Renew(ctx context.Context, resource, leaseID string, opts *Rene
 		timeout = c.timeout
 	}
 	sent := time.Now()
-	resp, err := c.send(ctx, resource, "POST", path+"/renew", body, timeout, o.Deadline)
+	resp, err := c.send(ctx, sub.route, "POST", sub.path, body, timeout, o.Deadline)
 	if err != nil {
 		return nil, err
 	}
-	g, err := decodeGrant(resp.body, sent)
+	gs, err := sub.decode(resp.body, sent)
 	if err != nil {
 		return nil, protocolError(resp, err)
 	}
-	return g, nil
+	return gs, nil
 }
 
 // Release releases a lease (POST .../release); the resource's next waiters are granted
 // at once. Error: ErrLeaseLost (the lease is no longer the resource's; the current holder,
 // if any, keeps its lease).
 func (c *Client) Release(ctx context.Context, resource, leaseID string) error {
-	return c.release(ctx, resource, leaseID, c.timeout)
+	return c.release(ctx, []string{resource}, false, leaseID)
 }
 
-func (c *Client) release(ctx context.Context, resource, leaseID string, timeout time.Duration) error {
-	path, err := resourcePath(resource)
+type releaseBody struct {
+	Resources []string `json:"resources,omitempty"`
+	LeaseID   string   `json:"lease_id"`
+}
+
+// release is Release (of the lease on resources[0]) or, many, ReleaseMany.
+func (c *Client) release(ctx context.Context, resources []string, many bool, leaseID string) error {
+	sub, err := newSubject(resources, many, "release")
 	if err != nil {
 		return err
 	}
-	body, _ := json.Marshal(map[string]string{"lease_id": leaseID})
-	_, err = c.send(ctx, resource, "POST", path+"/release", body, timeout, time.Time{})
+	body, _ := json.Marshal(releaseBody{Resources: sub.names, LeaseID: leaseID})
+	_, err = c.send(ctx, sub.route, "POST", sub.path, body, c.timeout, time.Time{})
 	return err
 }
 
