@@ -555,11 +555,19 @@ func TestSeveralResourcesGoStraightToThePartitionsOwner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// While the set is held its renewal, on a goroutine of its own, may answer between a
+	// request and a look at the client's first server: the look is left out.
+	awayUnchecked := func() {
+		t.Helper()
+		if _, err := c.Get(ctx, elsewhere); err != nil {
+			t.Fatal(err)
+		}
+	}
 	within(t, 10*time.Second, "two renewals of the set", func() bool {
-		away()
+		awayUnchecked()
 		return set.Renewals() >= 2
 	})
-	away()
+	awayUnchecked()
 	if err := set.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
