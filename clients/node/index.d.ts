@@ -289,14 +289,7 @@ export interface LockOptions extends CallOptions {
 }
 
 /** lockMany()'s options: acquireMany()'s and `onLost`. */
-export interface LockManyOptions extends CallOptions {
-  ttlMs?: number;
-  waitMs?: number;
-  owner?: string;
-  metadata?: Metadata;
-  leaseId?: string;
-  limit?: number;
-  shared?: boolean;
+export interface LockManyOptions extends AcquireOptions {
   /** Called once, the moment the set is lost (any lease of it). */
   onLost?: (error: LostReason, lock: MultiLock) => void | Promise<void>;
 }

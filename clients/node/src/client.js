@@ -8,6 +8,7 @@ import {
   decodeJson,
   toLease,
   toLeases,
+  toReleased,
   toState,
   toPage,
   toPosition,
@@ -451,22 +452,30 @@ export class Client {
    * limit.
    */
   async acquire(resource, options = {}) {
+    return this.#acquire(
+      options,
+      async (json, call) => toLease(await this.#call('POST', `${resourcePath(resource)}/acquire`, { json, ...call, resource })),
+      (leaseId) => this.#releaseQuietly(resource, leaseId),
+    );
+  }
+
+  // acquire() and acquireMany(): the options checked, the lease id (the client's own unless
+  // given), the body's fields about the lease; `send(json, { signal, timeoutMs, waitMs })` adds
+  // the resource, or the resources, and sends it. `giveBack(leaseId)` releases, ignoring failures.
+  async #acquire(options, send, giveBack) {
     const { owner = this.#owner, ttlMs, waitMs, metadata, limit, shared, signal, timeoutMs } = options;
     if (signal?.aborted) throw signal.reason;
     if (limit !== undefined && !Number.isSafeInteger(limit)) throw new TypeError('limit must be an integer');
     if (shared !== undefined && typeof shared !== 'boolean') throw new TypeError('shared must be a boolean');
     const leaseId = options.leaseId ?? randomUUID();
-    const path = `${resourcePath(resource)}/acquire`;
     const json = defined({ owner, ttl_ms: ttlMs, lease_id: leaseId, wait_ms: waitMs, metadata, limit, shared });
     try {
-      return toLease(await this.#call('POST', path, { json, signal, timeoutMs, waitMs, resource }));
+      return await send(json, { signal, timeoutMs, waitMs });
     } catch (err) {
       // Cancelled after the request was sent: the server may have granted it just before it
       // saw the connection close. The lease id is this call's own, so releasing it can only
       // end that grant, if there was one.
-      if (signal?.aborted && err === signal.reason && options.leaseId === undefined) {
-        this.#releaseQuietly(resource, leaseId);
-      }
+      if (signal?.aborted && err === signal.reason && options.leaseId === undefined) giveBack(leaseId);
       throw err;
     }
   }
@@ -497,7 +506,7 @@ export class Client {
     const { signal, timeoutMs } = options;
     const json = { lease_id: leaseId };
     const body = await this.#call('POST', `${path}/release`, { json, signal, timeoutMs, resource });
-    return { resource: body.resource, released: body.released === true };
+    return toReleased(body);
   }
 
   /**
@@ -547,30 +556,11 @@ export class Client {
    */
   async acquireMany(resources, options = {}) {
     const names = resourceList(resources);
-    const { owner = this.#owner, ttlMs, waitMs, metadata, limit, shared, signal, timeoutMs } = options;
-    if (signal?.aborted) throw signal.reason;
-    if (limit !== undefined && !Number.isSafeInteger(limit)) throw new TypeError('limit must be an integer');
-    if (shared !== undefined && typeof shared !== 'boolean') throw new TypeError('shared must be a boolean');
-    const leaseId = options.leaseId ?? randomUUID();
-    const json = defined({
-      resources: names,
-      owner,
-      ttl_ms: ttlMs,
-      lease_id: leaseId,
-      wait_ms: waitMs,
-      metadata,
-      limit,
-      shared,
-    });
-    try {
-      return this.#leasesOf(await this.#many('acquire', names, json, { signal, timeoutMs, waitMs }), names);
-    } catch (err) {
-      // As in acquire(): end a grant the cancelled request may have got.
-      if (signal?.aborted && err === signal.reason && options.leaseId === undefined) {
-        this.releaseMany({ resources: names, leaseId }).catch(() => {});
-      }
-      throw err;
-    }
+    return this.#acquire(
+      options,
+      async (json, call) => this.#leasesOf(await this.#many('acquire', names, { resources: names, ...json }, call), names),
+      (leaseId) => this.releaseMany({ resources: names, leaseId }).catch(() => {}),
+    );
   }
 
   /**
@@ -600,7 +590,7 @@ export class Client {
     if (!Array.isArray(body.leases)) {
       throw new ProtocolError('the server\'s answer has no leases', { code: 'ERR_INVALID_RESPONSE' });
     }
-    return body.leases.map((l) => ({ resource: l?.resource, released: l?.released === true }));
+    return body.leases.map(toReleased);
   }
 
   /** The state of a resource (a name never used is free). */
@@ -813,11 +803,17 @@ export class Client {
    * @returns {Promise<Lock>}
    */
   async lock(resource, options = {}) {
+    return this.#keep(Lock, (acquireOptions) => this.acquire(resource, acquireOptions), options);
+  }
+
+  // lock() and lockMany(): `take(options)` acquires (acquire()'s options, without onLost), and
+  // `Kind` keeps what it got alive, told the monotonic times of the request.
+  async #keep(Kind, take, options) {
     const { ttlMs, waitMs, owner, metadata, limit, shared, onLost, leaseId, signal, timeoutMs } = options;
     const sentAt = performance.now();
-    const lease = await this.acquire(resource, { owner, ttlMs, waitMs, leaseId, metadata, limit, shared, signal, timeoutMs });
+    const got = await take({ owner, ttlMs, waitMs, leaseId, metadata, limit, shared, signal, timeoutMs });
     const receivedAt = performance.now();
-    return new Lock(this, lease, { sentAt, receivedAt, onLost });
+    return new Kind(this, got, { sentAt, receivedAt, onLost });
   }
 
   /**
@@ -829,21 +825,7 @@ export class Client {
    * @returns {Promise<MultiLock>}
    */
   async lockMany(resources, options = {}) {
-    const { ttlMs, waitMs, owner, metadata, limit, shared, onLost, leaseId, signal, timeoutMs } = options;
-    const sentAt = performance.now();
-    const leases = await this.acquireMany(resources, {
-      owner,
-      ttlMs,
-      waitMs,
-      leaseId,
-      metadata,
-      limit,
-      shared,
-      signal,
-      timeoutMs,
-    });
-    const receivedAt = performance.now();
-    return new MultiLock(this, leases, { sentAt, receivedAt, onLost });
+    return this.#keep(MultiLock, (acquireOptions) => this.acquireMany(resources, acquireOptions), options);
   }
 
   /**

@@ -41,6 +41,15 @@ export function safetyMarginMs(ttlMs) {
   return Math.min(1000, ttlMs / 50);
 }
 
+// What a subclass of Holding says: how a loss by the clock is seen (EXPIRE_IF_DUE: finds the
+// deadline passed, then loses), how long it is certain to last while held (REMAINING), what ends
+// with it (STOP: timers, a renewal in flight) and how it gives back what it holds (GIVE_BACK:
+// options, whether it was lost -> release()'s promise). HELD: whether it is still held.
+const EXPIRE_IF_DUE = Symbol('expireIfDue');
+const REMAINING = Symbol('remaining');
+const STOP = Symbol('stop');
+const GIVE_BACK = Symbol('giveBack');
+const HELD = Symbol('held');
 // What a subclass of KeptAlive says: how to renew (SEND: options -> the answer), what to keep of
 // an answer (TAKE: answer -> { expiresInMs, ttlMs }, the earliest of a set's), how to release
 // (RELEASE: options -> promise), and what it holds, for messages (WHAT).
@@ -50,60 +59,41 @@ const RELEASE = Symbol('release');
 const WHAT = Symbol('what');
 // Whether release() after a loss still asks the server (a set lost by one lease holds others).
 const RELEASE_LOST = Symbol('releaseLost');
-/** How the client tells an OrderedLock that one of its locks was lost (not exported by index.js). */
+/** Loses a holder, with the reason: how the client tells an OrderedLock that one of its locks was
+ * lost (not exported by index.js). */
 export const LOSE = Symbol('lose');
 
-// The renewal machinery, the deadline and the loss, shared by Lock and MultiLock.
-class KeptAlive {
-  #client;
+// What the user sees of every lock the client makes, Lock, MultiLock and OrderedLock: held until
+// released or lost (once and for good), `lost`, check(), `signal`, `onLost` and release().
+class Holding {
   #state = 'held';
   #controller = new AbortController();
   #onLost;
-  #deadline = 0;
-  #renewTimer = null;
-  #deadlineTimer = null;
-  #inflight = null;
-  #lastError = undefined;
   #releasing = null;
-  #margin = 0;
-  #sentAt = undefined;
-  #ttlMs;
 
-  constructor(client, { ttlMs, expiresInMs }, { sentAt, receivedAt, onLost }) {
-    this.#client = client;
+  constructor(onLost) {
     this.#onLost = onLost;
-    this.#ttlMs = ttlMs;
-    this.#margin = safetyMarginMs(ttlMs);
-    const third = ttlMs / 3;
-    if (receivedAt - sentAt < third) {
-      this.#setDeadline(sentAt + expiresInMs);
-      this.#schedule(third);
-    } else {
-      // The acquire waited in the queue: the grant happened somewhere between sending and the
-      // answer. Take the answer's time for now and renew at once, which gives a deadline
-      // measured from a request sent after the grant.
-      this.#setDeadline(receivedAt + expiresInMs);
-      this.#schedule(0);
-    }
   }
 
   /**
    * True once the lease was lost (lease_lost, or its deadline passed without renewal). It
    * compares the clock with the deadline: true as soon as the deadline has passed, even if no
-   * timer has run since.
+   * timer has run since. (An OrderedLock: once any lock was lost; it compares each lock's
+   * deadline with the clock itself.)
    */
   get lost() {
-    this.#expireIfDue();
+    this[EXPIRE_IF_DUE]();
     return this.#state === 'lost';
   }
 
   /**
    * Throws the reason of the loss (a LeaseLostError or a LeaseExpiredError) if the lease is
    * lost, or its deadline has passed on the clock; call it right before each action the lease
-   * guards.
+   * guards. (An OrderedLock: the reason of the first loss, if any lock is lost or past its
+   * deadline.)
    */
   check() {
-    this.#expireIfDue();
+    this[EXPIRE_IF_DUE]();
     if (this.#state === 'lost') throw this.#controller.signal.reason;
   }
 
@@ -122,10 +112,11 @@ class KeptAlive {
     return this.#controller.signal;
   }
 
-  /** While held, how long the lease is certain to last without another renewal, in ms; else 0. */
+  /** While held, how long the lease is certain to last without another renewal, in ms; else 0.
+   * (An OrderedLock: the least of the locks' remainingMs.) */
   get remainingMs() {
-    this.#expireIfDue();
-    return this.#state === 'held' ? Math.max(0, this.#deadline - now()) : 0;
+    this[EXPIRE_IF_DUE]();
+    return this.#state === 'held' ? this[REMAINING]() : 0;
   }
 
   /**
@@ -137,24 +128,16 @@ class KeptAlive {
    */
   release(options = {}) {
     if (this.#releasing) return this.#releasing;
-    if (this.#state === 'lost') {
-      // What a lost set still holds is given back, quietly; a lost lease holds nothing.
-      this.#releasing = this[RELEASE_LOST] ? this[RELEASE](options).then(() => false, () => false) : Promise.resolve(false);
-      return this.#releasing;
-    }
+    const lost = this.#state === 'lost';
     if (this.#state === 'held') {
       this.#state = 'released';
-      this.#stop();
+      this[STOP]();
       this.#controller.abort(new DOMException('the lock was released', 'AbortError'));
     }
-    const promise = this[RELEASE](options).then(
-      () => true,
-      (err) => {
-        if (err instanceof LeaseLostError) return false;
-        if (this.#releasing === promise) this.#releasing = null;
-        throw err;
-      },
-    );
+    const promise = this[GIVE_BACK](options, lost).then(undefined, (err) => {
+      if (this.#releasing === promise) this.#releasing = null;
+      throw err;
+    });
     this.#releasing = promise;
     return promise;
   }
@@ -169,6 +152,68 @@ class KeptAlive {
     await this.release();
   }
 
+  get [HELD]() {
+    return this.#state === 'held';
+  }
+
+  // Nothing to stop but what a subclass says.
+  [STOP]() {}
+
+  [LOSE](err) {
+    if (this.#state !== 'held') return;
+    this.#state = 'lost';
+    this[STOP]();
+    this.#controller.abort(err);
+    callOnLost(this.#onLost, err, this);
+  }
+}
+
+// The renewal machinery and the deadline, shared by Lock and MultiLock.
+class KeptAlive extends Holding {
+  #client;
+  #deadline = 0;
+  #renewTimer = null;
+  #deadlineTimer = null;
+  #inflight = null;
+  #lastError = undefined;
+  #margin = 0;
+  #sentAt = undefined;
+  #ttlMs;
+
+  constructor(client, { ttlMs, expiresInMs }, { sentAt, receivedAt, onLost }) {
+    super(onLost);
+    this.#client = client;
+    this.#ttlMs = ttlMs;
+    this.#margin = safetyMarginMs(ttlMs);
+    const third = ttlMs / 3;
+    if (receivedAt - sentAt < third) {
+      this.#setDeadline(sentAt + expiresInMs);
+      this.#schedule(third);
+    } else {
+      // The acquire waited in the queue: the grant happened somewhere between sending and the
+      // answer. Take the answer's time for now and renew at once, which gives a deadline
+      // measured from a request sent after the grant.
+      this.#setDeadline(receivedAt + expiresInMs);
+      this.#schedule(0);
+    }
+  }
+
+  [REMAINING]() {
+    return Math.max(0, this.#deadline - now());
+  }
+
+  [GIVE_BACK](options, lost) {
+    // What a lost set still holds is given back, quietly; a lost lease holds nothing.
+    if (lost) return this[RELEASE_LOST] ? this[RELEASE](options).then(() => false, () => false) : Promise.resolve(false);
+    return this[RELEASE](options).then(
+      () => true,
+      (err) => {
+        if (err instanceof LeaseLostError) return false;
+        throw err;
+      },
+    );
+  }
+
   #schedule(delay) {
     this.#renewTimer = setTimeout(() => {
       this.#renewTimer = null;
@@ -176,8 +221,8 @@ class KeptAlive {
     }, delay);
   }
 
-  #expireIfDue() {
-    if (this.#state === 'held' && now() >= this.#deadline) this.#expire();
+  [EXPIRE_IF_DUE]() {
+    if (this[HELD] && now() >= this.#deadline) this.#expire();
   }
 
   #expire() {
@@ -187,7 +232,7 @@ class KeptAlive {
     else if (this.#sentAt !== undefined)
       why = `a renewal sent ${Math.round(now() - this.#sentAt)} ms before had no answer yet`;
     else why = 'no renewal was tried since the last one succeeded: the process did not run in time (paused, or starved)';
-    this.#lose(
+    this[LOSE](
       new LeaseExpiredError(
         `${this[WHAT]()} could not be renewed before its deadline (${why})`,
         last === undefined ? undefined : { cause: last },
@@ -204,7 +249,7 @@ class KeptAlive {
   }
 
   async #renew() {
-    if (this.#state !== 'held') return;
+    if (!this[HELD]) return;
     const controller = new AbortController();
     this.#inflight = controller;
     const sentAt = now();
@@ -218,7 +263,7 @@ class KeptAlive {
     try {
       const answer = await this[SEND]({ signal: controller.signal, timeoutMs, deadline: this.#deadline });
       this.#sentAt = undefined;
-      if (this.#state !== 'held') return;
+      if (!this[HELD]) return;
       // Answered after the deadline: the loss is final, whatever the answer says.
       if (now() >= this.#deadline) {
         this.#expire();
@@ -231,9 +276,9 @@ class KeptAlive {
       this.#schedule(ttlMs / 3);
     } catch (err) {
       this.#sentAt = undefined;
-      if (this.#state !== 'held') return;
+      if (!this[HELD]) return;
       if (err instanceof LeaseLostError) {
-        this.#lose(err);
+        this[LOSE](err);
         return;
       }
       this.#lastError = err;
@@ -243,7 +288,7 @@ class KeptAlive {
     }
   }
 
-  #stop() {
+  [STOP]() {
     clearTimeout(this.#renewTimer);
     clearTimeout(this.#deadlineTimer);
     this.#renewTimer = null;
@@ -252,14 +297,6 @@ class KeptAlive {
       this.#inflight.abort();
       this.#inflight = null;
     }
-  }
-
-  #lose(err) {
-    if (this.#state !== 'held') return;
-    this.#state = 'lost';
-    this.#stop();
-    this.#controller.abort(err);
-    callOnLost(this.#onLost, err, this);
   }
 }
 
@@ -452,37 +489,22 @@ export class MultiLock extends KeptAlive {
  * `signal`, `onLost`) the moment ANY of them is, with that one's reason; `remainingMs` is the
  * least of theirs; release() releases every one, the last taken first.
  */
-export class OrderedLock {
+export class OrderedLock extends Holding {
   #locks;
-  #controller = new AbortController();
-  #onLost;
-  #state = 'held';
-  #releasing = null;
 
   /**
    * @param {Lock[]} locks in the order taken
    * @param {{ onLost?: Function }} [options]
    */
   constructor(locks, { onLost } = {}) {
+    super(onLost);
     this.#locks = [...locks];
-    this.#onLost = onLost;
   }
 
-  // Called by each lock's onLost (the client makes them so).
-  [LOSE](err) {
-    this.#lose(err);
-  }
-
-  #lose(err) {
-    if (this.#state !== 'held') return;
-    this.#state = 'lost';
-    this.#controller.abort(err);
-    callOnLost(this.#onLost, err, this);
-  }
-
-  // Asking each lock makes it compare its own deadline with the clock; its loss is this one's.
-  #expireIfDue() {
-    if (this.#state === 'held') for (const l of this.#locks) void l.lost;
+  // A lock's loss is this one's: each lock's onLost calls [LOSE] (the client makes them so).
+  // Asking each lock makes it compare its own deadline with the clock.
+  [EXPIRE_IF_DUE]() {
+    if (this[HELD]) for (const l of this.#locks) void l.lost;
   }
 
   /** The locks, in the order taken (by name). */
@@ -505,58 +527,14 @@ export class OrderedLock {
     return tokensOf(this.leases);
   }
 
-  /** True once any lock was lost; compares each lock's deadline with the clock itself. */
-  get lost() {
-    this.#expireIfDue();
-    return this.#state === 'lost';
+  [REMAINING]() {
+    return Math.min(...this.#locks.map((l) => l.remainingMs));
   }
 
-  /** Throws the reason of the first loss if any lock is lost or past its deadline. */
-  check() {
-    this.#expireIfDue();
-    if (this.#state === 'lost') throw this.#controller.signal.reason;
-  }
-
-  /** True once release() was called. */
-  get released() {
-    return this.#state === 'released';
-  }
-
-  /** Aborted when any lock is lost (with its reason), and when released (AbortError). */
-  get signal() {
-    return this.#controller.signal;
-  }
-
-  /** While held, the least of the locks' remainingMs; else 0. */
-  get remainingMs() {
-    this.#expireIfDue();
-    return this.#state === 'held' ? Math.min(...this.#locks.map((l) => l.remainingMs)) : 0;
-  }
-
-  /**
-   * Stop renewing and release every lock, the last taken first. Resolves true when every one
-   * was released, false when one had been lost; rejects with the first failure to release
-   * (after trying every one).
-   * @param {{ signal?: AbortSignal, timeoutMs?: number }} [options]
-   * @returns {Promise<boolean>}
-   */
-  release(options = {}) {
-    if (this.#releasing) return this.#releasing;
-    if (this.#state === 'held') {
-      this.#state = 'released';
-      this.#controller.abort(new DOMException('the lock was released', 'AbortError'));
-    }
-    const promise = releaseInTurn([...this.#locks].reverse(), options).then(undefined, (err) => {
-      if (this.#releasing === promise) this.#releasing = null;
-      throw err;
-    });
-    this.#releasing = promise;
-    return promise;
-  }
-
-  /** `await using` releases it at the end of the block, as release() does. */
-  async [asyncDispose]() {
-    await this.release();
+  // Every lock, the last taken first: true when every one was released, false when one had been
+  // lost; rejects with the first failure to release (after trying every one).
+  [GIVE_BACK](options) {
+    return releaseInTurn([...this.#locks].reverse(), options);
   }
 }
 

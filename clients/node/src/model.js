@@ -172,6 +172,14 @@ export function toLeases(j, names) {
   return items.map(toLease);
 }
 
+/**
+ * A release's answer about one resource (release(), and each of releaseMany()'s).
+ * @param {any} j
+ */
+export function toReleased(j) {
+  return { resource: j?.resource, released: j?.released === true };
+}
+
 /** A holder of a resource, as GET and the list show it. */
 export function toHolder(j) {
   if (j === null || typeof j !== 'object') return null;
