@@ -159,17 +159,9 @@ build_tools() {
     MUTEXD=$BUILD/mutexd
     [[ -x $MUTEXD ]] || make build
     [[ -x $MUTEXD ]] || die "no $MUTEXD after make build"
-    LOADGEN=$BUILD/loadgen
-    local f stale=0
-    [[ -x $LOADGEN ]] || stale=1
-    for f in bench/loadgen.c bench/lg_*.[ch]; do
-        [[ $f -nt $LOADGEN ]] && stale=1
-    done
-    if ((stale)); then
-        LOADGEN=$WORK/loadgen
-        cc -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wvla \
-            bench/loadgen.c bench/lg_wire.c bench/lg_hist.c -o "$LOADGEN"
-    fi
+    # shellcheck source=bench/loadgen-path.sh
+    . bench/loadgen-path.sh
+    loadgen_path "$BUILD" "$WORK"
 }
 
 # The idle connections need as many open files, in their server and in bench/idle_conns.py:

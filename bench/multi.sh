@@ -67,17 +67,9 @@ die() {
 
 [[ -x $BUILD/mutexd ]] || make build >/dev/null
 [[ -x $BUILD/mutexd ]] || die "no $BUILD/mutexd after make build"
-LOADGEN=$BUILD/loadgen
-stale=0
-[[ -x $LOADGEN ]] || stale=1
-for f in bench/loadgen.c bench/lg_*.[ch]; do
-    [[ $f -nt $LOADGEN ]] && stale=1
-done
-if ((stale)); then
-    LOADGEN=$WORK/loadgen
-    cc -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wvla \
-        bench/loadgen.c bench/lg_wire.c bench/lg_hist.c -o "$LOADGEN"
-fi
+# shellcheck source=bench/loadgen-path.sh
+. bench/loadgen-path.sh
+loadgen_path "$BUILD" "$WORK"
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 CLK_TCK=$(getconf CLK_TCK)
