@@ -43,16 +43,19 @@ static void part_reply(struct ra_request *r)
     struct ra_multi_part *p = part_of(r);
     struct ra_multi *m = p->m;
     if (r->rq.status == RES_OK_LEASE && atomic_load(&m->state) == RA_MULTI_WAITING) {
-        /* A retry of the set: this lease id holds the resource already, and was renewed. */
+        /* A retry of the set: this lease id holds the resource already, and was renewed.
+         * It is renewed once more at the commit, and answers again then. */
         p->early = true;
+        r->rq.part_own = true;
         part_reserved(r);
     } else {
         /* While waiting no part is granted: any other answer is a refusal, and ends the
          * set. */
         abandon(m, p);
     }
-    /* Read before the count: once the last part is counted the set may be freed. */
-    size_t n = m->n;
+    /* Read before the count (after part_reserved(), which may add the early parts' second
+     * answers): once the last answer is counted the set may be freed. */
+    size_t n = atomic_load(&m->expected);
     if (atomic_fetch_add(&m->answered, 1) + 1 == n)
         m->done(m);
 }
@@ -87,32 +90,40 @@ static void part_reserved(struct ra_request *r)
     size_t n = m->n;
     if (atomic_fetch_add(&m->reserved, 1) + 1 != n)
         return;
+    /* A client that has gone is never granted, as a single waiter is not. */
+    if (m->client_alive && !m->client_alive(m->client)) {
+        abandon(m, NULL);
+        return;
+    }
     int waiting = RA_MULTI_WAITING;
     if (!atomic_compare_exchange_strong(&m->state, &waiting, RA_MULTI_COMMITTING))
         return; /* abandoned meanwhile: the drops are on their way */
+    /* Every part commits: the new ones are granted, the early ones (answered with their
+     * own lease while the set waited) renewed once more, so that none is answered with a
+     * lease that ran out meanwhile. Each early part answers a second time. */
     const char *names[64];
-    size_t lens[64], k = 0;
-    for (size_t i = 0; i < m->n; i++)
-        if (!m->parts[i].early) {
-            names[k] = m->parts[i].name;
-            lens[k++] = m->parts[i].len;
-        }
-    m->committing = k;
-    if (k == 0)
-        return; /* every part was a retry, answered already */
-    m->first_index = res_reserve_indexes(m->domain, names, lens, k);
-    /* The set's tokens in the order its request names the resources. */
-    uint64_t token = res_reserve_tokens(m->domain, k);
+    size_t lens[64], fresh = 0;
+    for (size_t i = 0; i < m->n; i++) {
+        names[i] = m->parts[i].name;
+        lens[i] = m->parts[i].len;
+        fresh += !m->parts[i].early;
+    }
+    atomic_fetch_add(&m->expected, m->n - fresh);
+    m->committing = m->n;
+    m->first_index = res_reserve_indexes(m->domain, names, lens, m->n);
+    /* The new grants' tokens in the order the request names the resources; none reserved
+     * (the ceiling is near): every grant is refused, never given one out of order. */
+    uint64_t token = fresh ? res_reserve_tokens(m->domain, fresh) : 0;
     uint64_t step = m->domain->token_stride > 1 ? m->domain->token_stride : 1;
-    k = 0;
-    for (size_t i = 0; i < m->n; i++)
+    for (size_t i = 0; i < m->n; i++) {
+        m->parts[i].req.rq.part_index = m->first_index + i;
         if (!m->parts[i].early) {
-            m->parts[i].req.rq.part_index = m->first_index + k++;
             m->parts[i].req.rq.part_token = token;
             token = token ? token + step : 0;
         }
+    }
     for (size_t i = 0; i < m->n; i++)
-        if (!m->parts[i].early && send_surely(send_commit, &m->parts[i], 0) != RT_OK)
+        if (send_surely(send_commit, &m->parts[i], 0) != RT_OK)
             part_granted(&m->parts[i].req, NULL, 0); /* shutting down: the group fails */
 }
 
@@ -136,7 +147,7 @@ static void part_granted(struct ra_request *r, struct store_rec *rec, uint64_t e
     uint64_t epochs[64];
     size_t k = 0;
     for (size_t j = 0; j < m->n; j++) {
-        if (m->parts[j].early || !m->recs[j])
+        if (!m->recs[j])
             continue;
         if (m->failed) {
             store_rec_free(m->recs[j]);
@@ -155,16 +166,12 @@ static void part_granted(struct ra_request *r, struct store_rec *rec, uint64_t e
         seq = store_submit_group(m->store, first, k, epochs);
     }
     struct ev_log *log = m->domain->events;
-    k = 0;
     for (size_t j = 0; j < m->n; j++) {
         struct ra_multi_part *x = &m->parts[j];
-        if (x->early)
-            continue;
         /* Never written: its reserved index is never shown (the actor says so too when
          * its turn recorded the grant). */
         if (!seq && log)
-            ev_durable(log, x->name, x->len, m->first_index + k, m->first_index + k, false);
-        k++;
+            ev_durable(log, x->name, x->len, m->first_index + j, m->first_index + j, false);
         send_surely(send_submitted, x, seq);
     }
 }
@@ -189,7 +196,10 @@ struct ra_multi *ra_multi_new(struct rt *rt, struct store *store, const char *co
     m->n = n;
     m->done = done;
     m->arg = arg;
+    m->client = (struct res_req *)template;
+    m->client_alive = template->alive;
     atomic_init(&m->state, RA_MULTI_WAITING);
+    atomic_init(&m->expected, n);
     pthread_mutex_init(&m->lock, NULL);
     for (size_t i = 0; i < n; i++) {
         struct ra_multi_part *p = &m->parts[i];
@@ -215,21 +225,54 @@ struct ra_multi *ra_multi_new(struct rt *rt, struct store *store, const char *co
     return m;
 }
 
+/* The domain's arrival lock (res_domain.arriving): held for one set's sends. */
+static void arrival_lock(struct res_domain *d)
+{
+    bool busy = false;
+    while (!atomic_compare_exchange_weak_explicit(&d->arriving, &busy, true, memory_order_acquire,
+                                                  memory_order_relaxed)) {
+        busy = false;
+        sched_yield();
+    }
+}
+
+static void arrival_unlock(struct res_domain *d)
+{
+    atomic_store_explicit(&d->arriving, false, memory_order_release);
+}
+
 void ra_multi_start(struct ra_multi *m, struct res_domain *domain)
 {
+    /* The set's place and its sends in one step: a set that takes a later place sends
+     * after it, so on every resource they share its part queues behind this one's (a
+     * single request takes its place in its own turn, behind whatever reached the
+     * resource before it). Otherwise a part of this set could reach a resource after a
+     * later set's part was reserved there, queue ahead of it and be reserved too: two
+     * sets holding one place, and both granted. A part's turn may run right here and
+     * answer the whole set: nothing of the set is read after its last send. */
+    size_t n = m->n;
+    int rcs[64];
     m->domain = domain;
+    arrival_lock(domain);
     uint64_t seq = res_next_arrival(domain);
-    for (size_t i = 0; i < m->n; i++)
+    for (size_t i = 0; i < n; i++)
         m->parts[i].req.rq.seq = seq;
-    for (size_t i = 0; i < m->n; i++) {
-        struct ra_multi_part *p = &m->parts[i];
-        int rc = ra_send(m->rt, p->name, p->len, &p->req, NULL);
-        if (rc != RT_OK) {
+    bool failed = false;
+    for (size_t i = 0; i < n; i++) {
+        rcs[i] = ra_send(m->rt, m->parts[i].name, m->parts[i].len, &m->parts[i].req, NULL);
+        failed = failed || rcs[i] != RT_OK;
+    }
+    arrival_unlock(domain);
+    if (!failed)
+        return;
+    /* A part not sent is still unanswered: the set waits for it, and is there to read. */
+    for (size_t i = 0; i < n; i++)
+        if (rcs[i] != RT_OK) {
+            struct ra_multi_part *p = &m->parts[i];
             p->req.rq.status = RES_ERR_UNAVAILABLE;
-            p->req.rq.reason = rt_strerror(rc);
+            p->req.rq.reason = rt_strerror(rcs[i]);
             part_reply(&p->req);
         }
-    }
 }
 
 void ra_multi_hangup(struct ra_multi *m)

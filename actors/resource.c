@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "common/clock.h"
+#include "common/log.h"
 #include "common/uuid.h"
 
 /* ---- views and answers ----------------------------------------------------------- */
@@ -448,7 +449,8 @@ static void grant(struct res *r, struct res_domain *d, struct res_req *q, const 
         unavailable(out, q, "out of memory", 0);
         return;
     }
-    uint64_t token = q->part_token ? q->part_token : res_reserve_tokens(d, 1);
+    /* A part takes its token from the set's block, in the set's order, or none. */
+    uint64_t token = q->multi ? q->part_token : res_reserve_tokens(d, 1);
     if (!token) {
         unavailable(out, q, "no fencing tokens reserved: blob storage unreachable", 0);
         return;
@@ -981,19 +983,44 @@ void res_drop(struct res *r, struct res_domain *d, uint64_t id, const struct res
         }
 }
 
+/* Whether q is in the resource's queue. */
+static bool queued(const struct res *r, const struct res_req *q)
+{
+    for (const struct res_req *w = r->waiters; w; w = w->_next)
+        if (w == q)
+            return true;
+    return false;
+}
+
 void res_multi_grant(struct res *r, struct res_domain *d, struct res_req *q,
                      const struct res_now *now, struct res_out *out)
 {
     uint64_t index = r->row.index;
-    if (q != reserved_head(r)) { /* cannot be: the parts are granted only once reserved */
-        q->reason = "not reserved";
-        answer(out, q, RES_ERR_UNAVAILABLE);
-        return;
-    }
-    unlink_waiter(r, d, q);
-    q->_reserved = false;
     r->next_index = q->part_index;
-    grant(r, d, q, now, out);
+    if (q->part_own) {
+        /* Answered with its own lease while the set waited: renewed again now, if that
+         * lease is still the resource's. */
+        int i = find_lease(r, q->lease_id);
+        if (i >= 0 && (r->row.leases[i].held || !reserved_head(r)))
+            acquire_own(r, d, (uint32_t)i, q, now, out);
+        else
+            unavailable(out, q, "a lease of the set was lost while the set waited", 1);
+    } else if (q != reserved_head(r) || !fits(r, d, q)) {
+        /* Cannot be: a part is granted only where it holds the head's place, and nothing
+         * takes a place reserved. Should it be, the set fails (and the actors read their
+         * rows again) rather than grant a lease that does not fit, and no queue keeps the
+         * part, whose request is freed once answered. */
+        if (queued(r, q))
+            unlink_waiter(r, d, q);
+        q->_reserved = false;
+        unavailable(out, q, "the place of a part of the set was not reserved", 1);
+        mx_error("a part of a set was not reserved at its commit", "resource=%.*s",
+                 (int)r->name_len, r->name);
+    } else {
+        unlink_waiter(r, d, q);
+        q->_reserved = false;
+        grant(r, d, q, now, out);
+    }
     if (r->next_index && d->events) /* not granted: the index is never shown */
         ev_durable(d->events, r->name, r->name_len, r->next_index, r->next_index, false);
     r->next_index = 0;

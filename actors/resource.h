@@ -53,6 +53,11 @@ struct res_domain {
      * request about several resources, which takes its number before it reaches any of
      * them, is queued on each behind exactly those that came before it. */
     _Atomic uint64_t arrival;
+    /* Held while a set takes its place in the arrival order and sends its parts
+     * (multi.c): the parts of sets then reach every queue in the order of their places, so
+     * a part never arrives behind one that came after it and is reserved already. A spin
+     * lock (zero: free), held for the sends of one set. */
+    _Atomic bool arriving;
     /* Tokens above this may not be handed out (the blob mirror reserves them in blocks;
      * UINT64_MAX without a mirror). */
     _Atomic uint64_t token_ceiling;
@@ -173,8 +178,14 @@ struct res_req {
     /* A part: the change index its grant takes (res_reserve_indexes()), set before
      * res_multi_grant(); 0: the next one, as any change. */
     uint64_t part_index;
-    /* A part: the fencing token its grant takes (res_reserve_tokens()); 0: the next one. */
+    /* A part: the fencing token its grant takes (res_reserve_tokens()); 0: none could be
+     * reserved for the set, and the grant is refused (503) rather than take one out of the
+     * set's order. */
     uint64_t part_token;
+    /* A part answered with its own lease while the set waited (a retry of the set): at the
+     * commit it is renewed again (res_multi_grant()), or the set fails if the lease was
+     * lost meanwhile, so that no set is answered with a lease that ran out as it waited. */
+    bool part_own;
     /* Whether the client is still there; NULL: always. Asked before granting a waiter. */
     bool (*alive)(struct res_req *q);
     /* out */
@@ -200,7 +211,7 @@ uint64_t res_reserve_indexes(struct res_domain *d, const char *const *names, con
                              size_t n);
 
 /* Takes `n` fencing tokens for the grants of a set, in order, the first returned (0: not
- * that many reserved now, and each grant takes its own): the i-th is the first + i times
+ * that many reserved now, and the set is refused): the i-th is the first + i times
  * the domain's stride. Safe because no other grant can come between on a resource whose
  * place a part holds. Any thread; res_reserve_tokens(d, 1) is the next token. */
 uint64_t res_reserve_tokens(struct res_domain *d, size_t n);

@@ -337,6 +337,7 @@ static void a_part_is_reserved_then_granted(void **st)
     advance(120000); /* past its wait_ms: reserved, it does not time out */
     tick(&r);
     expect_none();
+    m->part_token = res_reserve_tokens(&D, 1);
     res_multi_grant(&r, &D, m, &NOW, &OUT);
     expect(m, RES_OK_LEASE);
     assert_true(m->view.token > h->view.token);
@@ -375,6 +376,50 @@ static void a_part_is_reserved_then_granted(void **st)
     done(z);
     done(z2);
     done(behind);
+    res_free(&r);
+}
+
+/* A part's grant checks that it holds the head's place and fits, and takes its token
+ * from the set's block or none: refused otherwise, and left in no queue (its request is
+ * freed once answered). */
+static void a_part_granted_where_it_was_not_reserved_is_refused(void **st)
+{
+    (void)st;
+    setup_domain();
+    struct res r;
+    res_init(&r, 0);
+    struct res_req *h = grant(&r, "holder", 5000);
+    struct res_req *m = part_req("multi", 60000);
+    handle(&r, m);
+    expect_none();
+    assert_int_equal(r.nwaiters, 1);
+    m->part_token = res_reserve_tokens(&D, 1);
+    res_multi_grant(&r, &D, m, &NOW, &OUT); /* queued, never reserved: the place is h's */
+    expect(m, RES_ERR_UNAVAILABLE);
+    expect_none();
+    assert_int_equal(r.nwaiters, 0);
+    assert_null(r.waiters);
+    assert_int_equal(r.nheld, 1);
+
+    /* Reserved, but no token could be taken for the set: refused, never granted one of
+     * its own out of the set's order. */
+    struct res_req *rel = with_id(req(RES_RELEASE), h->view.lease_id);
+    struct res_req *m2 = part_req("multi2", 60000);
+    handle(&r, m2);
+    handle(&r, rel);
+    expect(rel, RES_OK_RELEASED);
+    assert_ptr_equal(OUT.reserved, m2);
+    OUT.reserved = NULL;
+    m2->part_token = 0;
+    res_multi_grant(&r, &D, m2, &NOW, &OUT);
+    expect(m2, RES_ERR_UNAVAILABLE);
+    expect_none();
+    assert_int_equal(r.nheld, 0);
+    assert_int_equal(r.nwaiters, 0);
+    done(h);
+    done(m);
+    done(m2);
+    done(rel);
     res_free(&r);
 }
 
@@ -1272,6 +1317,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(waiters_are_granted_in_fifo_order),
     cmocka_unit_test(waiters_are_queued_in_arrival_order),
     cmocka_unit_test(a_part_is_reserved_then_granted),
+    cmocka_unit_test(a_part_granted_where_it_was_not_reserved_is_refused),
     cmocka_unit_test(waiter_times_out_with_lease_held),
     cmocka_unit_test(expiry_at_deadline_never_before_and_grants_waiter),
     cmocka_unit_test(expiry_lateness_is_measured),

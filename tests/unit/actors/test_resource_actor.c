@@ -317,8 +317,12 @@ static void part_reserved(struct ra_request *r)
     struct group *g = p->g;
     /* "a" first; "b" once a's part is granted and a moment has passed, so that a's answer
      * would be out by then if it did not wait for the group. */
-    if (atomic_fetch_add(&g->reserved, 1) + 1 == 2)
+    if (atomic_fetch_add(&g->reserved, 1) + 1 == 2) {
+        uint64_t token = res_reserve_tokens(&g->f->domain, 2); /* the set's, in its order */
+        g->p[0].r.rq.part_token = token;
+        g->p[1].r.rq.part_token = token + 1;
         assert_int_equal(ra_send_commit(g->f->rt, "a", 1, &g->p[0].r), RT_OK);
+    }
 }
 
 static void *commit_b_later(void *arg)
