@@ -95,6 +95,13 @@ static void on_part_reply(struct ra_request *r)
         resume(q);
 }
 
+/* Asked before a set commits: a set is never granted to a client that has gone. */
+static bool set_client_alive(struct res_req *rq)
+{
+    struct hreq *q = container_of(rq, struct hreq, ra.rq);
+    return !hangup_peer_gone(q->fd);
+}
+
 static enum MHD_Result serve_set(struct hreq *q, const struct http_core *core)
 {
     struct http *h = q->h;
@@ -103,6 +110,7 @@ static enum MHD_Result serve_set(struct hreq *q, const struct http_core *core)
     if (!many)
         return http_i_send_unavailable(q, "out of memory");
     uint64_t first = atomic_fetch_add(&h->next_id, n) + 1;
+    q->ra.rq.alive = set_client_alive;
     many->multi = ra_multi_new(core->rt, core->store, q->names.name, q->names.len, n, &q->ra.rq,
                                first, on_set_done, q);
     if (!many->multi) {
@@ -175,6 +183,15 @@ enum MHD_Result http_i_answer_many(struct hreq *q)
     }
     if (gone)
         return http_i_nobody_to_answer(q);
+    /* A refusal shows a holder read here: checked as a single acquire's is, since the
+     * set may have waited while another server took the partition over. */
+    for (size_t i = 0; i < n; i++)
+        if (rq[i]->status == RES_ERR_HELD) {
+            const char *stale = http_i_not_serving(q);
+            if (stale)
+                return http_i_send_group_unavailable(q, stale);
+            break;
+        }
     struct render rd;
     render_many(q->names.name, q->names.len, rq, n,
                 q->route == ROUTE_RELEASE_MANY ? RES_OK_RELEASED : RES_OK_LEASE, &rd);

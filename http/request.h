@@ -182,6 +182,10 @@ enum MHD_Result http_i_send_body(struct hreq *q, int status, char *body, const c
 enum MHD_Result http_i_send_render(struct hreq *q, const struct render *rd, const char *allow);
 enum MHD_Result http_i_send_error(struct hreq *q, const struct api_error *e);
 enum MHD_Result http_i_send_unavailable(struct hreq *q, const char *reason);
+/* Why this server may no longer answer a read from its state after the request waited
+ * here (fenced, not serving, or its ownership unconfirmed): a reason for
+ * http_i_send_group_unavailable(), or NULL when it may. */
+const char *http_i_not_serving(struct hreq *q);
 enum MHD_Result http_i_send_group_unavailable(struct hreq *q, const char *reason);
 enum MHD_Result http_i_send_relayed(struct hreq *q);
 

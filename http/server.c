@@ -194,7 +194,7 @@ static enum MHD_Result answer_events(struct hreq *q);
 /* Why this server may no longer answer a read from its state, after a request waited here:
  * it was fenced, stopped serving, or has not confirmed within --failover-after-ms that it
  * owns the container (a standby may have taken over). NULL when it may. */
-static const char *not_serving(struct hreq *q)
+const char *http_i_not_serving(struct hreq *q)
 {
     enum http_role role = fwd_role(q->h->fwd, q->partition);
     uint64_t until =
@@ -224,7 +224,7 @@ static enum MHD_Result answer_resumed(struct hreq *q)
             q->close = true;
             return http_i_send_unavailable(q, "shutting down");
         }
-        const char *stale = not_serving(q);
+        const char *stale = http_i_not_serving(q);
         if (stale && strcmp(stale, HTTP_UNCONFIRMED) == 0 && q->h->cfg.partitions > 1 &&
             !atomic_load(&q->h->parts[q->partition].published))
             stale = HTTP_PARTITION_MOVED; /* its core stopped as the partition moved */
@@ -250,7 +250,7 @@ static enum MHD_Result answer_resumed(struct hreq *q)
     /* A read (a watch's state, a wait that ran out with the holder's name) answered after
      * a wait: checked as a list watch is. A change answered here is durable, so it stands. */
     if (q->ra.rq.status == RES_OK_STATE || q->ra.rq.status == RES_ERR_HELD) {
-        const char *stale = not_serving(q);
+        const char *stale = http_i_not_serving(q);
         if (stale)
             return http_i_send_group_unavailable(q, stale);
     }
