@@ -1,11 +1,12 @@
 /*
  * The lease state machine (see resource.h).
  *
- * Layout: views and answers; changes (every change goes through change(), which takes
- * the next index); the lease operations; the waiter queue (FIFO, doubly linked so that
+ * Layout: changes (views and answers are in resource_view.c) (every change goes through change(),
+ * which takes the next index); the lease operations; the waiter queue (FIFO, doubly linked so that
  * a client that hangs up is unlinked at once) and the watcher list; ticks.
  */
 #include "actors/resource.h"
+#include "actors/resource_view.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -15,182 +16,6 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/uuid.h"
-
-/* ---- views and answers ----------------------------------------------------------- */
-
-enum res_kind res_kind_of(uint32_t limit, bool shared)
-{
-    return limit > 1 ? RES_KIND_SEMAPHORE : shared ? RES_KIND_SHARED : RES_KIND_EXCLUSIVE;
-}
-
-static void holder_clear(struct res_holder *h)
-{
-    mx_str_unref(h->owner);
-    mx_str_unref(h->metadata);
-}
-
-void res_view_clear(struct res_view *v)
-{
-    mx_str_unref(v->owner);
-    mx_str_unref(v->metadata);
-    for (uint32_t i = 0; i < v->nholders; i++)
-        holder_clear(&v->holders[i]);
-    free(v->holders);
-    memset(v, 0, sizeof *v);
-}
-
-void res_req_clear(struct res_req *rq)
-{
-    mx_str_unref(rq->owner);
-    mx_str_unref(rq->metadata);
-    rq->owner = rq->metadata = NULL;
-    res_view_clear(&rq->view);
-}
-
-static uint64_t ms_until(uint64_t deadline_ns, uint64_t now_ns)
-{
-    if (deadline_ns <= now_ns)
-        return 0;
-    return (deadline_ns - now_ns + MX_NS_PER_MS - 1) / MX_NS_PER_MS; /* rounded up */
-}
-
-static uint32_t req_limit(const struct res_req *q)
-{
-    return q->limit ? q->limit : 1;
-}
-
-static uint32_t max_holders(const struct res_domain *d)
-{
-    return d->lim.max_holders ? d->lim.max_holders : 1024;
-}
-
-/* The kind of lease i, for the metrics. */
-static enum res_kind lease_kind(const struct res *r, uint32_t i)
-{
-    return res_kind_of(r->row.limit, r->row.leases[i].shared);
-}
-
-/* Lease i of r into the view's lease fields. */
-static void view_lease(const struct res *r, uint32_t i, const struct res_now *now,
-                       struct res_view *v)
-{
-    const struct store_lease *l = &r->row.leases[i];
-    mx_str_unref(v->owner);
-    mx_str_unref(v->metadata);
-    memcpy(v->lease_id, l->lease_id, 16);
-    v->shared = l->shared;
-    v->owner = mx_str_ref(l->owner);
-    v->metadata = mx_str_ref(l->metadata);
-    v->token = l->token;
-    v->ttl_ms = l->ttl_ms;
-    v->expires_in_ms = l->held ? ms_until(r->slot[i].deadline_ns, now->mono_ns) : 0;
-    v->acquired_at_ms = l->acquired_at_ms;
-    v->renewed_at_ms = l->renewed_at_ms;
-}
-
-/* The resource-wide fields of a view. */
-static void view_common(const struct res *r, struct res_view *v)
-{
-    v->held = r->nheld > 0;
-    v->index = r->row.index;
-    v->waiters = r->nwaiters;
-    v->limit = r->row.limit ? r->row.limit : 1;
-}
-
-/* A state: every holder, oldest grant first; the lease fields show the first. */
-static void fill_state(const struct res *r, const struct res_now *now, struct res_view *v)
-{
-    res_view_clear(v);
-    view_common(r, v);
-    if (!r->nheld) {
-        v->limit = r->nheld ? v->limit : 1; /* a free resource reads limit 1 */
-        return;
-    }
-    v->holders = calloc(r->nheld, sizeof *v->holders);
-    bool first = true;
-    for (uint32_t i = 0; i < r->row.nleases; i++) {
-        const struct store_lease *l = &r->row.leases[i];
-        if (!l->held)
-            continue;
-        if (first)
-            view_lease(r, i, now, v);
-        first = false;
-        if (!v->holders)
-            continue;
-        struct res_holder *h = &v->holders[v->nholders++];
-        h->shared = l->shared;
-        h->owner = mx_str_ref(l->owner);
-        h->metadata = mx_str_ref(l->metadata);
-        h->token = l->token;
-        h->ttl_ms = l->ttl_ms;
-        h->expires_in_ms = ms_until(r->slot[i].deadline_ns, now->mono_ns);
-        h->acquired_at_ms = l->acquired_at_ms;
-        h->renewed_at_ms = l->renewed_at_ms;
-    }
-}
-
-static void answer(struct res_out *out, struct res_req *q, enum res_status status)
-{
-    q->status = (uint8_t)status;
-    q->_next = q->_prev = NULL;
-    if (out->tail)
-        out->tail->_next = q;
-    else
-        out->head = q;
-    out->tail = q;
-}
-
-static void answer_state(const struct res *r, const struct res_now *now, struct res_out *out,
-                         struct res_req *q, enum res_status status)
-{
-    fill_state(r, now, &q->view);
-    answer(out, q, status);
-}
-
-/* A lease body: lease i. */
-static void answer_lease(const struct res *r, uint32_t i, const struct res_now *now,
-                         struct res_out *out, struct res_req *q)
-{
-    res_view_clear(&q->view);
-    view_common(r, &q->view);
-    view_lease(r, i, now, &q->view);
-    answer(out, q, RES_OK_LEASE);
-}
-
-/* lease_held: the holder whose lease ends first. */
-static void answer_held(const struct res *r, const struct res_now *now, struct res_out *out,
-                        struct res_req *q)
-{
-    res_view_clear(&q->view);
-    view_common(r, &q->view);
-    uint32_t first = UINT32_MAX;
-    for (uint32_t i = 0; i < r->row.nleases; i++)
-        if (r->row.leases[i].held &&
-            (first == UINT32_MAX || r->slot[i].deadline_ns < r->slot[first].deadline_ns))
-            first = i;
-    if (first != UINT32_MAX)
-        view_lease(r, first, now, &q->view);
-    answer(out, q, RES_ERR_HELD);
-}
-
-static void answer_limit(const struct res *r, struct res_out *out, struct res_req *q)
-{
-    res_view_clear(&q->view);
-    view_common(r, &q->view);
-    answer(out, q, RES_ERR_LIMIT);
-}
-
-struct res_req *res_out_pop(struct res_out *out)
-{
-    struct res_req *q = out->head;
-    if (q) {
-        out->head = q->_next;
-        if (!out->head)
-            out->tail = NULL;
-        q->_next = NULL;
-    }
-    return q;
-}
 
 /* ---- changes --------------------------------------------------------------------- */
 
@@ -268,7 +93,7 @@ static void set_held(struct res *r, struct res_domain *d, uint32_t i, bool held)
     int64_t by = held ? 1 : -1;
     r->nheld += held ? 1u : (uint32_t)-1;
     atomic_fetch_add(&d->held, by);
-    atomic_fetch_add(&d->held_kind[lease_kind(r, i)], by);
+    atomic_fetch_add(&d->held_kind[res_i_lease_kind(r, i)], by);
 }
 
 /* Room for one more lease. */
@@ -346,7 +171,7 @@ static void unavailable(struct res_out *out, struct res_req *q, const char *reas
 {
     q->reason = reason;
     q->retry_after_s = retry_after_s;
-    answer(out, q, RES_ERR_UNAVAILABLE);
+    res_i_answer(out, q, RES_ERR_UNAVAILABLE);
 }
 
 uint64_t res_reserve_tokens(struct res_domain *d, size_t n)
@@ -405,7 +230,7 @@ static bool fits(const struct res *r, const struct res_domain *d, const struct r
         return false;
     if (r->row.limit > 1)
         return r->nheld < r->row.limit;
-    if (!q->shared || r->nheld >= max_holders(d))
+    if (!q->shared || r->nheld >= res_i_max_holders(d))
         return false;
     for (uint32_t i = 0; i < r->row.nleases; i++)
         if (r->row.leases[i].held && !r->row.leases[i].shared)
@@ -416,7 +241,7 @@ static bool fits(const struct res *r, const struct res_domain *d, const struct r
 /* A grant takes the places of remembered leases (see resource.h). */
 static void take_places(struct res *r, struct res_domain *d, bool exclusive)
 {
-    uint32_t bound = r->row.limit > 1 ? r->row.limit : max_holders(d);
+    uint32_t bound = r->row.limit > 1 ? r->row.limit : res_i_max_holders(d);
     for (uint32_t i = 0; i < r->row.nleases;) {
         const struct store_lease *l = &r->row.leases[i];
         if (l->held) {
@@ -455,11 +280,11 @@ static void grant(struct res *r, struct res_domain *d, struct res_req *q, const 
         unavailable(out, q, "no fencing tokens reserved: blob storage unreachable", 0);
         return;
     }
-    if (r->nheld == 0 && r->row.limit != req_limit(q)) {
+    if (r->nheld == 0 && r->row.limit != res_i_req_limit(q)) {
         /* The limit belongs to the resource while it has holders: a new one now. */
         while (r->row.nleases)
             forget_lease(r, d, 0);
-        r->row.limit = req_limit(q);
+        r->row.limit = res_i_req_limit(q);
     }
     int old = find_lease(r, id);
     if (old >= 0)
@@ -485,7 +310,7 @@ static void grant(struct res *r, struct res_domain *d, struct res_req *q, const 
                                                                     : 0);
     atomic_fetch_add(&d->grants, 1);
     atomic_fetch_add(&d->grants_kind[res_kind_of(r->row.limit, q->shared)], 1);
-    answer_lease(r, i, now, out, q);
+    res_i_answer_lease(r, i, now, out, q);
 }
 
 /* The part of a request about several resources that holds the head's place, or NULL. */
@@ -509,7 +334,7 @@ static void extend(struct res *r, struct res_domain *d, uint32_t i, struct res_r
     if (q->has_metadata && (l->metadata ? l->metadata->len : 0) < q->metadata->len &&
         row_bytes(r) - lease_bytes(l->owner, l->metadata) + lease_bytes(l->owner, q->metadata) >
             room) {
-        answer(out, q, RES_ERR_ROW_FULL);
+        res_i_answer(out, q, RES_ERR_ROW_FULL);
         return;
     }
     set_held(r, d, i, true);
@@ -520,7 +345,7 @@ static void extend(struct res *r, struct res_domain *d, uint32_t i, struct res_r
         l->metadata = mx_str_ref(q->metadata);
     }
     change(r, d, EV_RENEWED, l, now);
-    answer_lease(r, i, now, out, q);
+    res_i_answer_lease(r, i, now, out, q);
 }
 
 /* ---- waiters and watchers -------------------------------------------------------- */
@@ -538,7 +363,7 @@ static void unlink_waiter(struct res *r, struct res_domain *d, struct res_req *q
     q->_next = q->_prev = NULL;
     r->nwaiters--;
     atomic_fetch_sub(&d->waiters, 1);
-    atomic_fetch_sub(&d->waiters_kind[res_kind_of(req_limit(q), q->shared)], 1);
+    atomic_fetch_sub(&d->waiters_kind[res_kind_of(res_i_req_limit(q), q->shared)], 1);
 }
 
 static void unlink_watcher(struct res *r, struct res_domain *d, struct res_req *q)
@@ -559,10 +384,10 @@ static void unlink_watcher(struct res *r, struct res_domain *d, struct res_req *
 static void acquire_own(struct res *r, struct res_domain *d, uint32_t i, struct res_req *q,
                         const struct res_now *now, struct res_out *out)
 {
-    if (req_limit(q) != r->row.limit)
-        answer_limit(r, out, q);
+    if (res_i_req_limit(q) != r->row.limit)
+        res_i_answer_limit(r, out, q);
     else if (q->shared != r->row.leases[i].shared)
-        answer(out, q, RES_ERR_SHARED);
+        res_i_answer(out, q, RES_ERR_SHARED);
     else
         extend(r, d, i, q, q->ttl_ms, now, out);
 }
@@ -579,13 +404,13 @@ static void grant_next(struct res *r, struct res_domain *d, const struct res_now
         int own = q->has_lease_id ? find_lease(r, q->lease_id) : -1;
         if (q->alive && !q->alive(q)) {
             unlink_waiter(r, d, q);
-            answer(out, q, RES_GONE); /* never granted */
+            res_i_answer(out, q, RES_GONE); /* never granted */
         } else if (own >= 0) {
             unlink_waiter(r, d, q);
             acquire_own(r, d, (uint32_t)own, q, now, out);
-        } else if (r->nheld && req_limit(q) != r->row.limit) {
+        } else if (r->nheld && res_i_req_limit(q) != r->row.limit) {
             unlink_waiter(r, d, q);
-            answer_limit(r, out, q);
+            res_i_answer_limit(r, out, q);
         } else if (q->multi) {
             /* Reserved, not granted: the other parts decide. Nobody behind it goes first. */
             if (!q->_reserved && fits(r, d, q)) {
@@ -613,7 +438,7 @@ static void notify_watchers(struct res *r, struct res_domain *d, const struct re
     while (r->watchers) {
         struct res_req *q = r->watchers;
         unlink_watcher(r, d, q);
-        answer_state(r, now, out, q, RES_OK_STATE);
+        res_i_answer_state(r, now, out, q, RES_OK_STATE);
     }
 }
 
@@ -626,7 +451,7 @@ static void acquire(struct res *r, struct res_domain *d, struct res_req *q,
      * have sent the release of the lease id it proposed, on another connection, and that
      * release may have been handled before this acquire. */
     if (q->alive && !q->alive(q)) {
-        answer(out, q, RES_GONE);
+        res_i_answer(out, q, RES_GONE);
         return;
     }
     int i = q->has_lease_id ? find_lease(r, q->lease_id) : -1;
@@ -634,8 +459,8 @@ static void acquire(struct res *r, struct res_domain *d, struct res_req *q,
         acquire_own(r, d, (uint32_t)i, q, now, out); /* a retry */
         return;
     }
-    if (r->nheld && req_limit(q) != r->row.limit) {
-        answer_limit(r, out, q);
+    if (r->nheld && res_i_req_limit(q) != r->row.limit) {
+        res_i_answer_limit(r, out, q);
         return;
     }
     bool now_fits = !r->waiters && fits(r, d, q);
@@ -643,9 +468,9 @@ static void acquire(struct res *r, struct res_domain *d, struct res_req *q,
         grant(r, d, q, now, out);
     } else if (q->wait_ms == 0 && !now_fits) {
         atomic_fetch_add(&d->conflicts, 1);
-        answer_held(r, now, out, q);
+        res_i_answer_held(r, now, out, q);
     } else if (r->nwaiters >= d->lim.max_waiters) {
-        answer(out, q, RES_ERR_TOO_MANY);
+        res_i_answer(out, q, RES_ERR_TOO_MANY);
     } else {
         q->_deadline_ns = now->mono_ns + q->wait_ms * MX_NS_PER_MS; /* a part: until reserved */
         q->_queued_ns = now->mono_ns;
@@ -670,7 +495,7 @@ static void acquire(struct res *r, struct res_domain *d, struct res_req *q,
             r->waiters = q;
         r->nwaiters++;
         atomic_fetch_add(&d->waiters, 1);
-        atomic_fetch_add(&d->waiters_kind[res_kind_of(req_limit(q), q->shared)], 1);
+        atomic_fetch_add(&d->waiters_kind[res_kind_of(res_i_req_limit(q), q->shared)], 1);
         if (!after) /* ahead of every waiter: it may fit where the one it passed did not */
             grant_next(r, d, now, out);
     }
@@ -683,7 +508,7 @@ static void renew(struct res *r, struct res_domain *d, struct res_req *q, const 
     if (i < 0 || (!r->row.leases[i].held && reserved_head(r))) {
         /* Too late: another took its place, or reserved it. */
         atomic_fetch_add(&d->renewals_lost, 1);
-        answer(out, q, RES_ERR_LOST);
+        res_i_answer(out, q, RES_ERR_LOST);
         return;
     }
     atomic_fetch_add(&d->renewals, 1);
@@ -695,7 +520,7 @@ static void release(struct res *r, struct res_domain *d, struct res_req *q,
 {
     int i = q->has_lease_id ? find_lease(r, q->lease_id) : -1;
     if (i < 0) {
-        answer(out, q, RES_ERR_LOST);
+        res_i_answer(out, q, RES_ERR_LOST);
         return;
     }
     if (r->row.leases[i].held)
@@ -703,7 +528,7 @@ static void release(struct res *r, struct res_domain *d, struct res_req *q,
     change(r, d, EV_RELEASED, &r->row.leases[i], now);
     forget_lease(r, d, (uint32_t)i);
     atomic_fetch_add(&d->releases, 1);
-    answer_state(r, now, out, q, RES_OK_RELEASED);
+    res_i_answer_state(r, now, out, q, RES_OK_RELEASED);
     grant_next(r, d, now, out);
 }
 
@@ -732,7 +557,7 @@ static void break_lease(struct res *r, struct res_domain *d, struct res_req *q,
             break_one(r, d, 0, now);
     }
     atomic_fetch_add(&d->breaks, broken);
-    answer_state(r, now, out, q, RES_OK_BROKEN);
+    res_i_answer_state(r, now, out, q, RES_OK_BROKEN);
     q->view.broken = broken > 0;
     grant_next(r, d, now, out);
 }
@@ -741,11 +566,11 @@ static void get(struct res *r, struct res_domain *d, struct res_req *q, const st
                 struct res_out *out)
 {
     if (!q->has_index || q->index != r->row.index || q->wait_ms == 0) {
-        answer_state(r, now, out, q, RES_OK_STATE);
+        res_i_answer_state(r, now, out, q, RES_OK_STATE);
         return;
     }
     if (r->nwatchers >= d->lim.max_waiters) {
-        answer(out, q, RES_ERR_TOO_MANY);
+        res_i_answer(out, q, RES_ERR_TOO_MANY);
         return;
     }
     q->_deadline_ns = now->mono_ns + q->wait_ms * MX_NS_PER_MS;
@@ -796,7 +621,7 @@ void res_count_held(const struct res *r, struct res_domain *d, int sign)
     for (uint32_t i = 0; i < r->row.nleases; i++)
         if (r->row.leases[i].held) {
             atomic_fetch_add(&d->held, sign);
-            atomic_fetch_add(&d->held_kind[lease_kind(r, i)], sign);
+            atomic_fetch_add(&d->held_kind[res_i_lease_kind(r, i)], sign);
         }
 }
 
@@ -907,7 +732,7 @@ void res_tick(struct res *r, struct res_domain *d, const struct res_now *now, st
         if (q->_deadline_ns <= now->mono_ns) {
             unlink_waiter(r, d, q);
             atomic_fetch_add(&d->timeouts, 1);
-            answer_held(r, now, out, q);
+            res_i_answer_held(r, now, out, q);
             timed_out = true;
         }
     }
@@ -921,7 +746,7 @@ void res_tick(struct res *r, struct res_domain *d, const struct res_now *now, st
         next = q->_next;
         if (q->_deadline_ns <= now->mono_ns) {
             unlink_watcher(r, d, q);
-            answer_state(r, now, out, q, RES_OK_STATE); /* unchanged */
+            res_i_answer_state(r, now, out, q, RES_OK_STATE); /* unchanged */
         }
     }
 }
@@ -949,7 +774,7 @@ void res_handle(struct res *r, struct res_domain *d, struct res_req *q, const st
         break;
     default:
         q->reason = "unknown operation";
-        answer(out, q, RES_ERR_UNAVAILABLE);
+        res_i_answer(out, q, RES_ERR_UNAVAILABLE);
         break;
     }
     /* Watchers see the state after the whole operation (a release and the grant it led
@@ -965,7 +790,7 @@ void res_drop(struct res *r, struct res_domain *d, uint64_t id, const struct res
         if (q->id == id) {
             bool first = q == r->waiters;
             unlink_waiter(r, d, q);
-            answer(out, q, RES_GONE);
+            res_i_answer(out, q, RES_GONE);
             if (first) {
                 /* Those behind it may fit now (readers behind a writer that left). */
                 uint64_t index = r->row.index;
@@ -978,7 +803,7 @@ void res_drop(struct res *r, struct res_domain *d, uint64_t id, const struct res
     for (struct res_req *q = r->watchers; q; q = q->_next)
         if (q->id == id) {
             unlink_watcher(r, d, q);
-            answer(out, q, RES_GONE);
+            res_i_answer(out, q, RES_GONE);
             return;
         }
 }
@@ -1035,13 +860,13 @@ void res_cancel_all(struct res *r, struct res_domain *d, const char *reason, str
         struct res_req *q = r->waiters;
         unlink_waiter(r, d, q);
         q->reason = reason;
-        answer(out, q, RES_ERR_UNAVAILABLE);
+        res_i_answer(out, q, RES_ERR_UNAVAILABLE);
     }
     while (r->watchers) {
         struct res_req *q = r->watchers;
         unlink_watcher(r, d, q);
         q->reason = reason;
-        answer(out, q, RES_ERR_UNAVAILABLE);
+        res_i_answer(out, q, RES_ERR_UNAVAILABLE);
     }
 }
 
