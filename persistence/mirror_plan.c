@@ -424,13 +424,13 @@ enum mirror_read mirror_replay_text(struct mirror_replay *st, const char *name, 
             char why[160];
             if (!jr_decode(text + off, n, &l, why, sizeof why)) {
                 snprintf(err, errlen, "%s line %zu cannot be decoded: %s", name, lineno, why);
-                return -2;
+                return MIRROR_READ_UNDECODABLE;
             }
             if (snapshot && lineno == 1) {
                 if (l.op != JR_SNAPSHOT) {
                     snprintf(err, errlen, "%s: no snapshot header", name);
                     jr_line_clear(&l);
-                    return -2;
+                    return MIRROR_READ_UNDECODABLE;
                 }
                 st->marks = l.marks;
                 st->ceiling = l.ceiling;
@@ -458,10 +458,10 @@ enum mirror_read mirror_replay_text(struct mirror_replay *st, const char *name, 
             }
             if (rc != 0) {
                 snprintf(err, errlen, "out of memory restoring %s", name);
-                return -1;
+                return MIRROR_READ_FAILED;
             }
         }
         off += n + 1;
     }
-    return 0;
+    return MIRROR_READ_OK;
 }

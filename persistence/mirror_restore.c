@@ -96,20 +96,21 @@ out:
 
 /* Reads the snapshot the owner blob names and its journal into `st` (fresh). `last`/
  * `last_len`: the last journal blob read and how many bytes of it were applied ("" when
- * none). Returns 0 (an empty container leaves plan->snapshot ""), -1 with err, or -2 with
- * err when a line cannot be decoded. */
-static int load(struct blob_client *c, const struct owner_meta *named, struct mirror_replay *st,
-                struct mirror_plan *plan, char *last, size_t lastlen, int64_t *last_len, char *err,
-                size_t errlen)
+ * none). Returns MIRROR_READ_OK (an empty container leaves plan->snapshot ""),
+ * MIRROR_READ_FAILED with err, or MIRROR_READ_UNDECODABLE with err when a line cannot be
+ * decoded. */
+static enum mirror_read load(struct blob_client *c, const struct owner_meta *named,
+                             struct mirror_replay *st, struct mirror_plan *plan, char *last,
+                             size_t lastlen, int64_t *last_len, char *err, size_t errlen)
 {
     struct blob_result r = {0};
-    int rc = -1;
+    enum mirror_read rc = MIRROR_READ_FAILED;
     last[0] = '\0';
     *last_len = 0;
     if (plan_from(c, named, plan, err, errlen) != 0)
         goto out;
     if (!plan->snapshot[0]) {
-        rc = 0;
+        rc = MIRROR_READ_OK;
         goto out;
     }
     if (blob_get(c, plan->snapshot, NULL, &r) != 0) {
@@ -117,9 +118,9 @@ static int load(struct blob_client *c, const struct owner_meta *named, struct mi
         goto out;
     }
     if ((rc = mirror_replay_text(st, plan->snapshot, r.body ? r.body : "", r.body_len, true, err,
-                                 errlen)) != 0)
+                                 errlen)) != MIRROR_READ_OK)
         goto out;
-    rc = -1;
+    rc = MIRROR_READ_FAILED;
     for (size_t i = 0; i < plan->njournal; i++) {
         char name[96];
         mirror_journal_name(name, sizeof name, plan->generation, plan->journal[i]);
@@ -128,13 +129,13 @@ static int load(struct blob_client *c, const struct owner_meta *named, struct mi
             goto out;
         }
         if ((rc = mirror_replay_text(st, name, r.body ? r.body : "", r.body_len, false, err,
-                                     errlen)) != 0)
+                                     errlen)) != MIRROR_READ_OK)
             goto out;
-        rc = -1;
+        rc = MIRROR_READ_FAILED;
         snprintf(last, lastlen, "%s", name);
         *last_len = (int64_t)r.body_len;
     }
-    rc = 0;
+    rc = MIRROR_READ_OK;
 out:
     blob_result_free(&r);
     return rc;
@@ -247,15 +248,18 @@ void mirror_copy_free(struct mirror_copy *c)
     free(c);
 }
 
-/* Reads c->journal from c->off on. 1: the blob is gone; 0: read; -1: failed; -2: a line
- * cannot be decoded. */
+/* What copy_tail() came to: a mirror_read, or the blob is gone. */
+enum { TAIL_GONE = 1 };
+
+/* Reads c->journal from c->off on: MIRROR_READ_OK, MIRROR_READ_FAILED,
+ * MIRROR_READ_UNDECODABLE, or TAIL_GONE. */
 static int copy_tail(struct mirror_copy *c, char *err, size_t errlen)
 {
     struct blob_result r = {0};
-    int rc = -1;
+    int rc = MIRROR_READ_FAILED;
     if (blob_get_from(c->c, c->journal, c->off, &r) != 0) {
         if (r.status == 404)
-            rc = 1;
+            rc = TAIL_GONE;
         else
             snprintf(err, errlen, "cannot read %s: %ld %s %s", c->journal, r.status, r.error_code,
                      r.message);
@@ -266,11 +270,12 @@ static int copy_tail(struct mirror_copy *c, char *err, size_t errlen)
     while (n > 0 && r.body[n - 1] != '\n')
         n--;
     uint64_t before = c->st.last_seq;
-    if (n > 0 && (rc = mirror_replay_text(&c->st, c->journal, r.body, n, false, err, errlen)) != 0)
+    if (n > 0 && (rc = (int)mirror_replay_text(&c->st, c->journal, r.body, n, false, err,
+                                               errlen)) != MIRROR_READ_OK)
         goto out;
     c->off += (int64_t)n;
     c->found += c->st.last_seq - before;
-    rc = 0;
+    rc = MIRROR_READ_OK;
 out:
     blob_result_free(&r);
     return rc;
@@ -284,7 +289,7 @@ enum mirror_read mirror_copy_follow(struct mirror_copy *c, const struct owner_me
     bool journal_ok = named->journal[0] && mirror_parse_journal_name(named->journal, &g, &first);
     if (c->loaded && journal_ok) {
         int rc = copy_tail(c, err, errlen);
-        if (rc == 0 && strcmp(named->journal, c->journal) != 0) {
+        if (rc == MIRROR_READ_OK && strcmp(named->journal, c->journal) != 0) {
             /* The owner moved on to a new blob after a snapshot: what it holds must follow
              * what was read here without a gap, else the snapshot has what is missing. */
             if (first == c->st.last_seq + 1) {
@@ -293,36 +298,39 @@ enum mirror_read mirror_copy_follow(struct mirror_copy *c, const struct owner_me
                 c->off = 0;
                 rc = copy_tail(c, err, errlen);
             } else {
-                rc = 1;
+                rc = TAIL_GONE;
             }
         }
-        if (rc == 0) {
+        if (rc == MIRROR_READ_OK) {
             c->complete_ns = mx_mono_ns();
-            return 0;
+            return MIRROR_READ_OK;
         }
-        if (rc < 0) {
+        if (rc != TAIL_GONE) {
             copy_reset(c);
-            return rc;
+            return (enum mirror_read)rc;
         }
         /* a blob gone, or a gap: read the named snapshot again */
     }
     copy_reset(c);
     struct mirror_plan plan = {0};
-    int rc = load(c->c, named, &c->st, &plan, c->journal, sizeof c->journal, &c->off, err, errlen);
-    if (rc == 0 && plan.snapshot[0]) {
+    enum mirror_read rc =
+        load(c->c, named, &c->st, &plan, c->journal, sizeof c->journal, &c->off, err, errlen);
+    if (rc == MIRROR_READ_OK && plan.snapshot[0]) {
         c->loaded = true;
         c->generation = plan.generation;
         snprintf(c->snapshot, sizeof c->snapshot, "%s", plan.snapshot);
         c->found = c->st.last_seq;
         c->complete_ns = mx_mono_ns();
-        if (!c->journal[0])
-            rc = -1, snprintf(err, errlen, "the snapshot has no journal after it yet");
-    } else if (rc == 0) {
-        rc = -1;
+        if (!c->journal[0]) {
+            rc = MIRROR_READ_FAILED;
+            snprintf(err, errlen, "the snapshot has no journal after it yet");
+        }
+    } else if (rc == MIRROR_READ_OK) {
+        rc = MIRROR_READ_FAILED;
         snprintf(err, errlen, "the container holds no snapshot yet");
     }
     mirror_plan_free(&plan);
-    if (rc != 0)
+    if (rc != MIRROR_READ_OK)
         copy_reset(c);
     return rc;
 }
@@ -340,7 +348,7 @@ enum mirror_read mirror_restore(struct mirror *m, struct mirror_restored *out, c
 {
     memset(out, 0, sizeof *out);
     if (!store_created(m->store))
-        return 0; /* the local store is the truth; nothing to restore */
+        return MIRROR_READ_OK; /* the local store is the truth; nothing to restore */
     struct mirror_copy *warm = m->cfg.warm;
     if (warm && warm->loaded && m->prev.journal[0]) {
         /* The journal the previous owner wrote is sealed now: read it to its end. */
@@ -353,7 +361,7 @@ enum mirror_read mirror_restore(struct mirror *m, struct mirror_restored *out, c
                     warm->st.last_seq - had);
             int rc = import(m, &warm->st, warm->generation, out, err, errlen);
             copy_reset(warm);
-            return rc;
+            return rc == 0 ? MIRROR_READ_OK : MIRROR_READ_FAILED;
         }
         if (frc == MIRROR_READ_UNDECODABLE) {
             snprintf(err, errlen, "%s", why);
@@ -365,16 +373,18 @@ enum mirror_read mirror_restore(struct mirror *m, struct mirror_restored *out, c
     struct mirror_plan plan = {0};
     char last[96];
     int64_t last_len;
-    int rc = load(m->bulk, &m->prev, &st, &plan, last, sizeof last, &last_len, err, errlen);
-    if (rc != 0)
+    enum mirror_read rc =
+        load(m->bulk, &m->prev, &st, &plan, last, sizeof last, &last_len, err, errlen);
+    if (rc != MIRROR_READ_OK)
         goto out;
     if (!plan.snapshot[0]) {
-        rc = 0; /* an empty container: a fresh start */
+        rc = MIRROR_READ_OK; /* an empty container: a fresh start */
         goto out;
     }
     mx_info("mirror: restored from", "snapshot=%s journal=%s", plan.snapshot,
             m->prev.journal[0] ? m->prev.journal : "-");
-    rc = import(m, &st, plan.generation, out, err, errlen);
+    rc = import(m, &st, plan.generation, out, err, errlen) == 0 ? MIRROR_READ_OK
+                                                                : MIRROR_READ_FAILED;
 out:
     mirror_replay_free(&st);
     mirror_plan_free(&plan);

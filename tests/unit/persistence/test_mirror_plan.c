@@ -732,7 +732,8 @@ static void fixture_text(const char *name, char *out, size_t cap, size_t *len)
 static void replay(struct mirror_replay *st, const char *text, bool snapshot)
 {
     char err[256];
-    if (mirror_replay_text(st, "t", text, strlen(text), snapshot, err, sizeof err) != 0)
+    if (mirror_replay_text(st, "t", text, strlen(text), snapshot, err, sizeof err) !=
+        MIRROR_READ_OK)
         fail_msg("%s", err);
 }
 
@@ -747,9 +748,11 @@ static void replay_of_the_first_release(void **st)
     fixture_text("journal.jsonl", journal, sizeof journal, &jlen);
     struct mirror_replay r = {0};
     char err[256];
-    assert_int_equal(mirror_replay_text(&r, "snapshot", snap, slen, true, err, sizeof err), 0);
+    assert_int_equal(mirror_replay_text(&r, "snapshot", snap, slen, true, err, sizeof err),
+                     MIRROR_READ_OK);
     assert_int_equal(r.snapshot_seq, 6);
-    assert_int_equal(mirror_replay_text(&r, "journal", journal, jlen, false, err, sizeof err), 0);
+    assert_int_equal(mirror_replay_text(&r, "journal", journal, jlen, false, err, sizeof err),
+                     MIRROR_READ_OK);
     assert_int_equal(r.last_seq, 11);
     assert_int_equal(r.gaps, 0);
     assert_int_equal(r.duplicates, 0);
@@ -875,7 +878,8 @@ static void replay_of_sets_and_rows(void **st)
                         "\"seq\":1,\"token_hwm\":1,\"index_hwm\":1,\"index_floor\":0,"
                         "\"ceiling\":1}\n";
     char err[256];
-    assert_int_equal(mirror_replay_text(&r, "s", newer, strlen(newer), true, err, sizeof err), -2);
+    assert_int_equal(mirror_replay_text(&r, "s", newer, strlen(newer), true, err, sizeof err),
+                     MIRROR_READ_UNDECODABLE);
     assert_non_null(strstr(err, "format 3"));
     mirror_replay_free(&r);
 }
