@@ -146,23 +146,24 @@ static int check_private(FILE *f, const char *path, char *err, size_t errlen)
     return 0;
 }
 
-/* Reads the whole file into a new table. Returns 0, -1 when the file does not parse or
- * cannot be read, -2 when it is refused for who can write it. */
-static int load(const char *path, struct auth_entry **out, size_t *count, char *err, size_t errlen)
+/* Reads the whole file into a new table (see enum auth_file). */
+static enum auth_file load(const char *path, struct auth_entry **out, size_t *count, char *err,
+                           size_t errlen)
 {
     FILE *f = fopen(path, "r");
     if (!f) {
         snprintf(err, errlen, "cannot read %s", path);
-        return -1;
+        return AUTH_FILE_INVALID;
     }
     if (check_private(f, path, err, errlen) != 0) {
         fclose(f);
-        return -2;
+        return AUTH_FILE_REFUSED;
     }
     struct auth_entry *v = NULL;
     size_t n = 0, cap = 0;
     char line[1100];
-    int lineno = 0, rc = 0;
+    int lineno = 0;
+    enum auth_file rc = AUTH_FILE_OK;
     while (fgets(line, sizeof line, f)) {
         lineno++;
         struct auth_entry e;
@@ -170,7 +171,7 @@ static int load(const char *path, struct auth_entry **out, size_t *count, char *
         int r = auth_parse_line(line, &e, why, sizeof why);
         if (r < 0) {
             snprintf(err, errlen, "%s line %d: %s", path, lineno, why);
-            rc = -1;
+            rc = AUTH_FILE_INVALID;
             break;
         }
         if (r == 0)
@@ -180,7 +181,7 @@ static int load(const char *path, struct auth_entry **out, size_t *count, char *
             struct auth_entry *nv = realloc(v, cap * sizeof *nv);
             if (!nv) {
                 snprintf(err, errlen, "out of memory");
-                rc = -1;
+                rc = AUTH_FILE_INVALID;
                 break;
             }
             v = nv;
@@ -188,40 +189,40 @@ static int load(const char *path, struct auth_entry **out, size_t *count, char *
         v[n++] = e;
     }
     fclose(f);
-    if (rc != 0) {
+    if (rc != AUTH_FILE_OK) {
         free(v);
         return rc;
     }
     *out = v;
     *count = n;
-    return 0;
+    return AUTH_FILE_OK;
 }
 
-int auth_open(struct auth **out, const char *path, char *err, size_t errlen)
+enum auth_file auth_open(struct auth **out, const char *path, char *err, size_t errlen)
 {
     struct auth *a = calloc(1, sizeof *a);
     if (!a || !(a->path = strdup(path))) {
         free(a);
         snprintf(err, errlen, "out of memory");
-        return -1;
+        return AUTH_FILE_INVALID;
     }
     pthread_rwlock_init(&a->lock, NULL);
-    int rc = load(path, &a->entries, &a->n, err, errlen);
-    if (rc != 0) {
+    enum auth_file rc = load(path, &a->entries, &a->n, err, errlen);
+    if (rc != AUTH_FILE_OK) {
         auth_free(a);
         return rc;
     }
     mx_info("authorization on", "tokens=%zu file=%s", a->n, path);
     *out = a;
-    return 0;
+    return AUTH_FILE_OK;
 }
 
-int auth_reload(struct auth *a, char *err, size_t errlen)
+enum auth_file auth_reload(struct auth *a, char *err, size_t errlen)
 {
     struct auth_entry *v;
     size_t n;
-    int rc = load(a->path, &v, &n, err, errlen);
-    if (rc != 0) {
+    enum auth_file rc = load(a->path, &v, &n, err, errlen);
+    if (rc != AUTH_FILE_OK) {
         atomic_fetch_add(&a->reload_errors, 1);
         return rc;
     }
@@ -233,7 +234,7 @@ int auth_reload(struct auth *a, char *err, size_t errlen)
     free(old); /* digests, not tokens: nothing secret to wipe */
     atomic_fetch_add(&a->reloads, 1);
     mx_info("authorization tokens reloaded", "tokens=%zu", n);
-    return 0;
+    return AUTH_FILE_OK;
 }
 
 void auth_free(struct auth *a)

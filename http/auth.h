@@ -36,14 +36,21 @@ enum auth_scope { AUTH_READ = 1, AUTH_WRITE = 2, AUTH_ADMIN = 4, AUTH_METRICS = 
 
 struct auth;
 
-/* Reads the file. Returns 0, or -1 with a sentence in err naming the line, or -2 with a
- * sentence in err when the file is refused because others can write it (group or world
- * writable, owned by another user than root or ours, or in a directory others can write
- * without the sticky bit). */
-int auth_open(struct auth **out, const char *path, char *err, size_t errlen);
-/* Reads the file again; on error keeps what was in force and returns -1 or -2 (as
- * auth_open()) with err. */
-int auth_reload(struct auth *a, char *err, size_t errlen);
+/* What reading the tokens file came to. */
+enum auth_file {
+    AUTH_FILE_OK = 0,
+    AUTH_FILE_INVALID = -1, /* it does not parse, or cannot be read: err names the line */
+    AUTH_FILE_REFUSED = -2, /* others can write it: err says how */
+};
+
+/* Reads the file. AUTH_FILE_OK, AUTH_FILE_INVALID with a sentence in err naming the line,
+ * or AUTH_FILE_REFUSED with a sentence in err when the file is refused because others can
+ * write it (group or world writable, owned by another user than root or ours, or in a
+ * directory others can write without the sticky bit). */
+enum auth_file auth_open(struct auth **out, const char *path, char *err, size_t errlen);
+/* Reads the file again; on error keeps what was in force and returns AUTH_FILE_INVALID or
+ * AUTH_FILE_REFUSED (as auth_open()) with err. */
+enum auth_file auth_reload(struct auth *a, char *err, size_t errlen);
 void auth_free(struct auth *a);
 
 struct auth_grant {

@@ -144,7 +144,8 @@ int main(int argc, char **argv)
     const char *failed = NULL;
     /* The tokens file is read before the store is opened: a bad one leaves no data
      * directory behind. */
-    if (s.opt.auth_tokens && auth_open(&s.auth, s.opt.auth_tokens, err, sizeof err) != 0) {
+    if (s.opt.auth_tokens &&
+        auth_open(&s.auth, s.opt.auth_tokens, err, sizeof err) != AUTH_FILE_OK) {
         failed = "cannot read the tokens file";
         goto fail;
     }
@@ -273,12 +274,14 @@ int main(int argc, char **argv)
             break;
         notify_reloading(&notify, mx_mono_ns(), "reloading: rereading the tokens file");
         char quoted[1100];
+        enum auth_file reload;
         if (!s.auth) {
             mx_info("SIGHUP: no tokens file to reread", NULL);
-        } else if ((rc = auth_reload(s.auth, err, sizeof err)) != 0) {
-            mx_error(rc == -2 ? "SIGHUP: the tokens file is refused; the old tokens stay in force"
-                              : "SIGHUP: the tokens file does not parse; the old tokens stay in "
-                                "force",
+        } else if ((reload = auth_reload(s.auth, err, sizeof err)) != AUTH_FILE_OK) {
+            mx_error(reload == AUTH_FILE_REFUSED
+                         ? "SIGHUP: the tokens file is refused; the old tokens stay in force"
+                         : "SIGHUP: the tokens file does not parse; the old tokens stay in "
+                           "force",
                      "error=%s", mx_log_quote(quoted, sizeof quoted, err));
         }
         notify_reloaded(&notify, mx_mono_ns());

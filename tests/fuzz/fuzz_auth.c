@@ -29,7 +29,7 @@ static struct auth *open_table(void)
     fclose(f);
     char err[256];
     struct auth *a = NULL;
-    if (auth_open(&a, path, err, sizeof err) != 0) {
+    if (auth_open(&a, path, err, sizeof err) != AUTH_FILE_OK) {
         fprintf(stderr, "fuzz_auth: %s\n", err);
         abort();
     }

@@ -66,7 +66,7 @@ static void headers_are_checked_for_token_and_scope(void **state)
     snprintf(path, sizeof path, "%s/tokens", dir);
     write_file(path, "deployer " DEPLOY_HASH " read,write jobs/\nops " OPS_HASH " read,admin\n");
     struct auth *a = NULL;
-    assert_int_equal(auth_open(&a, path, err, sizeof err), 0);
+    assert_int_equal(auth_open(&a, path, err, sizeof err), AUTH_FILE_OK);
     struct auth_grant g;
 
     assert_int_equal(auth_check(a, NULL, AUTH_READ, &g), 401);
@@ -88,18 +88,18 @@ static void headers_are_checked_for_token_and_scope(void **state)
 
     /* A file that does not parse leaves the tokens in force; a good one replaces them. */
     write_file(path, "deployer " DEPLOY_HASH " read,fly\n");
-    assert_int_equal(auth_reload(a, err, sizeof err), -1);
+    assert_int_equal(auth_reload(a, err, sizeof err), AUTH_FILE_INVALID);
     assert_non_null(strstr(err, "line 1"));
     assert_int_equal(auth_check(a, "Bearer ops-secret", AUTH_ADMIN, &g), 0);
     write_file(path, "deployer " DEPLOY_HASH " read\n");
-    assert_int_equal(auth_reload(a, err, sizeof err), 0);
+    assert_int_equal(auth_reload(a, err, sizeof err), AUTH_FILE_OK);
     assert_int_equal(auth_check(a, "Bearer ops-secret", AUTH_READ, &g), 401);
     assert_int_equal(auth_check(a, "Bearer deploy-secret", AUTH_WRITE, &g), 403);
     auth_free(a);
 
     write_file(path, "only-two-fields " DEPLOY_HASH "\n");
     a = NULL;
-    assert_int_equal(auth_open(&a, path, err, sizeof err), -1);
+    assert_int_equal(auth_open(&a, path, err, sizeof err), AUTH_FILE_INVALID);
     assert_null(a);
     unlink(path);
     rmdir(dir);
