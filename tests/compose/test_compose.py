@@ -202,12 +202,13 @@ def section(text, title):
     return text.split("\n## %s\n" % title, 1)[1].split("\n## ", 1)[0]
 
 
-def test_readme_and_header_say_what_the_container_stage_runs():
-    """The README's "With docker compose" commands are those tests/compose/containers.sh
+def test_tutorial_and_header_say_what_the_container_stage_runs():
+    """The tutorial's "With docker compose" commands are those tests/compose/containers.sh
     runs (and containers_check.py: the servers' shares of the partitions, the kill of the
     server that serves the leader's resource); containers are stopped and killed by name
     (`docker compose stop` takes services)."""
-    readme = section(open(os.path.join(ROOT, "README.md")).read(), "With docker compose")
+    readme = section(open(os.path.join(ROOT, "docs", "tutorial.md")).read(),
+                     "With docker compose")
     stage = open(os.path.join(ROOT, "tests", "compose", "containers.sh")).read()
     header = "".join(l for l in open(os.path.join(ROOT, "docker-compose.yml"))
                      if l.startswith("#"))
