@@ -1,6 +1,6 @@
-"""The documents tell the truth: docs/configuration.md lists exactly the options of
-`mutexd --help`, with the same environment variables and defaults, and their commands print
-what they show."""
+"""The README and the documents it leads to tell the truth: docs/configuration.md lists
+exactly the options of `mutexd --help`, with the same environment variables and defaults,
+the README's brief list names only real ones, and their commands print what they show."""
 
 import collections
 import os
@@ -59,13 +59,29 @@ def test_configuration_table_matches_help():
             assert default in documented[flag][1], (flag, default, documented[flag][1])
 
 
+def test_readme_names_only_real_options():
+    """The README's Configuration section shows a few of the options: each a real one, with
+    its own environment variable and default."""
+    opts = help_options()
+    with open(os.path.join(ROOT, "README.md")) as f:
+        brief = section(f.read(), "Configuration")
+    documented = documented_options(table_rows(brief))
+    assert len(documented) >= 5, documented
+    assert set(documented) <= set(opts), set(documented) - set(opts)
+    assert set(re.findall(r"`(--[a-z-]+)", brief)) <= set(opts)
+    for flag, (env, default) in documented.items():
+        assert env == opts[flag][0], (flag, env, opts[flag][0])
+        if opts[flag][1] and opts[flag][1].isdigit():
+            assert opts[flag][1] in default, (flag, opts[flag][1], default)
+
+
 # ---- the documents' commands, run as written ------------------------------------------
 #
-# The tutorial's curl session and server group, and the C client's install and static
-# link are run from the documents' own code blocks, in order, in one shell each, so that a
-# document and what it shows cannot drift apart. Each runs in a network namespace of its
-# own (unshare), where the ports the documents name (8080, 8081-8083, Azurite's 10000) are
-# free whatever else runs on the machine.
+# The README's short curl session, the tutorial's full one and its server group, and the C
+# client's install and static link are run from the documents' own code blocks, in order,
+# in one shell each, so that a document and what it shows cannot drift apart. Each runs in
+# a network namespace of its own (unshare), where the ports the documents name (8080,
+# 8081-8083, Azurite's 10000) are free whatever else runs on the machine.
 
 TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
@@ -239,6 +255,15 @@ def test_tutorial_curl_session_prints_what_it_shows(tmp_path):
     todo = steps(text)
     assert [how for _, _, how in todo].count("bg") == 1, todo
     assert len(todo) >= 7, todo
+    run_curl_session(todo, tmp_path)
+
+
+def test_readme_curl_session_prints_what_it_shows(tmp_path):
+    """The README's short session: an acquire, a second one refused, the release."""
+    text = section(doc("README.md"), "A session with curl")
+    todo = steps(text)
+    assert [how for _, _, how in todo] == ["fg"] * 3, todo
+    assert all(expected for _, expected, _ in todo), todo
     run_curl_session(todo, tmp_path)
 
 
