@@ -45,7 +45,7 @@ test_pkgs+=(podman runc netavark aardvark-dns iptables debootstrap)
 # init of a pod's infra container. promtool and the Prometheus server for the alert rules
 # and the scrape of a live group (tests/deploy/static.sh, scrape.py).
 test_pkgs+=(catatonit prometheus)
-# test_readme.py runs the README's commands in a network namespace of their own (unshare,
+# test_readme.py runs the documents' commands in a network namespace of their own (unshare,
 # and ip to bring its loopback up), where the ports they name are free.
 test_pkgs+=(util-linux iproute2)
 # The README's diagram is drawn from its source, and test_readme.py checks that it still is.

@@ -15,8 +15,8 @@
 #
 # The engine is Debian's podman, the `docker` command's stand-in, with Debian's
 # docker-compose talking to podman's Docker-compatible API (a `podman system service`
-# this script starts on a socket of its own): the README's "With docker compose" commands,
-# run as written.
+# this script starts on a socket of its own): the commands of the tutorial,
+# docs/tutorial.md, "With docker compose", run as written.
 #
 # The images the Dockerfiles and the compose file name are pulled when a registry answers
 # (within 60 s); where none is reachable (the usual case on a test machine), they are made
@@ -188,7 +188,7 @@ if ! pull "$az_image"; then
     fi
 fi
 
-# ---- README, "With docker compose" ---------------------------------------------------------
+# ---- docs/tutorial.md, "With docker compose" ----------------------------------------------
 t_build=$(now)
 docker compose build >"$WORK/build.log" 2>&1 ||
     { tail -n 40 "$WORK/build.log" >&2; fail "docker compose build failed"; }

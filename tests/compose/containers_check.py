@@ -128,7 +128,7 @@ def worker_hostnames():
     then ask only the server, so that their timing is the server's and the workers')."""
     cs = workers()
     for c in cs:
-        # What the README says: the host name is the ID that `docker ps` shows.
+        # What docs/tutorial.md says: the host name is the ID that `docker ps` shows.
         if c["Config"]["Hostname"] != c["Id"][:12]:
             raise Failed("%s: host name %r, ID %s" % (name_of(c), c["Config"]["Hostname"], c["Id"]))
     return {c["Config"]["Hostname"]: name_of(c) for c in cs}

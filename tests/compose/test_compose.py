@@ -202,12 +202,14 @@ def section(text, title):
     return text.split("\n## %s\n" % title, 1)[1].split("\n## ", 1)[0]
 
 
-def test_readme_and_header_say_what_the_container_stage_runs():
-    """The README's "With docker compose" commands are those tests/compose/containers.sh
+def test_tutorial_and_header_say_what_the_container_stage_runs():
+    """The tutorial's "With docker compose" commands are those tests/compose/containers.sh
     runs (and containers_check.py: the servers' shares of the partitions, the kill of the
     server that serves the leader's resource); containers are stopped and killed by name
-    (`docker compose stop` takes services)."""
-    readme = section(open(os.path.join(ROOT, "README.md")).read(), "With docker compose")
+    (`docker compose stop` takes services). The README's paragraph names the two commands
+    and leads there."""
+    readme = section(open(os.path.join(ROOT, "docs", "tutorial.md")).read(),
+                     "With docker compose")
     stage = open(os.path.join(ROOT, "tests", "compose", "containers.sh")).read()
     header = "".join(l for l in open(os.path.join(ROOT, "docker-compose.yml"))
                      if l.startswith("#"))
@@ -225,6 +227,9 @@ def test_readme_and_header_say_what_the_container_stage_runs():
         assert not re.search(r"docker compose stop <", text)
     assert "docker start" in readme
     assert "docker compose down -v" in readme and "docker compose down -v" in stage
+    brief = section(open(os.path.join(ROOT, "README.md")).read(), "With docker compose")
+    assert "docker compose build" in brief and "docker compose up -d" in brief
+    assert "(docs/tutorial.md#with-docker-compose)" in brief
 
 
 def test_the_demo_resources_partition_is_the_one_the_header_names():

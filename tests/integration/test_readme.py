@@ -1,5 +1,6 @@
-"""The README tells the truth: its configuration table lists exactly the options of
-`mutexd --help`, with the same environment variables and defaults."""
+"""The README and the documents it leads to tell the truth: docs/configuration.md lists
+exactly the options of `mutexd --help`, with the same environment variables and defaults,
+the README's brief list names only real ones, and their commands print what they show."""
 
 import collections
 import os
@@ -27,26 +28,30 @@ def help_options():
     return opts
 
 
-def readme_rows():
-    text = open(os.path.join(ROOT, "README.md")).read()
-    table = text.split("## Configuration", 1)[1].split("\n## ", 1)[0]
+def table_rows(text):
     rows = []
-    for line in table.splitlines():
+    for line in text.splitlines():
         if line.startswith("| `--"):
             cells = [c.strip() for c in re.split(r"(?<!\\)\|", line.strip().strip("|"))]
             rows.append(cells)
     return rows
 
 
-def test_readme_configuration_matches_help():
-    opts = help_options()
-    rows = readme_rows()
+def documented_options(rows):
+    """{flag: (environment variable, default cell)} of a table's rows."""
     documented = {}
     for flags, envs, default in rows:
         names = re.findall(r"`(--[a-z-]+)", flags)
         env_names = re.findall(r"`(MUTEXD_[A-Z_]+)`", envs)
         for k, name in enumerate(names):
             documented[name] = (env_names[k] if k < len(env_names) else None, default)
+    return documented
+
+
+def test_configuration_table_matches_help():
+    opts = help_options()
+    with open(os.path.join(ROOT, "docs", "configuration.md")) as f:
+        documented = documented_options(table_rows(f.read()))
     assert set(documented) == set(opts), (set(opts) ^ set(documented))
     for flag, (env, default) in opts.items():
         assert documented[flag][0] == env, (flag, documented[flag], env)
@@ -54,13 +59,29 @@ def test_readme_configuration_matches_help():
             assert default in documented[flag][1], (flag, default, documented[flag][1])
 
 
-# ---- the README's commands, run as written --------------------------------------------
+def test_readme_names_only_real_options():
+    """The README's Configuration section shows a few of the options: each a real one, with
+    its own environment variable and default."""
+    opts = help_options()
+    with open(os.path.join(ROOT, "README.md")) as f:
+        brief = section(f.read(), "Configuration")
+    documented = documented_options(table_rows(brief))
+    assert len(documented) >= 5, documented
+    assert set(documented) <= set(opts), set(documented) - set(opts)
+    assert set(re.findall(r"`(--[a-z-]+)", brief)) <= set(opts)
+    for flag, (env, default) in documented.items():
+        assert env == opts[flag][0], (flag, env, opts[flag][0])
+        if opts[flag][1] and opts[flag][1].isdigit():
+            assert opts[flag][1] in default, (flag, opts[flag][1], default)
+
+
+# ---- the documents' commands, run as written ------------------------------------------
 #
-# The curl session, the server group and the C client's install and static link are run
-# from the documents' own code blocks, in order, in one shell each, so that a document and
-# what it shows cannot drift apart. Each runs in a network namespace of its own (unshare),
-# where the ports the documents name (8080, 8081-8083, Azurite's 10000) are free whatever
-# else runs on the machine.
+# The README's short curl session, the tutorial's full one and its server group, and the C
+# client's install and static link are run from the documents' own code blocks, in order,
+# in one shell each, so that a document and what it shows cannot drift apart. Each runs in
+# a network namespace of its own (unshare), where the ports the documents name (8080,
+# 8081-8083, Azurite's 10000) are free whatever else runs on the machine.
 
 TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
@@ -218,11 +239,7 @@ def run_dir(tmp_path):
     return tmp_path
 
 
-def test_readme_curl_session_prints_what_it_shows(tmp_path):
-    text = section(doc("README.md"), "A session with curl")
-    todo = steps(text)
-    assert [how for _, _, how in todo].count("bg") == 1, todo
-    assert len(todo) >= 7, todo
+def run_curl_session(todo, tmp_path):
     # `make run` on a fresh ./data: the server under test, on the port make run uses.
     before = ('"%s" --data-dir "%s" 2>"%s" &\n'
               'for i in $(seq 100); do curl -s localhost:8080/healthz >/dev/null && break; '
@@ -233,9 +250,26 @@ def test_readme_curl_session_prints_what_it_shows(tmp_path):
     check_steps(todo, outputs, err + (tmp_path / "server.log").read_text(), keep)
 
 
+def test_tutorial_curl_session_prints_what_it_shows(tmp_path):
+    text = section(doc("docs/tutorial.md"), "A session with curl")
+    todo = steps(text)
+    assert [how for _, _, how in todo].count("bg") == 1, todo
+    assert len(todo) >= 7, todo
+    run_curl_session(todo, tmp_path)
+
+
+def test_readme_curl_session_prints_what_it_shows(tmp_path):
+    """The README's short session: an acquire, a second one refused, the release."""
+    text = section(doc("README.md"), "A session with curl")
+    todo = steps(text)
+    assert [how for _, _, how in todo] == ["fg"] * 3, todo
+    assert all(expected for _, expected, _ in todo), todo
+    run_curl_session(todo, tmp_path)
+
+
 @pytest.mark.examples
-def test_readme_server_group_prints_what_it_shows(tmp_path):
-    text = section(doc("README.md"), "A server group (high availability)")
+def test_tutorial_server_group_prints_what_it_shows(tmp_path):
+    text = section(doc("docs/tutorial.md"), "A server group (high availability)")
     todo = steps(text)
     assert todo[0][0].startswith("make azurite"), todo[0]
     cwd = run_dir(tmp_path)
