@@ -14,9 +14,9 @@ import pytest
 
 from faultproxy import FaultProxy
 import history as lease_model
-from ha_history import (PLACES, EventsReader, GroupClient, check_events, check_held,
+from ha_history import (PLACES, SETS, EventsReader, GroupClient, check_events, check_held,
                         check_ledger, check_tokens, explain_lost, lost_from_violations,
-                        recorded, run_ledger, run_load, run_places, to_ops)
+                        recorded, run_ledger, run_load, run_places, run_sets, to_ops)
 from harness import BIN, Server, free_port
 
 # Sanitizer builds are several times slower: the safety checks stay, the time bounds grow.
@@ -369,9 +369,10 @@ class Load:
     """32 workers on shared resources (ha_history.worker) and 2 ledger workers."""
 
     def __init__(self, group, n=32, ttl_ms=4000, ledgers=2, resources=RESOURCES,
-                 ledger_pause=0.02, places=0, events=False):
+                 ledger_pause=0.02, places=0, events=False, sets=0):
         """places: workers on semaphores and read/write resources (ha_history.place_worker);
-        events: a reader of the events feed (check_events)."""
+        sets: workers on sets (ha_history.set_worker); events: a reader of the events feed
+        (check_events)."""
         self.group = group
         self.resources = list(resources)
         self.stop_event = threading.Event()
@@ -383,6 +384,8 @@ class Load:
                                    pause=ledger_pause)
         self.threads += run_places(urls, self.stop_event, self.history, n=places,
                                    aliases=aliases)
+        self.threads += run_sets(urls, self.stop_event, self.history, n=sets, aliases=aliases,
+                                 racers=sets > 0)
         self.reader = EventsReader(urls, self.stop_event, aliases=aliases) if events else None
         self.report = None  # the history checker's, after check()
 
@@ -411,7 +414,7 @@ class Load:
         held = check_held(get, self.finals)
         toks = check_tokens(self.history, partitioned=g.partitions > 1)
         lbad, lost = check_ledger(self.history, get)
-        for res in self.resources + sorted(PLACES):
+        for res in self.resources + sorted(PLACES) + SETS:
             get(res)
         began = time.monotonic()
         rep = self.report = lease_model.check(to_ops(self.history.events) + reads.ops)

@@ -18,6 +18,8 @@ in the final reads. Besides:
   * the ledger (ledger_worker, check_ledger): long leases on resources of their own, each
     answered acquire and release is a change that must still be there after the run;
   * places (place_worker): semaphores of 3 and read/write resources;
+  * sets (set_worker): two of three resources of one hash tag in either order, waiting at
+    times, renewed and released one resource at a time or all at once;
   * the events feed (EventsReader, check_events): no index shown twice with different
     events, no grant shown that no client was answered and the group did not keep, and no
     answered grant missing without a `truncated: true` read after it.
@@ -36,6 +38,7 @@ import re
 import random
 import threading
 import time
+import urllib.parse
 import uuid
 import zlib
 
@@ -261,6 +264,126 @@ def check_places(history):
     """The history checker on the semaphores and read/write resources. Returns
     violations."""
     return model_violations(history.events, only=PLACES)
+
+
+SETS = ["{set}a", "{set}b", "{set}c"]  # one hash tag: one partition
+
+
+def set_worker(urls, history, stop, wid, ttl_ms=3000, seed=None, aliases=None, race=None):
+    """Acquires sets of two of SETS, in a random order (so that two sets often name a
+    resource they share in opposite orders), waiting at times; then renews and releases
+    them one resource at a time, with pauses, or releases all at once. One event a
+    resource, those of one acquire sharing an `op_id` (to_ops() joins them again).
+
+    race: (barrier, names): a pair of workers that send their sets at the same moment (the
+    barrier), in opposite orders (names), waiting, and release the first named, then after
+    a pause the second."""
+    rnd = random.Random(seed)
+    c = GroupClient(urls, aliases=aliases)
+    me = "s%d" % wid
+    n = 0
+
+    def add(op, res, lid, st, tok, send, recv, op_id=None):
+        history.add(worker=me, op=op, resource=res, lease_id=lid, status=st, token=tok,
+                    send=send, recv=recv, ttl=ttl_ms, op_id=op_id)
+
+    try:
+        while not stop.is_set():
+            names = rnd.sample(SETS, 2)
+            wait = rnd.choice([0, 500, 1500])
+            if race:
+                try:
+                    race[0].wait(timeout=5)
+                except threading.BrokenBarrierError:
+                    race[0].reset()
+                    continue
+                names, wait = list(race[1]), 2000
+            lid = str(uuid.uuid4())
+            send = time.monotonic()
+            st, js = c.request("POST", "/v1/acquire",
+                               {"resources": names, "owner": me, "ttl_ms": ttl_ms,
+                                "wait_ms": wait, "lease_id": lid},
+                               deadline=send + 10 + wait / 1000)
+            recv = time.monotonic()
+            toks = lease_model.tokens_of(js) if st == 200 and js else {}
+            n += 1
+            for r in names:
+                add("acquire", r, lid, st, toks.get(r), send, recv, op_id="%s-%d" % (me, n))
+            if st != 200:
+                time.sleep(rnd.random() * 0.05)
+                continue
+            until = {r: send + ttl_ms * 0.98 / 1000 for r in names}
+            if race:
+                for r in names:
+                    time.sleep(rnd.uniform(0.02, 0.2))
+                    send = time.monotonic()
+                    st, _ = c.request("POST", "/v1/resources/%s/release"
+                                      % urllib.parse.quote(r, safe=""), {"lease_id": lid},
+                                      deadline=send + 5)
+                    add("release", r, lid, st, None, send, time.monotonic())
+                until.clear()
+            while until and not stop.is_set():
+                now = time.monotonic()
+                for r in [r for r, u in until.items() if u <= now + 0.05]:
+                    until.pop(r)  # run out: forgotten
+                if not until:
+                    break
+                r = rnd.choice(sorted(until))
+                act = rnd.choice(["renew", "renew", "release", "hold", "all"])
+                if act == "all" and len(until) < 2:
+                    act = "release"  # a batch names 2 resources at least
+                if act == "hold":
+                    time.sleep(rnd.uniform(0, 0.3))
+                    continue
+                send = time.monotonic()
+                if act == "all":
+                    held = sorted(until)
+                    st, js = c.request("POST", "/v1/release",
+                                       {"resources": held, "lease_id": lid},
+                                       deadline=send + 10)
+                    recv = time.monotonic()
+                    gone = set((js or {}).get("error", {}).get("resources") or []) \
+                        if st == 409 else set()
+                    for x in held:
+                        add("release", x, lid, 409 if x in gone else st, None, send, recv)
+                    until.clear()
+                    continue
+                path = "/v1/resources/%s/%s" % (urllib.parse.quote(r, safe=""), act)
+                st, js = c.request("POST", path, {"lease_id": lid},
+                                   deadline=min(until[r], send + 10) if act == "renew"
+                                   else send + 10)
+                recv = time.monotonic()
+                tok = js.get("fencing_token") if st == 200 and js else None
+                add(act, r, lid, st, tok, send, recv)
+                if act == "release" or st == 409:
+                    until.pop(r, None)
+                elif st == 200:
+                    until[r] = send + ttl_ms * 0.98 / 1000
+                time.sleep(rnd.uniform(0, 0.1))
+            for r in sorted(until):  # stopped: what it still holds, one by one
+                send = time.monotonic()
+                st, _ = c.request("POST", "/v1/resources/%s/release"
+                                  % urllib.parse.quote(r, safe=""), {"lease_id": lid},
+                                  deadline=send + 5)
+                add("release", r, lid, st, None, send, time.monotonic())
+    finally:
+        c.close()
+
+
+def run_sets(urls, stop, history, n=3, aliases=None, racers=True):
+    """n set workers at random, and (racers) a pair racing in opposite orders."""
+    threads = []
+    barrier = threading.Barrier(2)
+    kws = [{"seed": 2000 + i} for i in range(n)]
+    if racers:
+        kws += [{"seed": 3000, "race": (barrier, SETS[1::-1])},
+                {"seed": 3001, "race": (barrier, SETS[:2])}]
+    for i, kw in enumerate(kws):
+        t = threading.Thread(target=set_worker, args=(urls, history, stop, i),
+                             kwargs=dict(kw, aliases=aliases), daemon=True)
+        t.start()
+        threads.append(t)
+    return threads
 
 
 def owner_of(worker):
