@@ -138,6 +138,7 @@ class Lease:
         self.end_why = None
         self.released = None  # recv of the first release answered 200
         self.lost = None  # recv of the first release or renew answered 409
+        self.lost_renew = None  # the renewal answered 409, if any
         self.segs = []  # [lo, hi]: when it is surely held; lo None: from its grant
 
     def build(self):
@@ -269,13 +270,13 @@ def check(ops, global_tokens=True):
                     l = lease(res, op)
                     if l.token is None:
                         l.token, l.grant = tok, op
-                        l.owner, l.ttl_ms = op.get("owner"), op.get("ttl_ms", 15000)
+                        l.owner, l.ttl_ms = op.get("owner"), (op.get("ttl_ms") or 15000)
                         l.limit, l.shared = op.get("limit") or 1, bool(op.get("shared"))
                     elif l.token != tok:
                         rep.add("token changed", "%s: lease %s had token %d, its acquire "
                                 "answered %s gives %d" % (res, l.lid, l.token,
                                                          _t(rep, op["recv"]), tok))
-                    l.exts.append((op["send"], op["recv"], op.get("ttl_ms", 15000)))
+                    l.exts.append((op["send"], op["recv"], (op.get("ttl_ms") or 15000)))
                 elif not answered(op):
                     known = leases.get((res, op.get("lease_id")))
                     if known is None or known.token is None:
@@ -293,7 +294,7 @@ def check(ops, global_tokens=True):
                     l.exts.append((op["send"], op["recv"], op.get("ttl_ms") or l.ttl_ms))
                 elif st == 409:
                     l.lost = min(l.lost or op["recv"], op["recv"])
-                    l.lost_renew = op
+                    l.lost_renew = l.lost_renew or op
             elif kind == "release":
                 l = leases.get((res, op.get("lease_id")))
                 if l is None:
@@ -341,7 +342,7 @@ def check(ops, global_tokens=True):
 
 def _check_renewals(rep, leases):
     for l in leases.values():
-        op = getattr(l, "lost_renew", None)
+        op = l.lost_renew
         if op is None or l.grant is None:
             continue
         if l.end_sent is not None and l.end_sent <= op["recv"]:
