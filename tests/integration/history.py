@@ -180,6 +180,7 @@ class Report:
         self.t0 = t0
         self.violations = []  # (kind, text)
         self.stats = {}
+        self.by_lid = {}  # lease_id -> its operations, for the explanations
 
     def add(self, kind, text):
         self.violations.append((kind, text))
@@ -213,6 +214,17 @@ def _who(l):
     return "token %s (lease %s, owner %s%s)" % (
         l.token, (l.lid or "?")[:8], l.owner,
         ", shared" if l.shared else ", limit %d" % l.limit if l.limit != 1 else "")
+
+
+def _ops_text(rep, lid, limit=8):
+    """A lease's operations, on every resource of it: kind, resources, times, answer."""
+    ops = rep.by_lid.get(lid, [])
+    out = ["%s %s %s-%s %s" % (o["kind"], "+".join(o["resources"]), _t(rep, o["send"]),
+                               _t(rep, o.get("recv")), o.get("status") or "no answer")
+           for o in ops[:limit]]
+    if len(ops) > limit:
+        out.append("... %d more" % (len(ops) - limit))
+    return "; ".join(out)
 
 
 def _held_text(rep, l):
@@ -257,6 +269,8 @@ def check(ops, global_tokens=True):
         if kind == "break":
             breaks.append(op)
             continue
+        if op.get("lease_id"):
+            rep.by_lid.setdefault(op["lease_id"], []).append(op)
         for res in op["resources"]:
             if kind == "acquire":
                 if st == 200:
@@ -393,6 +407,8 @@ def _check_overlap(rep, res, ls):
                                 len(bad))]
             for l in bad[:4]:
                 lines.append("    %s %s" % (_who(l), _held_text(rep, l)))
+            for l in [b] + bad[:4]:
+                lines.append("    lease %s: %s" % ((l.lid or "?")[:8], _ops_text(rep, l.lid)))
             rep.add(what if "semaphore" not in what else "semaphore over its limit",
                     "\n".join(lines))
         if b.until() > float("-inf"):
