@@ -314,6 +314,10 @@ class Nemesis:
         time.sleep(3)
         bad, summary = load.check()
         self.out(summary)
+        if load.report:
+            # The history checker's times count from the first request of the load.
+            self.out("the history's times count from %.2f s into the run (the faults' times)"
+                     % (load.report.t0 - self.t0))
         return self.problems + bad
 
     def close(self):
