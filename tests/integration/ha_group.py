@@ -7,14 +7,16 @@ import select
 import socket
 import threading
 import time
+import urllib.parse
 import uuid
 
 import pytest
 
 from faultproxy import FaultProxy
-from ha_history import (EventsReader, GroupClient, check, check_events, check_ledger,
-                        check_places, check_tokens, explain_lost, lost_from_violations,
-                        run_ledger, run_load, run_places)
+import history as lease_model
+from ha_history import (PLACES, SETS, EventsReader, GroupClient, check_events, check_held,
+                        check_ledger, check_tokens, explain_lost, lost_from_violations,
+                        recorded, run_ledger, run_load, run_places, run_sets, to_ops)
 from harness import BIN, Server, free_port
 
 # Sanitizer builds are several times slower: the safety checks stay, the time bounds grow.
@@ -347,7 +349,8 @@ class ProxiedGroup:
         c = GroupClient(self.urls(), aliases=self.aliases())
 
         def get(res):
-            return c.request("GET", "/v1/resources/%s" % res, deadline=time.monotonic() + 20)
+            return c.request("GET", "/v1/resources/%s" % urllib.parse.quote(res, safe="/"),
+                             deadline=time.monotonic() + 20)
         return get
 
     def logs(self, n=40, pattern=None):
@@ -366,10 +369,12 @@ class Load:
     """32 workers on shared resources (ha_history.worker) and 2 ledger workers."""
 
     def __init__(self, group, n=32, ttl_ms=4000, ledgers=2, resources=RESOURCES,
-                 ledger_pause=0.02, places=0, events=False):
-        """places: workers on semaphores and read/write resources (check_places); events:
-        a reader of the events feed (check_events)."""
+                 ledger_pause=0.02, places=0, events=False, sets=0):
+        """places: workers on semaphores and read/write resources (ha_history.place_worker);
+        sets: workers on sets (ha_history.set_worker); events: a reader of the events feed
+        (check_events)."""
         self.group = group
+        self.resources = list(resources)
         self.stop_event = threading.Event()
         group.loads.append(self)
         urls, aliases = group.urls(), group.aliases()
@@ -379,7 +384,10 @@ class Load:
                                    pause=ledger_pause)
         self.threads += run_places(urls, self.stop_event, self.history, n=places,
                                    aliases=aliases)
+        self.threads += run_sets(urls, self.stop_event, self.history, n=sets, aliases=aliases,
+                                 racers=sets > 0)
         self.reader = EventsReader(urls, self.stop_event, aliases=aliases) if events else None
+        self.report = None  # the history checker's, after check()
 
     def answered(self):
         return sum(1 for e in self.history.events if e["status"] == 200)
@@ -396,46 +404,60 @@ class Load:
             t.join(timeout=60)
 
     def check(self, min_answered=100):
-        """Stops the load and checks the history: returns (violations, summary); the first
-        violation, if any, is a line of figures."""
+        """Stops the load, reads every resource it used, and checks the whole history with
+        the history checker (history.py), and the group's tokens, ledger and events feed:
+        returns (violations, summary); the first violation, if any, is a line of figures."""
         self.stop()
         g = self.group
-        get = g.get()
-        base = check(self.history, get, self.finals)
+        reads = lease_model.Recorder()
+        get = recorded(g.get(), reads)
+        held = check_held(get, self.finals)
         toks = check_tokens(self.history, partitioned=g.partitions > 1)
         lbad, lost = check_ledger(self.history, get)
-        places = check_places(self.history)
+        for res in self.resources + sorted(PLACES) + SETS:
+            get(res)
+        began = time.monotonic()
+        rep = self.report = lease_model.check(to_ops(self.history.events) + reads.ops)
+        print("history check: %s in %.1f s" % (rep.summary(), time.monotonic() - began))
         events = []
         if self.reader:
             self.reader.finish()
             events = check_events(self.reader, self.history)
-        statuses = {}
+        statuses, by_kind = {}, {}
         for e in self.history.events:
             statuses[e["status"]] = statuses.get(e["status"], 0) + 1
-        summary = "answers by status: %r" % statuses
-        early = [l for l in base if "could have run out" in l]
-        notheld = [l for l in base if "as its client saw it" in l]
-        back = [l for l in base if "but not smaller" in l or "two leases with token" in l]
+            k = "%s %s" % (str(e["worker"]).rstrip("0123456789") or "w", e["op"])
+            by_kind.setdefault(k, {})
+            by_kind[k][e["status"]] = by_kind[k].get(e["status"], 0) + 1
+        summary = "answers by status: %r; by worker and operation: %s" % (
+            statuses, "; ".join("%s %r" % kv for kv in sorted(by_kind.items())))
         twice = [l for l in toks if l.startswith("token ")]
         went_back = [l for l in toks if "tokens went back" in l]
         n_twice = next((int(l.split()[0]) for l in toks if "more than once" in l), 0)
         n_back = next((int(l.split()[0]) for l in toks if "not above one answered" in l), 0)
+        kinds = {}
+        for k, _ in rep.violations:
+            kinds[k] = kinds.get(k, 0) + 1
         bad = []
-        if base or toks or lbad:
+        if rep.violations or held or toks or lbad:
             bad.append("answered changes lost: %d ledger resources (of %d), %d held leases; "
-                       "tokens handed out twice: %d; grants whose token went back: %d "
-                       "(pairs on one resource: %d); grants before the previous holder's "
-                       "deadline: %d"
+                       "tokens handed out twice: %d; grants whose token went back: %d; "
+                       "the history checker: %s"
                        % (len(lost), len([e for e in self.history.events
                                           if str(e["worker"]).startswith("ledger")
                                           and e["op"] == "acquire" and e["status"] == 200]),
-                          len(notheld), n_twice, n_back, len(back), len(early)))
-        for part in (lbad, notheld, twice, toks[-2:], went_back, back, early, places, events):
+                          len(held), n_twice, n_back,
+                          ", ".join("%d %s" % (n, k) for k, n in sorted(kinds.items()))
+                          or "consistent"))
+        model = ["%s: %s" % v for v in rep.violations]
+        for part in (lbad, held, twice, toks[-2:], went_back, model, events):
             bad += part[:12]
         if statuses.get(200, 0) < min_answered:
             bad.append("too little load: %r" % statuses)
         items = [(res, w[1] if w[0] == "held" else None) for res, w, _ in lost]
-        items += [(res, None) for res in lost_from_violations(base)]
+        items += [(res, None) for res in lost_from_violations(held)]
+        items += [(t.split(": ", 1)[0], None) for k, t in rep.violations
+                  if k in ("lost grant", "lost release")]
         if items:
             bad += explain_lost(g.az, g.container, items, proxies=g.proxies,
                                 partitions=g.partitions)

@@ -5,11 +5,11 @@ Each worker knows every server's URL. It moves to the next one on a connection e
 timeout or a 503, and retries an acquire with the lease id it proposed, so a retry is
 idempotent. It records what it was answered, with the monotonic times it sent and received.
 
-The checker verifies, per resource:
-  * fencing tokens: a grant received before another was sent has the smaller token;
-  * no overlap: a grant to another lease is never answered before the previous holder's
-    lease could have run out, as its client saw it (the send time of its last answered
-    acquire or renew plus the TTL), or before that holder sent its release;
+Every worker's operations go through the history checker (history.py; to_ops() turns the
+events recorded here into its operations): per resource, with the fencing token as the
+order of grants, no grant while earlier leases surely hold its place (exclusive leases,
+semaphores, shared leases, sets), no token reused or going back, and every answered change
+in the final reads. Besides:
   * durability: after the run, every lease a client still holds (answered, unreleased and
     not run out) is held, with its fencing token, in the group's answer;
   * fencing tokens across the group (check_tokens): no token is handed out to two leases,
@@ -17,9 +17,9 @@ The checker verifies, per resource:
     resources (tokens come from one counter);
   * the ledger (ledger_worker, check_ledger): long leases on resources of their own, each
     answered acquire and release is a change that must still be there after the run;
-  * places (place_worker, check_places): semaphores of 3 and read/write resources, whose
-    holders as their clients saw them never exceed the limit, and an exclusive lease never
-    beside another;
+  * places (place_worker): semaphores of 3 and read/write resources;
+  * sets (set_worker): two of three resources of one hash tag in either order, waiting at
+    times, renewed and released one resource at a time or all at once;
   * the events feed (EventsReader, check_events): no index shown twice with different
     events, no grant shown that no client was answered and the group did not keep, and no
     answered grant missing without a `truncated: true` read after it.
@@ -38,8 +38,11 @@ import re
 import random
 import threading
 import time
+import urllib.parse
 import uuid
 import zlib
+
+import history as lease_model
 
 
 class GroupClient:
@@ -258,42 +261,177 @@ def run_places(urls, stop, history, n=4, aliases=None):
 
 
 def check_places(history):
-    """On the semaphores and read/write resources: while a lease is surely held as its
-    client saw it (from the answer of its grant to the send time of its last answered
-    acquire or renew plus the TTL, or to its release), a semaphore has at most its limit of
-    such leases, and an exclusive lease has none beside it. Returns violations."""
-    bad = []
-    by_res = {}
-    for e in history.events:
-        if e["resource"] in PLACES:
-            by_res.setdefault(e["resource"], []).append(e)
-    for res, evs in sorted(by_res.items()):
-        start, end, shared = {}, {}, {}
-        for e in sorted(evs, key=lambda e: e["recv"]):
-            lid = e["lease_id"]
-            if e["status"] == 200 and e["op"] in ("acquire", "renew"):
-                start.setdefault(lid, e["recv"])
-                end[lid] = max(end.get(lid, 0), e["send"] + e["ttl"] / 1000)
-                shared[lid] = e["shared"]
-        for e in evs:
-            if e["op"] == "release" and e["lease_id"] in end:
-                end[e["lease_id"]] = min(end[e["lease_id"]], e["send"])
-        spans = sorted((start[l], end[l], shared[l]) for l in start if end[l] > start[l])
-        points = sorted([(a, 1, s) for a, b, s in spans] + [(b, -1, s) for a, b, s in spans],
-                        key=lambda p: (p[0], p[1]))
-        n = excl = 0
-        limit = PLACES[res] or None
-        for t, d, s in points:
-            n += d
-            if not s:
-                excl += d
-            if limit and n > limit:
-                bad.append("%s: %d holders at once (limit %d) at %.3f" % (res, n, limit, t))
-                break
-            if not limit and excl > 0 and n > 1:
-                bad.append("%s: an exclusive lease beside %d other(s) at %.3f" % (res, n - 1, t))
-                break
-    return bad
+    """The history checker on the semaphores and read/write resources. Returns
+    violations."""
+    return model_violations(history.events, only=PLACES)
+
+
+SETS = ["{set}a", "{set}b", "{set}c"]  # one hash tag: one partition
+
+
+def set_worker(urls, history, stop, wid, ttl_ms=3000, seed=None, aliases=None, race=None):
+    """Acquires sets of two of SETS, in a random order (so that two sets often name a
+    resource they share in opposite orders), waiting at times; then renews and releases
+    them one resource at a time, with pauses, or releases all at once. One event a
+    resource, those of one acquire sharing an `op_id` (to_ops() joins them again).
+
+    race: (barrier, names): a pair of workers that send their sets at the same moment (the
+    barrier), in opposite orders (names), waiting, and release the first named, then after
+    a pause the second."""
+    rnd = random.Random(seed)
+    c = GroupClient(urls, aliases=aliases)
+    me = "s%d" % wid
+    n = 0
+
+    def add(op, res, lid, st, tok, send, recv, op_id=None):
+        history.add(worker=me, op=op, resource=res, lease_id=lid, status=st, token=tok,
+                    send=send, recv=recv, ttl=ttl_ms, op_id=op_id)
+
+    try:
+        while not stop.is_set():
+            names = rnd.sample(SETS, 2)
+            wait = rnd.choice([0, 500, 1500])
+            if race:
+                try:
+                    race[0].wait(timeout=5)
+                except threading.BrokenBarrierError:
+                    race[0].reset()
+                    continue
+                names, wait = list(race[1]), 2000
+            lid = str(uuid.uuid4())
+            send = time.monotonic()
+            st, js = c.request("POST", "/v1/acquire",
+                               {"resources": names, "owner": me, "ttl_ms": ttl_ms,
+                                "wait_ms": wait, "lease_id": lid},
+                               deadline=send + 10 + wait / 1000)
+            recv = time.monotonic()
+            toks = lease_model.tokens_of(js) if st == 200 and js else {}
+            n += 1
+            for r in names:
+                add("acquire", r, lid, st, toks.get(r), send, recv, op_id="%s-%d" % (me, n))
+            if st != 200:
+                time.sleep(rnd.random() * 0.05)
+                continue
+            until = {r: send + ttl_ms * 0.98 / 1000 for r in names}
+            if race:
+                for r in names:
+                    time.sleep(rnd.uniform(0.02, 0.2))
+                    send = time.monotonic()
+                    st, _ = c.request("POST", "/v1/resources/%s/release"
+                                      % urllib.parse.quote(r, safe=""), {"lease_id": lid},
+                                      deadline=send + 5)
+                    add("release", r, lid, st, None, send, time.monotonic())
+                until.clear()
+            while until and not stop.is_set():
+                now = time.monotonic()
+                for r in [r for r, u in until.items() if u <= now + 0.05]:
+                    until.pop(r)  # run out: forgotten
+                if not until:
+                    break
+                r = rnd.choice(sorted(until))
+                act = rnd.choice(["renew", "renew", "release", "hold", "all"])
+                if act == "all" and len(until) < 2:
+                    act = "release"  # a batch names 2 resources at least
+                if act == "hold":
+                    time.sleep(rnd.uniform(0, 0.3))
+                    continue
+                send = time.monotonic()
+                if act == "all":
+                    held = sorted(until)
+                    st, js = c.request("POST", "/v1/release",
+                                       {"resources": held, "lease_id": lid},
+                                       deadline=send + 10)
+                    recv = time.monotonic()
+                    gone = set((js or {}).get("error", {}).get("resources") or []) \
+                        if st == 409 else set()
+                    for x in held:
+                        add("release", x, lid, 409 if x in gone else st, None, send, recv)
+                    until.clear()
+                    continue
+                path = "/v1/resources/%s/%s" % (urllib.parse.quote(r, safe=""), act)
+                st, js = c.request("POST", path, {"lease_id": lid},
+                                   deadline=min(until[r], send + 10) if act == "renew"
+                                   else send + 10)
+                recv = time.monotonic()
+                tok = js.get("fencing_token") if st == 200 and js else None
+                add(act, r, lid, st, tok, send, recv)
+                if act == "release" or st == 409:
+                    until.pop(r, None)
+                elif st == 200:
+                    until[r] = send + ttl_ms * 0.98 / 1000
+                time.sleep(rnd.uniform(0, 0.1))
+            for r in sorted(until):  # stopped: what it still holds, one by one
+                send = time.monotonic()
+                st, _ = c.request("POST", "/v1/resources/%s/release"
+                                  % urllib.parse.quote(r, safe=""), {"lease_id": lid},
+                                  deadline=send + 5)
+                add("release", r, lid, st, None, send, time.monotonic())
+    finally:
+        c.close()
+
+
+def run_sets(urls, stop, history, n=3, aliases=None, racers=True):
+    """n set workers at random, and (racers) a pair racing in opposite orders."""
+    threads = []
+    barrier = threading.Barrier(2)
+    kws = [{"seed": 2000 + i} for i in range(n)]
+    if racers:
+        kws += [{"seed": 3000, "race": (barrier, SETS[1::-1])},
+                {"seed": 3001, "race": (barrier, SETS[:2])}]
+    for i, kw in enumerate(kws):
+        t = threading.Thread(target=set_worker, args=(urls, history, stop, i),
+                             kwargs=dict(kw, aliases=aliases), daemon=True)
+        t.start()
+        threads.append(t)
+    return threads
+
+
+def owner_of(worker):
+    """The owner a worker sends (worker() numbers its workers)."""
+    return "w%d" % worker if isinstance(worker, int) else str(worker)
+
+
+def to_ops(events):
+    """The recorded events as the history checker's operations (history.py): one an
+    event, but those of one set acquire (one `op_id`) joined into one."""
+    ops, sets = [], {}
+    for e in sorted(events, key=lambda e: e["send"]):
+        res = e["resource"]
+        oid = e.get("op_id")
+        if oid is not None and oid in sets:
+            op = sets[oid]
+            op["resources"].append(res)
+            if e.get("token") is not None:
+                op["tokens"][res] = e["token"]
+            continue
+        op = dict(client=str(e["worker"]), kind=e["op"], resources=[res],
+                  lease_id=e["lease_id"], owner=owner_of(e["worker"]), ttl_ms=e.get("ttl"),
+                  limit=e.get("limit") or 1, shared=bool(e.get("shared")), send=e["send"],
+                  recv=e["recv"], status=e["status"],
+                  tokens={res: e["token"]} if e.get("token") is not None else {})
+        if oid is not None:
+            sets[oid] = op
+        ops.append(op)
+    return ops
+
+
+def model_violations(events, only=None, skip=(), reads=()):
+    """The history checker on the events of the resources of `only` (all if None) but those
+    of `skip`, with the read operations `reads`: violations as lines."""
+    evs = [e for e in events if (only is None or e["resource"] in only)
+           and e["resource"] not in skip]
+    rep = lease_model.check(to_ops(evs) + list(reads))
+    return ["%s: %s" % v for v in rep.violations]
+
+
+def recorded(get, rec):
+    """A group_get() whose reads go into the Recorder `rec` (history.py) as operations."""
+    def read(res):
+        op = rec.begin("final", "read", [res])
+        st, js = get(res)
+        rec.end(op, st, js)
+        return st, js
+    return read
 
 
 class EventsReader:
@@ -385,43 +523,17 @@ def check_events(reader, history):
 
 
 def check(history, group_get=None, finals=None):
-    """Returns a list of violations (empty: the history is consistent)."""
+    """The history checker on the resources but the places, and the durability of what
+    the clients still hold (`finals`, read with `group_get`). Returns a list of
+    violations (empty: the history is consistent)."""
+    bad = model_violations(history.events, skip=PLACES)
+    return bad + check_held(group_get, finals)
+
+
+def check_held(group_get, finals):
+    """Every lease a client still holds, well before its end, held with its token in the
+    group's answer. Returns violations."""
     bad = []
-    by_res = {}
-    for e in history.events:
-        if e["resource"] not in PLACES:  # check_places checks those
-            by_res.setdefault(e["resource"], []).append(e)
-    for res, evs in by_res.items():
-        grants = {}  # lease_id -> first acquire 200
-        ends = {}  # lease_id -> the time its holder may believe it held it until
-        for e in sorted(evs, key=lambda e: e["recv"]):
-            lid = e["lease_id"]
-            if e["status"] == 200 and e["op"] == "acquire":
-                if lid not in grants:
-                    grants[lid] = e
-                ends[lid] = max(ends.get(lid, 0), e["send"] + e["ttl"] / 1000)
-            elif e["status"] == 200 and e["op"] == "renew":
-                ends[lid] = max(ends.get(lid, 0), e["send"] + e["ttl"] / 1000)
-        for e in evs:
-            # A holder gives its lease up when it sends the release, whatever it hears back.
-            if e["op"] == "release" and e["lease_id"] in ends:
-                ends[e["lease_id"]] = min(ends[e["lease_id"]], e["send"])
-        order = sorted(grants.values(), key=lambda e: e["token"])
-        for a, b in zip(order, order[1:]):
-            if a["token"] == b["token"]:
-                bad.append("%s: two leases with token %d" % (res, a["token"]))
-        for a in order:
-            for b in order:
-                if a is b:
-                    continue
-                if a["recv"] < b["send"] and a["token"] >= b["token"]:
-                    bad.append("%s: token %d granted before %d but not smaller" %
-                               (res, a["token"], b["token"]))
-                if a["token"] < b["token"] and b["recv"] < ends[a["lease_id"]] - 0.001:
-                    bad.append("%s: lease %s (token %d) granted %.3f s before the previous "
-                               "holder's (token %d) could have run out" %
-                               (res, b["lease_id"], b["token"],
-                                ends[a["lease_id"]] - b["recv"], a["token"]))
     if group_get and finals:
         began = time.monotonic()
         for held in finals:
@@ -454,11 +566,12 @@ def check_tokens(history, partitioned=False):
     among the grants of one partition: its tokens end in its number, token % 256). Returns
     violations."""
     bad = []
-    grants = {}  # lease_id -> its first answered acquire
+    grants = {}  # (lease_id, resource) -> its first answered acquire
     for e in history.events:
         if e["op"] == "acquire" and e["status"] == 200 and e["token"] is not None:
-            if e["lease_id"] not in grants or e["recv"] < grants[e["lease_id"]]["recv"]:
-                grants[e["lease_id"]] = e
+            k = (e["lease_id"], e["resource"])
+            if k not in grants or e["recv"] < grants[k]["recv"]:
+                grants[k] = e
     by_token = {}
     for e in grants.values():
         by_token.setdefault(e["token"], []).append(e)

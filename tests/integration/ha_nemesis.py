@@ -9,9 +9,12 @@ server, a step of one server's wall clock while it runs (libfaketime's timestamp
 and, chosen at the start, snapshot rolls every few hundred changes and one server's clock
 off by a few seconds.
 
-The load (ha_group.Load): exclusive leases with metadata near the limits, the ledger,
-semaphores and read/write resources, and a reader of the events feed checked for skips and
-phantoms; every client follows `Mutexd-Served-By` to the active.
+The load (ha_group.Load), on servers of 8 threads: exclusive leases with metadata near the
+limits, the ledger, semaphores and read/write resources, sets of two resources in either
+order (waiting, released one resource at a time), and a reader of the events feed checked
+for skips and phantoms; every client follows `Mutexd-Served-By` to the active. Every
+client's operations, and a read of every resource at the end, go through the history
+checker (history.py).
 
 Seeded: the same seed makes the same choices (the timing of the servers still differs). The
 seed is printed at the start and with the result.
@@ -82,7 +85,7 @@ class Nemesis:
         rnd = self.rnd
         if self.az is None:
             self.az = Azurite()
-        extra = ["--failover-grace-ms", "3000"]
+        extra = ["--failover-grace-ms", "3000", "--threads", "8"]
         if self.partitions > 1:
             extra += ["--partitions", str(self.partitions)]
         # A long run keeps every ledger lease (1 h TTL): its snapshots grow with it, so it
@@ -282,9 +285,10 @@ class Nemesis:
         # A long run (tests/soak/ha_nemesis.sh runs segments of 540 s, as Azurite stalls at
         # its collection every 10 minutes) keeps its load light.
         if self.long:
-            load = Load(self.g, n=4, ledgers=2, ledger_pause=0.5, places=2, events=True)
+            load = Load(self.g, n=4, ledgers=2, ledger_pause=0.5, places=2, events=True,
+                        sets=2)
         else:
-            load = Load(self.g, n=12, ledgers=4, places=4, events=True)
+            load = Load(self.g, n=12, ledgers=4, places=4, events=True, sets=3)
         actions = [(self.kill, 3), (self.term, 1), (self.pause, 2), (self.cut, 2),
                    (self.partition, 2), (self.fail_one, 4), (self.slow, 2), (self.step, 2),
                    (self.rest, 2)]
@@ -310,6 +314,10 @@ class Nemesis:
         time.sleep(3)
         bad, summary = load.check()
         self.out(summary)
+        if load.report:
+            # The history checker's times count from the first request of the load.
+            self.out("the history's times count from %.2f s into the run (the faults' times)"
+                     % (load.report.t0 - self.t0))
         return self.problems + bad
 
     def close(self):
