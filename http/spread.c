@@ -335,65 +335,57 @@ static cJSON *merge_list(struct spread *s, struct mx_buf *pos)
     return out;
 }
 
-struct event_ref {
-    cJSON *e;
-    const char *at;
-    unsigned p;
-    uint64_t index;
-};
-
-static int by_time(const void *a, const void *b)
-{
-    const struct event_ref *x = a, *y = b;
-    int c = strcmp(x->at, y->at);
-    if (c)
-        return c;
-    if (x->p != y->p)
-        return x->p < y->p ? -1 : 1;
-    return x->index < y->index ? -1 : x->index > y->index;
-}
-
-/* Every partition's events, oldest first, cut at the limit; each partition's next position
- * is after the last of its events given, or as it said when all of them were given. */
+/* Every partition's events, cut at the limit: each partition's as a prefix of what it
+ * gave, in its index order, so that its next position (after the last of its events given,
+ * or as it said when all of them were given) skips none and repeats none. Across
+ * partitions they are interleaved oldest first (by time, then partition): each partition's
+ * times follow its indexes only roughly (a change takes its index before it is stamped,
+ * and a set's reserved indexes are filled later), so time orders nothing a reader may rely
+ * on. */
 static cJSON *merge_events(struct spread *s, struct mx_buf *pos)
 {
     size_t limit = s->q->query.has_limit ? (size_t)s->q->query.limit : API_DEFAULT_LIMIT;
-    size_t total = 0;
-    for (unsigned p = 0; p < s->n; p++)
-        total += (size_t)cJSON_GetArraySize(
-            cJSON_GetObjectItemCaseSensitive(s->parts[p].answer, "events"));
-    struct event_ref *ev = calloc(total ? total : 1, sizeof *ev);
-    size_t *given = calloc(s->n, sizeof *given), *got = calloc(s->n, sizeof *got);
+    cJSON **head = calloc(s->n, sizeof *head); /* each partition's next event to give */
+    size_t *given = calloc(s->n, sizeof *given);
     uint64_t *last = calloc(s->n, sizeof *last);
     cJSON *out = cJSON_CreateObject(), *list = cJSON_CreateArray();
     bool truncated = false;
-    size_t k = 0;
-    if (!ev || !given || !got || !last || !out || !list)
+    if (!head || !given || !last || !out || !list)
         goto fail;
     for (unsigned p = 0; p < s->n; p++) {
-        cJSON *a = s->parts[p].answer, *e;
+        cJSON *a = s->parts[p].answer;
         truncated |= cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(a, "truncated"));
-        cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(a, "events"))
-        {
-            const char *at = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "at"));
-            const cJSON *index = cJSON_GetObjectItemCaseSensitive(e, "index");
-            ev[k++] = (struct event_ref){e, at ? at : "", p,
-                                         cJSON_IsNumber(index) ? (uint64_t)index->valuedouble : 0};
-            got[p]++;
-        }
+        const cJSON *events = cJSON_GetObjectItemCaseSensitive(a, "events");
+        head[p] = cJSON_IsArray(events) ? events->child : NULL;
     }
-    qsort(ev, k, sizeof *ev, by_time);
-    size_t take = k < limit ? k : limit;
-    for (size_t i = 0; i < take; i++) {
-        cJSON_AddNumberToObject(ev[i].e, "partition", ev[i].p);
-        cJSON_AddItemReferenceToArray(list, ev[i].e);
-        given[ev[i].p]++;
-        last[ev[i].p] = ev[i].index;
+    for (size_t k = 0; k < limit; k++) {
+        unsigned best = s->n;
+        const char *best_at = NULL;
+        for (unsigned p = 0; p < s->n; p++) {
+            if (!head[p])
+                continue;
+            const char *at = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(head[p], "at"));
+            if (!at)
+                at = "";
+            if (best == s->n || strcmp(at, best_at) < 0) {
+                best = p;
+                best_at = at;
+            }
+        }
+        if (best == s->n)
+            break;
+        cJSON *e = head[best];
+        head[best] = e->next;
+        const cJSON *index = cJSON_GetObjectItemCaseSensitive(e, "index");
+        cJSON_AddNumberToObject(e, "partition", best);
+        cJSON_AddItemReferenceToArray(list, e);
+        given[best]++;
+        last[best] = cJSON_IsNumber(index) ? (uint64_t)index->valuedouble : s->pos[best];
     }
     for (unsigned p = 0; p < s->n; p++) {
         const cJSON *next = cJSON_GetObjectItemCaseSensitive(s->parts[p].answer, "next");
         uint64_t v = s->pos[p];
-        if (s->parts[p].answer && given[p] == got[p] && cJSON_IsNumber(next))
+        if (s->parts[p].answer && !head[p] && cJSON_IsNumber(next))
             v = (uint64_t)next->valuedouble;
         else if (given[p])
             v = last[p];
@@ -404,15 +396,13 @@ static cJSON *merge_events(struct spread *s, struct mx_buf *pos)
     cJSON_AddItemToObject(out, "events", list);
     cJSON_AddStringToObject(out, "next", pos->p);
     cJSON_AddBoolToObject(out, "truncated", truncated);
-    free(ev);
+    free(head);
     free(given);
-    free(got);
     free(last);
     return out;
 fail:
-    free(ev);
+    free(head);
     free(given);
-    free(got);
     free(last);
     cJSON_Delete(out);
     cJSON_Delete(list);

@@ -12,8 +12,9 @@
  * - a list: every partition's first `limit` names after the cursor, merged by name and
  *   cut at `limit`; names order the list across partitions, so the cursor is the last
  *   name given, as on one partition, and nothing is skipped or shown twice;
- * - events: merged oldest first (by time, then partition, then index), cut at `limit`,
- *   each with its `partition`;
+ * - events: each partition's in its index order, a prefix of what it gave (so that its
+ *   position never passes an event not given), interleaved oldest first (by time, then
+ *   partition) and cut at `limit`, each with its `partition`;
  * - `index` (a list) and `next` (events) are positions: "v" and each partition's index,
  *   joined by '.' ("v12.0.7" for three partitions), given back as `index` or `after`.
  *
