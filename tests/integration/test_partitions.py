@@ -12,6 +12,7 @@ partition, no grant before the previous holder's deadline).
 - The partition count is fixed when the group is created: another is refused, exit 2."""
 
 import json
+import re
 import subprocess
 import threading
 import time
@@ -21,7 +22,7 @@ import pytest
 import ha_history
 from azure import Azurite
 from faultproxy import FaultProxy
-from ha_group import SLOW, Load, groups, wait_log  # noqa: F401
+from ha_group import SLOW, Load, groups, metric, wait_log  # noqa: F401
 from harness import BIN, Client, free_port
 
 N = 16
@@ -658,8 +659,77 @@ def test_the_merged_events_feed_gives_each_partition_whole_in_its_order(groups):
           "given before an earlier one %r; truncated pages %d; errors %d"
           % (total, n, pages[0], {p: len(v) for p, v in skipped.items()},
              {p: len(v) for p, v in twice.items()}, back, truncated_pages, len(errors)))
-    assert total > 2000, total
+    assert total > 500, total
     assert not whole_truncated, "a partition's ring dropped events: the test needs fewer"
     assert not any(skipped.values()) and not any(twice.values()), (skipped, twice)
     assert not any(back.values()), back
     assert truncated_pages == 0
+
+
+def test_list_watches_hold_one_forwarded_wait_per_peer(groups):  # noqa: F811
+    """200 list watches held at one server of three (16 partitions): each holds one
+    forwarded wait per other server (that server's partitions in one request) and waits on
+    this server's own partitions in-process, so the forwarder's waiting requests stay at
+    about 2 a watch (its bound is 2,500), a blocking acquire forwarded meanwhile is served,
+    and every watch wakes on the next change under its prefix, whatever its partition. (One
+    forwarded wait per partition, 16 a watch, filled the bound at 157 watches: every further
+    wait forwarded, blocking acquires included, was refused forward_busy.)"""
+    g = groups(3, extra=PARTS).start(stagger=0.3)
+    m = settled(g)
+    a = g.servers[0]
+    position = get_json(a.client_url, "/v1/resources?prefix=idle")["index"]
+    path = "/v1/resources?prefix=idle&index=%s&wait_ms=25000" % position
+    watches, answers = 200, []
+
+    def watch():
+        answers.append(raw(a.client_url, "GET", path, timeout=40))
+    threads = [threading.Thread(target=watch, daemon=True) for _ in range(watches)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 10 * SLOW
+    while time.monotonic() < deadline and (metric(a, "mutexd_forward_in_flight") or 0) < \
+            2 * watches:
+        time.sleep(0.1)
+    time.sleep(1)
+    in_flight = metric(a, "mutexd_forward_in_flight")
+    early = [(r.status, r.body[:160]) for r in answers]
+    # A blocking acquire sent to a, of a resource another server owns and a holder holds:
+    # forwarded to that server, it waits there and is granted on the release.
+    name = next(n for n in names_of(range(N), per=1, prefix="blocked")
+                if m[partition_of(n)] != a.url)
+    owner = next(s for s in g.servers if s.url == m[partition_of(name)])
+    held = raw(owner.client_url, "POST", "/v1/resources/%s/acquire" % name,
+               {"owner": "holder", "ttl_ms": 30000})
+    assert held.status == 200, held.body
+    got = []
+    waiter_t = threading.Thread(target=lambda: got.append(raw(
+        a.client_url, "POST", "/v1/resources/%s/acquire" % name,
+        {"owner": "waiter", "ttl_ms": 30000, "wait_ms": 10000})))
+    waiter_t.start()
+    time.sleep(0.5)
+    raw(owner.client_url, "POST", "/v1/resources/%s/release" % name,
+        {"lease_id": held.json["lease_id"]})
+    waiter_t.join(timeout=30)
+    c = a.client()
+    busy = re.search(r'^mutexd_forward_refused_total\{reason="forward_busy"\} (\S+)$',
+                     c.request("GET", "/metrics").body, re.M)
+    c.close()
+    busy = float(busy.group(1)) if busy else None
+    # The change every watch waits for, in a partition of another server.
+    late = next(n for n in names_of(range(N), per=1, prefix="idle-late")
+                if m[partition_of(n)] != a.url)
+    assert raw(a.client_url, "POST", "/v1/resources/%s/acquire" % late,
+               {"owner": "late", "ttl_ms": 60000}).status == 200
+    for t in threads:
+        t.join(timeout=40)
+    woke = [r for r in answers if r.status == 200 and
+            [x["resource"] for x in r.json["resources"]] == [late]]
+    print("%d list watches: forwarded requests in flight %s (2 peers), answered before the "
+          "change %d; forwarded blocking acquire %s; forwards refused busy %s; woke on the change "
+          "%d, other answers %r"
+          % (watches, in_flight, len(early), got and got[0].status, busy, len(woke),
+             sorted({(r.status, r.body[:120]) for r in answers if r not in woke})[:3]))
+    assert not early, early[:3]
+    assert got and got[0].status == 200, got and got[0].body
+    assert in_flight <= 2 * watches + 10, in_flight
+    assert len(woke) == watches and busy == 0
