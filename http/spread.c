@@ -532,6 +532,9 @@ static bool make_parts(struct spread *s)
         pt->members[pt->nmembers++] = i;
     }
     s->nparts = np;
+    struct spread_part *fit = realloc(s->parts, np * sizeof *s->parts); /* np >= 1 */
+    if (fit)
+        s->parts = fit;
     free(url);
     free(role);
     free(part_of);
