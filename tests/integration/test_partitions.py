@@ -376,9 +376,18 @@ def test_lists_and_events_span_every_partition(groups):  # noqa: F811
     for bad in ("/v1/resources?partition=16", "/v1/resources?partition=x",
                 "/v1/resources?index=v1.2&wait_ms=10", "/v1/resources?index=5&wait_ms=10",
                 "/v1/events?after=5",
-                "/v1/events?after=7", "/v1/events?after=v1"):
+                "/v1/events?after=7", "/v1/events?after=v1",
+                "/v1/resources?partitions=5.2", "/v1/resources?partitions=16",
+                "/v1/resources?partitions=", "/v1/resources?partition=1&partitions=1",
+                "/v1/events?partitions=2.5&after=v1"):
         r = raw(a.client_url, "GET", bad)
         assert r.status == 400 and r.json["error"]["code"] == "invalid_field", (bad, r.body)
+
+    # Some partitions, as a server asks another for those it owns: positions of those only.
+    some = get_json(b.client_url, "/v1/resources?partitions=2.5.11&limit=1000")
+    assert some["index"].startswith("v") and len(some["index"][1:].split(".")) == 3, some
+    assert [r["resource"] for r in some["resources"]] == sorted(
+        n for n in names + ["other"] if partition_of(n) in (2, 5, 11))
 
     # 0 is every partition's start: a watch from it, events after it.
     zero = get_json(a.client_url, "/v1/resources?prefix=spread&index=0&wait_ms=10")
