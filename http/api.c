@@ -754,6 +754,11 @@ bool api_query_param(enum api_route route, struct api_query *q, const char *key,
      * count when the request arrives (http/framing.c). */
     if ((route == ROUTE_LIST || route == ROUTE_EVENTS) && strcmp(key, "partition") == 0)
         return true;
+    /* The partitions a server asks another for, at once (http/spread.c checks them). */
+    if ((route == ROUTE_LIST || route == ROUTE_EVENTS) && strcmp(key, "partitions") == 0) {
+        q->partitions = value;
+        return true;
+    }
     if ((route == ROUTE_EVENTS && strcmp(key, "after") == 0) ||
         (route == ROUTE_LIST && strcmp(key, "index") == 0)) {
         if (value && value[0] == 'v' && strlen(value) <= API_MAX_POSITION) {

@@ -128,6 +128,9 @@ struct api_query {
      * opaque position of a partitioned group ("v" and a number per partition, see
      * http/spread.h), which only a list or events request of every partition takes. */
     const char *index_text;
+    /* A list or events request of some partitions of a partitioned group, as a server asks
+     * another for those it owns: their numbers, ascending, joined by '.' (http/spread.h). */
+    const char *partitions;
     /* list, events */
     const char *prefix, *cursor;
     bool has_limit;

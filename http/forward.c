@@ -630,6 +630,16 @@ enum http_role fwd_role(struct fwd *f, unsigned partition)
     return (enum http_role)atomic_load(&f->parts[partition < f->partitions ? partition : 0].role);
 }
 
+enum http_role fwd_owner(struct fwd *f, unsigned partition, char *url, size_t len)
+{
+    struct fwd_part *pt = &f->parts[partition < f->partitions ? partition : 0];
+    pthread_mutex_lock(&f->lock);
+    enum http_role role = (enum http_role)atomic_load(&pt->role);
+    snprintf(url, len, "%s", role == HTTP_ROLE_FORWARD ? pt->url : "");
+    pthread_mutex_unlock(&f->lock);
+    return role;
+}
+
 static struct curl_slist *add_header(struct curl_slist *l, bool *ok, const char *name,
                                      const char *value)
 {

@@ -119,6 +119,8 @@ void fwd_set_role(struct fwd *f, unsigned partition, enum http_role role, const 
  * call replaces it). */
 void fwd_set_role_later(struct fwd *f, uint64_t after_ms, enum http_role role, const char *url);
 enum http_role fwd_role(struct fwd *f, unsigned partition);
+/* The role and, for HTTP_ROLE_FORWARD, the owner's URL into `url` (else ""). Any thread. */
+enum http_role fwd_owner(struct fwd *f, unsigned partition, char *url, size_t len);
 /* Takes `r` to forward. Returns -1 when the forwarder has stopped (`done` is not called). */
 int fwd_submit(struct fwd *f, struct fwd_req *r);
 /* The client of `r` has gone: abort it (its `done` comes with FWD_GONE, unless it came

@@ -382,6 +382,12 @@ static enum MHD_Result serve_request(struct hreq *q)
         held_ms = qc.query.wait_ms;
     bool every_partition = (q->route == ROUTE_LIST || q->route == ROUTE_EVENTS) &&
                            h->cfg.partitions > 1 && !q->one_partition;
+    if (qc.query.partitions && !every_partition) {
+        api_fail(&q->err, 400, "invalid_field", "partitions",
+                 "partitions is for a list or events request of a partitioned group, without "
+                 "partition");
+        return http_i_send_error(q, &q->err);
+    }
     if (qc.query.index_text && !every_partition) {
         const char *what = q->route == ROUTE_EVENTS ? "after" : "index";
         api_fail(&q->err, 400, "invalid_field", what, "%s must be a whole number, as returned %s",

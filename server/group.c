@@ -71,6 +71,16 @@ struct group {
     const char *open_failed;
     char open_err[512];
     uint64_t open_t0, open_done_ns;
+    /* A partition handed over closes its core on a thread of its own (the closer): the
+     * close ships what is left and seals the journal, seconds on a slow blob store, while
+     * the server's other partitions must be confirmed at each tick. Until it is joined, the
+     * partition is neither served nor watched, and its owner is still this server (the
+     * owner lease is released at the end of the close). */
+    pthread_t closer;
+    bool closing; /* the closer was started and is not joined yet */
+    _Atomic bool closed;
+    struct core *close_core;
+    uint64_t close_t0, close_done_ns;
 };
 
 int group_render_servers(void *ctx, struct mx_buf *out)
@@ -130,6 +140,10 @@ void group_close(struct group *g)
 {
     if (!g)
         return;
+    if (g->closing) {
+        pthread_join(g->closer, NULL);
+        g->closing = false;
+    }
     if (g->opening) {
         pthread_join(g->opener, NULL);
         if (g->open_core)
@@ -155,23 +169,52 @@ void group_withdraw(struct group *g)
     ha_withdraw(g->ha);
 }
 
+static void *closer_main(void *arg)
+{
+    struct group *g = arg;
+    core_close(g->close_core);
+    g->close_core = NULL;
+    g->close_done_ns = mx_mono_ns();
+    atomic_store(&g->closed, true);
+    return NULL;
+}
+
+/* The handed-over core is closed: a standby of the partition from now on. */
+static void finish_hand_over(struct group *g)
+{
+    ha_set_role(g->ha, HA_STANDBY);
+    mx_info("handed the partition over", "partition=%u took_ms=%" PRIu64, g->partition,
+            (uint64_t)((g->close_done_ns - g->close_t0) / MX_NS_PER_MS));
+}
+
 void group_hand_over(struct group *g)
 {
     if (!g->core)
         return;
-    uint64_t t0 = mx_mono_ns();
+    g->close_t0 = mx_mono_ns();
     http_release(g->http, g->partition);
     core_set_stop_reason(g->core, RES_PARTITION_MOVED);
-    core_close(g->core);
+    g->close_core = g->core;
     g->core = NULL;
-    ha_set_role(g->ha, HA_STANDBY);
-    mx_info("handed the partition over", "partition=%u took_ms=%" PRIu64, g->partition,
-            (uint64_t)((mx_mono_ns() - t0) / MX_NS_PER_MS));
+    atomic_store(&g->closed, false);
+    if (pthread_create(&g->closer, NULL, closer_main, g) == 0) {
+        g->closing = true;
+        return;
+    }
+    mx_warn("cannot start a thread for the handover; closing on this one", "partition=%u",
+            g->partition);
+    closer_main(g);
+    finish_hand_over(g);
+}
+
+bool group_handing_over(struct group *g)
+{
+    return g->closing;
 }
 
 const char *group_owner(struct group *g)
 {
-    if (g->core)
+    if (g->core || g->closing)
         return g->opt->advertise_url;
     return g->seen_owner[0] ? g->seen_owner : NULL;
 }
@@ -398,8 +441,15 @@ int group_tick(struct group *s)
     /* What this look gave up, this look only: a partition taken over keeps no word of the
      * server it was taken from, which may come back on its address. */
     s->given_up[0] = '\0';
+    if (s->closing && atomic_load(&s->closed)) {
+        pthread_join(s->closer, NULL);
+        s->closing = false;
+        finish_hand_over(s);
+    }
     if (!s->core) {
-        if (!s->opening) {
+        if (s->closing) {
+            /* Being handed over: nothing to look at until the owner lease is released. */
+        } else if (!s->opening) {
             watch(s);
         } else if (atomic_load(&s->opened)) {
             /* The partition's takeover is over: served from now on, or a standby again. */

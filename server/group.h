@@ -9,7 +9,8 @@
  * (group_ready(), group_metrics(), group_render_servers()), which any thread may call. A
  * partition's takeover opens its core on a thread of its own (one group_tick() starts it,
  * a later one serves it or stays a standby), so that a slow takeover holds up no other
- * partition of the server.
+ * partition of the server; a partition handed over closes its core on a thread of its
+ * own too (group_hand_over()).
  */
 #ifndef MX_GROUP_H
 #define MX_GROUP_H
@@ -63,10 +64,15 @@ void group_set_seen(struct group *g, const struct ha_seen *seen);
 void group_allow_takeover(struct group *g, bool allow);
 /* A planned move of the active's partition to another server: its requests are held here
  * (and forwarded to the new owner once it is known), the core is taken back from the front
- * and closed, which ships what it committed last and releases the owner lease; the server
- * is a standby of the partition from then on, and takes it over again only once allowed
+ * and closed on a thread of its own, which ships what it committed last, seals the journal
+ * and releases the owner lease; the server is a standby of the partition once that is over
+ * (a later group_tick() sees it), and takes it over again only once allowed
  * (group_allow_takeover()). Nothing: not the active. */
 void group_hand_over(struct group *g);
+/* The core handed over is still closing (on a thread of its own, so that the server's
+ * other partitions are ticked meanwhile): group_owner() names this server until it is
+ * closed, and the group looks at the partition again at the first tick after. */
+bool group_handing_over(struct group *g);
 /* Leaving the group (a SIGTERM): the server's heartbeat is deleted and not written again,
  * so that the others count without it at once (see ha_withdraw()). */
 void group_withdraw(struct group *g);

@@ -55,8 +55,9 @@ void partitions_metrics(void *ctx, struct mx_buf *b);
  * fails its commits. */
 bool partitions_healthy(struct partitions *ps, char *why, size_t len);
 /* A server leaving (SIGTERM) moves its partitions before it stops: its heartbeat goes, so
- * that placement elsewhere counts without it, and every partition it owns is handed over
- * (its requests are held, then forwarded to the new owner); it claims nothing more. Keep
+ * that placement elsewhere counts without it, and every partition it owns is handed over,
+ * two at a time (its requests are held, then forwarded to the new owner); it claims nothing
+ * more. Keep
  * calling partitions_tick() until partitions_left() or a deadline. */
 void partitions_leave(struct partitions *ps);
 /* True when, leaving, every partition has an owner and none is this server, or when no

@@ -12,6 +12,7 @@ partition, no grant before the previous holder's deadline).
 - The partition count is fixed when the group is created: another is refused, exit 2."""
 
 import json
+import re
 import subprocess
 import threading
 import time
@@ -21,7 +22,7 @@ import pytest
 import ha_history
 from azure import Azurite
 from faultproxy import FaultProxy
-from ha_group import SLOW, Load, groups, wait_log  # noqa: F401
+from ha_group import SLOW, Load, groups, metric, wait_log  # noqa: F401
 from harness import BIN, Client, free_port
 
 N = 16
@@ -375,9 +376,18 @@ def test_lists_and_events_span_every_partition(groups):  # noqa: F811
     for bad in ("/v1/resources?partition=16", "/v1/resources?partition=x",
                 "/v1/resources?index=v1.2&wait_ms=10", "/v1/resources?index=5&wait_ms=10",
                 "/v1/events?after=5",
-                "/v1/events?after=7", "/v1/events?after=v1"):
+                "/v1/events?after=7", "/v1/events?after=v1",
+                "/v1/resources?partitions=5.2", "/v1/resources?partitions=16",
+                "/v1/resources?partitions=", "/v1/resources?partition=1&partitions=1",
+                "/v1/events?partitions=2.5&after=v1"):
         r = raw(a.client_url, "GET", bad)
         assert r.status == 400 and r.json["error"]["code"] == "invalid_field", (bad, r.body)
+
+    # Some partitions, as a server asks another for those it owns: positions of those only.
+    some = get_json(b.client_url, "/v1/resources?partitions=2.5.11&limit=1000")
+    assert some["index"].startswith("v") and len(some["index"][1:].split(".")) == 3, some
+    assert [r["resource"] for r in some["resources"]] == sorted(
+        n for n in names + ["other"] if partition_of(n) in (2, 5, 11))
 
     # 0 is every partition's start: a watch from it, events after it.
     zero = get_json(a.client_url, "/v1/resources?prefix=spread&index=0&wait_ms=10")
@@ -552,3 +562,183 @@ def test_sets_of_one_partition_are_forwarded_and_kept_whole_by_a_takeover(groups
         for new, old in zip(r.json["leases"], leases):
             assert new["fencing_token"] > old["fencing_token"], (new, old)
         c.close()
+
+
+def test_the_merged_events_feed_gives_each_partition_whole_in_its_order(groups):  # noqa: F811
+    """Paged by 4 while singles and sets change resources of 4 partitions (8 threads each
+    server), the merged events feed gives every partition's events as that partition's own
+    feed does: none skipped, none twice, and `truncated` only where the ring dropped some.
+    A page takes a prefix of each partition's events after the position, in index order:
+    their times follow the indexes only roughly (a set takes its indexes before its parts
+    are stamped), so a page cut by time would skip one event and give another twice."""
+    n = 4
+    g = groups(2, extra=["--partitions", str(n), "--threads", "8"]).start(stagger=0.3)
+    m = settled(g, count=n)
+    alias = g.aliases()
+    stop = threading.Event()
+    errors = []
+
+    def owner_client(name):
+        host, port = alias[m[partition_of(name, n)]].rsplit("/", 1)[-1].rsplit(":", 1)
+        return Client(host, int(port), 10)
+
+    def singles(i):
+        names = ["ev-s%d-%d" % (i, k) for k in range(8)]
+        cs = {x: owner_client(x) for x in names}
+        k = 0
+        while not stop.is_set():
+            x = names[k % len(names)]
+            k += 1
+            r = cs[x].request("POST", "/v1/resources/%s/acquire" % x,
+                              {"owner": "s", "ttl_ms": 5000})
+            if r.status != 200:
+                errors.append(("single", r.status, r.body[:200]))
+                continue
+            cs[x].request("POST", "/v1/resources/%s/release" % x,
+                          {"lease_id": r.json["lease_id"]})
+        for c in cs.values():
+            c.close()
+
+    def sets(i):
+        # Two sets share their names, so one waits for the other now and then.
+        tag = "ev-t%d" % (i // 2)
+        names = ["{%s}/a" % tag, "{%s}/b" % tag, "{%s}/c" % tag]
+        c = owner_client(names[0])
+        while not stop.is_set():
+            r = c.request("POST", "/v1/acquire", {"resources": names if i % 2 else names[::-1],
+                                                  "owner": "t", "ttl_ms": 5000,
+                                                  "wait_ms": 2000})
+            if r.status != 200:
+                errors.append(("set", r.status, r.body[:200]))
+                continue
+            c.request("POST", "/v1/release", {"resources": names,
+                                              "lease_id": r.json["leases"][0]["lease_id"]})
+        c.close()
+
+    merged, truncated_pages, pages = [], 0, [0]
+    reader = g.servers[0].client()
+
+    def page(after):
+        r = reader.request("GET", "/v1/events?limit=4" + ("&after=%s" % after if after else ""))
+        assert r.status == 200, (r.status, r.body)
+        return r.json
+
+    threads = [threading.Thread(target=singles, args=(i,)) for i in range(8)]
+    threads += [threading.Thread(target=sets, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    after, t_end = None, time.monotonic() + 6
+    try:
+        while time.monotonic() < t_end:
+            p = page(after)
+            pages[0] += 1
+            merged += [(e["partition"], e["index"]) for e in p["events"]]
+            truncated_pages += p["truncated"]
+            after = p["next"]
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=30)
+    while True:  # the rest, once the load stopped
+        p = page(after)
+        merged += [(e["partition"], e["index"]) for e in p["events"]]
+        truncated_pages += p["truncated"]
+        after = p["next"]
+        if not p["events"]:
+            break
+    reader.close()
+
+    skipped, twice, back, whole_truncated, total = {}, {}, {}, False, 0
+    for part in range(n):
+        whole, a = [], 0
+        while True:
+            r = get_json(g.servers[1].client_url,
+                         "/v1/events?partition=%d&limit=1000&after=%d" % (part, a))
+            whole += [e["index"] for e in r["events"]]
+            whole_truncated |= r["truncated"]
+            if not r["events"]:
+                break
+            a = r["next"]
+        total += len(whole)
+        got = [i for p, i in merged if p == part]
+        skipped[part] = sorted(set(whole) - set(got))
+        twice[part] = sorted({i for i in got if got.count(i) > 1})
+        back[part] = sum(1 for x, y in zip(got, got[1:]) if y <= x)
+    print("events: %d in %d partitions, %d merged pages of 4; skipped %r, twice %r, "
+          "given before an earlier one %r; truncated pages %d; errors %d"
+          % (total, n, pages[0], {p: len(v) for p, v in skipped.items()},
+             {p: len(v) for p, v in twice.items()}, back, truncated_pages, len(errors)))
+    assert total > 500, total
+    assert not whole_truncated, "a partition's ring dropped events: the test needs fewer"
+    assert not any(skipped.values()) and not any(twice.values()), (skipped, twice)
+    assert not any(back.values()), back
+    assert truncated_pages == 0
+
+
+def test_list_watches_hold_one_forwarded_wait_per_peer(groups):  # noqa: F811
+    """200 list watches held at one server of three (16 partitions): each holds one
+    forwarded wait per other server (that server's partitions in one request) and waits on
+    this server's own partitions in-process, so the forwarder's waiting requests stay at
+    about 2 a watch (its bound is 2,500), a blocking acquire forwarded meanwhile is served,
+    and every watch wakes on the next change under its prefix, whatever its partition. (One
+    forwarded wait per partition, 16 a watch, filled the bound at 157 watches: every further
+    wait forwarded, blocking acquires included, was refused forward_busy.)"""
+    g = groups(3, extra=PARTS).start(stagger=0.3)
+    m = settled(g)
+    a = g.servers[0]
+    position = get_json(a.client_url, "/v1/resources?prefix=idle")["index"]
+    path = "/v1/resources?prefix=idle&index=%s&wait_ms=25000" % position
+    watches, answers = 200, []
+
+    def watch():
+        answers.append(raw(a.client_url, "GET", path, timeout=40))
+    threads = [threading.Thread(target=watch, daemon=True) for _ in range(watches)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 10 * SLOW
+    while time.monotonic() < deadline and (metric(a, "mutexd_forward_in_flight") or 0) < \
+            2 * watches:
+        time.sleep(0.1)
+    time.sleep(1)
+    in_flight = metric(a, "mutexd_forward_in_flight")
+    early = [(r.status, r.body[:160]) for r in answers]
+    # A blocking acquire sent to a, of a resource another server owns and a holder holds:
+    # forwarded to that server, it waits there and is granted on the release.
+    name = next(n for n in names_of(range(N), per=1, prefix="blocked")
+                if m[partition_of(n)] != a.url)
+    owner = next(s for s in g.servers if s.url == m[partition_of(name)])
+    held = raw(owner.client_url, "POST", "/v1/resources/%s/acquire" % name,
+               {"owner": "holder", "ttl_ms": 30000})
+    assert held.status == 200, held.body
+    got = []
+    waiter_t = threading.Thread(target=lambda: got.append(raw(
+        a.client_url, "POST", "/v1/resources/%s/acquire" % name,
+        {"owner": "waiter", "ttl_ms": 30000, "wait_ms": 10000})))
+    waiter_t.start()
+    time.sleep(0.5)
+    raw(owner.client_url, "POST", "/v1/resources/%s/release" % name,
+        {"lease_id": held.json["lease_id"]})
+    waiter_t.join(timeout=30)
+    c = a.client()
+    busy = re.search(r'^mutexd_forward_refused_total\{reason="forward_busy"\} (\S+)$',
+                     c.request("GET", "/metrics").body, re.M)
+    c.close()
+    busy = float(busy.group(1)) if busy else None
+    # The change every watch waits for, in a partition of another server.
+    late = next(n for n in names_of(range(N), per=1, prefix="idle-late")
+                if m[partition_of(n)] != a.url)
+    assert raw(a.client_url, "POST", "/v1/resources/%s/acquire" % late,
+               {"owner": "late", "ttl_ms": 60000}).status == 200
+    for t in threads:
+        t.join(timeout=40)
+    woke = [r for r in answers if r.status == 200 and
+            [x["resource"] for x in r.json["resources"]] == [late]]
+    print("%d list watches: forwarded requests in flight %s (2 peers), answered before the "
+          "change %d; forwarded blocking acquire %s; forwards refused busy %s; woke on the change "
+          "%d, other answers %r"
+          % (watches, in_flight, len(early), got and got[0].status, busy, len(woke),
+             sorted({(r.status, r.body[:120]) for r in answers if r not in woke})[:3]))
+    assert not early, early[:3]
+    assert got and got[0].status == 200, got and got[0].body
+    assert in_flight <= 2 * watches + 10, in_flight
+    assert len(woke) == watches and busy == 0
