@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/clock.h"
@@ -111,6 +112,23 @@ static int check_data_dir(const char *dir, char *err, size_t errlen)
     return 0;
 }
 
+/* The partition count of the container (layout_check()), tried for up to 30 s while the
+ * blob store does not answer. */
+static enum layout_rc settle_layout(const struct options *opt, unsigned *found, char *err,
+                                    size_t errlen)
+{
+    uint64_t until = mx_mono_ns() + 30000 * MX_NS_PER_MS;
+    enum layout_rc rc;
+    while ((rc = layout_check(opt, found, err, errlen)) == LAYOUT_AGAIN && mx_mono_ns() < until) {
+        char quoted[600];
+        mx_warn("cannot read the group's partition count; trying again", "error=%s",
+                mx_log_quote(quoted, sizeof quoted, err));
+        struct timespec ts = {0, 500 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     struct server s;
@@ -160,16 +178,18 @@ int main(int argc, char **argv)
     struct core_config cc = {.opt = &s.opt};
     struct group_config gc = {.opt = &s.opt, .partition = 0, .partitions = 1};
     struct partitions_config pc = {.opt = &s.opt, .count = (unsigned)s.opt.partitions};
-    if (s.opt.ha) {
-        /* The group's partition count, written by its first server: another is refused. */
+    if (s.opt.ha || s.opt.mirror_mode != MIRROR_OFF) {
+        /* The group's partition count, written by the first server of the container: a
+         * server that asks for another is refused, with --ha or not (a lone server with a
+         * mirror would take the container's own owner blob beside a partitioned group). */
         unsigned found = 0;
-        enum layout_rc lr = layout_check(&s.opt, &found, err, sizeof err);
+        enum layout_rc lr = settle_layout(&s.opt, &found, err, sizeof err);
         if (lr == LAYOUT_MISMATCH) {
             fprintf(stderr, "mutexd: %s\n", err);
             return 2;
         }
         if (lr != LAYOUT_OK) {
-            failed = "cannot join the server group";
+            failed = s.opt.ha ? "cannot join the server group" : "cannot start the blob mirror";
             goto fail;
         }
     }

@@ -9,12 +9,15 @@ partition, no grant before the previous holder's deadline).
 - A SIGTERM hands the server's partitions over before it exits, a blocking acquire waiting
   there is answered `partition_moved` and is granted when sent again; a server joining
   takes its share, and no partition moves twice.
-- The partition count is fixed when the group is created: another is refused, exit 2."""
+- The partition count is fixed when the group is created: another is refused, exit 2, also
+  for servers of different counts started together on an empty container, and for a lone
+  server with a mirror on a partitioned container."""
 
 import json
 import subprocess
 import threading
 import time
+import uuid
 
 import pytest
 
@@ -22,7 +25,7 @@ import ha_history
 from azure import Azurite
 from faultproxy import FaultProxy
 from ha_group import SLOW, Load, groups, wait_log  # noqa: F401
-from harness import BIN, Client, free_port
+from harness import BIN, Client, Server, free_port
 
 N = 16
 PARTS = ["--partitions", str(N)]
@@ -302,6 +305,91 @@ def test_the_partition_count_is_fixed_when_the_group_is_created(groups):  # noqa
         assert "partitions" in r.stderr, r.stderr
     view = json.loads(raw(g.servers[0].client_url, "GET", "/v1/servers").body)
     assert view["partitions"]["count"] == 4
+
+
+def group_server(az, container, partitions, ha=True):
+    """A server of `partitions` on `container`, reaching Azurite directly (not started)."""
+    port = free_port()
+    url = "http://127.0.0.1:%d" % port
+    args = ["--mirror", "sync", "--blob-connection-string", az.connection_string,
+            "--blob-container", container, "--partitions", str(partitions)]
+    if ha:
+        args = ["--ha", "--advertise-url", url] + args
+    s = Server(listen="127.0.0.1:%d" % port, args=args)
+    s.client_url = url
+    return s
+
+
+def start_quietly(s, out):
+    try:
+        s.start(timeout=30)
+        out.append((s, None))
+    except RuntimeError as e:
+        out.append((s, e))
+
+
+def test_two_counts_started_together_on_an_empty_container_one_refuses(azurite):
+    """A server of one partition and a server of four, started at the same moment on an
+    empty container (a misconfigured rollout): the first to write the count makes the group,
+    the other exits 2 naming both counts, and one alone serves. Both orders, several
+    rounds: the count is written for N = 1 too, created only if absent."""
+    summary = []
+    for rnd in range(6):
+        container = "lr" + uuid.uuid4().hex[:20]
+        counts = (1, 4) if rnd % 2 == 0 else (4, 1)
+        servers = [group_server(azurite, container, n) for n in counts]
+        out = []
+        ts = [threading.Thread(target=start_quietly, args=(s, out)) for s in servers]
+        try:
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join(timeout=60)
+            for s in servers:  # a loser may have logged "started" before it refused
+                deadline = time.monotonic() + 10 * SLOW
+                while s.proc.poll() is None and time.monotonic() < deadline:
+                    if raw(s.client_url, "GET", "/readyz", timeout=5).status == 200:
+                        break
+                    time.sleep(0.1)
+            time.sleep(1)
+            codes = [s.proc.poll() for s in servers]
+            summary.append((counts, codes))
+            refused = [s for s in servers if s.proc.poll() is not None]
+            assert len(refused) == 1, (rnd, counts, codes,
+                                       ["\n".join(s.lines[-10:]) for s in servers])
+            loser = refused[0]
+            assert loser.proc.returncode == 2, loser.log()
+            lost = counts[servers.index(loser)]
+            won = counts[1 - servers.index(loser)]
+            text = "\n".join(loser.lines)
+            assert ("has %d partition" % won) in text and ("asks for %d" % lost) in text, text
+            winner = next(s for s in servers if s is not loser)
+            assert raw(winner.client_url, "GET", "/readyz").status == 200, winner.log()
+            r = raw(winner.client_url, "POST", "/v1/resources/lr/acquire",
+                    {"owner": "o", "ttl_ms": 5000})
+            assert r.status == 200, r.body
+        finally:
+            for s in servers:
+                if s.proc and s.proc.poll() is None:
+                    s.stop(timeout=20)
+                else:
+                    s.kill()
+                    s._cleanup()
+    print("rounds (counts, exit codes):", summary)
+
+
+def test_a_server_outside_a_group_refuses_a_partitioned_container(groups):  # noqa: F811
+    """A server with --mirror sync and no --ha on the container of a partitioned group
+    would take the container's own owner blob and serve every resource beside the group:
+    it exits 2 naming both counts."""
+    g = groups(1, extra=["--partitions", "4"]).start()
+    s = group_server(g.az, g.container, 1, ha=False)
+    with pytest.raises(RuntimeError):
+        s.start(timeout=30)
+    assert s.proc.returncode == 2, s.log()
+    text = "\n".join(s.lines)
+    assert "has 4 partitions" in text and "asks for 1" in text, text
+    s._cleanup()
 
 
 def get_json(url, path, timeout=30):
