@@ -59,6 +59,7 @@ struct group {
     bool may_take;        /* group_allow_takeover() */
     char seen_owner[256]; /* a standby's last look: the URL the owner blob names, or "" */
     char given_up[256];   /* the owner that look gave up, or "" */
+    bool broken_here;     /* that look found this server's lease broken by another */
     /* A partition's takeover reads the container on a thread of its own (the opener): the
      * server's other partitions are confirmed at each tick meanwhile, or they would stop
      * answering once a slow takeover outlasted --failover-after-ms. Its outcome is handed
@@ -179,6 +180,26 @@ const char *group_owner(struct group *g)
 const char *group_given_up(struct group *g)
 {
     return g->given_up[0] ? g->given_up : NULL;
+}
+
+bool group_broken_here(struct group *g)
+{
+    return !g->core && g->broken_here;
+}
+
+void group_set_gone(struct group *g, const char (*urls)[256], size_t n)
+{
+    ha_set_gone(g->ha, urls, n);
+}
+
+bool group_gone_to_others(struct group *g)
+{
+    return ha_gone_to_others(g->ha);
+}
+
+bool group_probe(struct group *g, const char *url)
+{
+    return ha_probe(g->ha, url);
 }
 
 void group_owner_info(struct group *g, char url[256], uint64_t *generation, int64_t *since_ms)
@@ -381,6 +402,7 @@ static void watch(struct group *s)
     enum ha_verdict verdict = ha_watch(s->ha, &v);
     snprintf(s->seen_owner, sizeof s->seen_owner, "%s", verdict == HA_TAKE ? "" : v.active);
     snprintf(s->given_up, sizeof s->given_up, "%s", v.given_up);
+    s->broken_here = v.broken_here;
     if (verdict == HA_TAKE && s->may_take) {
         take_over(s);
     } else {

@@ -77,6 +77,14 @@ const char *group_owner(struct group *g);
 /* The server the last look gave up as the partition's owner (it did not answer for
  * --failover-after-ms: its lease was broken), or NULL. Main thread. */
 const char *group_given_up(struct group *g);
+/* Whether the last look found the partition free because another server broke this
+ * server's lease (it gave this server up). Main thread. */
+bool group_broken_here(struct group *g);
+/* The heartbeat's list of servers held gone (ha_set_gone()), whether another server holds
+ * this one gone (ha_gone_to_others()), and a probe of a server (ha_probe()). Main thread. */
+void group_set_gone(struct group *g, const char (*urls)[256], size_t n);
+bool group_gone_to_others(struct group *g);
+bool group_probe(struct group *g, const char *url);
 /* The partition's owner as the group last saw it (ha_owner()). Any thread. */
 void group_owner_info(struct group *g, char url[256], uint64_t *generation, int64_t *since_ms);
 /* The partitions this server owns, for its heartbeat (ha_set_partitions()). */

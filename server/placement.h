@@ -21,6 +21,7 @@
 #ifndef MX_PLACEMENT_H
 #define MX_PLACEMENT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -45,6 +46,10 @@ struct place_view {
      * been seen free (ms; ignored when owned). */
     const char *const *owner;
     const int64_t *free_since_ms;
+    /* Per partition: true when `self` may claim it only as an orphan, not as its target
+     * (another server broke self's lease of it, or holds self gone: it could not reach
+     * self, and would give it up again). NULL: none. */
+    const bool *orphan_only;
     int64_t now_ms;
 };
 

@@ -314,6 +314,33 @@ static void an_orphan_is_claimed_by_another(void **st)
     check_balanced(&s);
 }
 
+/* A partition `self` may take only as an orphan (another server broke its lease, or holds
+ * it gone) is not claimed as its target, only once it has been free for the orphan time. */
+static void a_partition_claimed_only_as_an_orphan_waits_for_the_orphan_time(void **st)
+{
+    (void)st;
+    const char *urls[] = {"http://a:8080", "http://b:8080"};
+    int64_t since[] = {0, 0};
+    const char *owner[4] = {NULL, NULL, NULL, NULL};
+    int64_t free_since[4] = {0, 0, 0, 0};
+    bool only[4] = {true, true, true, true};
+    struct place_view v = {.partitions = 4,
+                           .self = urls[0],
+                           .urls = urls,
+                           .live_since_ms = since,
+                           .nurls = 2,
+                           .owner = owner,
+                           .free_since_ms = free_since,
+                           .now_ms = ORPHAN - 1};
+    struct place_move mv[8];
+    size_t free_claims = place_decide(&v, &config, mv, 8);
+    assert_int_equal(free_claims, 2); /* its share of 4 among 2, as its target */
+    v.orphan_only = only;
+    assert_int_equal(place_decide(&v, &config, mv, 8), 0);
+    v.now_ms = ORPHAN;
+    assert_int_equal(place_decide(&v, &config, mv, 8), 4); /* every orphan */
+}
+
 /* Seeded: servers join and leave at random; after each change the group settles balanced,
  * and between changes no partition moves twice. */
 static void random_joins_and_leaves_always_settle(void **st)
@@ -349,6 +376,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(a_join_takes_the_smaller_share),
     cmocka_unit_test(a_leave_moves_its_partitions_only),
     cmocka_unit_test(an_orphan_is_claimed_by_another),
+    cmocka_unit_test(a_partition_claimed_only_as_an_orphan_waits_for_the_orphan_time),
     cmocka_unit_test(random_joins_and_leaves_always_settle),
 };
 MX_TEST_MAIN(tests)
