@@ -56,6 +56,7 @@ struct ha {
     size_t nparts;                /* lock */
     char gone[HA_GONE_MAX][256];  /* lock: ha_set_gone() */
     size_t ngone;                 /* lock */
+    bool declines;                /* lock: ha_set_declines() */
     uint64_t lag_changes, lag_ms; /* lock: this server's own, as last reported */
 
     _Atomic uint64_t takeovers, last_takeover_ms, role_changes;
@@ -467,6 +468,8 @@ void ha_heartbeat(struct ha *h, bool has_copy, uint64_t lag_changes, uint64_t la
         for (size_t i = 0; i < h->nparts; i++)
             cJSON_AddItemToArray(arr, cJSON_CreateNumber(h->parts[i]));
     }
+    if (h->declines)
+        cJSON_AddBoolToObject(o, "declines", true);
     if (h->ngone) {
         cJSON *arr = cJSON_AddArrayToObject(o, "gone");
         for (size_t i = 0; i < h->ngone; i++)
@@ -520,6 +523,34 @@ void ha_set_gone(struct ha *h, const char (*urls)[256], size_t n)
     pthread_mutex_unlock(&h->lock);
     if (!same)
         h->heartbeat_ns = 0; /* tell the group now */
+}
+
+void ha_set_declines(struct ha *h, bool declines)
+{
+    pthread_mutex_lock(&h->lock);
+    bool changed = h->declines != declines;
+    h->declines = declines;
+    pthread_mutex_unlock(&h->lock);
+    if (changed)
+        h->heartbeat_ns = 0; /* tell the group now */
+}
+
+size_t ha_decliners(struct ha *h, char (*urls)[256], size_t max)
+{
+    pthread_mutex_lock(&h->lock);
+    cJSON *arr = h->servers.len ? cJSON_ParseWithLength(h->servers.p, h->servers.len) : NULL;
+    pthread_mutex_unlock(&h->lock);
+    size_t n = 0;
+    const cJSON *o;
+    cJSON_ArrayForEach(o, arr)
+    {
+        const cJSON *url = cJSON_GetObjectItemCaseSensitive(o, "url");
+        if (n < max && cJSON_IsString(url) && strlen(url->valuestring) < 256 &&
+            cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "declines")))
+            memcpy(urls[n++], url->valuestring, strlen(url->valuestring) + 1);
+    }
+    cJSON_Delete(arr);
+    return n;
 }
 
 bool ha_gone_to_others(struct ha *h)

@@ -121,6 +121,13 @@ void ha_set_gone(struct ha *h, const char (*urls)[256], size_t n);
 /* Whether a fresh heartbeat of another server, at the last reading, says it holds this
  * server gone. Main thread. */
 bool ha_gone_to_others(struct ha *h);
+/* Whether this server declines new partitions for now (a takeover of one failed and is
+ * being waited out), written into its heartbeat ("declines": true) from the next one on;
+ * and the servers whose fresh heartbeats say so at the last reading, into `urls` (at most
+ * `max`; returns how many). Placement gives nothing to a server that declines. Main
+ * thread. */
+void ha_set_declines(struct ha *h, bool declines);
+size_t ha_decliners(struct ha *h, char (*urls)[256], size_t max);
 /* A probe of `url`'s /healthz (shared with the probes of the actives, struct ha_probes):
  * true when it answered 200. Blocks for up to a third of the failover time (at most 1 s).
  * Main thread. */

@@ -34,7 +34,8 @@ struct partitions {
     char known[MAX_SERVERS][256];
     int64_t known_since_ms[MAX_SERVERS];
     size_t nknown;
-    char live[MAX_SERVERS][256]; /* this tick's live servers */
+    char live[MAX_SERVERS][256];      /* this tick's live servers */
+    char decliners[MAX_SERVERS][256]; /* this tick's servers that decline new partitions */
     /* Servers a group of this one gave up (they did not answer): not live to placement,
      * whatever their heartbeat says, so that their partitions go at once, for GONE_MS and
      * then for as long as a probe of them fails (a server that reaches the blob store but
@@ -333,6 +334,28 @@ static size_t drop_gone(struct partitions *ps, char (*live)[256], size_t n, int6
     return k;
 }
 
+/* A server whose takeover of a partition failed waits it out before it tries again
+ * (group_declines()), and says so in its heartbeat: meanwhile placement gives it nothing, in
+ * the view of every server (its own included: it claims and gives nothing either), so that
+ * the others take what would have been its share. Keeps of `live` (n) the servers that do
+ * not decline; returns how many. */
+static size_t drop_decliners(struct partitions *ps, char (*live)[256], size_t n, uint64_t now_ns)
+{
+    bool declines = false;
+    for (unsigned p = 0; p < ps->count && !declines; p++)
+        declines = group_declines(ps->groups[p], now_ns);
+    group_set_declines(ps->groups[0], declines);
+    size_t nd = group_decliners(ps->groups[0], ps->decliners, MAX_SERVERS), k = 0;
+    for (size_t i = 0; i < n; i++) {
+        bool out = listed(ps->decliners, nd, live[i]) ||
+                   (declines && strcmp(live[i], ps->opt->advertise_url) == 0);
+        if (!out && k != i)
+            memmove(live[k], live[i], sizeof live[k]);
+        k += !out;
+    }
+    return k;
+}
+
 /* Remembers the servers the groups gave up at their last look. */
 static void note_gone(struct partitions *ps, int64_t now)
 {
@@ -444,6 +467,7 @@ int partitions_tick(struct partitions *ps)
     int64_t now = (int64_t)(mx_mono_ns() / MX_NS_PER_MS);
     char(*live)[256] = ps->live;
     size_t n = drop_gone(ps, live, group_live(ps->groups[0], live, MAX_SERVERS), now);
+    n = drop_decliners(ps, live, n, mx_mono_ns());
     forget_gone(ps, live, n);
     const char *urls[MAX_SERVERS], *owner[MX_PARTITIONS_MAX];
     int64_t since[MAX_SERVERS];

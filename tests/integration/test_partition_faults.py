@@ -448,3 +448,71 @@ def test_a_probe_only_cut_moves_each_partition_at_most_twice(groups):
     during = [mv for mv in moves if mv[0] < t1]
     assert any(b[0] != victim.url for _, _, _, b in during), "the cut moved nothing"
     assert all(len(v) <= 2 for v in per.values()), per
+
+
+# ---- a server whose takeovers fail -------------------------------------------------------
+
+class Served:
+    """Acquire+release cycles on one resource of each given partition, sent through server
+    `via` (forwarded to the owner), every 0.2 s: the seconds in which each was served."""
+
+    def __init__(self, via, names):
+        self.ok = {n: set() for n in names}
+        self.stop_event = threading.Event()
+        self.threads = [threading.Thread(target=self._run, args=(via, n), daemon=True)
+                        for n in names]
+        self.t0 = time.monotonic()
+        for t in self.threads:
+            t.start()
+
+    def _run(self, via, name):
+        while not self.stop_event.is_set():
+            try:
+                r = raw(via, "POST", "/v1/resources/%s/acquire" % name,
+                        {"owner": "served", "ttl_ms": 1000}, timeout=3)
+                if r.status == 200:
+                    raw(via, "POST", "/v1/resources/%s/release" % name,
+                        {"lease_id": r.json["lease_id"]}, timeout=3)
+                    self.ok[name].add(int(time.monotonic() - self.t0))
+            except OSError:
+                pass
+            time.sleep(0.2)
+
+    def stop(self):
+        self.stop_event.set()
+        for t in self.threads:
+            t.join(timeout=10)
+
+    def fraction(self, name, a, b):
+        """Of the seconds [a, b) since the start, the fraction in which `name` was served."""
+        return sum(1 for s in range(a, b) if s in self.ok[name]) / float(b - a)
+
+
+@pytest.mark.heavy
+def test_a_server_whose_takeovers_fail_is_not_given_partitions_forever(groups):
+    """A server whose every takeover fails (its blob store refuses its snapshots) is the
+    target of a partition a dead server owned: it must remember the failure and back off,
+    and the others must take the partition meanwhile. Before, it claimed the partition again
+    at every tick and nobody else took it: the partition was not served."""
+    g = groups(3, extra=PARTS).start(stagger=0.3)
+    m = settled(g)
+    share = {s: [p for p in range(N) if m[p] == s.url] for s in g.servers}
+    dead = next(s for s in g.servers if len(share[s]) == 2)
+    failing, other = [s for s in g.servers if s is not dead]
+    refuse = g.proxy(failing).add(method="PUT", path=r"/p/\d+/snapshots/", action="503",
+                                  times=None)
+    names = names_of(share[dead], per=1, prefix="orphaned")
+    since = len(failing.lines)
+    dead.kill()
+    served = Served(other.client_url, names)
+    time.sleep(40)
+    served.stop()
+    tried = sum(1 for l in failing.lines[since:] if "could not take the partition" in l)
+    fractions = {n: served.fraction(n, 12, 40) for n in names}
+    print("partitions %r of the dead server: served in %r of the seconds 12-40 after the "
+          "kill; the failing server's failed takeovers: %d (refused snapshots: %d)"
+          % (share[dead], fractions, tried, refuse.fired))
+    assert refuse.fired >= 1, "no takeover was tried by the failing server"
+    assert all(f >= 0.75 for f in fractions.values()), fractions
+    assert tried <= 4, tried  # backed off: 10 s, then 20 s...
+
