@@ -15,6 +15,10 @@ partition.
 - A resource watch, a list watch and an events wait waiting at a server that leaves
   (SIGTERM) are answered 503 `partition_moved` with Retry-After; sent again to a survivor
   they see the next change.
+- A server the others cannot probe for 60 s, while it reaches the blob store: each
+  partition moves at most twice (away, and back after the cut).
+- A server whose takeovers fail backs off and is given no partition meanwhile: the
+  partitions of a dead server are served by the others.
 """
 
 import re
@@ -515,4 +519,3 @@ def test_a_server_whose_takeovers_fail_is_not_given_partitions_forever(groups):
     assert refuse.fired >= 1, "no takeover was tried by the failing server"
     assert all(f >= 0.75 for f in fractions.values()), fractions
     assert tried <= 4, tried  # backed off: 10 s, then 20 s...
-
