@@ -70,6 +70,7 @@ struct group {
     char seen_owner[256]; /* a standby's last look: the URL the owner blob names, or "" */
     char given_up[256];   /* the owner that look gave up, or "" */
     bool broken_here;     /* that look found this server's lease broken by another */
+    char handed_to[256];  /* that look found it handed over to this server, or "" */
     /* A partition's takeover reads the container on a thread of its own (the opener): the
      * server's other partitions are confirmed at each tick meanwhile, or they would stop
      * answering once a slow takeover outlasted --failover-after-ms. Its outcome is handed
@@ -190,6 +191,17 @@ const char *group_owner(struct group *g)
 const char *group_given_up(struct group *g)
 {
     return g->given_up[0] ? g->given_up : NULL;
+}
+
+void group_hand_to(struct group *g, const char *url)
+{
+    if (g->core)
+        core_hand_to(g->core, url);
+}
+
+const char *group_handed_to(struct group *g)
+{
+    return !g->core && g->handed_to[0] ? g->handed_to : NULL;
 }
 
 bool group_declines(struct group *g, uint64_t now_ns)
@@ -446,6 +458,7 @@ static void watch(struct group *s)
     snprintf(s->seen_owner, sizeof s->seen_owner, "%s", verdict == HA_TAKE ? "" : v.active);
     snprintf(s->given_up, sizeof s->given_up, "%s", v.given_up);
     s->broken_here = v.broken_here;
+    snprintf(s->handed_to, sizeof s->handed_to, "%s", verdict == HA_TAKE ? v.handed_to : "");
     if (verdict == HA_TAKE && s->may_take) {
         take_over(s);
     } else {

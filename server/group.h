@@ -77,6 +77,12 @@ const char *group_owner(struct group *g);
 /* The server the last look gave up as the partition's owner (it did not answer for
  * --failover-after-ms: its lease was broken), or NULL. Main thread. */
 const char *group_given_up(struct group *g);
+/* A planned handover to `url`, named in the owner blob as the partition's next owner: call
+ * before group_hand_over() (nothing when not the active). Main thread. */
+void group_hand_to(struct group *g, const char *url);
+/* The server the partition was handed to, named by its last owner, while it is free at the
+ * last look; NULL when it is not free or none was named. Main thread. */
+const char *group_handed_to(struct group *g);
 /* Whether a failed takeover of the partition is being waited out (the next may start only
  * after a backoff), at `now_ns` (mono). Main thread. */
 bool group_declines(struct group *g, uint64_t now_ns);

@@ -309,6 +309,8 @@ enum ha_verdict ha_watch(struct ha *h, struct ha_view *view)
             snprintf(view->given_up, sizeof view->given_up, "%s", url);
         view->broken_here =
             strcmp(ov.lease_state, "broken") == 0 && strcmp(url, h->cfg.advertise_url) == 0;
+        if (strcmp(ov.lease_state, "broken") != 0)
+            snprintf(view->handed_to, sizeof view->handed_to, "%s", ov.meta.to);
         v = HA_TAKE;
         goto out;
     }

@@ -77,6 +77,9 @@ struct ha_view {
     /* The container is free because another server broke this server's lease: it gave this
      * server up (it did not answer its probes). */
     bool broken_here;
+    /* The container is free because its holder handed it over to this server (its URL),
+     * naming it in the owner blob (`to`), or "". */
+    char handed_to[256];
 };
 
 /* The look the next ha_watch() or ha_still_owner() takes instead of reading the owner

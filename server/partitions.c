@@ -34,8 +34,10 @@ struct partitions {
     char known[MAX_SERVERS][256];
     int64_t known_since_ms[MAX_SERVERS];
     size_t nknown;
-    char live[MAX_SERVERS][256];      /* this tick's live servers */
+    char live[MAX_SERVERS][256]; /* this tick's live servers (nlive), placement's */
+    size_t nlive;
     char decliners[MAX_SERVERS][256]; /* this tick's servers that decline new partitions */
+    size_t ndecliners;
     /* Servers a group of this one gave up (they did not answer): not live to placement,
      * whatever their heartbeat says, so that their partitions go at once, for GONE_MS and
      * then for as long as a probe of them fails (a server that reaches the blob store but
@@ -346,6 +348,7 @@ static size_t drop_decliners(struct partitions *ps, char (*live)[256], size_t n,
         declines = group_declines(ps->groups[p], now_ns);
     group_set_declines(ps->groups[0], declines);
     size_t nd = group_decliners(ps->groups[0], ps->decliners, MAX_SERVERS), k = 0;
+    ps->ndecliners = nd;
     for (size_t i = 0; i < n; i++) {
         bool out = listed(ps->decliners, nd, live[i]) ||
                    (declines && strcmp(live[i], ps->opt->advertise_url) == 0);
@@ -354,6 +357,14 @@ static size_t drop_decliners(struct partitions *ps, char (*live)[256], size_t n,
         k += !out;
     }
     return k;
+}
+
+static bool is_gone(struct partitions *ps, const char *url)
+{
+    for (size_t i = 0; i < ps->ngone; i++)
+        if (strcmp(ps->gone[i].url, url) == 0)
+            return true;
+    return false;
 }
 
 /* Remembers the servers the groups gave up at their last look. */
@@ -395,10 +406,25 @@ void partitions_leave(struct partitions *ps)
 {
     ps->leaving = true;
     group_withdraw(ps->groups[0]);
+    /* Each partition is named for its target among the others (the live servers of the
+     * last tick, without this one): it claims it at once, without waiting to read that
+     * this server's heartbeat is gone. */
+    const char *urls[MAX_SERVERS], *owner[MX_PARTITIONS_MAX];
+    size_t n = 0;
+    for (size_t i = 0; i < ps->nlive; i++)
+        if (strcmp(ps->live[i], ps->opt->advertise_url) != 0)
+            urls[n++] = ps->live[i];
+    for (unsigned p = 0; p < ps->count; p++)
+        owner[p] = group_core(ps->groups[p]) ? NULL : group_owner(ps->groups[p]);
+    int target[MX_PARTITIONS_MAX];
+    place_target(ps->count, urls, n, owner, target);
     for (unsigned p = 0; p < ps->count; p++) {
         group_allow_takeover(ps->groups[p], false);
         if (group_core(ps->groups[p])) {
-            mx_info("leaving: handing a partition over", "partition=%u", p);
+            const char *to = target[p] >= 0 ? urls[target[p]] : NULL;
+            mx_info("leaving: handing a partition over", "partition=%u to=%s", p, to ? to : "none");
+            if (to)
+                group_hand_to(ps->groups[p], to);
             group_hand_over(ps->groups[p]);
         }
     }
@@ -469,7 +495,8 @@ int partitions_tick(struct partitions *ps)
     size_t n = drop_gone(ps, live, group_live(ps->groups[0], live, MAX_SERVERS), now);
     n = drop_decliners(ps, live, n, mx_mono_ns());
     forget_gone(ps, live, n);
-    const char *urls[MAX_SERVERS], *owner[MX_PARTITIONS_MAX];
+    ps->nlive = n;
+    const char *urls[MAX_SERVERS], *owner[MX_PARTITIONS_MAX], *handed[MX_PARTITIONS_MAX];
     int64_t since[MAX_SERVERS];
     for (size_t i = 0; i < n; i++) {
         urls[i] = live[i];
@@ -477,6 +504,10 @@ int partitions_tick(struct partitions *ps)
     }
     for (unsigned p = 0; p < ps->count; p++) {
         owner[p] = group_owner(ps->groups[p]);
+        handed[p] = group_handed_to(ps->groups[p]);
+        if (handed[p] &&
+            (listed(ps->decliners, ps->ndecliners, handed[p]) || is_gone(ps, handed[p])))
+            handed[p] = NULL; /* it will not take it: its new target does, at once */
         if (owner[p])
             ps->free_since_ms[p] = 0;
         else if (!ps->free_since_ms[p])
@@ -502,6 +533,7 @@ int partitions_tick(struct partitions *ps)
                            .owner = owner,
                            .free_since_ms = ps->free_since_ms,
                            .orphan_only = orphan_only,
+                           .handed_to = handed,
                            .now_ms = now};
     struct place_move moves[MX_PARTITIONS_MAX + 2];
     size_t m = place_decide(&v, &ps->place, moves, sizeof moves / sizeof moves[0]);
@@ -512,6 +544,7 @@ int partitions_tick(struct partitions *ps)
         } else {
             mx_info("handing a partition over", "partition=%u to=%s", moves[i].partition,
                     urls[moves[i].to]);
+            group_hand_to(ps->groups[moves[i].partition], urls[moves[i].to]);
             group_hand_over(ps->groups[moves[i].partition]);
         }
     }

@@ -124,7 +124,9 @@ size_t place_decide(const struct place_view *v, const struct place_config *c,
             continue;
         bool orphan = v->now_ms - v->free_since_ms[p] >= c->orphan_after_ms;
         bool as_target = target[p] == self && !(v->orphan_only && v->orphan_only[p]);
-        if (as_target || orphan)
+        const char *to = v->handed_to ? v->handed_to[p] : NULL;
+        bool mine = to && strcmp(to, v->self) == 0;
+        if (mine || (as_target && !to) || orphan)
             out[n++] = (struct place_move){.action = PLACE_CLAIM, .partition = p, .to = self};
     }
     unsigned gives = 0;

@@ -50,6 +50,10 @@ struct place_view {
      * (another server broke self's lease of it, or holds self gone: it could not reach
      * self, and would give it up again). NULL: none. */
     const bool *orphan_only;
+    /* Per partition: the server its last owner handed it to (named in its owner blob), or
+     * NULL: that server claims it at once whatever its view (which may not know yet what
+     * the giver's did), and any other only once it is an orphan. NULL: none. */
+    const char *const *handed_to;
     int64_t now_ms;
 };
 

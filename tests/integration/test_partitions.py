@@ -286,6 +286,46 @@ def test_a_sigterm_hands_over_and_a_join_moves_each_partition_once(groups, azuri
     load.assert_ok()
 
 
+@pytest.mark.heavy
+def test_a_fourth_server_joining_three_moves_its_share_once(groups, azurite):  # noqa: F811
+    """A fourth server joins three: exactly its share moves, each partition once, to it.
+    A partition handed over names its next owner in its owner blob, so that a server whose
+    view does not have the newcomer yet (it reads the heartbeats once a second) does not
+    take it as its own target on the way."""
+    g = groups(3, extra=PARTS).start(stagger=0.3)
+    m = settled(g)
+    g.proxies.append(FaultProxy(azurite))
+    g.envs.append({})
+    g.ports.append(free_port())
+    joined = g.make(3)
+    g.servers.append(joined)
+    changes = {p: [] for p in range(N)}
+    watching = threading.Event()
+    seen = dict(m)
+    looker = g.servers[0]
+
+    def watch():
+        while not watching.is_set():
+            for p, u in (owners(g, looker) or {}).items():
+                if u and u != seen[p]:
+                    changes[p].append((seen[p], u))
+                    seen[p] = u
+            time.sleep(0.05)
+    w = threading.Thread(target=watch)
+    w.start()
+    joined.start()
+    m2 = settled(g, timeout=45)
+    time.sleep(3)
+    watching.set()
+    w.join()
+    moved = {p: c for p, c in changes.items() if c}
+    mine = sum(1 for p in m2 if m2[p] == joined.url)
+    print("the join moved %d partitions (%d moves) for a share of %d: %r"
+          % (len(moved), sum(len(c) for c in moved.values()), mine, moved))
+    assert all(len(c) == 1 and c[0][1] == joined.url for c in moved.values()), moved
+    assert len(moved) == mine
+
+
 def test_the_partition_count_is_fixed_when_the_group_is_created(groups):  # noqa: F811
     g = groups(1, extra=["--partitions", "4"]).start()
     port = free_port()
