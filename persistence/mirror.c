@@ -920,6 +920,11 @@ void mirror_give_up(struct mirror *m, const char *why)
     mirror_i_fence(m, why);
 }
 
+void mirror_hand_to(struct mirror *m, const char *url)
+{
+    snprintf(m->hand_to, sizeof m->hand_to, "%s", url ? url : "");
+}
+
 void mirror_close(struct mirror *m)
 {
     if (m->thread_started) {
@@ -936,6 +941,16 @@ void mirror_close(struct mirror *m)
         if (m->cur.name[0] && owner_seal(m->c, m->cur.name, &r) != OWNER_OK)
             mx_warn("mirror: could not seal the journal; the next owner seals it", "status=%ld",
                     r.status);
+        if (m->hand_to[0]) {
+            struct blob_result n = {0};
+            /* What it wrote last is what the blob names, unless a roll's write went
+             * unanswered: then the blob is read first. */
+            const struct owner_meta *known = m->roll_unsure ? NULL : &m->owner;
+            if (owner_name_next(m->c, m->lease_id, known, m->hand_to, &n) != OWNER_OK)
+                mx_warn("mirror: could not name the next owner; the others place it", "status=%ld",
+                        n.status);
+            blob_result_free(&n);
+        }
         if (owner_release(m->c, m->lease_id, &r) != OWNER_OK)
             mx_warn("mirror: could not release the owner lease; it lapses by itself", "status=%ld",
                     r.status);

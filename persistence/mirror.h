@@ -117,6 +117,11 @@ int mirror_start(struct mirror *m, bool restored, char *err, size_t errlen);
  * progress is finished first). It still takes the batches the store's writer hands it. */
 void mirror_detach(struct mirror *m);
 
+/* A planned handover: mirror_close() names `url` in the owner blob (its `to`) before it
+ * releases the lease, so that the servers watching it know whose the container is to be
+ * (docs/ha.md, "Partitions"). Before mirror_close(), from the thread that closes. */
+void mirror_hand_to(struct mirror *m, const char *url);
+
 /* Ships what is queued (for a few seconds at most), seals the journal, releases the owner
  * lease, frees. Call after store_close(). */
 void mirror_close(struct mirror *m);

@@ -53,6 +53,7 @@ struct mirror {
      * `bulk` a long one (snapshots, listings, restore). */
     struct blob_client *c, *bulk;
     char lease_id[40];
+    char hand_to[256]; /* mirror_hand_to(): named in the owner blob at the close, or "" */
     uint64_t generation;
     /* What the owner blob named when this server took the container (and sealed its
      * journal): the previous owner's generation, snapshot and journal. */

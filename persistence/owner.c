@@ -44,6 +44,7 @@ static void fill_view(struct owner_view *v, const char *lease_state, const char 
     copy_name(v->meta.url, sizeof v->meta.url, meta(from, "url"));
     copy_name(v->meta.snapshot, sizeof v->meta.snapshot, meta(from, "snapshot"));
     copy_name(v->meta.journal, sizeof v->meta.journal, meta(from, "journal"));
+    copy_name(v->meta.to, sizeof v->meta.to, meta(from, "to"));
 }
 
 static const char *result_meta(const void *from, const char *name)
@@ -93,21 +94,54 @@ enum owner_rc owner_renew(struct blob_client *c, const char *lease_id, struct bl
     return lost(r) ? OWNER_FENCED : OWNER_AGAIN;
 }
 
-enum owner_rc owner_publish(struct blob_client *c, const char *lease_id, const struct owner_meta *m,
-                            struct blob_result *r)
+/* The five names every holder writes. */
+static size_t fill_meta(struct blob_meta meta[5], const struct owner_meta *m)
 {
-    struct blob_meta meta[6] = {{.name = "generation"},
-                                {.name = "journal"},
-                                {.name = "since"},
-                                {.name = "snapshot"},
-                                {.name = "url"}};
+    static const char *const names[] = {"generation", "journal", "since", "snapshot", "url"};
+    for (size_t i = 0; i < 5; i++)
+        snprintf(meta[i].name, sizeof meta[i].name, "%s", names[i]);
     snprintf(meta[0].value, sizeof meta[0].value, "%" PRIu64, m->generation);
     snprintf(meta[1].value, sizeof meta[1].value, "%s", m->journal[0] ? m->journal : "-");
     snprintf(meta[2].value, sizeof meta[2].value, "%" PRId64, m->since_ms);
     snprintf(meta[3].value, sizeof meta[3].value, "%s", m->snapshot[0] ? m->snapshot : "-");
     snprintf(meta[4].value, sizeof meta[4].value, "%s", m->url[0] ? m->url : "-");
+    return 5;
+}
+
+enum owner_rc owner_publish(struct blob_client *c, const char *lease_id, const struct owner_meta *m,
+                            struct blob_result *r)
+{
+    struct blob_meta meta[6];
+    size_t n = fill_meta(meta, m);
     struct blob_cond cond = {.lease_id = lease_id};
-    if (blob_set_metadata(c, OWNER_BLOB, meta, 5, &cond, r) == 0)
+    if (blob_set_metadata(c, OWNER_BLOB, meta, n, &cond, r) == 0)
+        return OWNER_OK;
+    return lost(r) ? OWNER_FENCED : OWNER_AGAIN;
+}
+
+enum owner_rc owner_name_next(struct blob_client *c, const char *lease_id,
+                              const struct owner_meta *known, const char *to, struct blob_result *r)
+{
+    struct blob_meta meta[BLOB_META_MAX];
+    size_t n = 0;
+    if (known) {
+        n = fill_meta(meta, known);
+    } else {
+        /* The metadata as the blob has it: a write whose answer was lost may have landed,
+         * and the snapshot and journal it named must stay named. */
+        if (blob_head(c, OWNER_BLOB, r) != 0)
+            return lost(r) ? OWNER_FENCED : OWNER_AGAIN;
+        for (size_t i = 0; i < r->nmeta && n < BLOB_META_MAX - 1; i++)
+            if (strcmp(r->meta[i].name, "to") != 0)
+                meta[n++] = r->meta[i];
+        blob_result_free(r);
+        *r = (struct blob_result){0};
+    }
+    snprintf(meta[n].name, sizeof meta[n].name, "to");
+    snprintf(meta[n].value, sizeof meta[n].value, "%s", to);
+    n++;
+    struct blob_cond cond = {.lease_id = lease_id};
+    if (blob_set_metadata(c, OWNER_BLOB, meta, n, &cond, r) == 0)
         return OWNER_OK;
     return lost(r) ? OWNER_FENCED : OWNER_AGAIN;
 }

@@ -11,6 +11,9 @@
  *   snapshot    the snapshot a restore starts from ("-": none yet)
  *   journal     the journal blob after that snapshot, the one appended to now ("-": none)
  *   since       when the holder took the container (wall clock, ms)
+ *   to          written by a holder that hands the container over, with its lease, just
+ *               before it releases it: the server it hands it to (absent otherwise; the
+ *               next holder's first metadata write drops it)
  * `snapshot` and `journal` always change together, in one metadata write: a restore and a
  * standby's copy read exactly that snapshot and that journal, never "the newest in a
  * listing", so blobs left behind by a server that lost the lease are never read.
@@ -41,6 +44,7 @@ struct owner_meta {
     char snapshot[96];
     char journal[96];
     int64_t since_ms;
+    char to[256]; /* the server a handover gives the container to, or "" */
 };
 
 /* The owner blob as one read saw it. */
@@ -73,6 +77,13 @@ enum owner_rc owner_renew(struct blob_client *c, const char *lease_id, struct bl
 /* Writes the metadata, under the lease. OWNER_FENCED: the lease is not ours. */
 enum owner_rc owner_publish(struct blob_client *c, const char *lease_id, const struct owner_meta *m,
                             struct blob_result *r);
+
+/* Names `to` in the metadata as the server the container is handed to, under the lease,
+ * just before owner_release(): with the rest as `known` (what this holder surely wrote
+ * last), or, NULL, as the blob has it (read first: one request more). */
+enum owner_rc owner_name_next(struct blob_client *c, const char *lease_id,
+                              const struct owner_meta *known, const char *to,
+                              struct blob_result *r);
 
 /* Releases the lease (best effort: it lapses by itself otherwise). */
 enum owner_rc owner_release(struct blob_client *c, const char *lease_id, struct blob_result *r);

@@ -255,6 +255,12 @@ static enum core_rc open_all(struct core *s, const struct core_config *cfg, char
     return CORE_OK;
 }
 
+void core_hand_to(struct core *c, const char *url)
+{
+    if (c->mirror)
+        mirror_hand_to(c->mirror, url);
+}
+
 void core_set_stop_reason(struct core *c, const char *reason)
 {
     atomic_store(&c->domain.stop_reason, reason);

@@ -55,6 +55,9 @@ enum core_rc core_open(struct core **out, const struct core_config *cfg, char *e
  * back from the HTTP front first (http_set_core(h, NULL)). NULL: nothing. */
 void core_close(struct core *c);
 
+/* A planned handover of the core's partition to `url` (mirror_hand_to()): named in the owner
+ * blob when the core closes. Before core_close(). */
+void core_hand_to(struct core *c, const char *url);
 /* Why its waiters are answered 503 when it closes (a partition moved:
  * RES_PARTITION_MOVED); "shutting down" otherwise. Before core_close(). */
 void core_set_stop_reason(struct core *c, const char *reason);

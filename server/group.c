@@ -38,6 +38,13 @@
 #define BLOCKED_RETRY_NS (10000 * MX_NS_PER_MS)
 #define BLOCKED_SAY_NS   (60000 * MX_NS_PER_MS)
 
+/* A partition's takeover that failed is not tried again before a wait that starts here and
+ * doubles with each failure up to the cap, drawn between half of it and all of it: placement
+ * would otherwise have the server claim it again at every tick, holding its lease through
+ * each failed attempt, and no other server would take it. */
+#define CLAIM_RETRY_FIRST_MS 10000
+#define CLAIM_RETRY_MAX_MS   300000
+
 struct group {
     const struct options *opt;
     unsigned partition, partitions;
@@ -56,9 +63,14 @@ struct group {
     _Atomic uint64_t blocked_until_ns; /* read by /metrics too */
     uint64_t blocked_said_ns;
     _Atomic uint64_t takeovers_blocked;
-    bool may_take;        /* group_allow_takeover() */
+    bool may_take; /* group_allow_takeover() */
+    /* A partition's failed takeovers in a row, and when the next may start (mono ns). */
+    unsigned claim_failures;
+    uint64_t claim_retry_ns;
     char seen_owner[256]; /* a standby's last look: the URL the owner blob names, or "" */
     char given_up[256];   /* the owner that look gave up, or "" */
+    bool broken_here;     /* that look found this server's lease broken by another */
+    char handed_to[256];  /* that look found it handed over to this server, or "" */
     /* A partition's takeover reads the container on a thread of its own (the opener): the
      * server's other partitions are confirmed at each tick meanwhile, or they would stop
      * answering once a slow takeover outlasted --failover-after-ms. Its outcome is handed
@@ -224,6 +236,52 @@ const char *group_given_up(struct group *g)
     return g->given_up[0] ? g->given_up : NULL;
 }
 
+void group_hand_to(struct group *g, const char *url)
+{
+    if (g->core)
+        core_hand_to(g->core, url);
+}
+
+const char *group_handed_to(struct group *g)
+{
+    return !g->core && g->handed_to[0] ? g->handed_to : NULL;
+}
+
+bool group_declines(struct group *g, uint64_t now_ns)
+{
+    return now_ns < g->claim_retry_ns;
+}
+
+bool group_broken_here(struct group *g)
+{
+    return !g->core && g->broken_here;
+}
+
+void group_set_gone(struct group *g, const char (*urls)[256], size_t n)
+{
+    ha_set_gone(g->ha, urls, n);
+}
+
+void group_set_declines(struct group *g, bool declines)
+{
+    ha_set_declines(g->ha, declines);
+}
+
+size_t group_decliners(struct group *g, char (*urls)[256], size_t max)
+{
+    return ha_decliners(g->ha, urls, max);
+}
+
+bool group_gone_to_others(struct group *g)
+{
+    return ha_gone_to_others(g->ha);
+}
+
+bool group_probe(struct group *g, const char *url)
+{
+    return ha_probe(g->ha, url);
+}
+
 void group_owner_info(struct group *g, char url[256], uint64_t *generation, int64_t *since_ms)
 {
     ha_owner(g->ha, url, generation, since_ms);
@@ -320,7 +378,7 @@ static void take_over(struct group *s)
 {
     uint64_t t0 = mx_mono_ns();
     uint64_t blocked = atomic_load(&s->blocked_until_ns);
-    if (blocked && t0 < blocked)
+    if ((blocked && t0 < blocked) || t0 < s->claim_retry_ns)
         return;
     http_set_role(s->http, s->partition, HTTP_ROLE_HOLD, NULL);
     atomic_store(&s->forwarding, false);
@@ -365,10 +423,28 @@ static void finish_take_over(struct group *s)
             }
             return;
         }
+        if (s->partitions > 1) {
+            uint64_t d = CLAIM_RETRY_FIRST_MS;
+            for (unsigned k = 0; k < s->claim_failures && d < CLAIM_RETRY_MAX_MS; k++)
+                d *= 2;
+            if (d > CLAIM_RETRY_MAX_MS)
+                d = CLAIM_RETRY_MAX_MS;
+            uint64_t now = mx_mono_ns(),
+                     wait = d / 2 + (now / 1000 + s->partition * 7919) % (d / 2);
+            s->claim_failures++;
+            s->claim_retry_ns = now + wait * MX_NS_PER_MS;
+            mx_warn("could not take the partition; staying a standby and trying again later",
+                    "partition=%u failures=%u retry_ms=%" PRIu64 " step=\"%s\" error=%s",
+                    s->partition, s->claim_failures, wait, failed,
+                    mx_log_quote(quoted, sizeof quoted, err));
+            return;
+        }
         mx_warn("could not take the container; staying a standby", "step=\"%s\" error=%s", failed,
                 mx_log_quote(quoted, sizeof quoted, err));
         return;
     }
+    s->claim_failures = 0;
+    s->claim_retry_ns = 0;
     atomic_store(&s->blocked_until_ns, 0);
     s->blocked_said_ns = 0;
     /* It owned the container when its mirror took the lease and wrote the owner blob. */
@@ -424,6 +500,8 @@ static void watch(struct group *s)
     enum ha_verdict verdict = ha_watch(s->ha, &v);
     snprintf(s->seen_owner, sizeof s->seen_owner, "%s", verdict == HA_TAKE ? "" : v.active);
     snprintf(s->given_up, sizeof s->given_up, "%s", v.given_up);
+    s->broken_here = v.broken_here;
+    snprintf(s->handed_to, sizeof s->handed_to, "%s", verdict == HA_TAKE ? v.handed_to : "");
     if (verdict == HA_TAKE && s->may_take) {
         take_over(s);
     } else {

@@ -83,6 +83,27 @@ const char *group_owner(struct group *g);
 /* The server the last look gave up as the partition's owner (it did not answer for
  * --failover-after-ms: its lease was broken), or NULL. Main thread. */
 const char *group_given_up(struct group *g);
+/* A planned handover to `url`, named in the owner blob as the partition's next owner: call
+ * before group_hand_over() (nothing when not the active). Main thread. */
+void group_hand_to(struct group *g, const char *url);
+/* The server the partition was handed to, named by its last owner, while it is free at the
+ * last look; NULL when it is not free or none was named. Main thread. */
+const char *group_handed_to(struct group *g);
+/* Whether a failed takeover of the partition is being waited out (the next may start only
+ * after a backoff), at `now_ns` (mono). Main thread. */
+bool group_declines(struct group *g, uint64_t now_ns);
+/* Whether the last look found the partition free because another server broke this
+ * server's lease (it gave this server up). Main thread. */
+bool group_broken_here(struct group *g);
+/* The heartbeat's list of servers held gone (ha_set_gone()), whether another server holds
+ * this one gone (ha_gone_to_others()), and a probe of a server (ha_probe()). Main thread. */
+void group_set_gone(struct group *g, const char (*urls)[256], size_t n);
+bool group_gone_to_others(struct group *g);
+/* The heartbeat's "declines" (ha_set_declines()), and the servers that say so
+ * (ha_decliners()). Main thread. */
+void group_set_declines(struct group *g, bool declines);
+size_t group_decliners(struct group *g, char (*urls)[256], size_t max);
+bool group_probe(struct group *g, const char *url);
 /* The partition's owner as the group last saw it (ha_owner()). Any thread. */
 void group_owner_info(struct group *g, char url[256], uint64_t *generation, int64_t *since_ms);
 /* The partitions this server owns, for its heartbeat (ha_set_partitions()). */

@@ -30,6 +30,7 @@
 
 #define HEARTBEAT_NS    (1000 * MX_NS_PER_MS)
 #define SERVER_STALE_MS 10000 /* a heartbeat older than this: the server is gone */
+#define HA_GONE_MAX     64
 
 struct ha {
     struct ha_config cfg;
@@ -53,6 +54,9 @@ struct ha {
     bool partitioned;      /* lock: ha_set_partitions() was called */
     unsigned parts[MX_PARTITIONS_MAX];
     size_t nparts;                /* lock */
+    char gone[HA_GONE_MAX][256];  /* lock: ha_set_gone() */
+    size_t ngone;                 /* lock */
+    bool declines;                /* lock: ha_set_declines() */
     uint64_t lag_changes, lag_ms; /* lock: this server's own, as last reported */
 
     _Atomic uint64_t takeovers, last_takeover_ms, role_changes;
@@ -225,6 +229,11 @@ static bool probe_active(struct ha *h, const char *url)
     return ok;
 }
 
+bool ha_probe(struct ha *h, const char *url)
+{
+    return probe_active(h, url);
+}
+
 static bool probe_once(struct ha *h, const char *url)
 {
     snprintf(h->probe_url, sizeof h->probe_url, "%s/healthz", url);
@@ -298,6 +307,10 @@ enum ha_verdict ha_watch(struct ha *h, struct ha_view *view)
         if (strcmp(ov.lease_state, "broken") == 0 && url[0] &&
             strcmp(url, h->cfg.advertise_url) != 0)
             snprintf(view->given_up, sizeof view->given_up, "%s", url);
+        view->broken_here =
+            strcmp(ov.lease_state, "broken") == 0 && strcmp(url, h->cfg.advertise_url) == 0;
+        if (strcmp(ov.lease_state, "broken") != 0)
+            snprintf(view->handed_to, sizeof view->handed_to, "%s", ov.meta.to);
         v = HA_TAKE;
         goto out;
     }
@@ -313,9 +326,12 @@ enum ha_verdict ha_watch(struct ha *h, struct ha_view *view)
     }
     uint64_t now = mx_mono_ns();
     pthread_mutex_lock(&h->lock);
-    if (strcmp(h->active, url) != 0) {
+    if (strcmp(h->active, url) != 0 || h->generation != ov.meta.generation) {
+        /* A new active gets the whole failover time to answer, and so does a new term of
+         * the same one: a server that took a partition back after it was free (no other
+         * owner seen in between) was otherwise given up at its first failed probe. */
         snprintf(h->active, sizeof h->active, "%s", url);
-        h->last_ok_ns = now; /* a new active gets the whole failover time to answer */
+        h->last_ok_ns = now;
     }
     h->generation = ov.meta.generation;
     h->since_ms = ov.meta.since_ms;
@@ -454,6 +470,13 @@ void ha_heartbeat(struct ha *h, bool has_copy, uint64_t lag_changes, uint64_t la
         for (size_t i = 0; i < h->nparts; i++)
             cJSON_AddItemToArray(arr, cJSON_CreateNumber(h->parts[i]));
     }
+    if (h->declines)
+        cJSON_AddBoolToObject(o, "declines", true);
+    if (h->ngone) {
+        cJSON *arr = cJSON_AddArrayToObject(o, "gone");
+        for (size_t i = 0; i < h->ngone; i++)
+            cJSON_AddItemToArray(arr, cJSON_CreateString(h->gone[i]));
+    }
     pthread_mutex_unlock(&h->lock);
     cJSON_AddNumberToObject(o, "seen_ms", (double)mx_wall_ms());
     char *text = cJSON_PrintUnformatted(o);
@@ -488,6 +511,67 @@ void ha_set_partitions(struct ha *h, const unsigned *parts, size_t n)
     h->nparts = n < MX_PARTITIONS_MAX ? n : MX_PARTITIONS_MAX;
     memcpy(h->parts, parts, h->nparts * sizeof *parts);
     pthread_mutex_unlock(&h->lock);
+}
+
+void ha_set_gone(struct ha *h, const char (*urls)[256], size_t n)
+{
+    pthread_mutex_lock(&h->lock);
+    bool same = n == h->ngone;
+    for (size_t i = 0; same && i < n; i++)
+        same = strcmp(h->gone[i], urls[i]) == 0;
+    h->ngone = n < HA_GONE_MAX ? n : HA_GONE_MAX;
+    for (size_t i = 0; i < h->ngone; i++)
+        snprintf(h->gone[i], sizeof h->gone[i], "%s", urls[i]);
+    pthread_mutex_unlock(&h->lock);
+    if (!same)
+        h->heartbeat_ns = 0; /* tell the group now */
+}
+
+void ha_set_declines(struct ha *h, bool declines)
+{
+    pthread_mutex_lock(&h->lock);
+    bool changed = h->declines != declines;
+    h->declines = declines;
+    pthread_mutex_unlock(&h->lock);
+    if (changed)
+        h->heartbeat_ns = 0; /* tell the group now */
+}
+
+size_t ha_decliners(struct ha *h, char (*urls)[256], size_t max)
+{
+    pthread_mutex_lock(&h->lock);
+    cJSON *arr = h->servers.len ? cJSON_ParseWithLength(h->servers.p, h->servers.len) : NULL;
+    pthread_mutex_unlock(&h->lock);
+    size_t n = 0;
+    const cJSON *o;
+    cJSON_ArrayForEach(o, arr)
+    {
+        const cJSON *url = cJSON_GetObjectItemCaseSensitive(o, "url");
+        if (n < max && cJSON_IsString(url) && strlen(url->valuestring) < 256 &&
+            cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "declines")))
+            memcpy(urls[n++], url->valuestring, strlen(url->valuestring) + 1);
+    }
+    cJSON_Delete(arr);
+    return n;
+}
+
+bool ha_gone_to_others(struct ha *h)
+{
+    pthread_mutex_lock(&h->lock);
+    cJSON *arr = h->servers.len ? cJSON_ParseWithLength(h->servers.p, h->servers.len) : NULL;
+    pthread_mutex_unlock(&h->lock);
+    bool gone = false;
+    const cJSON *o, *u;
+    cJSON_ArrayForEach(o, arr)
+    {
+        const cJSON *url = cJSON_GetObjectItemCaseSensitive(o, "url");
+        if (!cJSON_IsString(url) || strcmp(url->valuestring, h->cfg.advertise_url) == 0)
+            continue;
+        cJSON_ArrayForEach(u, cJSON_GetObjectItemCaseSensitive(o, "gone")) gone =
+            gone || (cJSON_IsString(u) && strcmp(u->valuestring, h->cfg.advertise_url) == 0);
+    }
+    cJSON_Delete(arr);
+    return gone;
 }
 
 size_t ha_live(struct ha *h, char (*urls)[256], size_t max)

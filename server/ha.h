@@ -74,6 +74,12 @@ struct ha_view {
     struct owner_meta named; /* its generation, and the snapshot and journal it names */
     /* The active given up (its lease broken, by this look or another server's), or "". */
     char given_up[256];
+    /* The container is free because another server broke this server's lease: it gave this
+     * server up (it did not answer its probes). */
+    bool broken_here;
+    /* The container is free because its holder handed it over to this server (its URL),
+     * naming it in the owner blob (`to`), or "". */
+    char handed_to[256];
 };
 
 /* The look the next ha_watch() or ha_still_owner() takes instead of reading the owner
@@ -110,6 +116,25 @@ void ha_owner(struct ha *h, char url[256], uint64_t *generation, int64_t *since_
 /* The partitions this server owns, written into its heartbeat from the next one on (a
  * partitioned server's; a group of one partition writes none). */
 void ha_set_partitions(struct ha *h, const unsigned *parts, size_t n);
+
+/* The servers this one has given up and holds gone (see partitions.c), written into its
+ * heartbeat ("gone": [urls]) from the next one on, so that each of them can tell that a
+ * peer cannot reach it. */
+void ha_set_gone(struct ha *h, const char (*urls)[256], size_t n);
+/* Whether a fresh heartbeat of another server, at the last reading, says it holds this
+ * server gone. Main thread. */
+bool ha_gone_to_others(struct ha *h);
+/* Whether this server declines new partitions for now (a takeover of one failed and is
+ * being waited out), written into its heartbeat ("declines": true) from the next one on;
+ * and the servers whose fresh heartbeats say so at the last reading, into `urls` (at most
+ * `max`; returns how many). Placement gives nothing to a server that declines. Main
+ * thread. */
+void ha_set_declines(struct ha *h, bool declines);
+size_t ha_decliners(struct ha *h, char (*urls)[256], size_t max);
+/* A probe of `url`'s /healthz (shared with the probes of the actives, struct ha_probes):
+ * true when it answered 200. Blocks for up to a third of the failover time (at most 1 s).
+ * Main thread. */
+bool ha_probe(struct ha *h, const char *url);
 
 /* The servers whose heartbeats were fresh at the last reading (ha_heartbeat() rereads them
  * once a second): their URLs into `urls`, at most `max`. Returns how many. Any thread. */

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/clock.h"
@@ -24,6 +25,7 @@
 #include "common/prom.h"
 #include "server/core.h"
 #include "server/group.h"
+#include "server/join.h"
 #include "server/layout.h"
 #include "server/notify.h"
 #include "server/partitions.h"
@@ -38,7 +40,18 @@ struct server {
     struct core *core;     /* a lone server's (NULL in a group: the group holds it) */
     struct group *group;   /* NULL: not in a server group, or partitioned */
     struct partitions *ps; /* NULL: not a partitioned group (--partitions 1) */
+    struct join *join;     /* a server of a group (--ha): its join, which s.group or s.ps is
+                            * once joined; the front's callbacks go through it */
 };
+
+/* The group joined (or partitions) are handed the front. */
+static void attach(struct server *s)
+{
+    if (s->group)
+        group_attach(s->group, s->http);
+    if (s->ps)
+        partitions_attach(s->ps, s->http);
+}
 
 /* The service manager is told what /readyz would answer, and whether the server is healthy:
  * the store commits (a store whose commits keep failing, a full or failed disk, stops the
@@ -111,6 +124,23 @@ static int check_data_dir(const char *dir, char *err, size_t errlen)
     return 0;
 }
 
+/* The partition count of the container (layout_check()), tried for up to 30 s while the
+ * blob store does not answer. */
+static enum layout_rc settle_layout(const struct options *opt, unsigned *found, char *err,
+                                    size_t errlen)
+{
+    uint64_t until = mx_mono_ns() + 30000 * MX_NS_PER_MS;
+    enum layout_rc rc;
+    while ((rc = layout_check(opt, found, err, errlen)) == LAYOUT_AGAIN && mx_mono_ns() < until) {
+        char quoted[600];
+        mx_warn("cannot read the group's partition count; trying again", "error=%s",
+                mx_log_quote(quoted, sizeof quoted, err));
+        struct timespec ts = {0, 500 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     struct server s;
@@ -162,24 +192,46 @@ int main(int argc, char **argv)
     struct group_config gc = {.opt = &s.opt, .partition = 0, .partitions = 1};
     struct partitions_config pc = {.opt = &s.opt, .count = (unsigned)s.opt.partitions};
     if (s.opt.ha) {
-        /* The group's partition count, written by its first server: another is refused. */
-        unsigned found = 0;
-        enum layout_rc lr = layout_check(&s.opt, &found, err, sizeof err);
-        if (lr == LAYOUT_MISMATCH) {
-            fprintf(stderr, "mutexd: %s\n", err);
-            return 2;
-        }
-        if (lr != LAYOUT_OK) {
+        /* A server of a group joins it: its partition count (written by the container's
+         * first server: another is refused), then its group or partitions. Tried once
+         * now; a blob store that does not answer yet is tried again from the loop below,
+         * the front answering meanwhile (server/join.h). */
+        if (!(s.join = join_new(&gc, &pc))) {
             failed = "cannot join the server group";
+            snprintf(err, sizeof err, "out of memory");
             goto fail;
         }
-    }
-    if (s.opt.ha && pc.count > 1 ? partitions_open(&s.ps, &pc, err, sizeof err, &failed) != 0
-        : s.opt.ha               ? group_open(&s.group, &gc, err, sizeof err, &failed) != 0
-                                 : core_open(&s.core, &cc, err, sizeof err, &failed) != CORE_OK)
-        goto fail;
-    if (s.core)
+        enum join_rc jr = join_try(s.join, mx_mono_ns(), err, sizeof err, &failed);
+        if (jr == JOIN_MISMATCH) {
+            fprintf(stderr, "mutexd: %s\n", err);
+            join_free(s.join);
+            auth_free(s.auth);
+            return 2;
+        }
+        if (jr == JOIN_FAILED)
+            goto fail;
+        s.group = join_group(s.join);
+        s.ps = join_partitions(s.join);
+    } else {
+        if (s.opt.mirror_mode != MIRROR_OFF) {
+            /* A lone server with a mirror checks the count too: on a partitioned group's
+             * container it would take the container's own owner blob beside the group. */
+            unsigned found = 0;
+            enum layout_rc lr = settle_layout(&s.opt, &found, err, sizeof err);
+            if (lr == LAYOUT_MISMATCH) {
+                fprintf(stderr, "mutexd: %s\n", err);
+                auth_free(s.auth);
+                return 2;
+            }
+            if (lr != LAYOUT_OK) {
+                failed = "cannot start the blob mirror";
+                goto fail;
+            }
+        }
+        if (core_open(&s.core, &cc, err, sizeof err, &failed) != CORE_OK)
+            goto fail;
         core_front(s.core, &front);
+    }
 
     struct http_config hc = {
         .auth = s.auth,
@@ -195,19 +247,13 @@ int main(int argc, char **argv)
         .ui = s.opt.ui,
         .lim = &s.lim,
         .core = s.core ? &front : NULL,
-        .partitions = s.ps ? pc.count : 1,
-        .ready = s.group ? group_ready
-                 : s.ps  ? partitions_ready
-                         : NULL,
-        .metrics = s.group ? group_metrics
-                   : s.ps  ? partitions_metrics
-                           : NULL,
+        .partitions = s.opt.ha ? pc.count : 1,
+        .ready = s.join ? join_ready : NULL,
+        .metrics = s.join ? join_metrics : NULL,
         .forward_timeout_ms = s.opt.forward_timeout_ms,
         .served_by = s.opt.ha ? s.opt.advertise_url : s.opt.fault_served_by,
-        .servers = s.group ? group_render_servers
-                   : s.ps  ? partitions_render_servers
-                           : NULL,
-        .ctx = s.group ? (void *)s.group : (void *)s.ps,
+        .servers = s.join ? join_render_servers : NULL,
+        .ctx = s.join,
         .fault_role = s.opt.fault_role,
         .fault_role_after = s.opt.fault_role_after,
         .fault_role_after_ms = s.opt.fault_role_after_ms,
@@ -216,26 +262,36 @@ int main(int argc, char **argv)
         failed = "cannot start the HTTP server";
         goto fail;
     }
-    if (s.group)
-        group_attach(s.group, s.http);
-    if (s.ps)
-        partitions_attach(s.ps, s.http);
+    attach(&s);
     mx_info("started", "version=%s address=%s data_dir=%s leases=%zu role=%s partitions=%u",
             MUTEXD_VERSION, http_address(s.http), s.opt.data_dir,
             s.core ? core_leases(s.core) : (size_t)0,
-            s.group ? group_role(s.group)
-            : s.ps  ? "standby"
-                    : "active",
+            s.group  ? group_role(s.group)
+            : s.ps   ? "standby"
+            : s.join ? "joining"
+                     : "active",
             pc.count);
 
     int sig = 0;
     bool fenced = false;
-    uint64_t group_at = s.group || s.ps ? mx_mono_ns() + GROUP_TICK_MS * MX_NS_PER_MS : 0;
+    int refused = 0; /* the join, tried again, was refused: the exit status */
+    uint64_t group_at = s.join ? mx_mono_ns() + GROUP_TICK_MS * MX_NS_PER_MS : 0;
     uint64_t leave_by = 0; /* leaving: the partitions have moved, or this time has come */
     for (;;) {
         /* A server of a group looks at the group between signals, and the service manager
          * (if any) is told how the server is when it is due. */
         if (group_at && mx_mono_ns() >= group_at) {
+            uint64_t due = join_due(s.join);
+            if (due && mx_mono_ns() >= due) {
+                enum join_rc jr = join_try(s.join, mx_mono_ns(), err, sizeof err, &failed);
+                if (jr == JOIN_MISMATCH || jr == JOIN_FAILED) {
+                    refused = jr == JOIN_MISMATCH ? 2 : 1;
+                    break;
+                }
+                s.group = join_group(s.join);
+                s.ps = join_partitions(s.join);
+                attach(&s);
+            }
             if (s.group && group_tick(s.group) != 0) {
                 fenced = true;
                 break;
@@ -286,7 +342,13 @@ int main(int argc, char **argv)
         }
         notify_reloaded(&notify, mx_mono_ns());
     }
-    if (fenced) {
+    if (refused) {
+        char quoted[1100];
+        if (refused == 1)
+            mx_error(failed, "error=%s", mx_log_quote(quoted, sizeof quoted, err));
+        fprintf(stderr, "mutexd: %s\n", err);
+        notify_status(&notify, "failed: cannot join the server group");
+    } else if (fenced) {
         mx_warn("another server has taken the container: starting again as a standby", NULL);
         notify_status(&notify, "fenced: starting again as a standby");
     } else {
@@ -300,7 +362,10 @@ int main(int argc, char **argv)
     group_close(s.group); /* takes its core back and closes it first */
     partitions_close(s.ps);
     http_stop(s.http);
+    join_free(s.join);
     auth_free(s.auth);
+    if (refused)
+        return refused;
     if (fenced) {
         /* The same arguments (getopt may have reordered them; mutexd takes no operands, so
          * their order does not matter). */
@@ -321,6 +386,7 @@ fail:;
     core_close(s.core);
     group_close(s.group);
     partitions_close(s.ps);
+    join_free(s.join);
     auth_free(s.auth);
     return 1;
 }

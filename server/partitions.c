@@ -34,13 +34,24 @@ struct partitions {
     char known[MAX_SERVERS][256];
     int64_t known_since_ms[MAX_SERVERS];
     size_t nknown;
-    char live[MAX_SERVERS][256]; /* this tick's live servers */
-    /* Servers a group of this one gave up (they did not answer): not live to placement for
-     * a while, whatever their last heartbeat says, so that their partitions go at once. */
-    char gone[MAX_SERVERS][256];
-    int64_t gone_ms[MAX_SERVERS];
+    char live[MAX_SERVERS][256]; /* this tick's live servers (nlive), placement's */
+    size_t nlive;
+    char decliners[MAX_SERVERS][256]; /* this tick's servers that decline new partitions */
+    size_t ndecliners;
+    /* Servers a group of this one gave up (they did not answer): not live to placement,
+     * whatever their heartbeat says, so that their partitions go at once, for GONE_MS and
+     * then for as long as a probe of them fails (a server that reaches the blob store but
+     * not its peers would otherwise be given its share again, and given up again, every
+     * GONE_MS plus a failover time for as long as that lasts). */
+    struct gone {
+        char url[256];
+        int64_t since_ms, probe_ms; /* given up; last probed (mono ms) */
+        bool probe_ok;              /* the last probe answered */
+    } gone[MAX_SERVERS];
+    char gone_urls[MAX_SERVERS][256]; /* for the heartbeat */
     size_t ngone;
-    bool leaving; /* partitions_leave(): no placement, no claims */
+    bool restrained; /* another server holds this one gone: it claims only orphans */
+    bool leaving;    /* partitions_leave(): no placement, no claims */
     /* One listing of every partition's owner blob a tick, and one probe of each active. */
     struct blob_account account;
     struct blob_client *c; /* the container's */
@@ -49,8 +60,10 @@ struct partitions {
     _Atomic uint64_t listings, listings_failed;
 };
 
-/* A server given up is not live for this long: its heartbeat is stale by then. */
-#define GONE_MS 15000
+/* A server given up is not live for at least this long (its heartbeat is stale by then
+ * if it is dead), and is probed this often once it is past it. */
+#define GONE_MS       15000
+#define GONE_PROBE_MS 1000
 
 int partitions_open(struct partitions **out, const struct partitions_config *cfg, char *err,
                     size_t errlen, const char **failed)
@@ -278,26 +291,80 @@ static void forget_gone(struct partitions *ps, char (*live)[256], size_t n)
     ps->nknown = k;
 }
 
-/* Keeps of `live` (n) the servers not given up lately; returns how many. */
+static bool listed(char (*live)[256], size_t n, const char *url)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(live[i], url) == 0)
+            return true;
+    return false;
+}
+
+/* Keeps of `live` (n) the servers not held gone; returns how many. A server given up stays
+ * gone for GONE_MS, then until a probe of it answers (or its heartbeat goes). */
 static size_t drop_gone(struct partitions *ps, char (*live)[256], size_t n, int64_t now)
 {
     size_t g = 0;
-    for (size_t i = 0; i < ps->ngone; i++)
-        if (now - ps->gone_ms[i] < GONE_MS) {
-            memmove(ps->gone[g], ps->gone[i], sizeof ps->gone[g]);
-            ps->gone_ms[g++] = ps->gone_ms[i];
+    for (size_t i = 0; i < ps->ngone; i++) {
+        struct gone *e = &ps->gone[i];
+        bool in = listed(live, n, e->url);
+        if (in && now - e->since_ms >= GONE_MS && now - e->probe_ms >= GONE_PROBE_MS) {
+            e->probe_ok = group_probe(ps->groups[0], e->url);
+            e->probe_ms = now;
         }
+        if (now - e->since_ms < GONE_MS || (in && !e->probe_ok)) {
+            if (g != i)
+                ps->gone[g] = *e;
+            g++;
+        } else if (in) {
+            mx_info("a server given up answers again: its share comes back to it", "server=%s",
+                    e->url);
+        }
+    }
     ps->ngone = g;
+    for (size_t i = 0; i < g; i++)
+        memcpy(ps->gone_urls[i], ps->gone[i].url, sizeof ps->gone_urls[i]);
+    group_set_gone(ps->groups[0], (const char(*)[256])ps->gone_urls, g);
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         bool gone = false;
         for (size_t j = 0; j < ps->ngone && !gone; j++)
-            gone = strcmp(live[i], ps->gone[j]) == 0;
+            gone = strcmp(live[i], ps->gone[j].url) == 0;
         if (!gone && k != i)
             memmove(live[k], live[i], sizeof live[k]);
         k += !gone;
     }
     return k;
+}
+
+/* A server whose takeover of a partition failed waits it out before it tries again
+ * (group_declines()), and says so in its heartbeat: meanwhile placement gives it nothing, in
+ * the view of every server (its own included: it claims and gives nothing either), so that
+ * the others take what would have been its share. Keeps of `live` (n) the servers that do
+ * not decline; returns how many. */
+static size_t drop_decliners(struct partitions *ps, char (*live)[256], size_t n, uint64_t now_ns)
+{
+    bool declines = false;
+    for (unsigned p = 0; p < ps->count && !declines; p++)
+        declines = group_declines(ps->groups[p], now_ns);
+    group_set_declines(ps->groups[0], declines);
+    size_t nd = group_decliners(ps->groups[0], ps->decliners, MAX_SERVERS), k = 0;
+    ps->ndecliners = nd;
+    for (size_t i = 0; i < n; i++) {
+        bool out = listed(ps->decliners, nd, live[i]) ||
+                   (declines && strcmp(live[i], ps->opt->advertise_url) == 0);
+        if (!out && k != i)
+            memmove(live[k], live[i], sizeof live[k]);
+        k += !out;
+    }
+    return k;
+}
+
+static bool is_gone(struct partitions *ps, const char *url)
+{
+    for (size_t i = 0; i < ps->ngone; i++)
+        if (strcmp(ps->gone[i].url, url) == 0)
+            return true;
+    return false;
 }
 
 /* Remembers the servers the groups gave up at their last look. */
@@ -308,13 +375,18 @@ static void note_gone(struct partitions *ps, int64_t now)
         if (!url || strcmp(url, ps->opt->advertise_url) == 0)
             continue;
         size_t i = 0;
-        while (i < ps->ngone && strcmp(ps->gone[i], url) != 0)
+        while (i < ps->ngone && strcmp(ps->gone[i].url, url) != 0)
             i++;
         bool known = i < ps->ngone;
-        if (!known && ps->ngone < MAX_SERVERS)
-            memcpy(ps->gone[ps->ngone++], url, strlen(url) + 1);
-        if (i < ps->ngone)
-            ps->gone_ms[i] = now;
+        if (!known && ps->ngone < MAX_SERVERS) {
+            snprintf(ps->gone[ps->ngone].url, sizeof ps->gone[ps->ngone].url, "%s", url);
+            ps->ngone++;
+        }
+        if (i < ps->ngone) {
+            ps->gone[i].since_ms = now;
+            ps->gone[i].probe_ms = now; /* it was given up on a failed probe */
+            ps->gone[i].probe_ok = false;
+        }
         if (!known) /* once, not at every look of every partition that says so */
             mx_warn("a server did not answer: its partitions go to the others", "server=%s", url);
     }
@@ -353,8 +425,28 @@ void partitions_leave(struct partitions *ps)
 {
     ps->leaving = true;
     group_withdraw(ps->groups[0]);
+    /* Each partition is named for its target among the others (the live servers of the
+     * last tick, without this one): it claims it at once, without waiting to read that
+     * this server's heartbeat is gone. The name is written as its handover releases it,
+     * two at a time (leave_next()). */
+    const char *urls[MAX_SERVERS], *owner[MX_PARTITIONS_MAX];
+    size_t n = 0;
+    for (size_t i = 0; i < ps->nlive; i++)
+        if (strcmp(ps->live[i], ps->opt->advertise_url) != 0)
+            urls[n++] = ps->live[i];
     for (unsigned p = 0; p < ps->count; p++)
+        owner[p] = group_core(ps->groups[p]) ? NULL : group_owner(ps->groups[p]);
+    int target[MX_PARTITIONS_MAX];
+    place_target(ps->count, urls, n, owner, target);
+    for (unsigned p = 0; p < ps->count; p++) {
         group_allow_takeover(ps->groups[p], false);
+        if (group_core(ps->groups[p])) {
+            const char *to = target[p] >= 0 ? urls[target[p]] : NULL;
+            mx_info("leaving: a partition's next owner", "partition=%u to=%s", p, to ? to : "none");
+            if (to)
+                group_hand_to(ps->groups[p], to);
+        }
+    }
     leave_next(ps);
 }
 
@@ -422,8 +514,10 @@ int partitions_tick(struct partitions *ps)
     int64_t now = (int64_t)(mx_mono_ns() / MX_NS_PER_MS);
     char(*live)[256] = ps->live;
     size_t n = drop_gone(ps, live, group_live(ps->groups[0], live, MAX_SERVERS), now);
+    n = drop_decliners(ps, live, n, mx_mono_ns());
     forget_gone(ps, live, n);
-    const char *urls[MAX_SERVERS], *owner[MX_PARTITIONS_MAX];
+    ps->nlive = n;
+    const char *urls[MAX_SERVERS], *owner[MX_PARTITIONS_MAX], *handed[MX_PARTITIONS_MAX];
     int64_t since[MAX_SERVERS];
     for (size_t i = 0; i < n; i++) {
         urls[i] = live[i];
@@ -431,11 +525,27 @@ int partitions_tick(struct partitions *ps)
     }
     for (unsigned p = 0; p < ps->count; p++) {
         owner[p] = group_owner(ps->groups[p]);
+        handed[p] = group_handed_to(ps->groups[p]);
+        if (handed[p] &&
+            (listed(ps->decliners, ps->ndecliners, handed[p]) || is_gone(ps, handed[p])))
+            handed[p] = NULL; /* it will not take it: its new target does, at once */
         if (owner[p])
             ps->free_since_ms[p] = 0;
         else if (!ps->free_since_ms[p])
             ps->free_since_ms[p] = now;
     }
+    /* A server another one gave up (it broke its lease, or its heartbeat holds it gone)
+     * takes a partition only once it is an orphan: the others cannot reach it, and would
+     * give it up again a failover time later. */
+    bool restrained = group_gone_to_others(ps->groups[0]), orphan_only[MX_PARTITIONS_MAX];
+    if (restrained != ps->restrained)
+        mx_info(restrained ? "another server cannot reach this one: taking only orphaned "
+                             "partitions"
+                           : "every other server reaches this one again",
+                NULL);
+    ps->restrained = restrained;
+    for (unsigned p = 0; p < ps->count; p++)
+        orphan_only[p] = restrained || group_broken_here(ps->groups[p]);
     struct place_view v = {.partitions = ps->count,
                            .self = ps->opt->advertise_url,
                            .urls = urls,
@@ -443,6 +553,8 @@ int partitions_tick(struct partitions *ps)
                            .nurls = n,
                            .owner = owner,
                            .free_since_ms = ps->free_since_ms,
+                           .orphan_only = orphan_only,
+                           .handed_to = handed,
                            .now_ms = now};
     struct place_move moves[MX_PARTITIONS_MAX + 2];
     size_t m = place_decide(&v, &ps->place, moves, sizeof moves / sizeof moves[0]);
@@ -455,6 +567,7 @@ int partitions_tick(struct partitions *ps)
              * placement gives it again meanwhile, and that is nothing more to do. */
             mx_info("handing a partition over", "partition=%u to=%s", moves[i].partition,
                     urls[moves[i].to]);
+            group_hand_to(ps->groups[moves[i].partition], urls[moves[i].to]);
             group_hand_over(ps->groups[moves[i].partition]);
         }
     }

@@ -123,7 +123,10 @@ size_t place_decide(const struct place_view *v, const struct place_config *c,
         if (v->owner[p])
             continue;
         bool orphan = v->now_ms - v->free_since_ms[p] >= c->orphan_after_ms;
-        if (target[p] == self || orphan)
+        bool as_target = target[p] == self && !(v->orphan_only && v->orphan_only[p]);
+        const char *to = v->handed_to ? v->handed_to[p] : NULL;
+        bool mine = to && strcmp(to, v->self) == 0;
+        if (mine || (as_target && !to) || orphan)
             out[n++] = (struct place_move){.action = PLACE_CLAIM, .partition = p, .to = self};
     }
     unsigned gives = 0;

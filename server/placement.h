@@ -21,6 +21,7 @@
 #ifndef MX_PLACEMENT_H
 #define MX_PLACEMENT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -45,6 +46,14 @@ struct place_view {
      * been seen free (ms; ignored when owned). */
     const char *const *owner;
     const int64_t *free_since_ms;
+    /* Per partition: true when `self` may claim it only as an orphan, not as its target
+     * (another server broke self's lease of it, or holds self gone: it could not reach
+     * self, and would give it up again). NULL: none. */
+    const bool *orphan_only;
+    /* Per partition: the server its last owner handed it to (named in its owner blob), or
+     * NULL: that server claims it at once whatever its view (which may not know yet what
+     * the giver's did), and any other only once it is an orphan. NULL: none. */
+    const char *const *handed_to;
     int64_t now_ms;
 };
 

@@ -153,11 +153,11 @@ class PeerProxy:
     server's own port. cut() refuses every new connection and closes the open ones (a
     partition between the servers, the clients unaffected), heal() ends it."""
 
-    def __init__(self, target_port):
+    def __init__(self, target_port, port=0):
         self.target = target_port
         self.sock = socket.socket()
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
+        self.sock.bind(("127.0.0.1", port))
         self.sock.listen(256)
         self.port = self.sock.getsockname()[1]
         self.url = "http://127.0.0.1:%d" % self.port

@@ -4,7 +4,7 @@ standby stalled in the middle of its takeover, a takeover slower than the owner 
 server whose clock runs ahead, a restore from an async mirror, forwarded long-polls filling
 the active's connections, a journal line that cannot be decoded, an active cut off from the
 blob store answering reads, a standby stuck in a read of the journal, a journal blob that
-takes no more blocks.
+takes no more blocks, a blob store that does not answer when a server starts.
 
 Real Azurite, real servers, each server reaching Azurite through its own fault proxy
 (faultproxy.py), so that a fault hits one server. Load from clients on shared resources and
@@ -13,6 +13,7 @@ at the end: every answered change is there, fencing tokens are never handed out 
 go back, no lease is granted before its holder's own deadline. A lost change is shown with
 the blob it was written to and the journal the owner blob named then."""
 
+import base64
 import json
 import os
 import re
@@ -25,9 +26,9 @@ import time
 import pytest
 
 from azure import Azurite
-from ha_group import (SLOW, Contest, Load, faketime_env, groups,  # noqa: F401
+from ha_group import (SLOW, Contest, Load, PeerProxy, faketime_env, groups,  # noqa: F401
                       metric, skew_of, wait_log)
-from harness import Client
+from harness import Client, Server, free_port
 
 ROLL = ["--snapshot-every-changes", "200"]
 FAST = ["--failover-grace-ms", "3000"]
@@ -689,3 +690,98 @@ def test_a_journal_blob_that_refuses_blocks_is_rolled_over(groups, azurite):
     assert answers and answers[-1] == 200, "no change answered 200 for 30 s after the " \
         "journal blob refused blocks: %d answers %r" % (len(answers), sorted(set(answers)))
     assert now != journal
+
+
+# ---- a blob store that does not answer at start ----------------------------------------
+
+def readyz(s):
+    c = s.client(timeout=5)
+    try:
+        return c.request("GET", "/readyz")
+    finally:
+        c.close()
+
+
+def waits_then_joins(s, heal, wait=10):
+    """Server s started while its blob store does not answer: for `wait` s it stays up,
+    /healthz 200 and /readyz 503 saying why; once heal() makes the store answer, it joins
+    and serves. Returns how long after heal() it was ready (s)."""
+    t0 = time.monotonic()
+    while time.monotonic() < t0 + wait:
+        assert s.proc.poll() is None, s.log()
+        c = s.client(timeout=5)
+        try:
+            assert c.request("GET", "/healthz").status == 200
+        finally:
+            c.close()
+        r = readyz(s)
+        assert r.status == 503, r
+        assert "waiting for the blob store" in r.json["reason"], r.json
+        assert r.json["role"] == "joining", r.json
+        time.sleep(0.5)
+    heal()
+    t1 = time.monotonic()
+    while readyz(s).status != 200:
+        assert s.proc.poll() is None, s.log()
+        assert time.monotonic() < t1 + 30 * SLOW, (readyz(s).json, s.log())
+        time.sleep(0.1)
+    took = time.monotonic() - t1
+    c = s.client(timeout=30)
+    try:
+        r = c.acquire("joined", owner="o", ttl_ms=5000)
+    finally:
+        c.close()
+    assert r.status == 200, r
+    assert wait_log(s, "joined the server group: the blob store answers", 1), s.log()
+    return took
+
+
+def test_a_server_started_while_the_blob_store_does_not_answer_waits_and_joins(groups):
+    """A server of a partitioned group whose every blob request is held unanswered for its
+    first 10 s (a store that does not answer; each request times out): it does not exit, as
+    it did after 30 s before, nor log that it cannot join: it waits, not ready, and joins
+    when the store answers."""
+    g = groups(1, extra=["--partitions", "4"])
+    p = g.proxies[0]
+    p.cut()
+    s = g.servers[0]
+    s.start(timeout=15)
+    took = waits_then_joins(s, p.heal, wait=10)
+    print("joined %.2f s after the blob store answered" % took)
+    assert "cannot join the server group" not in "\n".join(s.lines), s.log()
+
+
+def test_a_server_whose_blob_store_refuses_connections_at_start_waits_and_joins(azurite):
+    """A server of a group of one started before its blob store listens (every connection
+    refused, as with a store starting beside it in a compose file): it waits, not ready,
+    and joins once the store listens. Credentials the store refuses still end the start."""
+    port = free_port()
+    store = "127.0.0.1:%d/" % port
+    cs = azurite.connection_string.replace("127.0.0.1:%d/" % azurite.port, store)
+    me = free_port()
+    args = ["--ha", "--advertise-url", "http://127.0.0.1:%d" % me, "--mirror", "sync",
+            "--blob-connection-string", cs, "--blob-container", "j" + os.urandom(8).hex()]
+    s = Server(listen="127.0.0.1:%d" % me, args=args)
+    relay = []
+    try:
+        s.start(timeout=15)
+        took = waits_then_joins(s, lambda: relay.append(PeerProxy(azurite.port, port=port)),
+                                wait=10)
+        print("joined %.2f s after the blob store listened" % took)
+        s.stop()
+    finally:
+        s.kill()
+        s._cleanup()
+        for r in relay:
+            r.close()
+    bad = re.sub(r"AccountKey=[^;]+", "AccountKey=" + base64.b64encode(b"x" * 64).decode(),
+                 azurite.connection_string)
+    args[args.index(cs)] = bad
+    s = Server(args=args)
+    t0 = time.monotonic()
+    with pytest.raises(RuntimeError):
+        s.start(timeout=20)
+    assert s.proc.returncode == 1, s.log()
+    assert time.monotonic() - t0 < 10 * SLOW
+    assert "cannot join the server group" in "\n".join(s.lines), s.log()
+    s._cleanup()

@@ -9,13 +9,16 @@ partition, no grant before the previous holder's deadline).
 - A SIGTERM hands the server's partitions over before it exits, a blocking acquire waiting
   there is answered `partition_moved` and is granted when sent again; a server joining
   takes its share, and no partition moves twice.
-- The partition count is fixed when the group is created: another is refused, exit 2."""
+- The partition count is fixed when the group is created: another is refused, exit 2, also
+  for servers of different counts started together on an empty container, and for a lone
+  server with a mirror on a partitioned container."""
 
 import json
 import re
 import subprocess
 import threading
 import time
+import uuid
 
 import pytest
 
@@ -23,7 +26,7 @@ import ha_history
 from azure import Azurite
 from faultproxy import FaultProxy
 from ha_group import SLOW, Load, groups, metric, wait_log  # noqa: F401
-from harness import BIN, Client, free_port
+from harness import BIN, Client, Server, free_port
 
 N = 16
 PARTS = ["--partitions", str(N)]
@@ -284,6 +287,46 @@ def test_a_sigterm_hands_over_and_a_join_moves_each_partition_once(groups, azuri
     load.assert_ok()
 
 
+@pytest.mark.heavy
+def test_a_fourth_server_joining_three_moves_its_share_once(groups, azurite):  # noqa: F811
+    """A fourth server joins three: exactly its share moves, each partition once, to it.
+    A partition handed over names its next owner in its owner blob, so that a server whose
+    view does not have the newcomer yet (it reads the heartbeats once a second) does not
+    take it as its own target on the way."""
+    g = groups(3, extra=PARTS).start(stagger=0.3)
+    m = settled(g)
+    g.proxies.append(FaultProxy(azurite))
+    g.envs.append({})
+    g.ports.append(free_port())
+    joined = g.make(3)
+    g.servers.append(joined)
+    changes = {p: [] for p in range(N)}
+    watching = threading.Event()
+    seen = dict(m)
+    looker = g.servers[0]
+
+    def watch():
+        while not watching.is_set():
+            for p, u in (owners(g, looker) or {}).items():
+                if u and u != seen[p]:
+                    changes[p].append((seen[p], u))
+                    seen[p] = u
+            time.sleep(0.05)
+    w = threading.Thread(target=watch)
+    w.start()
+    joined.start()
+    m2 = settled(g, timeout=45)
+    time.sleep(3)
+    watching.set()
+    w.join()
+    moved = {p: c for p, c in changes.items() if c}
+    mine = sum(1 for p in m2 if m2[p] == joined.url)
+    print("the join moved %d partitions (%d moves) for a share of %d: %r"
+          % (len(moved), sum(len(c) for c in moved.values()), mine, moved))
+    assert all(len(c) == 1 and c[0][1] == joined.url for c in moved.values()), moved
+    assert len(moved) == mine
+
+
 def test_the_partition_count_is_fixed_when_the_group_is_created(groups):  # noqa: F811
     g = groups(1, extra=["--partitions", "4"]).start()
     port = free_port()
@@ -303,6 +346,91 @@ def test_the_partition_count_is_fixed_when_the_group_is_created(groups):  # noqa
         assert "partitions" in r.stderr, r.stderr
     view = json.loads(raw(g.servers[0].client_url, "GET", "/v1/servers").body)
     assert view["partitions"]["count"] == 4
+
+
+def group_server(az, container, partitions, ha=True):
+    """A server of `partitions` on `container`, reaching Azurite directly (not started)."""
+    port = free_port()
+    url = "http://127.0.0.1:%d" % port
+    args = ["--mirror", "sync", "--blob-connection-string", az.connection_string,
+            "--blob-container", container, "--partitions", str(partitions)]
+    if ha:
+        args = ["--ha", "--advertise-url", url] + args
+    s = Server(listen="127.0.0.1:%d" % port, args=args)
+    s.client_url = url
+    return s
+
+
+def start_quietly(s, out):
+    try:
+        s.start(timeout=30)
+        out.append((s, None))
+    except RuntimeError as e:
+        out.append((s, e))
+
+
+def test_two_counts_started_together_on_an_empty_container_one_refuses(azurite):
+    """A server of one partition and a server of four, started at the same moment on an
+    empty container (a misconfigured rollout): the first to write the count makes the group,
+    the other exits 2 naming both counts, and one alone serves. Both orders, several
+    rounds: the count is written for N = 1 too, created only if absent."""
+    summary = []
+    for rnd in range(6):
+        container = "lr" + uuid.uuid4().hex[:20]
+        counts = (1, 4) if rnd % 2 == 0 else (4, 1)
+        servers = [group_server(azurite, container, n) for n in counts]
+        out = []
+        ts = [threading.Thread(target=start_quietly, args=(s, out)) for s in servers]
+        try:
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join(timeout=60)
+            for s in servers:  # a loser may have logged "started" before it refused
+                deadline = time.monotonic() + 10 * SLOW
+                while s.proc.poll() is None and time.monotonic() < deadline:
+                    if raw(s.client_url, "GET", "/readyz", timeout=5).status == 200:
+                        break
+                    time.sleep(0.1)
+            time.sleep(1)
+            codes = [s.proc.poll() for s in servers]
+            summary.append((counts, codes))
+            refused = [s for s in servers if s.proc.poll() is not None]
+            assert len(refused) == 1, (rnd, counts, codes,
+                                       ["\n".join(s.lines[-10:]) for s in servers])
+            loser = refused[0]
+            assert loser.proc.returncode == 2, loser.log()
+            lost = counts[servers.index(loser)]
+            won = counts[1 - servers.index(loser)]
+            text = "\n".join(loser.lines)
+            assert ("has %d partition" % won) in text and ("asks for %d" % lost) in text, text
+            winner = next(s for s in servers if s is not loser)
+            assert raw(winner.client_url, "GET", "/readyz").status == 200, winner.log()
+            r = raw(winner.client_url, "POST", "/v1/resources/lr/acquire",
+                    {"owner": "o", "ttl_ms": 5000})
+            assert r.status == 200, r.body
+        finally:
+            for s in servers:
+                if s.proc and s.proc.poll() is None:
+                    s.stop(timeout=20)
+                else:
+                    s.kill()
+                    s._cleanup()
+    print("rounds (counts, exit codes):", summary)
+
+
+def test_a_server_outside_a_group_refuses_a_partitioned_container(groups):  # noqa: F811
+    """A server with --mirror sync and no --ha on the container of a partitioned group
+    would take the container's own owner blob and serve every resource beside the group:
+    it exits 2 naming both counts."""
+    g = groups(1, extra=["--partitions", "4"]).start()
+    s = group_server(g.az, g.container, 1, ha=False)
+    with pytest.raises(RuntimeError):
+        s.start(timeout=30)
+    assert s.proc.returncode == 2, s.log()
+    text = "\n".join(s.lines)
+    assert "has 4 partitions" in text and "asks for 1" in text, text
+    s._cleanup()
 
 
 def get_json(url, path, timeout=30):

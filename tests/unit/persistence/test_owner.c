@@ -190,6 +190,30 @@ static void publish_then_read(void **st)
     blob_client_free(c);
 }
 
+/* A handover names the next holder and keeps every other name as the blob has it; under
+ * another lease id it is fenced; the next holder's write drops it. */
+static void name_next_keeps_the_rest(void **st)
+{
+    (void)st;
+    struct blob_result r = {0};
+    struct blob_client *c = container_with_owner(ID);
+    EXPECT(owner_publish(c, ID, &named, &r), OWNER_OK, 200, "");
+    EXPECT(owner_name_next(c, ID, NULL, "http://10.0.0.9:8080", &r), OWNER_OK, 200, "");
+    struct owner_view v = read_owner(c);
+    assert_meta_equal(&v.meta, &named);
+    assert_string_equal(v.meta.to, "http://10.0.0.9:8080");
+    EXPECT(owner_name_next(c, ID, &named, "http://10.0.0.8:8080", &r), OWNER_OK, 200, "");
+    v = read_owner(c);
+    assert_meta_equal(&v.meta, &named);
+    assert_string_equal(v.meta.to, "http://10.0.0.8:8080");
+    EXPECT(owner_name_next(c, OTHER, NULL, "http://10.0.0.1:8080", &r), OWNER_FENCED, 412, NULL);
+    assert_string_equal(read_owner(c).meta.to, "http://10.0.0.8:8080");
+    EXPECT(owner_publish(c, ID, &named, &r), OWNER_OK, 200, "");
+    assert_string_equal(read_owner(c).meta.to, "");
+    blob_result_free(&r);
+    blob_client_free(c);
+}
+
 static void release_frees_it(void **st)
 {
     (void)st;
@@ -310,6 +334,8 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test_setup_teardown(take_is_exclusive, mx_azurite_setup, mx_azurite_teardown),
     cmocka_unit_test_setup_teardown(renew_fences_a_wrong_id, mx_azurite_setup, mx_azurite_teardown),
     cmocka_unit_test_setup_teardown(publish_then_read, mx_azurite_setup, mx_azurite_teardown),
+    cmocka_unit_test_setup_teardown(name_next_keeps_the_rest, mx_azurite_setup,
+                                    mx_azurite_teardown),
     cmocka_unit_test_setup_teardown(release_frees_it, mx_azurite_setup, mx_azurite_teardown),
     cmocka_unit_test_setup_teardown(break_if_only_at_etag, mx_azurite_setup, mx_azurite_teardown),
     cmocka_unit_test_setup_teardown(seal_journal, mx_azurite_setup, mx_azurite_teardown),

@@ -949,8 +949,8 @@ static void partitions_spread_over_servers_and_follow_them(void **st)
 
 /* ---- the partition count, fixed when the group is created -------------------------- */
 
-/* A new container: the first server of N > 1 writes the count once; the same N reads it
- * back; another N, 1 included, is refused naming both. Nothing is written for N = 1. */
+/* A new container: the first server writes the count once, N = 1 included; the same N
+ * reads it back; another N is refused naming both. */
 static void the_partition_count_is_written_once(void **st)
 {
     (void)st;
@@ -958,10 +958,6 @@ static void the_partition_count_is_written_once(void **st)
     struct blob_client *c = mx_azurite_container(name, sizeof name);
     unsigned found = 99;
     struct blob_result r = {0};
-    assert_int_equal(layout_settle(c, 1, &found, err, sizeof err), LAYOUT_OK);
-    assert_int_equal(found, 1);
-    assert_int_equal(blob_head(c, LAYOUT_BLOB, &r), -1); /* N = 1: nothing written */
-    assert_int_equal(r.status, 404);
     assert_int_equal(layout_settle(c, 16, &found, err, sizeof err), LAYOUT_OK);
     assert_int_equal(found, 16);
     assert_int_equal(blob_get(c, LAYOUT_BLOB, NULL, &r), 0);
@@ -977,12 +973,22 @@ static void the_partition_count_is_written_once(void **st)
         if (!strstr(err, "has 16 partitions") || !strstr(err, want))
             fail_msg("the message does not name both counts: %s", err);
     }
+    /* N = 1 first: written too, so that a server of 4 started with it is refused. */
+    struct blob_client *d = mx_azurite_container(name, sizeof name);
+    assert_int_equal(layout_settle(d, 1, &found, err, sizeof err), LAYOUT_OK);
+    assert_int_equal(found, 1);
+    assert_int_equal(blob_get(d, LAYOUT_BLOB, NULL, &r), 0);
+    assert_non_null(strstr(r.body, "\"partitions\":1,"));
+    assert_int_equal(layout_settle(d, 4, &found, err, sizeof err), LAYOUT_MISMATCH);
+    assert_non_null(strstr(err, "has 1 partition,"));
     blob_result_free(&r);
     blob_client_free(c);
+    blob_client_free(d);
 }
 
-/* A container of a group of one partition (its own owner blob, as before partitions) stays
- * one: N = 1 goes on, N = 16 is refused, and no count is written. */
+/* A container written before the count was written for N = 1 (its own owner blob, or its
+ * own journals, and no `group` blob) is a group of one partition: N = 1 goes on and the
+ * count 1 is written, N = 16 is refused. */
 static void a_group_of_one_partition_stays_one(void **st)
 {
     (void)st;
@@ -995,14 +1001,20 @@ static void a_group_of_one_partition_stays_one(void **st)
     assert_int_equal(found, 1);
     assert_non_null(strstr(err, "has 1 partition,"));
     assert_int_equal(layout_settle(c, 1, &found, err, sizeof err), LAYOUT_OK);
-    assert_int_equal(blob_head(c, LAYOUT_BLOB, &r), -1);
-    assert_int_equal(r.status, 404);
+    assert_int_equal(blob_get(c, LAYOUT_BLOB, NULL, &r), 0);
+    assert_non_null(strstr(r.body, "\"partitions\":1,"));
+    /* A journal alone says the same. */
+    struct blob_client *j = mx_azurite_container(name, sizeof name);
+    assert_int_equal(blob_put(j, "journal/0000000001/00000000000000000001", "x", 1, NULL, &r), 0);
+    assert_int_equal(layout_settle(j, 4, &found, err, sizeof err), LAYOUT_MISMATCH);
+    assert_int_equal(found, 1);
     /* A count that cannot be read is no count: refused, not taken for 1. */
     struct blob_client *d = mx_azurite_container(name, sizeof name);
     assert_int_equal(blob_put(d, LAYOUT_BLOB, "{\"partitions\":0}", 16, NULL, &r), 0);
     assert_int_equal(layout_settle(d, 4, &found, err, sizeof err), LAYOUT_FAILED);
     blob_result_free(&r);
     blob_client_free(c);
+    blob_client_free(j);
     blob_client_free(d);
 }
 

@@ -314,6 +314,68 @@ static void an_orphan_is_claimed_by_another(void **st)
     check_balanced(&s);
 }
 
+/* A partition `self` may take only as an orphan (another server broke its lease, or holds
+ * it gone) is not claimed as its target, only once it has been free for the orphan time. */
+static void a_partition_claimed_only_as_an_orphan_waits_for_the_orphan_time(void **st)
+{
+    (void)st;
+    const char *urls[] = {"http://a:8080", "http://b:8080"};
+    int64_t since[] = {0, 0};
+    const char *owner[4] = {NULL, NULL, NULL, NULL};
+    int64_t free_since[4] = {0, 0, 0, 0};
+    bool only[4] = {true, true, true, true};
+    struct place_view v = {.partitions = 4,
+                           .self = urls[0],
+                           .urls = urls,
+                           .live_since_ms = since,
+                           .nurls = 2,
+                           .owner = owner,
+                           .free_since_ms = free_since,
+                           .now_ms = ORPHAN - 1};
+    struct place_move mv[8];
+    size_t free_claims = place_decide(&v, &config, mv, 8);
+    assert_int_equal(free_claims, 2); /* its share of 4 among 2, as its target */
+    v.orphan_only = only;
+    assert_int_equal(place_decide(&v, &config, mv, 8), 0);
+    v.now_ms = ORPHAN;
+    assert_int_equal(place_decide(&v, &config, mv, 8), 4); /* every orphan */
+}
+
+/* A partition handed to a server (named in its owner blob) is claimed by that server at
+ * once, even where its view makes another the target, and by any other only as an orphan:
+ * a server whose view lacks a newcomer yet does not take the newcomer's partition. */
+static void a_partition_handed_to_a_server_is_claimed_by_it_alone(void **st)
+{
+    (void)st;
+    const char *urls[] = {"http://a:8080", "http://b:8080"};
+    int64_t since[] = {0, 0};
+    const char *owner[2] = {NULL, NULL};
+    int64_t free_since[2] = {0, 0};
+    const char *to[2] = {"http://c:8080", "http://b:8080"}; /* c: not in this view yet */
+    struct place_view v = {.partitions = 2,
+                           .urls = urls,
+                           .live_since_ms = since,
+                           .nurls = 2,
+                           .owner = owner,
+                           .free_since_ms = free_since,
+                           .handed_to = to,
+                           .now_ms = ORPHAN - 1};
+    struct place_move mv[4];
+    for (int i = 0; i < 2; i++) {
+        v.self = urls[i];
+        size_t n = place_decide(&v, &config, mv, 4);
+        if (i == 0) {
+            assert_int_equal(n, 0); /* neither is a's, whatever its targets */
+        } else {
+            assert_int_equal(n, 1);
+            assert_int_equal(mv[0].partition, 1);
+        }
+    }
+    v.now_ms = ORPHAN; /* c never came: an orphan, anyone's */
+    v.self = urls[0];
+    assert_int_equal(place_decide(&v, &config, mv, 4), 2);
+}
+
 /* Seeded: servers join and leave at random; after each change the group settles balanced,
  * and between changes no partition moves twice. */
 static void random_joins_and_leaves_always_settle(void **st)
@@ -349,6 +411,8 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(a_join_takes_the_smaller_share),
     cmocka_unit_test(a_leave_moves_its_partitions_only),
     cmocka_unit_test(an_orphan_is_claimed_by_another),
+    cmocka_unit_test(a_partition_claimed_only_as_an_orphan_waits_for_the_orphan_time),
+    cmocka_unit_test(a_partition_handed_to_a_server_is_claimed_by_it_alone),
     cmocka_unit_test(random_joins_and_leaves_always_settle),
 };
 MX_TEST_MAIN(tests)
