@@ -137,7 +137,8 @@ public class LeaderTests
             {
                 workers.Add(new Worker(s.Url, r, api));
             }
-            await T.Until(() => workers.Any(w => w.LedSince(0)), TimeSpan.FromSeconds(20), "a leader");
+            await T.Until(() => workers.Any(w => w.LedSince(0)), TimeSpan.FromSeconds(30), "a leader");
+            await T.Until(() => workers.All(w => w.LedSince(0) || w.Waits > 0), TimeSpan.FromSeconds(30), "every worker running");
             await Task.Delay(2500);
             var leaders = workers.Where(w => w.LedSince(Ago(2))).ToList();
             Assert.True(leaders.Count == 1, $"{leaders.Count} leaders: {string.Join(" | ", workers.SelectMany(w => w.Other))}");

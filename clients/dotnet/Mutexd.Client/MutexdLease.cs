@@ -415,18 +415,11 @@ public abstract class MutexdHolding : IAsyncDisposable, IDisposable
             _released = true;
         }
         _timer?.Dispose();
+        // The renewal loop ends on its own: a renewal under way is cancelled, and an answer
+        // that comes anyway is ignored. It is not waited for: this may be called from the
+        // loop itself (a LostToken callback that disposes the lease).
         _stop.Cancel();
-        if (_renewer != null)
-        {
-            try
-            {
-                await _renewer.ConfigureAwait(false);
-            }
-            catch (Exception)
-            {
-                // the loop ends on its own errors
-            }
-        }
+        await Task.CompletedTask.ConfigureAwait(false);
         return held;
     }
 
