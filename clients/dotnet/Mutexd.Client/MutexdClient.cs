@@ -334,7 +334,7 @@ public partial class MutexdClient : IDisposable
                 Served(t.Index, r.ServedBy);
                 if (resource != null)
                 {
-                    Answered(t.Server, r);
+                    Answered(t.Server, r, resource);
                 }
                 return new Answer(r.Status, root, r.RequestId, r.ServedBy, r.Partition, r.Sent);
             }
@@ -356,7 +356,7 @@ public partial class MutexdClient : IDisposable
             Served(t.Index, r.ServedBy);
             if (resource != null)
             {
-                Answered(t.Server, r);
+                Answered(t.Server, r, resource);
             }
             throw err;
         }
@@ -529,19 +529,26 @@ public partial class MutexdClient : IDisposable
         }
     }
 
-    private void Answered(Server s, Raw r)
+    /// <summary>
+    /// Looks at an answer about a resource from <paramref name="s"/>: the first sign of a
+    /// partitioned group has the map read; so has an answer served by another server than
+    /// <paramref name="s"/> (the partition moved), or one about a partition the map names no
+    /// owner for (it was read during a move).
+    /// </summary>
+    private void Answered(Server s, Raw r, string resource)
     {
         if (r.Partition == null)
         {
             return;
         }
-        MapState state;
+        bool relearn;
         lock (_mapLock)
         {
-            state = _mapState;
+            relearn = _mapState == MapState.Unknown ||
+                (_mapState == MapState.Partitioned &&
+                 ((r.ServedBy != null && KeyOf(r.ServedBy) != s.Key) || _owners![Partitions.Of(resource, _owners.Length)] == null));
         }
-        if (state == MapState.Unknown ||
-            (state == MapState.Partitioned && r.ServedBy != null && KeyOf(r.ServedBy) != s.Key))
+        if (relearn)
         {
             Relearn();
         }
