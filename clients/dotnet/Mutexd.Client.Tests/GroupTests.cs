@@ -228,25 +228,41 @@ public class GroupTests
             Assert.Null(c.PartitionOwners());
             await c.GetAsync(T.Name());
             await T.Until(() => c.PartitionOwners()?.SequenceEqual(owners) == true, TimeSpan.FromSeconds(15), "the client read the map");
-            lock (forwarded)
-            {
-                forwarded.Clear();
-                answers = 0;
-            }
+            // On a loaded machine a partition may move meanwhile (an owner late to renew its
+            // own lease): then the pass is made again on the new map, which the client learns
+            // from that very surprise. Forwards without a move fail the test.
             var prefix = T.Name("p") + "/";
-            for (int p = 0; p < Partitions16; p++)
+            for (int pass = 0; ; pass++)
             {
-                var r = NamesIn(prefix, p)[0];
-                var g = await c.AcquireAsync(r, new AcquireOptions { Ttl = TimeSpan.FromSeconds(20) });
-                Assert.Equal(g.FencingToken, (await c.GetAsync(r)).Holder!.FencingToken);
-                await c.RenewAsync(r, g.LeaseId);
-                await c.ReleaseAsync(r, g.LeaseId);
-            }
-            lock (forwarded)
-            {
-                Assert.True(answers >= 64, $"{answers} answers");
-                Assert.True(forwarded.Count == 0, $"{forwarded.Count} of {answers} forwarded, the first: {forwarded.FirstOrDefault()}");
-                Assert.Equal(1, fetches);
+                lock (forwarded)
+                {
+                    forwarded.Clear();
+                    answers = 0;
+                    fetches = 0;
+                }
+                for (int p = 0; p < Partitions16; p++)
+                {
+                    var r = NamesIn(prefix, p)[pass % 3];
+                    var g = await c.AcquireAsync(r, new AcquireOptions { Ttl = TimeSpan.FromSeconds(20) });
+                    Assert.Equal(g.FencingToken, (await c.GetAsync(r)).Holder!.FencingToken);
+                    await c.RenewAsync(r, g.LeaseId);
+                    await c.ReleaseAsync(r, g.LeaseId);
+                }
+                int n;
+                lock (forwarded)
+                {
+                    Assert.True(answers >= 64, $"{answers} answers");
+                    n = forwarded.Count;
+                    if (n == 0)
+                    {
+                        Assert.Equal(0, fetches);
+                        break;
+                    }
+                }
+                var now = await SettledMap(group, TimeSpan.FromSeconds(60));
+                Assert.True(pass < 2 && !now.SequenceEqual(owners), $"{n} of 64 forwarded with no move of a partition, the first: {forwarded.FirstOrDefault()}");
+                owners = now;
+                await T.Until(() => c.PartitionOwners()?.SequenceEqual(owners) == true, TimeSpan.FromSeconds(15), "the client read the new map");
             }
 
             // The owner of a partition where a lock is held leaves (SIGTERM): the lock holds,

@@ -47,7 +47,7 @@ public class LockTests
         using var s = TestServer.Launch();
         using var c = T.Client(s.Url);
         var r = T.Name();
-        var election = new MutexdLeaderElection(c, r) { Settings = { Ttl = TimeSpan.FromSeconds(3), RetryInterval = TimeSpan.FromSeconds(1) } };
+        var election = new MutexdLeaderElection(c, r) { Settings = { Ttl = TimeSpan.FromSeconds(6), RetryInterval = TimeSpan.FromSeconds(1) } };
         var started = new TaskCompletionSource<MutexdLease>();
         long taskStopped = 0;
         using var stop = new CancellationTokenSource();
@@ -74,9 +74,9 @@ public class LockTests
             // The deadline the server keeps is at least this one: the last renewal's send plus its expires_in.
             var lost = new TaskCompletionSource<long>();
             using var reg = lease.LostToken.Register(() => lost.TrySetResult(Stopwatch.GetTimestamp()));
-            var done = await Task.WhenAny(lost.Task, Task.Delay(5000));
+            var done = await Task.WhenAny(lost.Task, Task.Delay(9000));
             Assert.True(done == lost.Task, $"not lost: renewals {lease.Renewals}, last error {lease.LastError?.Message}, remaining {lease.Remaining}, held {lease.IsHeld}, error {lease.Error}");
-            var at = await lost.Task;
+            var at = await lost.Task; // with a 6 s TTL the margin is 120 ms: room for a timer that a loaded machine runs late
             var deadline = lease.Grant.DeadlineTimestamp;
             Assert.True(at < deadline, $"lost {(double)(at - deadline) / Stopwatch.Frequency:F3} s after the deadline");
             Assert.IsType<LeaseExpiredException>(lease.Error);
@@ -210,14 +210,14 @@ public class LockTests
         using var b = T.Client(s.Url);
         var x = "{" + T.Name("acct") + "}/alice";
         var y = x.Replace("/alice", "/bob", StringComparison.Ordinal);
-        await using (var set = await a.LockManyAsync(new[] { x, y }, new AcquireOptions { Ttl = TimeSpan.FromMilliseconds(600) }))
+        await using (var set = await a.LockManyAsync(new[] { x, y }, new AcquireOptions { Ttl = TimeSpan.FromMilliseconds(1500) }))
         {
             Assert.Equal(new[] { x, y }, set.Resources);
             Assert.NotEqual(set.FencingTokenOf(x), set.FencingTokenOf(y));
             Assert.Equal(set[x].LeaseId, set[y].LeaseId);
-            await Task.Delay(1500);
+            await Task.Delay(2200);
             Assert.True(set.IsHeld, $"lost: {set.Error}");
-            Assert.True(set.Renewals >= 3);
+            Assert.True(set.Renewals >= 2, $"{set.Renewals} renewals");
             // Any one held: nothing granted, the first held named.
             var e = await Assert.ThrowsAsync<LeaseHeldException>(() => b.AcquireManyAsync(new[] { y, "{" + T.Name() + "}" }));
             Assert.Equal(y, e.Resource);
