@@ -19,7 +19,7 @@ public class LockTests
         using var c = T.Client(s.Url);
         using var other = T.Client(s.Url);
         var r = T.Name();
-        var ttl = TimeSpan.FromSeconds(1);
+        var ttl = TimeSpan.FromMilliseconds(1500);
         await using var lease = await c.LockAsync(r, new AcquireOptions { Ttl = ttl, Metadata = new JsonObject { ["addr"] = "a:1" } });
         var token = lease.FencingToken;
         Assert.True(lease.FencingToken > 0);
