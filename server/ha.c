@@ -537,29 +537,40 @@ void ha_set_declines(struct ha *h, bool declines)
         h->heartbeat_ns = 0; /* tell the group now */
 }
 
-size_t ha_decliners(struct ha *h, char (*urls)[256], size_t max)
+/* A parse of the last servers listing read (NULL: none), to read without the lock. */
+static cJSON *servers_parsed(struct ha *h)
 {
     pthread_mutex_lock(&h->lock);
     cJSON *arr = h->servers.len ? cJSON_ParseWithLength(h->servers.p, h->servers.len) : NULL;
     pthread_mutex_unlock(&h->lock);
+    return arr;
+}
+
+/* The URLs of the servers listed, or of those whose heartbeat has `flag` true. */
+static size_t servers_urls(struct ha *h, const char *flag, char (*urls)[256], size_t max)
+{
+    cJSON *arr = servers_parsed(h);
     size_t n = 0;
     const cJSON *o;
     cJSON_ArrayForEach(o, arr)
     {
         const cJSON *url = cJSON_GetObjectItemCaseSensitive(o, "url");
         if (n < max && cJSON_IsString(url) && strlen(url->valuestring) < 256 &&
-            cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "declines")))
+            (!flag || cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, flag))))
             memcpy(urls[n++], url->valuestring, strlen(url->valuestring) + 1);
     }
     cJSON_Delete(arr);
     return n;
 }
 
+size_t ha_decliners(struct ha *h, char (*urls)[256], size_t max)
+{
+    return servers_urls(h, "declines", urls, max);
+}
+
 bool ha_gone_to_others(struct ha *h)
 {
-    pthread_mutex_lock(&h->lock);
-    cJSON *arr = h->servers.len ? cJSON_ParseWithLength(h->servers.p, h->servers.len) : NULL;
-    pthread_mutex_unlock(&h->lock);
+    cJSON *arr = servers_parsed(h);
     bool gone = false;
     const cJSON *o, *u;
     cJSON_ArrayForEach(o, arr)
@@ -576,19 +587,7 @@ bool ha_gone_to_others(struct ha *h)
 
 size_t ha_live(struct ha *h, char (*urls)[256], size_t max)
 {
-    pthread_mutex_lock(&h->lock);
-    cJSON *arr = h->servers.len ? cJSON_ParseWithLength(h->servers.p, h->servers.len) : NULL;
-    pthread_mutex_unlock(&h->lock);
-    size_t n = 0;
-    const cJSON *o;
-    cJSON_ArrayForEach(o, arr)
-    {
-        const cJSON *url = cJSON_GetObjectItemCaseSensitive(o, "url");
-        if (n < max && cJSON_IsString(url) && strlen(url->valuestring) < 256)
-            memcpy(urls[n++], url->valuestring, strlen(url->valuestring) + 1);
-    }
-    cJSON_Delete(arr);
-    return n;
+    return servers_urls(h, NULL, urls, max);
 }
 
 int ha_render_servers(struct ha *h, struct mx_buf *out)
