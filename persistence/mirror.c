@@ -752,6 +752,7 @@ static void teardown(struct mirror *m)
 int mirror_open(struct mirror **out, const struct mirror_config *cfg, struct store *store,
                 char *err, size_t errlen)
 {
+    int held = 0; /* what taking the owner lease came to */
     struct mirror *m = calloc(1, sizeof *m);
     if (!m) {
         snprintf(err, errlen, "out of memory");
@@ -802,7 +803,8 @@ int mirror_open(struct mirror **out, const struct mirror_config *cfg, struct sto
                  r.status, r.error_code, r.message[0] ? r.message : "");
         goto fail;
     }
-    if (mirror_i_load_lease_id(m, err, errlen) != 0 || mirror_i_take_lease(m, err, errlen) != 0)
+    if (mirror_i_load_lease_id(m, err, errlen) != 0 ||
+        (held = mirror_i_take_lease(m, err, errlen)) != 0)
         goto fail;
     /* From here the lease is renewed whatever the main thread does (a restore may take
      * longer than the lease lasts). */
@@ -821,7 +823,7 @@ int mirror_open(struct mirror **out, const struct mirror_config *cfg, struct sto
 fail:
     blob_result_free(&r);
     teardown(m);
-    return -1;
+    return held == MIRROR_HELD ? MIRROR_HELD : -1;
 }
 
 /* The generation this data directory last mirrored as (0: never). */

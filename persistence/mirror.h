@@ -65,7 +65,10 @@ enum mirror_mode mirror_parse_mode(const char *s); /* -1 (as int) when unknown *
 /* Connects, creates the container if needed and takes its owner lease (waiting up to
  * takeover_wait_ms for another holder's lease to lapse), then seals the journal blob the
  * previous owner was appending to: from then on nothing it appends lands, however late it
- * resumes. Returns 0, or -1 with err. */
+ * resumes. Returns 0, -1 with err, or MIRROR_HELD with err when another server's lease on
+ * the owner blob held to the end of the wait (it took the container first: nothing failed
+ * here). */
+#define MIRROR_HELD (-2)
 int mirror_open(struct mirror **out, const struct mirror_config *cfg, struct store *store,
                 char *err, size_t errlen);
 

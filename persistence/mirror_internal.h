@@ -147,6 +147,7 @@ int mirror_i_prepare_journal(struct mirror *m, uint64_t first_seq, struct jblob 
 /* mirror_keeper.c */
 int mirror_i_write_file_durably(const char *path, const char *text, char *err, size_t errlen);
 int mirror_i_load_lease_id(struct mirror *m, char *err, size_t errlen);
+/* 0, -1 with err, or MIRROR_HELD with err (another server's lease held to the deadline). */
 int mirror_i_take_lease(struct mirror *m, char *err, size_t errlen);
 /* The keeper thread: renews the owner lease until mirror_i_keeper_stop(). */
 void *mirror_i_keeper_main(void *arg);

@@ -99,6 +99,7 @@ int mirror_i_take_lease(struct mirror *m, char *err, size_t errlen)
         }
         uint64_t now = mx_mono_ns();
         if (now >= deadline) {
+            rc = MIRROR_HELD;
             if (m->cfg.advertise_url)
                 snprintf(err, errlen, "the container's owner lease is held by another server");
             else

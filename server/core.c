@@ -88,8 +88,9 @@ static enum core_rc open_mirror(struct core *s, struct mirror_copy *warm, bool *
         .last_token = &s->domain.last_token,
         .token_ceiling = &s->domain.token_ceiling,
     };
-    if (mirror_open(&s->mirror, &mc, s->store, err, errlen) != 0)
-        return CORE_FAILED;
+    int orc = mirror_open(&s->mirror, &mc, s->store, err, errlen);
+    if (orc != 0)
+        return orc == MIRROR_HELD ? CORE_HELD : CORE_FAILED;
     struct mirror_restored rs;
     enum mirror_read rrc = mirror_restore(s->mirror, &rs, err, errlen);
     if (rrc != MIRROR_READ_OK)

@@ -41,6 +41,8 @@ enum core_rc {
     CORE_FAILED,  /* `failed` and err say what and why */
     CORE_BLOCKED, /* the container holds a line that cannot be decoded: no takeover until it
                      is repaired (docs/ha.md, "A journal that cannot be read") */
+    CORE_HELD,    /* another server holds the container's owner lease: it took it first, and
+                     nothing failed here (a CORE_FAILED to whoever does not tell them apart) */
 };
 
 /* Opens the store and starts everything behind HTTP: the mirror (restoring first when the

@@ -423,6 +423,13 @@ static void finish_take_over(struct group *s)
             }
             return;
         }
+        if (rc == CORE_HELD && s->partitions > 1) {
+            /* Another server took the partition first (two claimed it at once): a lost
+             * race, not a failure of this server's, so no wait and nothing declined. */
+            mx_info("another server took the partition first; staying a standby", "partition=%u",
+                    s->partition);
+            return;
+        }
         if (s->partitions > 1) {
             uint64_t d = CLAIM_RETRY_FIRST_MS;
             for (unsigned k = 0; k < s->claim_failures && d < CLAIM_RETRY_MAX_MS; k++)
