@@ -30,6 +30,8 @@ struct partitions {
     struct place_config place;
     struct group *groups[MX_PARTITIONS_MAX];
     int64_t free_since_ms[MX_PARTITIONS_MAX]; /* when each was first seen free (0: owned) */
+    /* Leaving: the server each partition is handed to ("": none named). */
+    char leave_to[MX_PARTITIONS_MAX][256];
     /* Since when each live server has been seen live (mono ms), by URL. */
     char known[MAX_SERVERS][256];
     int64_t known_since_ms[MAX_SERVERS];
@@ -415,7 +417,8 @@ static void leave_next(struct partitions *ps)
         busy += group_handing_over(ps->groups[p]);
     for (unsigned p = 0; p < ps->count && busy < LEAVE_AT_ONCE; p++)
         if (group_core(ps->groups[p])) {
-            mx_info("leaving: handing a partition over", "partition=%u", p);
+            mx_info("leaving: handing a partition over", "partition=%u to=%s", p,
+                    ps->leave_to[p][0] ? ps->leave_to[p] : "none");
             group_hand_over(ps->groups[p]);
             busy++;
         }
@@ -442,7 +445,7 @@ void partitions_leave(struct partitions *ps)
         group_allow_takeover(ps->groups[p], false);
         if (group_core(ps->groups[p])) {
             const char *to = target[p] >= 0 ? urls[target[p]] : NULL;
-            mx_info("leaving: a partition's next owner", "partition=%u to=%s", p, to ? to : "none");
+            snprintf(ps->leave_to[p], sizeof ps->leave_to[p], "%s", to ? to : "");
             if (to)
                 group_hand_to(ps->groups[p], to);
         }
