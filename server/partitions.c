@@ -514,6 +514,14 @@ int partitions_tick(struct partitions *ps)
         group_reread_live(ps->groups[0]); /* for partitions_left(): who is left to take */
         return 0;
     }
+    /* A partition released by name is most often a leaver's, whose heartbeat went first:
+     * the listing of the servers, up to a heartbeat old, is read again, lest placement give
+     * the leaver its share back and the partition wait for an orphan's time. */
+    for (unsigned p = 0; p < ps->count; p++)
+        if (group_handed_to(ps->groups[p])) {
+            group_reread_live(ps->groups[0]);
+            break;
+        }
     int64_t now = (int64_t)(mx_mono_ns() / MX_NS_PER_MS);
     char(*live)[256] = ps->live;
     size_t n = drop_gone(ps, live, group_live(ps->groups[0], live, MAX_SERVERS), now);
