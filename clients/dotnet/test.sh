@@ -45,6 +45,8 @@ cleanup() {
 }
 trap cleanup EXIT
 mkdir -p "$work/tmp"
+# MSBuild, NuGet and the runtime's diagnostic sockets write to TMPDIR: here, not /tmp.
+export TMPDIR=$work/tmp
 
 props=(-c Release -p:UseSharedCompilation=false -nodeReuse:false --artifacts-path "$work/artifacts")
 folder=${MUTEXD_NUGET_FOLDER:-/opt/nuget/packages}
@@ -64,13 +66,16 @@ echo "== clients/dotnet: the tests, against real servers" >&2
 filter=()
 [ $# -gt 0 ] && filter=(--filter "$1")
 rc=0
-TMPDIR=$work/tmp dotnet test "$root/clients/dotnet/Mutexd.Client.Tests" --no-build "${props[@]}" "${filter[@]}" \
+dotnet test "$root/clients/dotnet/Mutexd.Client.Tests" --no-build "${props[@]}" "${filter[@]}" \
     --logger "trx;LogFileName=results.trx" --results-directory "$work/results" || rc=$?
 
 trx=$work/results/results.trx
 if [ -f "$trx" ]; then
     counters=$(grep -o '<Counters [^>]*>' "$trx" | head -1)
     num() { echo "$counters" | grep -o " $1=\"[0-9]*\"" | grep -o '[0-9]*'; }
+    # The failed tests by name, where a log's tail shows them.
+    grep -o '<UnitTestResult [^>]*outcome="Failed"[^>]*>' "$trx" | grep -o 'testName="[^"]*"' |
+        sed 's/^testName="\(.*\)"$/failed: \1/' || true
     echo "$(num passed) passed, $(num failed) failed"
 else
     echo "0 passed, 1 failed"

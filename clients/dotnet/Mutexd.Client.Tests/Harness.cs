@@ -288,7 +288,10 @@ public static class T
     public static double Seconds(long fromTimestamp) => (double)(Stopwatch.GetTimestamp() - fromTimestamp) / Stopwatch.Frequency;
 
     /// <summary>Waits until <paramref name="cond"/> holds, or fails after <paramref name="within"/>.</summary>
-    public static async Task Until(Func<Task<bool>> cond, TimeSpan within, string what)
+    public static Task Until(Func<Task<bool>> cond, TimeSpan within, string what) => Until(cond, within, () => what);
+
+    /// <summary>As above, with the failure's words made when it fails.</summary>
+    public static async Task Until(Func<Task<bool>> cond, TimeSpan within, Func<string> what)
     {
         var end = Stopwatch.GetTimestamp() + (long)(within.TotalSeconds * Stopwatch.Frequency);
         while (Stopwatch.GetTimestamp() < end)
@@ -299,8 +302,10 @@ public static class T
             }
             await Task.Delay(50);
         }
-        throw new Xunit.Sdk.XunitException($"not within {within.TotalSeconds} s: {what}");
+        throw new Xunit.Sdk.XunitException($"not within {within.TotalSeconds} s: {what()}");
     }
 
     public static Task Until(Func<bool> cond, TimeSpan within, string what) => Until(() => Task.FromResult(cond()), within, what);
+
+    public static Task Until(Func<bool> cond, TimeSpan within, Func<string> what) => Until(() => Task.FromResult(cond()), within, what);
 }
