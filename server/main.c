@@ -24,11 +24,8 @@
 #include "common/log.h"
 #include "common/prom.h"
 #include "server/core.h"
-#include "server/group.h"
-#include "server/join.h"
-#include "server/layout.h"
+#include "server/node.h"
 #include "server/notify.h"
-#include "server/partitions.h"
 #include "server/probe.h"
 
 /* The process: its options, and what it serves with. */
@@ -37,37 +34,22 @@ struct server {
     struct http *http;
     struct auth *auth;     /* NULL: no authorization */
     struct res_limits lim; /* what a request is checked against */
-    struct core *core;     /* a lone server's (NULL in a group: the group holds it) */
-    struct group *group;   /* NULL: not in a server group, or partitioned */
-    struct partitions *ps; /* NULL: not a partitioned group (--partitions 1) */
-    struct join *join;     /* a server of a group (--ha): its join, which s.group or s.ps is
-                            * once joined; the front's callbacks go through it */
+    struct node *node;     /* alone, a group or partitions (server/node.h) */
+    struct notify notify;
+    sigset_t signals;
 };
-
-/* The group joined (or partitions) are handed the front. */
-static void attach(struct server *s)
-{
-    if (s->group)
-        group_attach(s->group, s->http);
-    if (s->ps)
-        partitions_attach(s->ps, s->http);
-}
 
 /* The service manager is told what /readyz would answer, and whether the server is healthy:
  * the store commits (a store whose commits keep failing, a full or failed disk, stops the
  * watchdog's pings; a standby has no store). Main thread. */
-static void server_notify(struct server *s, struct notify *n)
+static void server_notify(struct server *s)
 {
     char why[256] = "", sick[256] = "", status[600];
     struct mx_buf details = {0};
     bool ready = http_ready(s->http, why, sizeof why, &details);
     mx_buf_free(&details);
-    struct core *c = s->group ? group_core(s->group) : s->core;
-    bool healthy = s->ps ? partitions_healthy(s->ps, sick, sizeof sick)
-                         : !c || core_healthy(c, sick, sizeof sick);
-    const char *role = s->group ? group_role(s->group)
-                       : s->ps  ? (partitions_owned(s->ps) ? "active" : "standby")
-                                : NULL;
+    bool healthy = node_healthy(s->node, sick, sizeof sick);
+    const char *role = node_role(s->node, false);
     if (!healthy)
         snprintf(status, sizeof status, "unhealthy: the store fails: %s", sick);
     else if (!ready)
@@ -75,7 +57,7 @@ static void server_notify(struct server *s, struct notify *n)
     else
         snprintf(status, sizeof status, "ready%s%s%s on %s", role ? " (" : "", role ? role : "",
                  role ? ")" : "", http_address(s->http));
-    notify_state(n, mx_mono_ns(), ready, healthy, status);
+    notify_state(&s->notify, mx_mono_ns(), ready, healthy, status);
 }
 
 /* Waits for a signal of `set` until `deadline_ns` (mono ns; 0: no deadline). Returns the
@@ -93,52 +75,123 @@ static int wait_signal(const sigset_t *set, uint64_t deadline_ns)
     return sig > 0 ? sig : 0;
 }
 
-/* Refuses a data directory other users can write (they could replace the store, or read
- * it through a file they planted); warns when they can read it, and makes the store's
- * files that a version before this one created 0644 private. */
-static int check_data_dir(const char *dir, char *err, size_t errlen)
+/* SIGHUP: the tokens file is read again; a bad one leaves the old tokens in force. */
+static void reload_tokens(struct server *s)
 {
-    struct stat st;
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-        return 0; /* created 0700 by the store, or refused by it with its own reason */
-    if (st.st_mode & (S_IWGRP | S_IWOTH)) {
-        snprintf(err, errlen,
-                 "the data directory %s is writable by other users (mode %04o): chmod 700 it", dir,
-                 (unsigned)(st.st_mode & 07777));
-        return -1;
+    char err[512] = "", quoted[1100];
+    enum auth_file reload;
+    notify_reloading(&s->notify, mx_mono_ns(), "reloading: rereading the tokens file");
+    if (!s->auth) {
+        mx_info("SIGHUP: no tokens file to reread", NULL);
+    } else if ((reload = auth_reload(s->auth, err, sizeof err)) != AUTH_FILE_OK) {
+        mx_error(reload == AUTH_FILE_REFUSED
+                     ? "SIGHUP: the tokens file is refused; the old tokens stay in force"
+                     : "SIGHUP: the tokens file does not parse; the old tokens stay in force",
+                 "error=%s", mx_log_quote(quoted, sizeof quoted, err));
     }
-    if (st.st_mode & (S_IRWXG | S_IRWXO))
-        mx_warn("the data directory is open to other users: the store holds the lease ids, "
-                "which are credentials; chmod 700 it",
-                "dir=%s mode=%04o", dir, (unsigned)(st.st_mode & 07777));
-    static const char *const files[] = {"mutexd.db", "mutexd.db-wal", "mutexd.db-shm", "LOCK"};
-    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
-        char path[4096];
-        struct stat fst;
-        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
-        if (lstat(path, &fst) == 0 && S_ISREG(fst.st_mode) && (fst.st_mode & 077) &&
-            chmod(path, fst.st_mode & 0700) == 0)
-            mx_info("made a store file private", "path=%s mode=%04o", path,
-                    (unsigned)(fst.st_mode & 0700));
-    }
-    return 0;
+    notify_reloaded(&s->notify, mx_mono_ns());
 }
 
-/* The partition count of the container (layout_check()), tried for up to 30 s while the
- * blob store does not answer. */
-static enum layout_rc settle_layout(const struct options *opt, unsigned *found, char *err,
-                                    size_t errlen)
+/* Signals block every thread started after this; every connection is a descriptor, so the
+ * process takes all the kernel allows. */
+static void process_setup(struct server *s)
 {
-    uint64_t until = mx_mono_ns() + 30000 * MX_NS_PER_MS;
-    enum layout_rc rc;
-    while ((rc = layout_check(opt, found, err, errlen)) == LAYOUT_AGAIN && mx_mono_ns() < until) {
-        char quoted[600];
-        mx_warn("cannot read the group's partition count; trying again", "error=%s",
-                mx_log_quote(quoted, sizeof quoted, err));
-        struct timespec ts = {0, 500 * 1000 * 1000};
-        nanosleep(&ts, NULL);
+    sigemptyset(&s->signals);
+    sigaddset(&s->signals, SIGINT);
+    sigaddset(&s->signals, SIGTERM);
+    sigaddset(&s->signals, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &s->signals, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    struct rlimit nofile;
+    if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+        nofile.rlim_cur = nofile.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &nofile);
     }
-    return rc;
+}
+
+/* Opens the tokens file (before the store: a bad one leaves no data directory behind), the
+ * node and the front. Returns -1, else the exit status with `failed` and `err` set, or
+ * with both NULL when the message was written. */
+static int start(struct server *s, char *err, size_t errlen, const char **failed)
+{
+    if (s->opt.auth_tokens &&
+        auth_open(&s->auth, s->opt.auth_tokens, err, errlen) != AUTH_FILE_OK) {
+        *failed = "cannot read the tokens file";
+        return 1;
+    }
+    /* The store holds every lease id, which is a lease's credential: whatever the umask,
+     * what the server creates is its user's alone (files 0600, directories 0700). */
+    umask(077);
+    core_limits(&s->opt, &s->lim);
+    enum node_rc nr = node_open(&s->node, &s->opt, err, errlen, failed);
+    if (nr == NODE_MISMATCH) {
+        fprintf(stderr, "mutexd: %s\n", err);
+        *failed = NULL;
+        return 2;
+    }
+    if (nr != NODE_OK)
+        return 1;
+    struct http_config hc = {
+        .auth = s->auth,
+        .listen = s->opt.listen,
+        .threads = (unsigned)s->opt.http_threads,
+        .max_connections = (unsigned)s->opt.max_connections,
+        .idle_timeout_ms = s->opt.idle_timeout_ms,
+        .tls_cert_file = s->opt.tls_cert,
+        .tls_key_file = s->opt.tls_key,
+        .tls_priorities = s->opt.tls_priorities,
+        .allowed_origins = s->opt.allowed_origins,
+        .allowed_hosts = s->opt.allowed_hosts,
+        .ui = s->opt.ui,
+        .lim = &s->lim,
+        .forward_timeout_ms = s->opt.forward_timeout_ms,
+        .served_by = s->opt.ha ? s->opt.advertise_url : s->opt.fault_served_by,
+        .fault_role = s->opt.fault_role,
+        .fault_role_after = s->opt.fault_role_after,
+        .fault_role_after_ms = s->opt.fault_role_after_ms,
+    };
+    node_front(s->node, &hc);
+    if (http_start(&s->http, &hc, err, errlen) != 0) {
+        *failed = "cannot start the HTTP server";
+        return 1;
+    }
+    node_attach(s->node, s->http);
+    mx_info("started", "version=%s address=%s data_dir=%s leases=%zu role=%s partitions=%u",
+            MUTEXD_VERSION, http_address(s->http), s->opt.data_dir, node_leases(s->node),
+            node_role(s->node, true), (unsigned)s->opt.partitions);
+    return -1;
+}
+
+/* Serves until a signal ends it or the node does: the signal (the one that began a leave
+ * when the node has left), or 0 (`*tick` says why). The node ticks between signals, and the
+ * service manager (if any) is told how the server is when it is due. */
+static int serve(struct server *s, enum node_tick *tick, int *status, char *err, size_t errlen,
+                 const char **failed)
+{
+    int leaving = 0; /* the signal that began the leave */
+    for (;;) {
+        if ((*tick = node_tick(s->node, status, err, errlen, failed)) != NODE_GO_ON)
+            return *tick == NODE_LEFT ? leaving : 0;
+        uint64_t notify_at = notify_next_ns(&s->notify);
+        if (notify_at && mx_mono_ns() >= notify_at) {
+            server_notify(s);
+            notify_at = notify_next_ns(&s->notify);
+        }
+        uint64_t deadline = notify_at, tick_at = node_tick_due(s->node);
+        if (tick_at && (!deadline || tick_at < deadline))
+            deadline = tick_at;
+        int sig = wait_signal(&s->signals, deadline);
+        if (sig == SIGHUP) {
+            reload_tokens(s);
+        } else if (sig && !leaving && node_leave(s->node)) {
+            leaving = sig;
+            mx_info("leaving the group: moving the partitions", "signal=%s",
+                    sig == SIGTERM ? "TERM" : "INT");
+            notify_stopping(&s->notify, "stopping: moving the partitions to the other servers");
+        } else if (sig) {
+            return sig;
+        }
+    }
 }
 
 int main(int argc, char **argv)
@@ -151,222 +204,46 @@ int main(int argc, char **argv)
     if (s.opt.probe)
         return probe_main(&s.opt);
     mx_log_set_level((enum mx_log_level)s.opt.log_level);
-    struct notify notify;
-    notify_init(&notify, mx_mono_ns());
+    notify_init(&s.notify, mx_mono_ns());
+    process_setup(&s);
 
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGHUP);
-    pthread_sigmask(SIG_BLOCK, &set, NULL); /* every thread started below inherits it */
-    signal(SIGPIPE, SIG_IGN);
-    /* Every connection is a descriptor: take all the kernel allows this process. */
-    struct rlimit nofile;
-    if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
-        nofile.rlim_cur = nofile.rlim_max;
-        setrlimit(RLIMIT_NOFILE, &nofile);
-    }
-
-    /* Every failure to start goes to `fail` with what failed and why: one way out, which
-     * stops whatever had started (core_close() and group_close() take NULL). */
-    char err[512] = "";
+    char err[512] = "", quoted[1100], status_text[700];
     const char *failed = NULL;
-    /* The tokens file is read before the store is opened: a bad one leaves no data
-     * directory behind. */
-    if (s.opt.auth_tokens &&
-        auth_open(&s.auth, s.opt.auth_tokens, err, sizeof err) != AUTH_FILE_OK) {
-        failed = "cannot read the tokens file";
-        goto fail;
-    }
-    /* The store holds every lease id, which is a lease's credential: whatever the umask,
-     * what the server creates is its user's alone (files 0600, directories 0700). */
-    umask(077);
-    if (check_data_dir(s.opt.data_dir, err, sizeof err) != 0) {
-        failed = "refusing the data directory";
-        goto fail;
-    }
-    core_limits(&s.opt, &s.lim);
-    struct http_core front; /* a lone server's core, served from the first request */
-    struct core_config cc = {.opt = &s.opt};
-    struct group_config gc = {.opt = &s.opt, .partition = 0, .partitions = 1};
-    struct partitions_config pc = {.opt = &s.opt, .count = (unsigned)s.opt.partitions};
-    if (s.opt.ha) {
-        /* A server of a group joins it: its partition count (written by the container's
-         * first server: another is refused), then its group or partitions. Tried once
-         * now; a blob store that does not answer yet is tried again from the loop below,
-         * the front answering meanwhile (server/join.h). */
-        if (!(s.join = join_new(&gc, &pc))) {
-            failed = "cannot join the server group";
-            snprintf(err, sizeof err, "out of memory");
-            goto fail;
-        }
-        enum join_rc jr = join_try(s.join, mx_mono_ns(), err, sizeof err, &failed);
-        if (jr == JOIN_MISMATCH) {
+    enum node_tick tick = NODE_GO_ON;
+    if ((rc = start(&s, err, sizeof err, &failed)) >= 0) {
+        /* Every failure to start comes here with what failed and why; what had started
+         * is stopped. */
+        if (failed) {
+            mx_error(failed, "error=%s", mx_log_quote(quoted, sizeof quoted, err));
             fprintf(stderr, "mutexd: %s\n", err);
-            join_free(s.join);
-            auth_free(s.auth);
-            return 2;
+            snprintf(status_text, sizeof status_text, "failed: %s: %s", failed, err);
+            notify_status(&s.notify, status_text);
         }
-        if (jr == JOIN_FAILED)
-            goto fail;
-        s.group = join_group(s.join);
-        s.ps = join_partitions(s.join);
-    } else {
-        if (s.opt.mirror_mode != MIRROR_OFF) {
-            /* A lone server with a mirror checks the count too: on a partitioned group's
-             * container it would take the container's own owner blob beside the group. */
-            unsigned found = 0;
-            enum layout_rc lr = settle_layout(&s.opt, &found, err, sizeof err);
-            if (lr == LAYOUT_MISMATCH) {
-                fprintf(stderr, "mutexd: %s\n", err);
-                auth_free(s.auth);
-                return 2;
-            }
-            if (lr != LAYOUT_OK) {
-                failed = "cannot start the blob mirror";
-                goto fail;
-            }
-        }
-        if (core_open(&s.core, &cc, err, sizeof err, &failed) != CORE_OK)
-            goto fail;
-        core_front(s.core, &front);
+        node_free(s.node);
+        auth_free(s.auth);
+        return rc;
     }
-
-    struct http_config hc = {
-        .auth = s.auth,
-        .listen = s.opt.listen,
-        .threads = (unsigned)s.opt.http_threads,
-        .max_connections = (unsigned)s.opt.max_connections,
-        .idle_timeout_ms = s.opt.idle_timeout_ms,
-        .tls_cert_file = s.opt.tls_cert,
-        .tls_key_file = s.opt.tls_key,
-        .tls_priorities = s.opt.tls_priorities,
-        .allowed_origins = s.opt.allowed_origins,
-        .allowed_hosts = s.opt.allowed_hosts,
-        .ui = s.opt.ui,
-        .lim = &s.lim,
-        .core = s.core ? &front : NULL,
-        .partitions = s.opt.ha ? pc.count : 1,
-        .ready = s.join ? join_ready : NULL,
-        .metrics = s.join ? join_metrics : NULL,
-        .forward_timeout_ms = s.opt.forward_timeout_ms,
-        .served_by = s.opt.ha ? s.opt.advertise_url : s.opt.fault_served_by,
-        .servers = s.join ? join_render_servers : NULL,
-        .ctx = s.join,
-        .fault_role = s.opt.fault_role,
-        .fault_role_after = s.opt.fault_role_after,
-        .fault_role_after_ms = s.opt.fault_role_after_ms,
-    };
-    if (http_start(&s.http, &hc, err, sizeof err) != 0) {
-        failed = "cannot start the HTTP server";
-        goto fail;
-    }
-    attach(&s);
-    mx_info("started", "version=%s address=%s data_dir=%s leases=%zu role=%s partitions=%u",
-            MUTEXD_VERSION, http_address(s.http), s.opt.data_dir,
-            s.core ? core_leases(s.core) : (size_t)0,
-            s.group  ? group_role(s.group)
-            : s.ps   ? "standby"
-            : s.join ? "joining"
-                     : "active",
-            pc.count);
-
-    int sig = 0;
-    bool fenced = false;
-    int refused = 0; /* the join, tried again, was refused: the exit status */
-    uint64_t group_at = s.join ? mx_mono_ns() + GROUP_TICK_MS * MX_NS_PER_MS : 0;
-    uint64_t leave_by = 0; /* leaving: the partitions have moved, or this time has come */
-    for (;;) {
-        /* A server of a group looks at the group between signals, and the service manager
-         * (if any) is told how the server is when it is due. */
-        if (group_at && mx_mono_ns() >= group_at) {
-            uint64_t due = join_due(s.join);
-            if (due && mx_mono_ns() >= due) {
-                enum join_rc jr = join_try(s.join, mx_mono_ns(), err, sizeof err, &failed);
-                if (jr == JOIN_MISMATCH || jr == JOIN_FAILED) {
-                    refused = jr == JOIN_MISMATCH ? 2 : 1;
-                    break;
-                }
-                s.group = join_group(s.join);
-                s.ps = join_partitions(s.join);
-                attach(&s);
-            }
-            if (s.group && group_tick(s.group) != 0) {
-                fenced = true;
-                break;
-            }
-            if (s.ps)
-                partitions_tick(s.ps);
-            if (leave_by && partitions_left(s.ps))
-                break;
-            if (leave_by && mx_mono_ns() >= leave_by) {
-                mx_warn("leaving: not every partition was taken in time", NULL);
-                break;
-            }
-            group_at = mx_mono_ns() + GROUP_TICK_MS * MX_NS_PER_MS;
-        }
-        uint64_t notify_at = notify_next_ns(&notify);
-        if (notify_at && mx_mono_ns() >= notify_at) {
-            server_notify(&s, &notify);
-            notify_at = notify_next_ns(&notify);
-        }
-        uint64_t deadline = notify_at;
-        if (group_at && (!deadline || group_at < deadline))
-            deadline = group_at;
-        if ((sig = wait_signal(&set, deadline)) == 0)
-            continue;
-        if (sig != SIGHUP && s.ps && !leave_by) {
-            /* Partitions move by handover before the server stops; its requests meanwhile
-             * are forwarded to their new owners. */
-            mx_info("leaving the group: moving the partitions", "signal=%s",
-                    sig == SIGTERM ? "TERM" : "INT");
-            notify_stopping(&notify, "stopping: moving the partitions to the other servers");
-            partitions_leave(s.ps);
-            leave_by = mx_mono_ns() + 2 * s.opt.failover_after_ms * MX_NS_PER_MS;
-            continue;
-        }
-        if (sig != SIGHUP)
-            break;
-        notify_reloading(&notify, mx_mono_ns(), "reloading: rereading the tokens file");
-        char quoted[1100];
-        enum auth_file reload;
-        if (!s.auth) {
-            mx_info("SIGHUP: no tokens file to reread", NULL);
-        } else if ((reload = auth_reload(s.auth, err, sizeof err)) != AUTH_FILE_OK) {
-            mx_error(reload == AUTH_FILE_REFUSED
-                         ? "SIGHUP: the tokens file is refused; the old tokens stay in force"
-                         : "SIGHUP: the tokens file does not parse; the old tokens stay in "
-                           "force",
-                     "error=%s", mx_log_quote(quoted, sizeof quoted, err));
-        }
-        notify_reloaded(&notify, mx_mono_ns());
-    }
-    if (refused) {
-        char quoted[1100];
-        if (refused == 1)
+    int sig = serve(&s, &tick, &rc, err, sizeof err, &failed);
+    if (tick == NODE_REFUSED) {
+        if (rc == 1)
             mx_error(failed, "error=%s", mx_log_quote(quoted, sizeof quoted, err));
         fprintf(stderr, "mutexd: %s\n", err);
-        notify_status(&notify, "failed: cannot join the server group");
-    } else if (fenced) {
+        notify_status(&s.notify, "failed: cannot join the server group");
+    } else if (tick == NODE_FENCED) {
         mx_warn("another server has taken the container: starting again as a standby", NULL);
-        notify_status(&notify, "fenced: starting again as a standby");
+        notify_status(&s.notify, "fenced: starting again as a standby");
     } else {
         mx_info("shutting down", "signal=%s", sig == SIGTERM ? "TERM" : "INT");
-        notify_stopping(&notify, "stopping: answering the requests in flight");
+        notify_stopping(&s.notify, "stopping: answering the requests in flight");
     }
     http_quiesce(s.http);
-    if (s.core)
-        http_set_core(s.http, 0, NULL);
-    core_close(s.core);
-    group_close(s.group); /* takes its core back and closes it first */
-    partitions_close(s.ps);
+    node_stop(s.node, s.http);
     http_stop(s.http);
-    join_free(s.join);
+    node_free(s.node);
     auth_free(s.auth);
-    if (refused)
-        return refused;
-    if (fenced) {
+    if (tick == NODE_REFUSED)
+        return rc;
+    if (tick == NODE_FENCED) {
         /* The same arguments (getopt may have reordered them; mutexd takes no operands, so
          * their order does not matter). */
         execv("/proc/self/exe", argv);
@@ -375,18 +252,4 @@ int main(int argc, char **argv)
     }
     mx_info("stopped", NULL);
     return 0;
-
-fail:;
-    char quoted[1100];
-    mx_error(failed, "error=%s", mx_log_quote(quoted, sizeof quoted, err));
-    fprintf(stderr, "mutexd: %s\n", err);
-    char status[700];
-    snprintf(status, sizeof status, "failed: %s: %s", failed, err);
-    notify_status(&notify, status);
-    core_close(s.core);
-    group_close(s.group);
-    partitions_close(s.ps);
-    join_free(s.join);
-    auth_free(s.auth);
-    return 1;
 }
