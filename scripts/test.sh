@@ -153,7 +153,12 @@ stage "packaging: make install layout, the .deb on a pristine Debian 12 (chroot,
 tests/packaging/run.sh
 
 stage "integration tests marked heavy or examples, one at a time"
-MUTEXD_BIN=build/mutexd "${PYTEST[@]}" -m "heavy or examples" tests/integration
+MUTEXD_BIN=build/mutexd "${PYTEST[@]}" --durations=15 -m "heavy or examples" \
+    --ignore=tests/integration/test_ha_nemesis.py tests/integration
+
+# The two randomized runs (one partition, eight) check histories, not timings: side by side.
+stage "the randomized fault runs, two at once"
+MUTEXD_BIN=build/mutexd "${PYTEST[@]}" -n 2 tests/integration/test_ha_nemesis.py
 
 stage "chaos tests: SIGKILL, failing commits, a full disk"
 MUTEXD_BIN=build/mutexd "${PYTEST[@]}" tests/chaos
@@ -210,8 +215,8 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 stage "unit tests under ASan+UBSan"
 ctest --test-dir build-asan --output-on-failure -j "$JOBS"
 
-stage "integration tests under ASan+UBSan"
-MUTEXD_BIN=build-asan/mutexd "${PYTEST[@]}" -m "not heavy and not examples" tests/integration
+stage "integration tests under ASan+UBSan, on ${PYTEST_WORKERS:-2} workers"
+MUTEXD_BIN=build-asan/mutexd "${PYTEST[@]}" -n "${PYTEST_WORKERS:-2}" -m "not heavy and not examples" tests/integration
 unset ASAN_OPTIONS UBSAN_OPTIONS
 
 stage "build with ThreadSanitizer"
@@ -221,8 +226,8 @@ export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
 stage "runtime, store and core unit tests under TSan"
 ctest --test-dir build-tsan --output-on-failure -L "runtime|store"
 
-stage "integration tests under TSan"
-MUTEXD_BIN=build-tsan/mutexd "${PYTEST[@]}" -m "not heavy and not examples" tests/integration
+stage "integration tests under TSan, on ${PYTEST_WORKERS:-2} workers"
+MUTEXD_BIN=build-tsan/mutexd "${PYTEST[@]}" -n "${PYTEST_WORKERS:-2}" -m "not heavy and not examples" tests/integration
 unset TSAN_OPTIONS
 
 stage "make run on a bare Debian 12, as the README's quick start says"
