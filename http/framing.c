@@ -2,10 +2,20 @@
  * Reading a request (see request.h and server.c's steps 2 and 3): its headers, admission
  * and authorization before any body is read, and the body gathered up to its limit.
  */
+#include "http/request.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/partition.h"
-#include "http/request.h"
+#include "http/admit.h"
+#include "http/api.h"
+#include "http/conns.h"
+#include "http/forward.h"
+#include "http/server.h"
+#include "http/ui.h"
 
 /* A body over the limit is read and thrown away (libmicrohttpd cannot answer in the
  * middle of a body) and answered 413 at its end, unless it goes on for more than this:

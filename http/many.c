@@ -14,8 +14,21 @@
  */
 #include "http/request.h"
 
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "actors/multi.h"
+#include "actors/resource.h"
+#include "actors/resource_actor.h"
+#include "actors/runtime.h"
+#include "common/container_of.h"
 #include "common/partition.h"
+#include "http/api.h"
+#include "http/auth.h"
+#include "http/hangup.h"
+#include "http/render.h"
+#include "persistence/store.h"
 
 struct many_part {
     struct ra_request ra;

@@ -2,8 +2,23 @@
  * The answers that are pages rather than lease requests (see request.h): the dashboard's
  * files, GET /v1/servers, and /metrics.
  */
-#include "common/partition.h"
 #include "http/request.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/buf.h"
+#include "common/partition.h"
+#include "common/prom.h"
+#include "http/api.h"
+#include "http/auth.h"
+#include "http/conns.h"
+#include "http/forward.h"
+#include "http/stats.h"
+#include "http/ui.h"
 
 /* GET /ui/...: a file of the dashboard, from the binary (no copy: the table is constant);
  * /ui itself is sent to /ui/, where the page's relative links resolve. */

@@ -1,46 +1,41 @@
 /*
  * The HTTP front's inside, shared by the files it is written in (not for other modules):
  * server.c (a request's life: the libmicrohttpd callbacks, dispatch, answers from actors
- * and the forwarder; start and stop), framing.c (headers and body, admission), respond.c
- * (queueing answers), pages.c (the dashboard, /v1/servers, /metrics). The http_i_
+ * and the forwarder; start and stop), request.c (a request's helpers: its suspension, its
+ * id, its authorization), framing.c (headers and body, admission), respond.c (queueing
+ * answers), pages.c (the dashboard, /v1/servers, /metrics). The http_i_
  * functions are each file's statics that another needs; the threads that may call them
  * are those of the request they take (struct hreq below).
  */
 #ifndef MX_HTTP_REQUEST_H
 #define MX_HTTP_REQUEST_H
 
-#include "http/server.h"
-
-#include <inttypes.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <microhttpd.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/random.h>
-#include <sys/socket.h>
-#include <unistd.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
+#include "actors/events.h"
 #include "actors/resource_actor.h"
-#include "common/clock.h"
-#include "common/container_of.h"
-#include "common/log.h"
-#include "http/admit.h"
+#include "common/names.h"
 #include "http/answer.h"
 #include "http/api.h"
-#include "http/conns.h"
+#include "http/auth.h"
 #include "http/forward.h"
-#include "http/hangup.h"
-#include "http/listener.h"
-#include "http/render.h"
-#include "http/spread.h"
+#include "http/server.h"
 #include "http/stats.h"
-#include "http/ui.h"
-#include "persistence/store.h"
+
+/* Only pointed to here (their own headers are those of the files that use them). */
+struct admit_headers;
+struct conn;
+struct conns;
+struct hangup;
+struct many;
+struct render;
+struct spread;
+struct ui_asset;
 
 enum phase { PH_HEADERS, PH_BODY, PH_WAIT, PH_DONE };
 
@@ -164,16 +159,22 @@ struct hreq {
     char reason[API_MAX_REASON + 1];
 };
 
-/* server.c: dispatch and the connection callbacks */
+/* server.c: dispatch */
+enum MHD_Result http_i_dispatch(struct hreq *q);
+
+/* request.c: a request's helpers */
 enum MHD_Result http_i_nobody_to_answer(struct hreq *q);
 void http_i_suspend(struct hreq *q);
 void http_i_uncount(struct hreq *q);
-enum MHD_Result http_i_dispatch(struct hreq *q);
 void http_i_new_request_id(struct http *h, char *out, size_t len);
 bool http_i_valid_request_id(const char *s);
 struct conn *http_i_conn_of(struct MHD_Connection *conn);
 unsigned http_i_route_scope(enum api_route r);
 void http_i_authorize(struct hreq *q);
+/* Why this server may no longer answer a read from its state after the request waited
+ * here (fenced, not serving, or its ownership unconfirmed): a reason for
+ * http_i_send_group_unavailable(), or NULL when it may. */
+const char *http_i_not_serving(struct hreq *q);
 
 /* respond.c: queueing the answers */
 enum MHD_Result http_i_queue(struct hreq *q, int status, struct MHD_Response *r);
@@ -182,10 +183,6 @@ enum MHD_Result http_i_send_body(struct hreq *q, int status, char *body, const c
 enum MHD_Result http_i_send_render(struct hreq *q, const struct render *rd, const char *allow);
 enum MHD_Result http_i_send_error(struct hreq *q, const struct api_error *e);
 enum MHD_Result http_i_send_unavailable(struct hreq *q, const char *reason);
-/* Why this server may no longer answer a read from its state after the request waited
- * here (fenced, not serving, or its ownership unconfirmed): a reason for
- * http_i_send_group_unavailable(), or NULL when it may. */
-const char *http_i_not_serving(struct hreq *q);
 enum MHD_Result http_i_send_group_unavailable(struct hreq *q, const char *reason);
 enum MHD_Result http_i_send_relayed(struct hreq *q);
 

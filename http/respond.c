@@ -5,6 +5,17 @@
  */
 #include "http/request.h"
 
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "http/forward.h"
+#include "http/render.h"
+#include "http/role.h"
+#include "http/server.h"
+#include "http/ui.h"
+
 /* Queues `r` (the caller destroys its reference) with `status`; every answer under /ui/, an
  * error too, carries the dashboard's security headers. */
 enum MHD_Result http_i_queue(struct hreq *q, int status, struct MHD_Response *r)

@@ -4,10 +4,27 @@
 #include "http/spread.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
 
+#include "actors/events.h"
+#include "actors/resource.h"
+#include "actors/resource_actor.h"
+#include "common/buf.h"
+#include "common/clock.h"
+#include "common/container_of.h"
 #include "common/partition.h"
+#include "http/api.h"
+#include "http/forward.h"
+#include "http/hangup.h"
 #include "http/render.h"
 #include "http/request.h"
+#include "http/role.h"
+#include "http/server.h"
 
 enum part_kind {
     PART_LOCAL, /* one partition served here: read in-process */

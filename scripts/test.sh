@@ -108,12 +108,14 @@ configure() { # dir, cmake options...
 stage "build (RelWithDebInfo)"
 configure build
 
-# C formatting, include direction, one version, the clients' types, unit-test registration
-# follows the sources, every document named is in the repository (and that check's test),
-# the man pages and /etc/default/mutexd say what --help says, mutexctl's bash completion.
+# C formatting, include direction (and no circle among http/'s files), one version, the
+# clients' types, unit-test registration follows the sources, every document named is in
+# the repository (and that check's test), the man pages and /etc/default/mutexd say what
+# --help says, mutexctl's bash completion.
 stage "checks: format, layers, version, types, test registration, doc links, man pages, completion"
 scripts/check-format.sh
 scripts/check-layers.sh
+scripts/check-layers.sh --files http
 scripts/check-version.sh
 scripts/check-types.sh
 tests/meta/registration.sh
