@@ -116,6 +116,7 @@ stage "checks: format, layers, version, types, test registration, doc links, man
 scripts/check-format.sh
 scripts/check-layers.sh
 scripts/check-layers.sh --files http
+scripts/check-layers.sh --files server
 scripts/check-version.sh
 scripts/check-types.sh
 tests/meta/registration.sh
