@@ -30,6 +30,8 @@ struct partitions {
     struct place_config place;
     struct group *groups[MX_PARTITIONS_MAX];
     int64_t free_since_ms[MX_PARTITIONS_MAX]; /* when each was first seen free (0: owned) */
+    bool named_here[MX_PARTITIONS_MAX];       /* seen free and named for this server (the servers'
+                                               * listing read again then, once) */
     /* Leaving: the server each partition is handed to ("": none named). */
     char leave_to[MX_PARTITIONS_MAX][256];
     /* Since when each live server has been seen live (mono ms), by URL. */
@@ -514,14 +516,19 @@ int partitions_tick(struct partitions *ps)
         group_reread_live(ps->groups[0]); /* for partitions_left(): who is left to take */
         return 0;
     }
-    /* A partition released by name is most often a leaver's, whose heartbeat went first:
-     * the listing of the servers, up to a heartbeat old, is read again, lest placement give
-     * the leaver its share back and the partition wait for an orphan's time. */
-    for (unsigned p = 0; p < ps->count; p++)
-        if (group_handed_to(ps->groups[p])) {
-            group_reread_live(ps->groups[0]);
-            break;
-        }
+    /* A partition released by name for this server is most often a leaver's, whose
+     * heartbeat went first: the servers' listing, up to a heartbeat old, is read again once
+     * when the name is first seen, lest placement give the leaver its share back as soon as
+     * this server has taken it, and the partition wait for an orphan's time. */
+    bool reread = false;
+    for (unsigned p = 0; p < ps->count; p++) {
+        const char *to = group_handed_to(ps->groups[p]);
+        bool here = to && strcmp(to, ps->opt->advertise_url) == 0;
+        reread = reread || (here && !ps->named_here[p]);
+        ps->named_here[p] = here;
+    }
+    if (reread)
+        group_reread_live(ps->groups[0]);
     int64_t now = (int64_t)(mx_mono_ns() / MX_NS_PER_MS);
     char(*live)[256] = ps->live;
     size_t n = drop_gone(ps, live, group_live(ps->groups[0], live, MAX_SERVERS), now);
