@@ -67,7 +67,7 @@ enum mirror_mode mirror_parse_mode(const char *s); /* -1 (as int) when unknown *
  * previous owner was appending to: from then on nothing it appends lands, however late it
  * resumes. Returns 0, -1 with err, or MIRROR_HELD with err when another server's lease on
  * the owner blob held to the end of the wait (it took the container first: nothing failed
- * here). */
+ * here); a transient error to the end of the wait (a 503, not a 409) is a -1. */
 #define MIRROR_HELD (-2)
 int mirror_open(struct mirror **out, const struct mirror_config *cfg, struct store *store,
                 char *err, size_t errlen);

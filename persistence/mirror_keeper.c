@@ -92,12 +92,15 @@ int mirror_i_take_lease(struct mirror *m, char *err, size_t errlen)
             rc = 0;
             break;
         }
-        if (orc == OWNER_FENCED || (r.status != 409 && !blob_result_transient(&r))) {
+        /* Only a 409 is another server's lease; a transient error to the end of the wait
+         * (a 503 at every try) is this server's failure to take it, not a lost race. */
+        uint64_t now = mx_mono_ns();
+        bool held = r.status == 409;
+        if (orc == OWNER_FENCED || (!held && (!blob_result_transient(&r) || now >= deadline))) {
             snprintf(err, errlen, "cannot take the owner lease: %ld %s %s", r.status, r.error_code,
                      r.message);
             break;
         }
-        uint64_t now = mx_mono_ns();
         if (now >= deadline) {
             rc = MIRROR_HELD;
             if (m->cfg.advertise_url)

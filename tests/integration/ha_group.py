@@ -151,10 +151,16 @@ class PeerProxy:
     """A TCP relay in front of a server for its peers: the server advertises the relay's
     URL, so the other servers' probes and forwards go through it, while clients use the
     server's own port. cut() refuses every new connection and closes the open ones (a
-    partition between the servers, the clients unaffected), heal() ends it."""
+    partition between the servers, the clients unaffected), heal() ends it.
+    cut_probes() cuts only the other servers' health probes (requests for probe_path, each
+    server's probes on a connection of their own): a connection that sends one is closed at
+    once, the forwards pass; heal() ends that too."""
 
-    def __init__(self, target_port, port=0):
+    def __init__(self, target_port, port=0, probe_path="/healthz"):
         self.target = target_port
+        self.probe_line = ("GET %s " % probe_path).encode()
+        self.probes_cut = False
+        self.probing = set()  # the client sides of the connections that carried a probe
         self.sock = socket.socket()
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind(("127.0.0.1", port))
@@ -171,6 +177,16 @@ class PeerProxy:
         with self.lock:
             self.is_cut = True
             conns, self.open = list(self.open), set()
+        self._drop(conns)
+
+    def cut_probes(self):
+        with self.lock:
+            self.probes_cut = True
+            conns = list(self.probing)
+        self._drop(conns)
+
+    @staticmethod
+    def _drop(conns):
         for c in conns:
             try:
                 c.close()
@@ -179,6 +195,7 @@ class PeerProxy:
 
     def heal(self):
         self.is_cut = False
+        self.probes_cut = False
 
     def close(self):
         self.closed = True
@@ -211,6 +228,13 @@ class PeerProxy:
                     data = s.recv(65536)
                     if not data:
                         return
+                    if s is c and data.startswith(self.probe_line):
+                        # A request's first bytes come in a read of their own: the sender
+                        # waits for each answer before the next request.
+                        with self.lock:
+                            self.probing.add(c)
+                        if self.probes_cut:
+                            return
                     (u if s is c else c).sendall(data)
         except (OSError, ValueError):
             pass
@@ -223,6 +247,7 @@ class PeerProxy:
             with self.lock:
                 self.open.discard(c)
                 self.open.discard(u)
+                self.probing.discard(c)
 
 
 class ProxiedGroup:

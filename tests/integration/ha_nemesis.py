@@ -5,9 +5,14 @@ Faults: SIGKILL of the active (it comes back), SIGTERM of the active (it comes b
 SIGSTOP/SIGCONT of the active, the blob store cut off from one server, the active cut off
 from the other servers (its probes and forwards; the clients still reach it), one failed
 blob request (503 or a reset on the Nth request of a kind), a slow blob store for one
-server, a step of one server's wall clock while it runs (libfaketime's timestamp file);
-and, chosen at the start, snapshot rolls every few hundred changes and one server's clock
-off by a few seconds.
+server, a step of one server's wall clock while it runs (libfaketime's timestamp file),
+slow seals (one server's seals of a journal held 2-5 s, with a SIGKILL or SIGTERM of the
+active for a takeover to meet them, or standing until the next one), the other servers'
+probes of the active cut while its forwards and clients pass (2-20 s), and, partitioned,
+every claim of one server for a partition's owner lease answered 503 or 409 for a few
+seconds (the placement must stop giving it partitions it cannot take); and, chosen at the
+start, snapshot rolls every few hundred changes and one server's clock off by a few
+seconds.
 
 The load (ha_group.Load), on servers of 8 threads: exclusive leases with metadata near the
 limits, the ledger, semaphores and read/write resources, sets of two resources in either
@@ -38,6 +43,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -177,22 +183,30 @@ class Nemesis:
         self.say("step the wall clock of server %d (%s) by %+d s, to %+d s" % (
             s.index, "the active" if s is a else "a standby", d, self.offsets[s.index]))
 
-    def partition(self):
+    def partition(self, probes=False):
+        """The active cut off from the other servers; with probes, only their probes of it
+        (its forwards and its clients pass)."""
         a = self.active(timeout=5)
         if not a:
             return
-        d = self.rnd.choice([2, 5, 10])
-        self.say("cut the active, server %d, off from the other servers for %d s" % (a.index, d))
+        d = self.rnd.choice([2, 5, 10, 20] if probes else [2, 5, 10])
         p = self.g.peer(a)
-        p.cut()
+        if probes:
+            self.say("cut the probes of the active, server %d, for %d s (forwards pass)" % (
+                a.index, d))
+            p.cut_probes()
+        else:
+            self.say("cut the active, server %d, off from the other servers for %d s" % (
+                a.index, d))
+            p.cut()
         try:
             time.sleep(d)
         finally:
             p.heal()
         self.say("healed the servers' links to server %d" % a.index)
 
-    def kill(self):
-        a = self.active()
+    def kill(self, a=None):
+        a = self.active() if a is None else a
         if not a:
             return
         self.say("SIGKILL the active, server %d" % a.index)
@@ -202,8 +216,8 @@ class Nemesis:
         self.g.restart(a)
         self.say("server %d back" % a.index)
 
-    def term(self):
-        a = self.active()
+    def term(self, a=None):
+        a = self.active() if a is None else a
         if not a:
             return
         self.say("SIGTERM the active, server %d" % a.index)
@@ -273,6 +287,75 @@ class Nemesis:
         p.remove(r)
         self.say("  %d requests delayed" % r.fired)
 
+    def slow_seals(self):
+        """One server's seals slowed (a seal is a takeover's, of the journal it takes over),
+        and the active, another server, killed or stopped meanwhile, or not: the rule
+        stands for the next takeover to meet it."""
+        a = self.active(timeout=5)
+        others = [s for s in self.g.alive() if s is not a]
+        if not others:
+            return self.rest()
+        s = self.rnd.choice(others)
+        delay = self.rnd.choice([2.0, 3.0, 5.0])
+        d = self.rnd.choice([8, 15, 30])
+        then = self.rnd.choice(["kill", "term", "stand"])
+        p = self.g.proxy(s)
+        r = p.add(action="delay", delay=delay, times=None, **dict(ONE_FAILURES)["seal"])
+        self.say("slow seals for server %d: %.0f s a seal for %d s%s" % (
+            s.index, delay, d, self.meanwhile_said(then, a)))
+        self.meanwhile(then, a, d, lambda: p.remove(r))
+        self.say("  %d seal(s) of server %d delayed" % (r.fired, s.index))
+
+    @staticmethod
+    def meanwhile_said(then, a):
+        if then == "stand" or a is None:
+            return ""
+        return ", and %s the active, server %d" % ("SIGKILL" if then == "kill" else "SIGTERM",
+                                                 a.index)
+
+    def meanwhile(self, then, a, d, end):
+        """end() in d s (however long a takeover takes); meanwhile a SIGKILL or SIGTERM of
+        the active a (then), or nothing ("stand", or no a). end() may be called twice."""
+        until = time.monotonic() + d
+        timer = threading.Timer(d, end)
+        timer.daemon = True
+        timer.start()
+        try:
+            if a is not None and then == "kill":
+                self.kill(a)
+            elif a is not None and then == "term":
+                self.term(a)
+            time.sleep(max(0, until - time.monotonic()))
+        finally:
+            timer.cancel()
+            end()
+
+    def cut_probes(self):
+        self.partition(probes=True)
+
+    def fail_claims(self):
+        """Every claim of one server for a partition's owner lease refused for a while: the
+        placement must not keep giving partitions to a server that cannot take them."""
+        if self.partitions == 1:
+            return self.rest()
+        s = self.rnd.choice(self.g.alive())
+        status, code = self.rnd.choice([(503, "ServerBusy"), (503, "ServerBusy"),
+                                        (409, "LeaseAlreadyPresent")])
+        d = self.rnd.choice([4, 8, 15])
+        a = self.active(timeout=5)
+        # Claims come when partitions move: the active, if another server, killed or
+        # stopped meanwhile, its partitions placed anew; or not, and the next move meets it.
+        then = self.rnd.choice(["kill", "term", "stand"])
+        p = self.g.proxy(s)
+        r = p.add(action="503", status=status, code=code, times=None,
+                  header=("x-ms-lease-action", "^acquire$"),
+                  **dict(ONE_FAILURES)["owner lease"])
+        self.say("refuse every owner lease claim of server %d (%s) with %d for %d s%s" % (
+            s.index, "the active" if s is a else "a standby", status, d,
+            self.meanwhile_said(then, a if a is not s else None)))
+        self.meanwhile(then, a if a is not s else None, d, lambda: p.remove(r))
+        self.say("  %d claim(s) of server %d refused" % (r.fired, s.index))
+
     def rest(self):
         time.sleep(self.rnd.uniform(1, 4))
 
@@ -291,6 +374,7 @@ class Nemesis:
             load = Load(self.g, n=12, ledgers=4, places=4, events=True, sets=3)
         actions = [(self.kill, 3), (self.term, 1), (self.pause, 2), (self.cut, 2),
                    (self.partition, 2), (self.fail_one, 4), (self.slow, 2), (self.step, 2),
+                   (self.slow_seals, 2), (self.cut_probes, 2), (self.fail_claims, 2),
                    (self.rest, 2)]
         population = [f for f, w in actions for _ in range(w)]
         end = self.t0 + self.seconds

@@ -558,19 +558,29 @@ class Served:
         return sum(1 for s in range(a, b) if s in self.ok[name]) / float(b - a)
 
 
+# What a failing server's blob store refuses it: its snapshot writes, or its claims of a
+# partition's owner lease (a 503 is not another server's lease: not a lost race).
+REFUSED = {
+    "snapshots": dict(method="PUT", path=r"/p/\d+/snapshots/"),
+    "claims": dict(method="PUT", path=r"/p/\d+/owner$", query=r"comp=lease",
+                   header=("x-ms-lease-action", "^acquire$")),
+}
+
+
 @pytest.mark.heavy
-def test_a_server_whose_takeovers_fail_is_not_given_partitions_forever(groups):
-    """A server whose every takeover fails (its blob store refuses its snapshots) is the
-    target of a partition a dead server owned: it must remember the failure and back off,
-    and the others must take the partition meanwhile. Before, it claimed the partition again
-    at every tick and nobody else took it: the partition was not served."""
+@pytest.mark.parametrize("refused", sorted(REFUSED))
+def test_a_server_whose_takeovers_fail_is_not_given_partitions_forever(groups, refused):
+    """A server whose every takeover fails (its blob store refuses its snapshots, or its
+    claims of the owner lease with 503) is the target of a partition a dead server owned:
+    it must remember the failure and back off, and the others must take the partition
+    meanwhile. Before, it claimed the partition again at every tick and nobody else took
+    it: the partition was not served."""
     g = groups(3, extra=PARTS).start(stagger=0.3)
     m = settled(g)
     share = {s: [p for p in range(N) if m[p] == s.url] for s in g.servers}
     dead = next(s for s in g.servers if len(share[s]) == 2)
     failing, other = [s for s in g.servers if s is not dead]
-    refuse = g.proxy(failing).add(method="PUT", path=r"/p/\d+/snapshots/", action="503",
-                                  times=None)
+    refuse = g.proxy(failing).add(action="503", times=None, **REFUSED[refused])
     names = names_of(share[dead], per=1, prefix="orphaned")
     since = len(failing.lines)
     dead.kill()
@@ -580,7 +590,7 @@ def test_a_server_whose_takeovers_fail_is_not_given_partitions_forever(groups):
     tried = sum(1 for l in failing.lines[since:] if "could not take the partition" in l)
     fractions = {n: served.fraction(n, 12, 40) for n in names}
     print("partitions %r of the dead server: served in %r of the seconds 12-40 after the "
-          "kill; the failing server's failed takeovers: %d (refused snapshots: %d)"
+          "kill; the failing server's failed takeovers: %d (refused requests: %d)"
           % (share[dead], fractions, tried, refuse.fired))
     assert refuse.fired >= 1, "no takeover was tried by the failing server"
     assert all(f >= 0.75 for f in fractions.values()), fractions
