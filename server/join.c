@@ -125,8 +125,18 @@ enum join_rc join_try(struct join *j, uint64_t now_ns, char *err, size_t errlen,
     struct group *g = NULL;
     struct partitions *ps = NULL;
     if (j->pc->count > 1 ? partitions_open(&ps, j->pc, err, errlen, failed) != 0
-                         : group_open(&g, j->gc, err, errlen, failed) != 0)
+                         : group_open(&g, j->gc, err, errlen, failed) != 0) {
+        /* The open tries a blob store that stops answering for a while (a DNS lookup that
+         * times out), then gives up: when the store still does not answer, that is a
+         * wait, not a refusal. */
+        char again_err[512];
+        if (layout_check(j->gc->opt, &found, again_err, sizeof again_err) == LAYOUT_AGAIN) {
+            again(j, mx_mono_ns(), err);
+            *failed = "cannot join the server group";
+            return JOIN_AGAIN;
+        }
         return JOIN_FAILED;
+    }
     if (atomic_load(&j->attempts) > 1)
         mx_info("joined the server group: the blob store answers",
                 "attempts=%" PRIu64 " waited_ms=%" PRIu64, atomic_load(&j->attempts),
