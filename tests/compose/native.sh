@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs the topology of docker-compose.yml natively, with no container engine: Azurite
 # from npm, the three servers of the partitioned group with exactly the environment the
-# compose file gives them, and four leader-election workers, in Python, Node.js, Go and
-# Java, with theirs (host names become loopback addresses, ports free ones). Runs Azurite's
+# compose file gives them, and five leader-election workers, in Python, Node.js, Go, Java
+# and .NET (where the .NET SDK is), with theirs (host names become loopback addresses, ports free ones). Runs Azurite's
 # health check as the compose file writes it. Checks that the servers agree on the
 # partition map and each owns its share (5 or 6 of 16), that exactly one worker leads, that
 # its resource is served by its partition's owner whichever server is asked, that killing
@@ -54,7 +54,7 @@ scripts/azurite.sh start "$WORK/azurite" >/dev/null
 AZ_PORT=$(cat "$WORK/azurite/port")
 SERVERS=(mutexd-a mutexd-b mutexd-c)
 services=$(docker-compose -f docker-compose.yml config --services)
-for s in "${SERVERS[@]}" worker-python worker-node worker-go worker-java; do
+for s in "${SERVERS[@]}" worker-python worker-node worker-go worker-java worker-dotnet; do
     grep -qx "$s" <<<"$services" || fail "the compose file has no service $s"
 done
 declare -A port=()
@@ -180,15 +180,29 @@ for s in "${SERVERS[@]}"; do
 done
 echo "native: $N partitions: $shares"
 
-# Four workers, one in each client language, as the compose file configures them. The Go
+# The workers, one in each client language, as the compose file configures them. The Go
 # one is built as its Dockerfile builds it (Debian's Go, nothing downloaded), and so is
 # the Java one (javac and jar).
 ( cd clients/examples/go/leader && CGO_ENABLED=0 GOPROXY=off GOCACHE="${XDG_CACHE_HOME:-$HOME/.cache}/mutexd-go/build" \
     go build -trimpath -o "$WORK/mutexd-leader" . ) || fail "the Go worker does not build"
 TMPDIR=$WORK clients/examples/java/leader/build.sh "$WORK/mutexd-leader.jar" || fail "the Java worker does not build"
+langs=(python node go java)
+# The .NET one where the .NET SDK is (a plain Debian 12 has none), published as its
+# Dockerfile publishes it.
+if command -v dotnet >/dev/null; then
+    TMPDIR=$WORK DOTNET_CLI_TELEMETRY_OPTOUT=1 DOTNET_NOLOGO=1 DOTNET_CLI_USE_MSBUILD_SERVER=0 \
+        dotnet publish clients/examples/dotnet/leader -c Release -o "$WORK/dotnet-leader" \
+        -p:UseAppHost=false -p:UseSharedCompilation=false -nodeReuse:false \
+        --artifacts-path "$WORK/dotnet-artifacts" -v:quiet >"$WORK/dotnet-build.log" 2>&1 ||
+        { tail -n 20 "$WORK/dotnet-build.log" >&2; fail "the .NET worker does not build"; }
+    TMPDIR=$WORK dotnet build-server shutdown >/dev/null 2>&1 || true
+    langs+=(dotnet)
+else
+    echo "native: the .NET worker is left out: this machine has no .NET SDK"
+fi
 declare -A wpid=() wlang=()
 i=0
-for lang in python node go java; do
+for lang in "${langs[@]}"; do
     i=$((i + 1))
     wenv=()
     while IFS= read -r kv; do
@@ -199,6 +213,7 @@ for lang in python node go java; do
         node) cmd=(node clients/examples/node/leader.mjs) ;;
         go) cmd=("$WORK/mutexd-leader") ;;
         java) cmd=(java -XX:TieredStopAtLevel=1 -jar "$WORK/mutexd-leader.jar") ;;
+        dotnet) cmd=(env TMPDIR="$WORK" dotnet "$WORK/dotnet-leader/Leader.dll") ;;
     esac
     env "${wenv[@]}" "${cmd[@]}" > "$WORK/worker$i.log" 2>&1 &
     wpid[$i]=$!
@@ -222,7 +237,7 @@ else:
     print("free")' 2>/dev/null | {
         read -r pid token || exit 0
         [ "$pid" = free ] && { echo free; exit 0; }
-        for i in 1 2 3 4; do
+        for i in "${!wpid[@]}"; do
             if [ "${wpid[$i]}" = "$pid" ]; then echo "$i $token"; fi
         done
     }
@@ -249,7 +264,7 @@ for i in $(seq 1 21); do
     [ "$(leader_now "$s")" = "$leader" ] || fail "the leader changed with nothing stopped (asked of $s)"
     sleep 0.2
 done
-for i in 1 2 3 4; do
+for i in "${!wpid[@]}"; do
     kill -0 "${wpid[$i]}" || fail "worker $i exited"
 done
 held=$(holder_now mutexd-a) || true

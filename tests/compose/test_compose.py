@@ -25,7 +25,7 @@ def config(**env):
 SERVERS = ("mutexd-a", "mutexd-b", "mutexd-c")
 # One worker in each client language, all electing one leader.
 WORKERS = {"worker-python": "python", "worker-node": "node", "worker-go": "go",
-           "worker-java": "java"}
+           "worker-java": "java", "worker-dotnet": "dotnet"}
 
 
 def test_services():
@@ -124,7 +124,7 @@ def test_workers():
         for s in SERVERS:
             assert w["depends_on"][s]["condition"] == "service_healthy"
         envs.append(w["environment"])
-    # The four contend for one resource, with the same timings.
+    # The five contend for one resource, with the same timings.
     assert all(e == envs[0] for e in envs)
 
 
@@ -181,6 +181,21 @@ def test_worker_dockerfiles():
     assert "openjdk-17-jdk-headless" in build and "leader/build.sh" in build
     assert "openjdk-17-jre-headless" in runtime and "jdk-headless" not in runtime
     assert "mvn" not in d
+    # .NET: Microsoft's images, SDK to publish and runtime to run, as their user; the
+    # client's project built with the worker, nothing downloaded (no package reference).
+    d = dockerfile("clients/examples/dotnet/Dockerfile")
+    assert re.findall(r"^FROM (\S+)(?: AS (\w+))?$", d, re.M) == [
+        ("${SDK_IMAGE}", "build"), ("${RUNTIME_IMAGE}", "")]
+    assert re.search(r"^ARG SDK_IMAGE=mcr.microsoft.com/dotnet/sdk:10.0$", d, re.M)
+    assert re.search(r"^ARG RUNTIME_IMAGE=mcr.microsoft.com/dotnet/runtime:10.0$", d, re.M)
+    build, runtime = d.split("\nFROM ${RUNTIME_IMAGE}\n", 1)
+    assert "dotnet publish clients/examples/dotnet/leader" in build
+    assert re.search(r"^USER \$APP_UID$", runtime, re.M)
+    assert re.search(r"^STOPSIGNAL SIGTERM$", runtime, re.M)
+    assert '"/app/Leader.dll"' in runtime
+    for proj in ("clients/dotnet/Mutexd.Client/Mutexd.Client.csproj",
+                 "clients/examples/dotnet/leader/Leader.csproj"):
+        assert "PackageReference" not in open(os.path.join(ROOT, proj)).read(), proj
 
 
 def test_runtime_libraries_match_the_binary():

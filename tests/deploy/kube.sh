@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # The Kubernetes manifests' pod template for real, without a cluster: `kubectl kustomize`
 # renders deploy/kubernetes/azurite, kube_pods.py makes of it the pods a cluster would run
-# (the StatefulSet's three, Azurite's, and three leader-election workers), `podman kube
+# (the StatefulSet's three, Azurite's, and four leader-election workers), `podman kube
 # play` runs each on a network of this run's own, and kube_check.py checks, with the
 # container stage's assertions (tests/compose/containers_check.py), that they form a group
 # that survives `podman kill` of the active server's container.
 #
 # The images are the container stage's (tests/compose/containers.sh, the stage before this
-# one in `make test`): mutexd:local, the Azurite stand-in and the three workers'. Podman is
+# one in `make test`): mutexd:local, the Azurite stand-in and the four workers'. Podman is
 # set up as there (tests/lib/isolation.sh: runc, cgroupfs, this shell's limits); pods need
 # catatonit for their infra container. Leaves no pod, volume or network behind, even when
 # it fails.
@@ -66,6 +66,13 @@ podman_settings "$WORK"
 images=(docker.io/library/mutexd:local mcr.microsoft.com/azure-storage/azurite:latest
     docker.io/library/mutexdtest_worker-python:latest docker.io/library/mutexdtest_worker-node:latest
     docker.io/library/mutexdtest_worker-go:latest)
+# The .NET worker, unless the container stage left it out (it says why).
+if podman image exists docker.io/library/mutexdtest_worker-dotnet:latest; then
+    images+=(docker.io/library/mutexdtest_worker-dotnet:latest)
+else
+    note "the .NET worker is left out: the container stage made no image of it"
+    export CONTAINERS_WORKERS_LEFT_OUT=worker-dotnet
+fi
 for i in "${images[@]}"; do
     podman image exists "$i" ||
         fail "no image $i: the container stage builds it (tests/compose/containers.sh; run it first)"

@@ -1,7 +1,7 @@
 """Turns the rendered azurite overlay (deploy/kubernetes/azurite, `kubectl kustomize`) into
 the pods Kubernetes would run from it, one YAML file a pod, for `podman kube play`: the
 StatefulSet's template as its pods mutexd-0, -1, -2, the Azurite Deployment's as the pod
-azurite, and three leader-election workers (the compose file's, one a language) that
+azurite, and four leader-election workers (the compose file's, one a language) that
 know every server's advertised URL.
 
 The pod template is taken as it is; only what the cluster would supply, and podman 4.3
@@ -37,7 +37,10 @@ import yaml
 NAMESPACE = "default"
 WORKERS = {"worker-python": "docker.io/library/mutexdtest_worker-python:latest",
            "worker-node": "docker.io/library/mutexdtest_worker-node:latest",
-           "worker-go": "docker.io/library/mutexdtest_worker-go:latest"}
+           "worker-go": "docker.io/library/mutexdtest_worker-go:latest",
+           "worker-dotnet": "docker.io/library/mutexdtest_worker-dotnet:latest"}
+for _w in os.environ.get("CONTAINERS_WORKERS_LEFT_OUT", "").split():
+    WORKERS.pop(_w, None)  # tests/deploy/kube.sh says why
 TOKEN = "try-it-token-not-for-production"
 
 
