@@ -565,6 +565,11 @@ REFUSED = {
     "claims": dict(method="PUT", path=r"/p/\d+/owner$", query=r"comp=lease",
                    header=("x-ms-lease-action", "^acquire$")),
 }
+# The share of the seconds 12-40 after the kill each orphaned partition must be served in.
+# A refused snapshot fails a takeover at once; a refused claim only once the claim's wait
+# for the lease is over, and each try after a backoff (10 s, then 20 s) costs that wait
+# again: 0.79 to 1.0 measured on an idle machine, against 0.14 before the fix.
+SERVED_AT_LEAST = {"snapshots": 0.75, "claims": 0.6}
 
 
 @pytest.mark.heavy
@@ -593,7 +598,7 @@ def test_a_server_whose_takeovers_fail_is_not_given_partitions_forever(groups, r
           "kill; the failing server's failed takeovers: %d (refused requests: %d)"
           % (share[dead], fractions, tried, refuse.fired))
     assert refuse.fired >= 1, "no takeover was tried by the failing server"
-    assert all(f >= 0.75 for f in fractions.values()), fractions
+    assert all(f >= SERVED_AT_LEAST[refused] for f in fractions.values()), fractions
     assert tried <= 4, tried  # backed off: 10 s, then 20 s...
 
 
