@@ -173,7 +173,7 @@ def worker(urls, history, resources, stop, wid, ttl_ms=4000, seed=None, aliases=
             lease = body.get("lease_id")
             tok = js.get("fencing_token") if st == 200 and js else None
             history.add(worker=wid, op=op, resource=res, lease_id=lease, status=st, token=tok,
-                        send=send, recv=recv, ttl=ttl_ms)
+                        send=send, recv=recv, ttl=ttl_ms, budget=deadline - send)
             if st == 200 and op in ("acquire", "renew"):
                 held[res] = (lease, tok, send + ttl_ms / 1000)
             elif op == "release" or (op == "renew" and st == 409):
