@@ -20,6 +20,12 @@
 /* A failure to join is logged at the first attempt, then at most this often. */
 #define JOIN_SAY_NS (30000 * MX_NS_PER_MS)
 
+/* A refusal ends the start only when this many attempts in a row met one (about 2 to 4 s
+ * of backoff): one that does not repeat (a DNS lookup that timed out inside the open while
+ * the check before and after it passed, a store answering an error while it starts) is
+ * tried again as a silence is. */
+#define JOIN_REFUSALS 5
+
 struct join {
     const struct group_config *gc;
     const struct partitions_config *pc;
@@ -32,6 +38,7 @@ struct join {
     pthread_mutex_t lock;
     char why[512];
     _Atomic uint64_t attempts, failures;
+    unsigned refusals; /* attempts in a row that ended in a refusal; the main thread's */
 };
 
 struct join *join_new(const struct group_config *gc, const struct partitions_config *pc)
@@ -103,6 +110,21 @@ static void again(struct join *j, uint64_t now, const char *err)
     }
 }
 
+/* The store answered with a refusal, or the open failed though the store answers: the
+ * end of the start once it has happened JOIN_REFUSALS times in a row, else an attempt
+ * again after the backoff, each refusal logged. */
+static enum join_rc refused(struct join *j, uint64_t now, const char *err)
+{
+    if (++j->refusals >= JOIN_REFUSALS)
+        return JOIN_FAILED;
+    char quoted[1100];
+    mx_warn("the blob store refused to join the server group; trying again",
+            "refusals=%u of=%u error=%s", j->refusals, JOIN_REFUSALS,
+            mx_log_quote(quoted, sizeof quoted, err));
+    again(j, now, err);
+    return JOIN_AGAIN;
+}
+
 enum join_rc join_try(struct join *j, uint64_t now_ns, char *err, size_t errlen,
                       const char **failed)
 {
@@ -115,12 +137,13 @@ enum join_rc join_try(struct join *j, uint64_t now_ns, char *err, size_t errlen,
     case LAYOUT_OK:
         break;
     case LAYOUT_AGAIN:
+        j->refusals = 0;
         again(j, now_ns, err);
         return JOIN_AGAIN;
     case LAYOUT_MISMATCH:
         return JOIN_MISMATCH;
     case LAYOUT_FAILED:
-        return JOIN_FAILED;
+        return refused(j, now_ns, err);
     }
     struct group *g = NULL;
     struct partitions *ps = NULL;
@@ -130,12 +153,14 @@ enum join_rc join_try(struct join *j, uint64_t now_ns, char *err, size_t errlen,
          * times out), then gives up: when the store still does not answer, that is a
          * wait, not a refusal. */
         char again_err[512];
-        if (layout_check(j->gc->opt, &found, again_err, sizeof again_err) == LAYOUT_AGAIN) {
+        enum layout_rc rc = layout_check(j->gc->opt, &found, again_err, sizeof again_err);
+        *failed = "cannot join the server group";
+        if (rc == LAYOUT_AGAIN) {
+            j->refusals = 0;
             again(j, mx_mono_ns(), err);
-            *failed = "cannot join the server group";
             return JOIN_AGAIN;
         }
-        return JOIN_FAILED;
+        return refused(j, mx_mono_ns(), err);
     }
     if (atomic_load(&j->attempts) > 1)
         mx_info("joined the server group: the blob store answers",

@@ -5,7 +5,9 @@
  * compose file would otherwise stay down: the join is tried again with a capped, jittered
  * backoff, while the HTTP front answers /healthz 200 and /readyz 503 with why, and held /v1
  * requests are answered 503 as by a standby that knows no active. A refusal (credentials the
- * store refuses, a container it refuses, another partition count) still ends the start.
+ * store refuses, a container it refuses) ends the start once five attempts in a row met one
+ * (2 to 4 s): one that does not repeat, or an open that failed while the store answered the
+ * check before and after it, is tried again. Another partition count ends it at once.
  *
  * The join is the container's partition count (server/layout.h), then the group of the
  * server (server/group.h) or, with --partitions N > 1, its partitions
@@ -37,7 +39,7 @@ enum join_rc {
     JOIN_OK,       /* joined: join_group() or join_partitions() is set */
     JOIN_AGAIN,    /* the blob store did not answer: try again at join_due() */
     JOIN_MISMATCH, /* the container's group has another partition count: err names both */
-    JOIN_FAILED,   /* refused, or a failure trying again would not mend: err */
+    JOIN_FAILED,   /* refused five times in a row: err */
 };
 
 /* A join of the group of `gc` (--partitions 1) or of the partitions of `pc` (N > 1); both
