@@ -51,7 +51,9 @@ struct group {
     char blob_prefix[MX_PARTITION_PREFIX_MAX]; /* the partition's, or "" */
     struct http *http;
     struct ha *ha;
-    struct core *core;        /* NULL: a standby */
+    /* NULL: a standby. Written by the main thread alone; read by the HTTP threads too
+     * (/readyz and /metrics count the partitions owned), hence atomic. */
+    _Atomic(struct core *) core;
     _Atomic bool forwarding;  /* a standby that knows the active */
     struct mirror_copy *copy; /* a standby's warm copy of the container */
     bool copy_ok;             /* it followed the journal at the last look */
